@@ -1,0 +1,228 @@
+"""The domain: frozen value objects and enums shared by every layer.
+
+Nothing here does I/O. The store builds these from rows, the engine passes them around and the
+GraphQL schema converts them with ``from_domain``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+
+class SessionState(StrEnum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    WAITING_FOR_INPUT = "WAITING_FOR_INPUT"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+#: States in which a prompt may start a turn (SPEC §1). ``COMPLETED`` is reopened by a prompt.
+PROMPTABLE = frozenset({SessionState.WAITING_FOR_INPUT, SessionState.COMPLETED})
+#: States in which the session's agent is working.
+BUSY = frozenset({SessionState.RUNNING, SessionState.STARTING})
+
+
+class TurnStatus(StrEnum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+
+
+class MessageSource(StrEnum):
+    USER = "USER"
+    AGENT = "AGENT"
+    WORKFLOW = "WORKFLOW"
+    SERVER = "SERVER"
+
+
+class PauseReason(StrEnum):
+    USER = "USER"
+    CANCEL = "CANCEL"
+    TRANSFER = "TRANSFER"
+
+
+class HoldReason(StrEnum):
+    BUSY = "BUSY"
+    NOT_PROMPTABLE = "NOT_PROMPTABLE"
+    CLARIFICATION = "CLARIFICATION"
+    CANCELLING = "CANCELLING"
+    WORKFLOW_TRANSITION = "WORKFLOW_TRANSITION"
+
+
+class SendNowScope(StrEnum):
+    ENTRY = "ENTRY"
+    ALL = "ALL"
+
+
+class CancelOutcome(StrEnum):
+    STOPPED = "STOPPED"
+    ESCALATED = "ESCALATED"
+    TIMED_OUT = "TIMED_OUT"
+    NOTHING_RUNNING = "NOTHING_RUNNING"
+
+
+class CancelKind(StrEnum):
+    """Who asked for a cancellation (C1 counts every kind; only EXPLICIT pauses, Q7)."""
+
+    EXPLICIT = "EXPLICIT"
+    REPLACEMENT = "REPLACEMENT"
+    INTERNAL = "INTERNAL"
+
+
+class OnTurnComplete(StrEnum):
+    NONE = "NONE"
+    MOVE_TO_NEXT = "MOVE_TO_NEXT"
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def is_valid_id(value: str) -> bool:
+    try:
+        return str(uuid.UUID(value)) == value.lower()
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    title: str
+    owner: str
+    workflow_step: str
+    current_session_id: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    task_id: str
+    owner: str
+    agent: str
+    state: SessionState
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def promptable(self) -> bool:
+        return self.state in PROMPTABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    id: str
+    session_id: str
+    prompt: str
+    source: MessageSource
+    status: TurnStatus
+    output: str
+    error: str | None
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    id: str
+    session_id: str
+    position: int
+    content: str
+    source: MessageSource
+    queued_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Clarification:
+    id: str
+    session_id: str
+    turn_id: str | None
+    question: str
+    asked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """The durable queue state of one session (Q1, Q13, Q14)."""
+
+    session_id: str
+    auto_run: bool
+    pause_reason: PauseReason | None
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    session_id: str
+    auto_run: bool
+    pause_reason: PauseReason | None
+    held_by: tuple[HoldReason, ...]
+    entries: tuple[QueueEntry, ...]
+    max: int | None
+    revision: int
+
+    @property
+    def count(self) -> int:
+        return len(self.entries)
+
+
+@dataclass(frozen=True, slots=True)
+class CancellationStatus:
+    session_id: str
+    pending: bool
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutputChunk:
+    session_id: str
+    turn_id: str
+    offset: int
+    text: str
+    done: bool
+    status: TurnStatus
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStep:
+    name: str
+    on_turn_complete: OnTurnComplete = OnTurnComplete.NONE
+    cancel_triggers_turn_complete: bool = False
+    new_session_on_enter: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    steps: tuple[WorkflowStep, ...] = field(
+        default=(WorkflowStep("IN_PROGRESS"), WorkflowStep("REVIEW"), WorkflowStep("DONE"))
+    )
+
+    @property
+    def first(self) -> WorkflowStep:
+        return self.steps[0]
+
+    def step(self, name: str) -> WorkflowStep | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    def next_after(self, name: str) -> WorkflowStep | None:
+        names = [s.name for s in self.steps]
+        if name not in names:
+            return None
+        index = names.index(name)
+        return self.steps[index + 1] if index + 1 < len(self.steps) else None
+
+    def is_last(self, name: str) -> bool:
+        return bool(self.steps) and self.steps[-1].name == name

@@ -1,0 +1,212 @@
+"""The narrow async interface between the engine and the database.
+
+The caller owns the transaction::
+
+    async with store.transaction() as tx:
+        view = await tx.lock(session_id)       # the session's lock row first (Q3)
+        reservation = await tx.reserve_head(session_id)
+        ...
+    # committed here; ``tx.after_commit`` callbacks have run
+
+Store methods never commit by themselves. An exception inside the block rolls everything back and
+no ``after_commit`` callback runs, which is how "events are published only after their transaction
+commits" is kept: the engine registers its publications with ``tx.after_commit``.
+
+Serialisation (Q3): every write of the policy and every reservation calls :meth:`Tx.lock` first. On
+PostgreSQL that is ``SELECT … FOR UPDATE`` on ``queue_session_locks``; on SQLite every write
+transaction is ``BEGIN IMMEDIATE`` behind one in-process writer lock, so the database has a single
+writer and ``lock`` only reads.
+
+Revisions (R1): methods that change a session's state, turns or clarification bump the session's
+revision themselves and return the new value. Queue changes do *not* bump the queue revision by
+themselves: the engine calls :meth:`Tx.bump_queue_revision` once per transaction that changed the
+queue status (entries, policy, pause reason or holds), so one mutation is one revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from turnqueue.domain import (
+    Clarification,
+    MessageSource,
+    PauseReason,
+    QueueEntry,
+    QueuePolicy,
+    Session,
+    SessionState,
+    Task,
+    Turn,
+    TurnStatus,
+)
+
+
+class ReserveOutcome(StrEnum):
+    RESERVED = "RESERVED"
+    PAUSED = "PAUSED"  # auto_run is false: the head stays queued (Q3 "paused" vs "empty")
+    EMPTY = "EMPTY"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    outcome: ReserveOutcome
+    entry: QueueEntry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """What :meth:`Tx.lock` reads under the lock: everything a queue decision needs."""
+
+    session: Session
+    policy: QueuePolicy
+    clarification: Clarification | None
+    queued: int  # visible (not in-flight) entries
+    running_turn_id: str | None  # the RUNNING turn, if any
+
+
+class Tx(Protocol):
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` (sync, or returning an awaitable that is awaited) after COMMIT."""
+
+    # -- epochs (R2) ------------------------------------------------------------------------
+    async def next_epoch(self) -> int:
+        """A new value of the durable epoch sequence: larger than every earlier one."""
+
+    # -- tasks and sessions -----------------------------------------------------------------
+    async def create_task(self, *, title: str, owner: str, workflow_step: str) -> Task: ...
+
+    async def set_task_step(self, task_id: str, step: str, current_session_id: str) -> Task: ...
+
+    async def create_session(self, *, task_id: str, agent: str, state: SessionState) -> Session:
+        """Insert the session (revision 1) and its ``queue_session_locks`` row (queue revision 0).
+
+        Also points the task's ``current_session_id`` at it. No policy row: auto-run reads true.
+        """
+
+    async def get_task(self, task_id: str) -> Task | None: ...
+
+    async def get_session(self, session_id: str) -> Session | None: ...
+
+    async def set_session_state(self, session_id: str, state: SessionState) -> Session:
+        """Set the state, bump the session revision and ``updated_at``."""
+
+    async def lock(self, session_id: str) -> SessionView:
+        """Take the session's lock row (Q3) and read its view. ``KeyError`` if it does not exist."""
+
+    async def view(self, session_id: str) -> SessionView | None:
+        """The same view without taking the lock (reads, snapshots)."""
+
+    # -- turns ------------------------------------------------------------------------------
+    async def start_turn(
+        self, session_id: str, *, prompt: str, source: MessageSource, consume: Sequence[str] = ()
+    ) -> Turn:
+        """Insert a RUNNING turn, make the session RUNNING (revision +1) and, in the same
+        statement batch, delete the in-flight entries named in ``consume`` (Q10)."""
+
+    async def end_turn(
+        self,
+        turn_id: str,
+        *,
+        status: TurnStatus,
+        output: str,
+        error: str | None,
+        session_state: SessionState,
+    ) -> tuple[Turn, Session]:
+        """End a RUNNING turn and set its session's state (revision +1). A turn that is no
+        longer RUNNING is left as it is and returned unchanged (idempotent end)."""
+
+    async def get_turn(self, turn_id: str) -> Turn | None: ...
+
+    async def running_turns(self) -> list[Turn]:
+        """Every RUNNING turn of every session (recovery, M6)."""
+
+    # -- clarifications ---------------------------------------------------------------------
+    async def set_clarification(
+        self, session_id: str, *, turn_id: str | None, question: str
+    ) -> Clarification:
+        """Replace the session's pending clarification; bumps the session revision."""
+
+    async def clear_clarification(self, session_id: str) -> Clarification | None:
+        """Remove and return the pending clarification (None if none); bumps the session
+        revision only when there was one."""
+
+    # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
+    async def set_policy(
+        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
+    ) -> None:
+        """Upsert the ``queue_session_state`` row."""
+
+    async def delete_policy(self, session_id: str) -> None:
+        """Remove the policy row (W3); the session then reads auto-run true again."""
+
+    async def bump_queue_revision(self, session_id: str) -> int:
+        """Increment the durable queue revision kept on the lock row (never deleted)."""
+
+    # -- queue entries ----------------------------------------------------------------------
+    async def list_entries(self, session_id: str) -> list[QueueEntry]:
+        """Visible entries (not in flight), FIFO order.
+
+        ``QueueEntry.position`` is always the 1-based place among the visible entries (1 = head),
+        whatever the stored sort key is, in every method that returns entries."""
+
+    async def add_entry(self, session_id: str, *, content: str, source: MessageSource) -> QueueEntry:
+        """Append at the tail."""
+
+    async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry: ...
+
+    async def remove_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
+        """Delete visible entries (all of them when ``entry_ids`` is None). Returns the count."""
+
+    async def reorder_entries(self, session_id: str, ordered_ids: Sequence[str]) -> None:
+        """Give the visible entries positions in this order (caller checked it is exactly them)."""
+
+    async def reserve_head(self, session_id: str) -> QueueEntry | None:
+        """Mark the FIFO head in flight and return it (None when no visible entry)."""
+
+    async def claim_entries(self, session_id: str, entry_ids: Sequence[str]) -> list[QueueEntry]:
+        """Mark exactly these visible entries in flight; returns those that were visible (the
+        caller compares and rolls back when one is missing)."""
+
+    async def release_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
+        """Return in-flight entries (all of the session's when None) to the head of the queue,
+        keeping their ids and their relative order (Q10). Returns how many."""
+
+    async def in_flight_sessions(self) -> list[str]:
+        """Sessions that have in-flight entries (recovery, M6)."""
+
+    async def move_entries(self, source_id: str, destination_id: str) -> int:
+        """Move every entry of the source to the destination's tail, in order (W3)."""
+
+
+class Store(Protocol):
+    """A database behind the :class:`Tx` interface, plus read helpers that need no lock."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        """A write transaction. Nested calls are not supported."""
+
+    def read(self) -> AbstractAsyncContextManager[Tx]:
+        """A read-only transaction (a consistent snapshot on PostgreSQL, WAL read on SQLite)."""
+
+    async def close(self) -> None: ...
+
+    # -- reads used by queries; no lock, no transaction of the caller's ----------------------
+    async def list_tasks(self, owner: str, first: int) -> list[Task]: ...
+
+    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]: ...
+
+    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]: ...
+
+    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]: ...
+
+    async def last_turns(self, session_id: str, last: int) -> list[Turn]:
+        """The newest ``last`` turns, oldest first."""
+
+    async def current_turn(self, session_id: str) -> Turn | None:
+        """The newest turn whatever its status."""
+
+
+AfterCommit = Callable[[], Awaitable[None] | None]
