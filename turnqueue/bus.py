@@ -1,0 +1,124 @@
+"""The in-process event bus.
+
+Events are thin: a kind, a session id, a revision and (for the runtime kinds) the value itself.
+Subscribers read a fresh snapshot when they need more, so an event never carries stale state.
+
+Hazards:
+- ``publish`` is synchronous and never blocks or awaits: the engine calls it from
+  ``Tx.after_commit`` callbacks, in commit order, so every subscriber sees one session's events in
+  the order they were committed.
+- Each subscriber has a bounded buffer. A subscriber that falls behind is not allowed to grow
+  memory or stall the others: it is marked *lagged*, its buffer is dropped, and its next ``get``
+  raises :class:`SubscriberLagged`, so the API can tell the client to resubscribe (R3). Changes are
+  never skipped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from turnqueue.domain import CancellationStatus, OutputChunk
+
+log = logging.getLogger(__name__)
+
+
+class EventKind(StrEnum):
+    SESSION = "session"  # the session's durable revision moved (state, turns, clarification)
+    QUEUE = "queue"  # the queue status revision moved (Q13)
+    CANCELLATION = "cancellation"  # a C2 transition; payload is the CancellationStatus
+    OUTPUT = "output"  # streamed turn output; payload is the OutputChunk (no revision, R1)
+    RESYNC = "resync"  # the bus lost events for this session (e.g. a LISTEN reconnect)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: EventKind
+    session_id: str
+    revision: int = 0
+    cancellation: CancellationStatus | None = None
+    chunk: OutputChunk | None = None
+
+
+class SubscriberLagged(Exception):
+    """The subscriber fell behind its buffer; it must resubscribe and read a fresh snapshot."""
+
+
+class Subscription:
+    """One subscriber's bounded buffer of events for one session."""
+
+    def __init__(self, bus: EventBus, session_id: str, kinds: frozenset[EventKind], size: int):
+        self.session_id = session_id
+        self.kinds = kinds
+        self._bus = bus
+        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=size)
+        self._lagged = False
+
+    def _offer(self, event: Event) -> None:
+        if self._lagged:
+            return
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self._lagged = True
+            # Free the memory now and wake the reader so it learns about it promptly.
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self._queue.put_nowait(Event(EventKind.RESYNC, self.session_id))
+
+    async def get(self) -> Event:
+        event = await self._queue.get()
+        if self._lagged:
+            raise SubscriberLagged(f"subscriber of session {self.session_id} fell behind")
+        return event
+
+    def close(self) -> None:
+        self._bus._remove(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EventBus:
+    def __init__(self, buffer_size: int = 256) -> None:
+        self._buffer_size = buffer_size
+        self._subscribers: defaultdict[str, set[Subscription]] = defaultdict(set)
+        self._listeners: list[Callable[[Event], None]] = []
+
+    def subscribe(self, session_id: str, kinds: Iterable[EventKind]) -> Subscription:
+        """Register now (synchronously), so a snapshot read after this call can miss nothing."""
+        kinds_set = frozenset(kinds) | {EventKind.RESYNC}
+        sub = Subscription(self, session_id, kinds_set, self._buffer_size)
+        self._subscribers[session_id].add(sub)
+        return sub
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        """Listeners see every event (metrics, cross-instance relays). They must not block."""
+        self._listeners.append(listener)
+
+    def publish(self, event: Event) -> None:
+        for sub in tuple(self._subscribers.get(event.session_id, ())):
+            if event.kind in sub.kinds:
+                sub._offer(event)
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("event listener failed for %s", event)
+
+    def subscriber_count(self) -> int:
+        return sum(len(subs) for subs in self._subscribers.values())
+
+    def _remove(self, sub: Subscription) -> None:
+        subs = self._subscribers.get(sub.session_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subscribers[sub.session_id]

@@ -1,0 +1,132 @@
+"""Cancelling the active turn: explicit cancels (C3–C5, C9, Q7, W2) and the stop ladder.
+
+An accepted cancellation is a task owned by the engine, not by the request that asked for it (C4):
+the caller awaits it through ``asyncio.shield`` and may go away. Concurrent explicit cancels of one
+session join the same task (C3). The reference that makes ``cancellationPending`` true is held by a
+context manager for the whole operation, so every exit releases it (C5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+
+from turnqueue.agents import Signal
+from turnqueue.bus import EventKind
+from turnqueue.domain import CancelKind, CancelOutcome, PauseReason, SessionState, TurnStatus
+from turnqueue.engine.core import Core
+from turnqueue.engine.runner import TurnRunner
+from turnqueue.engine.turns import Turns
+from turnqueue.errors import Conflict, ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class Cancels:
+    def __init__(self, core: Core, turns: Turns) -> None:
+        self.core = core
+        self.turns = turns
+        self._explicit: dict[str, asyncio.Task[CancelOutcome]] = {}
+        #: sessions with a Send Now replacement under way (C3: an explicit cancel does not join it)
+        self.replacements: set[str] = set()
+        #: W2 hook: run the step's turn-complete action after a user's cancel (when it says so)
+        self.on_cancelled: Callable[[str], Awaitable[None]] | None = None
+
+    def busy(self, session_id: str) -> bool:
+        return session_id in self._explicit or session_id in self.replacements
+
+    async def cancel(self, session_id: str) -> CancelOutcome:
+        """A user's cancel. Joins one already under way (C3)."""
+        if session_id in self.replacements:
+            raise Conflict(
+                ErrorCode.SEND_NOW_CONFLICT, "a Send Now is replacing the active turn right now"
+            )
+        op = self._explicit.get(session_id)
+        if op is None:
+            op = self.core.spawn(self._explicit_op(session_id), name=f"cancel:{session_id}")
+            self._explicit[session_id] = op
+            op.add_done_callback(lambda _: self._explicit.pop(session_id, None))
+        return await asyncio.shield(op)
+
+    async def _explicit_op(self, session_id: str) -> CancelOutcome:
+        with ExitStack() as stack:
+            async with self.core.session_lock(session_id):
+                runner = self.core.runners.get(session_id)
+                if runner is None or runner.ending:
+                    return await self._nothing_running(session_id)
+                stack.enter_context(self.core.cancellations.reference(session_id, CancelKind.EXPLICIT))
+            try:
+                await self.core.touch_queue(session_id)  # CANCELLING is now a hold
+                outcome = await self.stop(runner)
+                await self._park_backlog(session_id)  # Q7: before the reference is released
+            finally:
+                stack.close()  # release (C5): pending may turn false here
+                await self.core.touch_queue(session_id)
+        if runner.final_status is TurnStatus.CANCELLED and self.on_cancelled is not None:
+            await self.on_cancelled(session_id)  # W2
+        async with self.core.session_lock(session_id):
+            await self.turns.auto_drain(session_id)  # obeys the policy Q7 may just have set
+        return outcome
+
+    async def _nothing_running(self, session_id: str) -> CancelOutcome:
+        """C9: no reference, no transition, auto-run untouched; withdraw a clarification."""
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            if view.running_turn_id is not None and session_id not in self.core.runners:
+                # A RUNNING turn whose agent is gone (C5): end it here, as a cancelled one.
+                with self.core.cancellations.reference(session_id, CancelKind.EXPLICIT):
+                    await tx.end_turn(
+                        view.running_turn_id,
+                        status=TurnStatus.CANCELLED,
+                        output="",
+                        error="agent gone",
+                        session_state=SessionState.WAITING_FOR_INPUT,
+                    )
+                    revision = await tx.bump_queue_revision(session_id)
+                    self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
+                    self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+                return CancelOutcome.STOPPED
+            if await tx.clear_clarification(session_id) is not None:
+                revision = await tx.bump_queue_revision(session_id)
+                self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
+                self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+        return CancelOutcome.NOTHING_RUNNING
+
+    async def _park_backlog(self, session_id: str) -> None:
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            if view.queued == 0:
+                return
+            await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
+            revision = await tx.bump_queue_revision(session_id)
+            self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+
+    async def stop(self, runner: TurnRunner) -> CancelOutcome:
+        """The stop ladder: SIGINT, wait; SIGTERM, wait; SIGKILL, wait; then abandon the agent.
+
+        The whole ladder is bounded by ``cancel_operation_timeout`` (C4)."""
+        settings = self.core.settings
+        try:
+            async with asyncio.timeout(settings.cancel_operation_timeout):
+                await runner.signal(Signal.INTERRUPT)
+                if await runner.wait_finished(settings.cancel_timeout):
+                    return CancelOutcome.STOPPED
+                log.warning("turn %s ignored the interrupt; escalating", runner.turn.id)
+                await runner.signal(Signal.TERMINATE)
+                if await runner.wait_finished(settings.escalation_timeout):
+                    return CancelOutcome.ESCALATED
+                await runner.signal(Signal.KILL)
+                if await runner.wait_finished(settings.escalation_timeout):
+                    return CancelOutcome.ESCALATED
+        except TimeoutError:
+            pass
+        except Exception:
+            log.exception("stopping turn %s failed", runner.turn.id)
+        # The agent would not stop: abandon it. The runner task records the turn as ended
+        # (CANCELLED, since a reference is held) on its way out.
+        log.error("turn %s did not stop; abandoning its agent", runner.turn.id)
+        runner.abandon()
+        await runner.wait_finished(settings.escalation_timeout)
+        return CancelOutcome.TIMED_OUT

@@ -1,0 +1,186 @@
+"""State shared by the engine's parts: the store, the bus, the runtime registries and locks.
+
+One :class:`Core` per process. Hazards it owns:
+
+- ``session_lock(sid)`` is an in-process ``asyncio.Lock`` per session. Every runtime decision about
+  a session's turn — starting one, ending one, accepting a cancellation — is taken under it, so
+  "is a turn running here?" and "is a cancellation pending?" cannot change between the check and
+  the commit that acts on it. It is never held while waiting for an agent to stop. Across
+  processes, the database lock row (Q3) is what serialises; this lock only orders one process's
+  own tasks.
+- Publications go through ``publish_after(tx, …)``, i.e. only after COMMIT.
+- Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakValueDictionary
+
+from turnqueue.agents import Agent
+from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.domain import (
+    BUSY,
+    PROMPTABLE,
+    CancellationStatus,
+    HoldReason,
+    QueueStatus,
+    Workflow,
+)
+from turnqueue.engine.cancellation import CancellationRegistry
+from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.settings import Settings
+from turnqueue.store import SessionView, Store, Tx
+
+if TYPE_CHECKING:
+    from turnqueue.engine.runner import TurnRunner
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Core:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        bus: EventBus,
+        agents: dict[str, Agent],
+        workflow: Workflow,
+        epoch: int,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.agents = agents
+        self.workflow = workflow
+        self.cancellations = CancellationRegistry(epoch, self._on_cancellation_transition)
+        self.runners: dict[str, TurnRunner] = {}
+        #: sessions whose task is changing step (hold WORKFLOW_TRANSITION, Q9)
+        self.transitions: set[str] = set()
+        self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closing = False
+
+    # -- locks and tasks ---------------------------------------------------------------------
+    def session_lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[session_id] = lock
+        return lock
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def drain_tasks(self, timeout: float) -> None:
+        """Shutdown: wait for background work, then cancel what is left."""
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=timeout)
+
+    # -- publication (after commit only) ----------------------------------------------------
+    def publish_after(self, tx: Tx, kind: EventKind, session_id: str, revision: int) -> None:
+        event = Event(kind, session_id, revision)
+        tx.after_commit(lambda: self.bus.publish(event))
+
+    def _on_cancellation_transition(self, status: CancellationStatus) -> None:
+        # Runs inside the registry's critical section: synchronous, in transition order.
+        self.bus.publish(Event(EventKind.CANCELLATION, status.session_id, status.revision, status))
+
+    # -- holds (Q9) ---------------------------------------------------------------------------
+    def runtime_holds(self, session_id: str) -> list[HoldReason]:
+        holds = []
+        if self.cancellations.pending(session_id):
+            holds.append(HoldReason.CANCELLING)
+        if session_id in self.transitions:
+            holds.append(HoldReason.WORKFLOW_TRANSITION)
+        return holds
+
+    def holds(self, view: SessionView) -> tuple[HoldReason, ...]:
+        sid = view.session.id
+        holds: list[HoldReason] = []
+        if view.session.state in BUSY or sid in self.runners:
+            holds.append(HoldReason.BUSY)
+        elif view.session.state not in PROMPTABLE:
+            holds.append(HoldReason.NOT_PROMPTABLE)
+        if view.clarification is not None:
+            holds.append(HoldReason.CLARIFICATION)
+        holds.extend(self.runtime_holds(sid))
+        return tuple(holds)
+
+    async def queue_status(self, session_id: str) -> QueueStatus:
+        async with self.store.read() as tx:
+            view = await tx.view(session_id)
+            if view is None:
+                raise KeyError(session_id)
+            entries = await tx.list_entries(session_id)
+        return self.status_of(view, entries)
+
+    def status_of(self, view: SessionView, entries: list[Any]) -> QueueStatus:
+        return QueueStatus(
+            session_id=view.session.id,
+            auto_run=view.policy.auto_run,
+            pause_reason=view.policy.pause_reason,
+            held_by=self.holds(view),
+            entries=tuple(entries),
+            max=self.settings.queue_limit,
+            revision=view.policy.revision,
+        )
+
+    async def touch_queue(self, session_id: str) -> None:
+        """Bump the queue revision because a runtime hold changed (Q13) and publish it."""
+        try:
+            async with self.store.transaction() as tx:
+                await tx.lock(session_id)
+                revision = await tx.bump_queue_revision(session_id)
+                self.publish_after(tx, EventKind.QUEUE, session_id, revision)
+        except Exception:
+            # A missed bump would leave heldBy stale; tell subscribers to resync instead.
+            log.exception("could not record a hold change of session %s", session_id)
+            self.bus.publish(Event(EventKind.RESYNC, session_id))
+
+
+def check_expected(view: SessionView, expected_revision: int | None) -> None:
+    """Q13: a stale ``expectedRevision`` changes nothing."""
+    if expected_revision is not None and expected_revision != view.policy.revision:
+        raise Conflict(
+            ErrorCode.QUEUE_CHANGED,
+            f"queue revision is {view.policy.revision}, not {expected_revision}",
+            ["expectedRevision"],
+        )
+
+
+def check_content(content: str, limit: int, field: str = "content") -> str:
+    """S3: content must be non-blank and at most ``limit`` bytes of UTF-8."""
+    from turnqueue.errors import InvalidInput
+
+    if not content.strip():
+        raise InvalidInput(f"{field} must not be empty", [field])
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise InvalidInput(f"{field} is {size} bytes; the limit is {limit}", [field])
+    return content
+
+
+def check_capacity(view: SessionView, limit: int | None, adding: int = 1) -> None:
+    """Q11: at most ``queue_max`` visible entries."""
+    if limit is not None and view.queued + adding > limit:
+        raise Conflict(
+            ErrorCode.QUEUE_FULL,
+            f"the queue is full: it holds {view.queued} of at most {limit} entries",
+        )

@@ -1,0 +1,283 @@
+"""Queue operations: enqueue, manage entries, the auto-run policy, drain and Send Now (Q1–Q14).
+
+Every mutation runs in one transaction that takes the session's lock row first, checks
+``expectedRevision`` (Q13) and bumps the queue revision once; a refused mutation raises before
+the commit, so it changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from turnqueue.bus import EventKind
+from turnqueue.domain import (
+    BUSY,
+    PROMPTABLE,
+    CancelKind,
+    MessageSource,
+    PauseReason,
+    QueueEntry,
+    SendNowScope,
+    Turn,
+    TurnStatus,
+)
+from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.core import Core, check_capacity, check_expected
+from turnqueue.engine.turns import DrainResult, Turns
+from turnqueue.errors import Conflict, ErrorCode, InvalidInput
+from turnqueue.store import SessionView, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class SendNowResult:
+    turn: Turn | None
+    sent_count: int
+
+
+class QueueOps:
+    def __init__(self, core: Core, turns: Turns, cancels: Cancels) -> None:
+        self.core = core
+        self.turns = turns
+        self.cancels = cancels
+
+    async def _changed(self, tx: Tx, session_id: str) -> None:
+        revision = await tx.bump_queue_revision(session_id)
+        self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+
+    async def enqueue(
+        self,
+        session_id: str,
+        content: str,
+        expected_revision: int | None,
+        source: MessageSource = MessageSource.USER,
+    ) -> tuple[QueueEntry, Turn | None]:
+        """Always queue, then one automatic drain (Q3)."""
+        async with self.core.session_lock(session_id):
+            async with self.core.store.transaction() as tx:
+                view = await tx.lock(session_id)
+                check_expected(view, expected_revision)
+                check_capacity(view, self.core.settings.queue_limit)
+                entry = await tx.add_entry(session_id, content=content, source=source)
+                await self._changed(tx, session_id)
+            result, turn = await self.turns.auto_drain(session_id)
+        return entry, turn if result is DrainResult.STARTED else None
+
+    async def update_entry(
+        self, session_id: str, entry_id: str, content: str, expected_revision: int | None
+    ) -> None:
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            check_expected(view, expected_revision)
+            entry = _visible(await tx.list_entries(session_id), entry_id)
+            if entry.source is not MessageSource.USER:
+                raise Conflict(
+                    ErrorCode.NOT_EDITABLE, f"a {entry.source} entry cannot be edited", ["entryId"]
+                )
+            await tx.update_entry(entry_id, content=content)
+            await self._changed(tx, session_id)
+
+    async def remove_entry(
+        self, session_id: str, entry_id: str, expected_revision: int | None
+    ) -> None:
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            check_expected(view, expected_revision)
+            _visible(await tx.list_entries(session_id), entry_id)
+            await tx.remove_entries(session_id, [entry_id])
+            await self._changed(tx, session_id)
+
+    async def clear(self, session_id: str, expected_revision: int | None) -> None:
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            check_expected(view, expected_revision)
+            if await tx.remove_entries(session_id, None):
+                await self._changed(tx, session_id)
+
+    async def reorder(
+        self, session_id: str, ordered_ids: Sequence[str], expected_revision: int | None
+    ) -> None:
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            check_expected(view, expected_revision)
+            visible = [e.id for e in await tx.list_entries(session_id)]
+            if len(ordered_ids) != len(set(ordered_ids)) or sorted(ordered_ids) != sorted(visible):
+                raise Conflict(
+                    ErrorCode.QUEUE_CHANGED,
+                    "orderedIds must list exactly the queued entries",
+                    ["orderedIds"],
+                )
+            if list(ordered_ids) != visible:
+                await tx.reorder_entries(session_id, ordered_ids)
+                await self._changed(tx, session_id)
+
+    async def set_auto_run(
+        self, session_id: str, auto_run: bool, expected_revision: int | None
+    ) -> Turn | None:
+        """Q2: OFF never touches the active turn; ON starts the head when eligible."""
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            check_expected(view, expected_revision)
+            reason = None if auto_run else PauseReason.USER
+            if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
+                await tx.set_policy(session_id, auto_run=auto_run, pause_reason=reason)
+                await self._changed(tx, session_id)
+        if not auto_run:
+            return None
+        async with self.core.session_lock(session_id):
+            result, turn = await self.turns.auto_drain(session_id)
+        return turn if result is DrainResult.STARTED else None
+
+    async def drain(self, session_id: str, expected_revision: int | None) -> Turn | None:
+        """Q6: needs a promptable session without a clarification; sets auto-run ON first."""
+        async with self.core.session_lock(session_id):
+            async with self.core.store.transaction() as tx:
+                view = await tx.lock(session_id)
+                check_expected(view, expected_revision)
+                _check_promptable(view)
+                if not view.policy.auto_run:
+                    await tx.set_policy(session_id, auto_run=True, pause_reason=None)
+                    await self._changed(tx, session_id)
+            return await self.turns.targeted_head(session_id)
+
+    # -- Send Now (Q5) --------------------------------------------------------------------------
+    async def send_now(
+        self,
+        session_id: str,
+        scope: SendNowScope,
+        entry_id: str | None,
+        expected_revision: int | None,
+    ) -> SendNowResult:
+        if scope is SendNowScope.ENTRY and entry_id is None:
+            raise InvalidInput("scope ENTRY needs entryId", ["entryId"])
+        if scope is SendNowScope.ALL and entry_id is not None:
+            raise InvalidInput("scope ALL takes no entryId", ["entryId"])
+        if self.cancels.busy(session_id):
+            raise Conflict(ErrorCode.SEND_NOW_CONFLICT, "a cancellation is already under way")
+        observed = self.core.runners.get(session_id)
+        observed_turn = observed.turn.id if observed is not None else None
+        # Marked synchronously, before any await: an explicit cancel arriving from now on
+        # answers SEND_NOW_CONFLICT instead of joining (C3).
+        self.cancels.replacements.add(session_id)
+        work = self.core.spawn(
+            self._replace(session_id, scope, entry_id, expected_revision, observed_turn),
+            name=f"send-now:{session_id}",
+        )
+        work.add_done_callback(lambda _: self.cancels.replacements.discard(session_id))
+        # C4: once the claim is accepted the replacement runs to its end without the caller.
+        return await asyncio.shield(work)
+
+    async def _replace(
+        self,
+        session_id: str,
+        scope: SendNowScope,
+        entry_id: str | None,
+        expected_revision: int | None,
+        observed_turn: str | None,
+    ) -> SendNowResult:
+        with ExitStack() as stack:
+            async with self.core.session_lock(session_id):
+                claimed, previous = await self._claim(session_id, scope, entry_id, expected_revision)
+                runner = self.core.runners.get(session_id)
+                if runner is not None and runner.turn.id != observed_turn:
+                    await self._unclaim(session_id, claimed, previous)
+                    raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
+                if runner is not None:
+                    # Held until the replacement is delivered: CANCELLING holds every other
+                    # start (Q9), so nothing slips in between the stop and the delivery.
+                    stack.enter_context(
+                        self.core.cancellations.reference(session_id, CancelKind.REPLACEMENT)
+                    )
+            if runner is not None:
+                await self.core.touch_queue(session_id)
+                await self.cancels.stop(runner)
+            try:
+                async with self.core.session_lock(session_id):
+                    turn = await self._deliver(session_id, claimed)
+            finally:
+                stack.close()  # the replacement reference ends with the delivery (C5)
+                if runner is not None:
+                    await self.core.touch_queue(session_id)
+            return SendNowResult(turn, len(claimed))
+
+    async def _claim(
+        self, session_id: str, scope: SendNowScope, entry_id: str | None, expected: int | None
+    ) -> tuple[list[QueueEntry], bool]:
+        """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10)."""
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            check_expected(view, expected)
+            if view.clarification is not None:
+                raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
+            if view.session.state not in PROMPTABLE and view.session.state not in BUSY:
+                raise Conflict(
+                    ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}"
+                )
+            visible = await tx.list_entries(session_id)
+            if scope is SendNowScope.ALL:
+                if not visible:
+                    raise Conflict(ErrorCode.QUEUE_EMPTY, "the queue is empty")
+                ids = [e.id for e in visible]
+            else:
+                assert entry_id is not None
+                ids = [_visible(visible, entry_id).id]
+            claimed = await tx.claim_entries(session_id, ids)
+            if [e.id for e in claimed] != ids:
+                raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
+            await tx.set_policy(session_id, auto_run=True, pause_reason=None)
+            await self._changed(tx, session_id)
+        return claimed, view.policy.auto_run
+
+    async def _unclaim(self, session_id: str, claimed: list[QueueEntry], auto_run: bool) -> None:
+        async with self.core.store.transaction() as tx:
+            await tx.lock(session_id)
+            await tx.release_entries(session_id, [e.id for e in claimed])
+            if not auto_run:  # the policy is as it was (Q5)
+                await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.USER)
+            await self._changed(tx, session_id)
+
+    async def _deliver(self, session_id: str, claimed: list[QueueEntry]) -> Turn | None:
+        """Start the claimed entries as one turn; on any failure they go back (Q10)."""
+        prompt = "\n\n".join(e.content for e in claimed)
+        source = claimed[0].source if len(claimed) == 1 else MessageSource.USER
+        try:
+            async with self.core.store.transaction() as tx:
+                view = await tx.lock(session_id)
+                if (
+                    view.session.state not in PROMPTABLE
+                    or view.running_turn_id is not None
+                    or session_id in self.core.runners
+                ):
+                    raise Conflict(ErrorCode.SESSION_BUSY, "the session did not become free")
+                turn = await self.turns.start_in(
+                    tx, view, prompt, source, [e.id for e in claimed]
+                )
+        except BaseException:
+            async with self.core.store.transaction() as tx:
+                await tx.lock(session_id)
+                if await tx.release_entries(session_id, [e.id for e in claimed]):
+                    await self._changed(tx, session_id)
+            raise
+        self.turns.launch(turn, view.session.agent)
+        return turn
+
+
+def _visible(entries: Sequence[QueueEntry], entry_id: str) -> QueueEntry:
+    for entry in entries:
+        if entry.id == entry_id:
+            return entry
+    raise Conflict(ErrorCode.ENTRY_NOT_FOUND, "no such entry in this queue", ["entryId"])
+
+
+def _check_promptable(view: SessionView) -> None:
+    if view.clarification is not None:
+        raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
+    if view.session.state in BUSY:
+        raise Conflict(ErrorCode.SESSION_BUSY, "a turn is running")
+    if view.session.state not in PROMPTABLE:
+        raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}")
+
+
+__all__ = ["QueueOps", "SendNowResult", "TurnStatus"]

@@ -1,0 +1,114 @@
+"""One running turn in this process: its agent run, its streamed output and its end.
+
+The runner only runs the agent and buffers output; what the end means for the session (status,
+clarification, drain, workflow) is decided by :mod:`turnqueue.engine.turns` under the session lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
+from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.domain import OutputChunk, Turn, TurnStatus
+
+log = logging.getLogger(__name__)
+
+#: Output kept per turn; beyond it the stored output is truncated (the stream still flows).
+MAX_OUTPUT_CHARS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    result: AgentResult
+    output: str
+
+
+class TurnRunner:
+    def __init__(self, turn: Turn, agent: Agent, bus: EventBus) -> None:
+        self.turn = turn
+        self._agent = agent
+        self._bus = bus
+        self._run: AgentRun | None = None
+        self._parts: list[str] = []
+        self._length = 0
+        self.ending = False  # set under the session lock once the end has been decided
+        self.finished = asyncio.Event()  # set once the end has been committed
+        self.final_status: TurnStatus | None = None
+        self._signals: list[Signal] = []
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.turn.session_id
+
+    @property
+    def output(self) -> str:
+        return "".join(self._parts)
+
+    def snapshot(self) -> OutputChunk:
+        return OutputChunk(
+            self.session_id, self.turn.id, 0, self.output, False, TurnStatus.RUNNING
+        )
+
+    async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
+        """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
+        result = AgentResult(ok=False, error="interrupted")
+        try:
+            self._run = await self._agent.start(
+                self.turn.prompt, session_id=self.session_id, turn_id=self.turn.id
+            )
+            # A signal that arrived while the agent was starting is delivered now.
+            for sig in self._signals:
+                await self._run.signal(sig)
+            async for text in self._run.stream():
+                self._append(text)
+            result = await self._run.wait()
+        except asyncio.CancelledError:
+            # Abandoned (a stuck agent after the cancel ladder, or shutdown): still record the end.
+            result = AgentResult(ok=False, error="interrupted")
+            await self._kill_quietly()
+            await asyncio.shield(on_end(self, Ending(result, self.output)))
+            raise
+        except Exception as exc:
+            log.warning("turn %s: agent failed: %s", self.turn.id, exc)
+            result = AgentResult(ok=False, error=f"agent error: {exc}")
+            await self._kill_quietly()
+        await on_end(self, Ending(result, self.output))
+
+    async def signal(self, sig: Signal) -> None:
+        self._signals.append(sig)
+        if self._run is not None:
+            await self._run.signal(sig)
+
+    def abandon(self) -> None:
+        """Give up on an agent that ignores every signal: its task records the end and exits."""
+        if self.task is not None:
+            self.task.cancel()
+
+    async def wait_finished(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self.finished.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _append(self, text: str) -> None:
+        if not text:
+            return
+        offset = self._length
+        self._length += len(text)
+        if offset < MAX_OUTPUT_CHARS:
+            self._parts.append(text[: MAX_OUTPUT_CHARS - offset])
+        chunk = OutputChunk(self.session_id, self.turn.id, offset, text, False, TurnStatus.RUNNING)
+        self._bus.publish(Event(EventKind.OUTPUT, self.session_id, chunk=chunk))
+
+    async def _kill_quietly(self) -> None:
+        if self._run is not None and not self._run.done:
+            try:
+                await self._run.signal(Signal.KILL)
+            except Exception:
+                log.exception("turn %s: could not kill agent", self.turn.id)

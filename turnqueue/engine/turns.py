@@ -1,0 +1,219 @@
+"""Starting and ending turns: prompt admission, automatic drains (Q3, Q4), pending wins (C8).
+
+Every function here that starts or ends a turn runs under the session lock (see ``core``); the
+database lock row (``tx.lock``) is taken first in every transaction that reserves or starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from turnqueue.bus import Event, EventKind
+from turnqueue.domain import (
+    BUSY,
+    PROMPTABLE,
+    MessageSource,
+    OutputChunk,
+    QueueEntry,
+    SessionState,
+    Turn,
+    TurnStatus,
+)
+from turnqueue.engine.core import Core, check_capacity
+from turnqueue.engine.runner import Ending, TurnRunner
+from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.store import SessionView, Tx
+
+log = logging.getLogger(__name__)
+
+
+class DrainResult(StrEnum):
+    STARTED = "STARTED"
+    PAUSED = "PAUSED"  # auto-run is off (Q3: "paused" is told apart from "empty")
+    EMPTY = "EMPTY"
+    HELD = "HELD"  # Q9: busy, not promptable, clarification, cancelling, transition
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    turn: Turn | None = None
+    entry: QueueEntry | None = None
+
+
+class Turns:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        #: W1 hook: called after a COMPLETED turn's end has committed, outside the session
+        #: lock; returns True when it took over the drain (the task moved steps).
+        self.on_completed: Callable[[str], Awaitable[bool]] | None = None
+        #: called (under no lock) to know whether the step makes a completion move the task
+        self.moves_on_complete: Callable[[str], Awaitable[bool]] | None = None
+
+    # -- starting -----------------------------------------------------------------------------
+    def launch(self, turn: Turn, agent_name: str) -> TurnRunner:
+        """Run a committed turn. Call right after its commit, still under the session lock."""
+        runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus)
+        self.core.runners[turn.session_id] = runner
+        runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
+        return runner
+
+    def blocked(self, view: SessionView) -> bool:
+        sid = view.session.id
+        return bool(
+            view.session.state not in PROMPTABLE
+            or view.clarification is not None
+            or view.running_turn_id is not None
+            or sid in self.core.runners
+            or self.core.runtime_holds(sid)
+        )
+
+    async def start_in(
+        self, tx: Tx, view: SessionView, prompt: str, source: MessageSource, consume: list[str]
+    ) -> Turn:
+        turn = await tx.start_turn(view.session.id, prompt=prompt, source=source, consume=consume)
+        revision = await tx.bump_queue_revision(view.session.id)  # BUSY is now a hold
+        self.core.publish_after(tx, EventKind.SESSION, view.session.id, 0)
+        self.core.publish_after(tx, EventKind.QUEUE, view.session.id, revision)
+        return turn
+
+    async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
+        """An *automatic* reservation (Q3): obeys auto-run. Caller holds the session lock."""
+        if self.core.closing or self.core.runtime_holds(session_id):
+            return DrainResult.HELD, None
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            if self.blocked(view):
+                return DrainResult.HELD, None
+            if view.queued == 0:
+                return DrainResult.EMPTY, None
+            if not view.policy.auto_run:
+                return DrainResult.PAUSED, None
+            entry = await tx.reserve_head(session_id)
+            if entry is None:
+                return DrainResult.EMPTY, None
+            turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
+        self.launch(turn, view.session.agent)
+        return DrainResult.STARTED, turn
+
+    async def targeted_head(self, session_id: str) -> Turn | None:
+        """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds."""
+        if self.core.runtime_holds(session_id):
+            return None
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            if self.blocked(view):
+                return None
+            entry = await tx.reserve_head(session_id)
+            if entry is None:
+                return None
+            turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
+        self.launch(turn, view.session.agent)
+        return turn
+
+    async def send_message(self, session_id: str, content: str) -> Admission:
+        """Start a turn when the session is free (targeted), queue it when busy."""
+        async with self.core.session_lock(session_id):
+            async with self.core.store.transaction() as tx:
+                view = await tx.lock(session_id)
+                if view.clarification is not None:
+                    raise Conflict(
+                        ErrorCode.CLARIFICATION_PENDING,
+                        "the agent asked a question: answer it with answerClarification",
+                    )
+                if not self.blocked(view):
+                    turn = await self.start_in(tx, view, content, MessageSource.USER, [])
+                elif view.session.state in BUSY or view.session.state in PROMPTABLE:
+                    check_capacity(view, self.core.settings.queue_limit)
+                    entry = await tx.add_entry(
+                        session_id, content=content, source=MessageSource.USER
+                    )
+                    revision = await tx.bump_queue_revision(session_id)
+                    self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+                    return Admission(entry=entry)
+                else:
+                    raise Conflict(
+                        ErrorCode.SESSION_NOT_PROMPTABLE,
+                        f"session is {view.session.state}; it cannot take prompts",
+                    )
+            self.launch(turn, view.session.agent)
+            return Admission(turn=turn)
+
+    async def answer_clarification(
+        self, session_id: str, answer: str, clarification_id: str | None
+    ) -> Turn:
+        async with self.core.session_lock(session_id):
+            async with self.core.store.transaction() as tx:
+                view = await tx.lock(session_id)
+                pending = view.clarification
+                if pending is None or (
+                    clarification_id is not None and clarification_id != pending.id
+                ):
+                    raise Conflict(
+                        ErrorCode.NO_CLARIFICATION,
+                        "no such clarification is pending",
+                        ["clarificationId"] if pending is not None else None,
+                    )
+                await tx.clear_clarification(session_id)
+                if view.session.state not in PROMPTABLE or self.core.runtime_holds(session_id):
+                    raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
+                turn = await self.start_in(tx, view, answer, MessageSource.USER, [])
+            self.launch(turn, view.session.agent)
+            return turn
+
+    # -- ending -------------------------------------------------------------------------------
+    async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:
+        sid = runner.session_id
+        status = TurnStatus.FAILED
+        moving = False
+        async with self.core.session_lock(sid):
+            runner.ending = True
+            # C8: pending wins. Read under the lock, so no cancellation can be accepted between
+            # this decision and the commit below.
+            pending = self.core.cancellations.pending(sid)
+            result = ending.result
+            if pending:
+                status = TurnStatus.CANCELLED
+            elif result.ok:
+                status = TurnStatus.COMPLETED
+            question = result.clarification if status is TurnStatus.COMPLETED else None
+            error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
+            try:
+                async with self.core.store.transaction() as tx:
+                    await tx.end_turn(
+                        runner.turn.id,
+                        status=status,
+                        output=ending.output,
+                        error=error,
+                        session_state=SessionState.WAITING_FOR_INPUT,
+                    )
+                    if question is not None:
+                        await tx.set_clarification(sid, turn_id=runner.turn.id, question=question)
+                    revision = await tx.bump_queue_revision(sid)
+                    self.core.publish_after(tx, EventKind.SESSION, sid, 0)
+                    self.core.publish_after(tx, EventKind.QUEUE, sid, revision)
+                    done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, status)
+                    tx.after_commit(
+                        lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
+                    )
+            except Exception:
+                # The turn stays RUNNING in the database; recovery (M6) ends it later.
+                log.exception("could not record the end of turn %s", runner.turn.id)
+                status = TurnStatus.FAILED
+                pending = True  # do not drain on top of an unknown state
+            finally:
+                if self.core.runners.get(sid) is runner:
+                    del self.core.runners[sid]
+                runner.final_status = status
+                runner.finished.set()
+            if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
+                moving = await self.moves_on_complete(sid)
+                if moving:
+                    # W1: hold the queue until the step change has committed.
+                    self.core.transitions.add(sid)
+            if not pending and not moving:
+                await self.auto_drain(sid)  # Q4: at most one entry per turn end
+        if moving and self.on_completed is not None:
+            await self.on_completed(sid)
