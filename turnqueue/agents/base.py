@@ -1,0 +1,180 @@
+"""The one narrow interface between the engine and an agent (SPEC §2), and shared plumbing.
+
+An :class:`Agent` starts one :class:`AgentRun` per turn. The engine reads ``stream()`` (output
+chunks as they are produced), then ``wait()`` for the :class:`AgentResult`. To stop a turn it calls
+``signal()`` with INTERRUPT, then TERMINATE, then KILL; the *timing* of that ladder (cancel timeout,
+escalation timeout) is the engine's, an agent only delivers the signals. A signalled run still ends
+through ``wait()``; the engine, not the agent, decides that the turn is CANCELLED.
+
+:class:`BaseRun` implements the stream/wait/done half for both profiles: a subclass supplies
+``_run()`` (produce chunks with ``_emit``, return the result) and ``signal()``. Each run has one
+named supervising task (which awaits any helper task it makes); ``wait()`` awaits that task itself,
+so once ``wait()`` returns nothing of the run is left on the event loop. :class:`RunSet` lets an
+agent kill what it still runs on ``aclose()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol, runtime_checkable
+
+from turnqueue.errors import TurnqueueError
+
+log = logging.getLogger(__name__)
+
+#: How long ``aclose`` waits for a killed run to wind down before cancelling its task.
+CLOSE_GRACE_SECONDS = 2.0
+
+
+class Signal(IntEnum):
+    """The stop ladder, mildest first: SIGINT, SIGTERM, SIGKILL for a process."""
+
+    INTERRUPT = 1
+    TERMINATE = 2
+    KILL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult:
+    ok: bool
+    """True: the turn completed. False: it failed (or was stopped)."""
+    error: str | None = None
+    """Why it failed."""
+    clarification: str | None = None
+    """Set when the agent asked a question; the turn completes with it as output."""
+
+
+class AgentStartError(TurnqueueError):
+    """The agent could not start a turn (raised by ``Agent.start``); the turn ends FAILED."""
+
+
+@runtime_checkable
+class AgentRun(Protocol):
+    """One running turn."""
+
+    def stream(self) -> AsyncIterator[str]:
+        """Output chunks as produced; ends when the turn's output ends. One consumer only."""
+        ...
+
+    async def wait(self) -> AgentResult:
+        """Resolve when the turn is over (after the stream's end)."""
+        ...
+
+    async def signal(self, signal: Signal) -> None:
+        """Ask the run to stop. Idempotent; a no-op once the run has ended."""
+        ...
+
+    @property
+    def done(self) -> bool: ...
+
+
+@runtime_checkable
+class Agent(Protocol):
+    name: str
+
+    async def start(self, prompt: str, *, session_id: str, turn_id: str) -> AgentRun:
+        """Start a turn. Raises (:class:`AgentStartError`) when the agent cannot start."""
+        ...
+
+    async def aclose(self) -> None:
+        """Kill whatever the agent still runs (server shutdown). Further ``start`` calls raise."""
+        ...
+
+
+class BaseRun(ABC):
+    """Stream/wait/done for a run whose work is one background task, ``_run``."""
+
+    def __init__(self, task_name: str) -> None:
+        # Unbounded on purpose: the producer must never block on a slow (or absent) reader, or a
+        # child process would block on a full pipe and never exit. Each chunk is bounded in size.
+        self._chunks: asyncio.Queue[str | None] = asyncio.Queue()
+        self._streamed = False
+        self._task_name = task_name
+        self._task: asyncio.Task[AgentResult] | None = None
+
+    def launch(self) -> None:
+        """Start the background task; called by the agent once the run is set up."""
+        self._task = asyncio.create_task(self._main(), name=self._task_name)
+
+    @property
+    def task(self) -> asyncio.Task[AgentResult]:
+        if self._task is None:
+            raise RuntimeError("run not launched")
+        return self._task
+
+    @abstractmethod
+    async def _run(self) -> AgentResult:
+        """Produce the turn's output with :meth:`_emit` and return its result."""
+
+    @abstractmethod
+    async def signal(self, signal: Signal) -> None: ...
+
+    def _emit(self, text: str) -> None:
+        if text:
+            self._chunks.put_nowait(text)
+
+    async def _main(self) -> AgentResult:
+        try:
+            return await self._run()
+        except Exception as exc:  # a bug or an OS failure: the turn fails, the server goes on
+            log.exception("agent run %s failed", self._task_name)
+            return AgentResult(ok=False, error=f"agent error: {exc}")
+        finally:
+            # Always end the stream, also on cancellation, so a reader never hangs.
+            self._chunks.put_nowait(None)
+
+    async def stream(self) -> AsyncIterator[str]:
+        if self._streamed:
+            raise RuntimeError("stream() may be consumed only once per run")
+        self._streamed = True
+        while (chunk := await self._chunks.get()) is not None:
+            yield chunk
+
+    async def wait(self) -> AgentResult:
+        task = self.task
+        try:
+            # Shielded: a caller that gives up waiting must not cancel the run itself.
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and (current is None or not current.cancelling()):
+                return AgentResult(ok=False, error="agent closed")
+            raise
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+
+class RunSet:
+    """The live runs of one agent, so that ``aclose`` can kill them and await their tasks."""
+
+    def __init__(self) -> None:
+        self._runs: set[BaseRun] = set()
+        self.closed = False
+
+    def add(self, run: BaseRun) -> None:
+        self._runs.add(run)
+        run.task.add_done_callback(lambda _t: self._runs.discard(run))
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        runs = list(self._runs)
+        for run in runs:
+            await run.signal(Signal.KILL)
+        tasks = [run.task for run in runs]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=CLOSE_GRACE_SECONDS)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
