@@ -1,0 +1,76 @@
+"""Creating the ``AsyncEngine`` for SQLite (aiosqlite) or PostgreSQL (asyncpg).
+
+SQLite hazards handled here:
+
+* pysqlite's own implicit BEGIN is disabled (``isolation_level = None``) and SQLAlchemy's ``begin``
+  event emits ours, so a SELECT is inside the transaction too (SQLAlchemy's documented recipe).
+* Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
+  transaction never fails half-way when upgrading from a read lock). A connection opts in with
+  the execution option :data:`IMMEDIATE`; reads use a deferred ``BEGIN`` (a WAL snapshot).
+* Within one process every write transaction additionally holds one ``asyncio.Lock`` (see
+  :class:`turnqueue.store.sql.SqlStore`) so concurrent tasks wait in line instead of spinning on
+  SQLITE_BUSY; the busy timeout only covers other processes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from turnqueue.settings import Settings, async_database_url
+
+#: Execution option that makes the ``begin`` event emit ``BEGIN IMMEDIATE`` (SQLite only).
+IMMEDIATE = "turnqueue_begin_immediate"
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def create_engine(settings: Settings) -> AsyncEngine:
+    """The engine for ``settings.database_url``; no I/O happens until first use."""
+    return create_engine_for_url(
+        settings.async_database_url,
+        pool_size=settings.db_pool_size,
+        timeout=settings.db_timeout,
+    )
+
+
+def create_engine_for_url(url: str, *, pool_size: int = 5, timeout: float = 30.0) -> AsyncEngine:
+    url = async_database_url(url)
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url, busy_timeout_ms=int(timeout * 1000) or SQLITE_BUSY_TIMEOUT_MS)
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_timeout=timeout,
+        pool_pre_ping=True,
+        connect_args={"timeout": timeout, "command_timeout": timeout},
+    )
+
+
+def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
+    engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # Take transaction control away from the driver (we emit BEGIN ourselves below).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine

@@ -1,0 +1,177 @@
+"""Row ↔ domain conversion and the few shared SELECTs of the SQL store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnClause, Row, Select, String, false, func, literal_column, select
+
+from turnqueue.domain import (
+    Clarification,
+    MessageSource,
+    PauseReason,
+    QueueEntry,
+    QueuePolicy,
+    Session,
+    SessionState,
+    Task,
+    Turn,
+    TurnStatus,
+)
+from turnqueue.store.protocol import SessionView
+from turnqueue.store.tables import (
+    clarifications,
+    queue_entries,
+    queue_session_locks,
+    queue_session_state,
+    sessions,
+    tasks,
+    turns,
+)
+
+#: Literal (not bound) so PostgreSQL can use the partial index ``ix_turns_running``.
+RUNNING: ColumnClause[str] = literal_column("'RUNNING'", String)
+#: Visible entries: ``false()`` renders a literal on both dialects.
+VISIBLE = queue_entries.c.in_flight == false()
+ENTRY_ORDER = (queue_entries.c.position, queue_entries.c.id)
+
+
+def task_from(row: Row[Any]) -> Task:
+    m = row._mapping
+    return Task(
+        id=m["id"],
+        title=m["title"],
+        owner=m["owner"],
+        workflow_step=m["workflow_step"],
+        current_session_id=m["current_session_id"],
+        created_at=m["created_at"],
+    )
+
+
+def session_from(row: Row[Any]) -> Session:
+    m = row._mapping
+    return Session(
+        id=m["id"],
+        task_id=m["task_id"],
+        owner=m["owner"],
+        agent=m["agent"],
+        state=SessionState(m["state"]),
+        revision=m["revision"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+    )
+
+
+def turn_from(row: Row[Any]) -> Turn:
+    m = row._mapping
+    return Turn(
+        id=m["id"],
+        session_id=m["session_id"],
+        prompt=m["prompt"],
+        source=MessageSource(m["source"]),
+        status=TurnStatus(m["status"]),
+        output=m["output"],
+        error=m["error"],
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
+    )
+
+
+def entry_from(row: Row[Any], ordinal: int) -> QueueEntry:
+    """``ordinal`` is the 1-based place among visible entries, never the stored sort key."""
+    m = row._mapping
+    return QueueEntry(
+        id=m["id"],
+        session_id=m["session_id"],
+        position=ordinal,
+        content=m["content"],
+        source=MessageSource(m["source"]),
+        queued_at=m["queued_at"],
+    )
+
+
+def entries_from(rows: Sequence[Row[Any]]) -> list[QueueEntry]:
+    return [entry_from(row, i) for i, row in enumerate(rows, start=1)]
+
+
+def select_sessions() -> Select[Any]:
+    """Sessions with their task's owner (the domain ``Session`` carries it)."""
+    return select(*sessions.c, tasks.c.owner).join(tasks, tasks.c.id == sessions.c.task_id)
+
+
+def select_visible(session_id: str) -> Select[Any]:
+    return (
+        select(queue_entries)
+        .where(queue_entries.c.session_id == session_id, VISIBLE)
+        .order_by(*ENTRY_ORDER)
+    )
+
+
+def select_view(session_id: str) -> Select[Any]:
+    """Everything :class:`SessionView` needs in one statement, driven by the lock row."""
+    locks, state, clar = queue_session_locks, queue_session_state, clarifications
+    queued = (
+        select(func.count())
+        .select_from(queue_entries)
+        .where(queue_entries.c.session_id == locks.c.session_id, VISIBLE)
+        .scalar_subquery()
+    )
+    running = (
+        select(turns.c.id)
+        .where(turns.c.session_id == locks.c.session_id, turns.c.status == RUNNING)
+        .order_by(turns.c.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return (
+        select(
+            *sessions.c,
+            tasks.c.owner,
+            locks.c.revision.label("queue_revision"),
+            state.c.auto_run,
+            state.c.pause_reason,
+            clar.c.id.label("clarification_id"),
+            clar.c.turn_id.label("clarification_turn_id"),
+            clar.c.question.label("clarification_question"),
+            clar.c.asked_at.label("clarification_asked_at"),
+            queued.label("queued"),
+            running.label("running_turn_id"),
+        )
+        .select_from(
+            locks.join(sessions, sessions.c.id == locks.c.session_id)
+            .join(tasks, tasks.c.id == sessions.c.task_id)
+            .outerjoin(state, state.c.session_id == locks.c.session_id)
+            .outerjoin(clar, clar.c.session_id == locks.c.session_id)
+        )
+        .where(locks.c.session_id == session_id)
+    )
+
+
+def view_from(row: Row[Any]) -> SessionView:
+    m = row._mapping
+    session = session_from(row)
+    auto_run = m["auto_run"]
+    pause_reason = m["pause_reason"]
+    clarification = None
+    if m["clarification_id"] is not None:
+        clarification = Clarification(
+            id=m["clarification_id"],
+            session_id=session.id,
+            turn_id=m["clarification_turn_id"],
+            question=m["clarification_question"],
+            asked_at=m["clarification_asked_at"],
+        )
+    return SessionView(
+        session=session,
+        # Q1: no policy row reads auto_run true.
+        policy=QueuePolicy(
+            session_id=session.id,
+            auto_run=True if auto_run is None else bool(auto_run),
+            pause_reason=PauseReason(pause_reason) if pause_reason is not None else None,
+            revision=m["queue_revision"],
+        ),
+        clarification=clarification,
+        queued=m["queued"],
+        running_turn_id=m["running_turn_id"],
+    )

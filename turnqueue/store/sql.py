@@ -1,0 +1,152 @@
+"""``SqlStore``: the :class:`~turnqueue.store.protocol.Store` on SQLite or PostgreSQL.
+
+Transactions (the hazards live here):
+
+* ``transaction()`` on SQLite holds ``self._writer`` (one ``asyncio.Lock``) from before
+  ``BEGIN IMMEDIATE`` until after COMMIT/ROLLBACK, so the process has one writer at a time and
+  concurrent tasks queue instead of failing with "database is locked". On PostgreSQL there is no
+  process lock: serialisation is the ``FOR UPDATE`` lock row taken by :meth:`SqlTx.lock`.
+* ``after_commit`` callbacks run only after a successful COMMIT, *after* the writer lock and the
+  connection were released, so a callback may itself open a transaction.
+* Nested ``transaction()`` calls from the same task are not supported (on SQLite they deadlock
+  on the writer lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from turnqueue.domain import Session, Task, Turn
+from turnqueue.errors import StoreError
+from turnqueue.settings import Settings
+from turnqueue.store.engine import IMMEDIATE, create_engine
+from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
+from turnqueue.store.tables import sessions, tasks, turns
+from turnqueue.store.tx import SqlTx
+
+__all__ = ["SqlStore", "SqlTx", "open_store"]
+
+MAX_PAGE = 200
+
+
+class SqlStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self.dialect = engine.dialect.name
+        self._sqlite = self.dialect == "sqlite"
+        self._writer = asyncio.Lock()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqlTx]:
+        writer: contextlib.AbstractAsyncContextManager[Any] = (
+            self._writer if self._sqlite else contextlib.nullcontext()
+        )
+        async with writer, self._begin(write=True) as tx:
+            yield tx
+        # Only reached when the block and COMMIT succeeded; runs outside the writer lock.
+        await tx.run_after_commit()
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[SqlTx]:
+        async with self._begin(write=False) as tx:
+            yield tx
+
+    @contextlib.asynccontextmanager
+    async def _begin(self, *, write: bool) -> AsyncIterator[SqlTx]:
+        try:
+            async with self._engine.connect() as conn:
+                await self._configure(conn, write=write)
+                async with conn.begin():
+                    # An exception from the caller's block propagates through here and rolls
+                    # back; the ``after_commit`` callbacks are then dropped with the SqlTx.
+                    yield SqlTx(conn)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database error: {exc}") from exc
+
+    async def _configure(self, conn: AsyncConnection, *, write: bool) -> None:
+        if self._sqlite:
+            if write:
+                await conn.execution_options(**{IMMEDIATE: True})
+        elif not write:
+            await conn.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    # -- reads used by queries ----------------------------------------------------------------
+    async def _all(self, stmt: Select[Any]) -> Sequence[Any]:
+        async with self._engine.connect() as conn:
+            rows: Sequence[Any] = (await conn.execute(stmt)).all()
+            return rows
+
+    async def list_tasks(self, owner: str, first: int) -> list[Task]:
+        stmt = (
+            select(tasks)
+            .where(tasks.c.owner == owner)
+            .order_by(tasks.c.created_at.desc(), tasks.c.id)
+            .limit(max(0, min(first, MAX_PAGE)))
+        )
+        return [task_from(row) for row in await self._all(stmt)]
+
+    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]:
+        result: dict[str, list[Session]] = {task_id: [] for task_id in task_ids}
+        if not task_ids:
+            return result
+        stmt = (
+            select_sessions()
+            .where(sessions.c.task_id.in_(list(task_ids)))
+            .order_by(sessions.c.created_at, sessions.c.id)
+        )
+        for row in await self._all(stmt):
+            session = session_from(row)
+            result[session.task_id].append(session)
+        return result
+
+    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
+        if not session_ids:
+            return {}
+        stmt = select_sessions().where(sessions.c.id.in_(list(session_ids)))
+        return {s.id: s for s in map(session_from, await self._all(stmt))}
+
+    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        if not task_ids:
+            return {}
+        stmt = select(tasks).where(tasks.c.id.in_(list(task_ids)))
+        return {t.id: t for t in map(task_from, await self._all(stmt))}
+
+    async def last_turns(self, session_id: str, last: int) -> list[Turn]:
+        stmt = (
+            select(turns)
+            .where(turns.c.session_id == session_id)
+            .order_by(turns.c.seq.desc())
+            .limit(max(0, min(last, MAX_PAGE)))
+        )
+        return [turn_from(row) for row in reversed(await self._all(stmt))]
+
+    async def current_turn(self, session_id: str) -> Turn | None:
+        stmt = (
+            select(turns)
+            .where(turns.c.session_id == session_id)
+            .order_by(turns.c.seq.desc())
+            .limit(1)
+        )
+        rows = await self._all(stmt)
+        return turn_from(rows[0]) if rows else None
+
+
+async def open_store(settings: Settings) -> SqlStore:
+    """Create the engine and the store. It does not migrate (see ``turnqueue.store.migrate``)."""
+    return SqlStore(create_engine(settings))

@@ -1,0 +1,190 @@
+"""SQLAlchemy Core schema: the single description of every table turnqueue stores.
+
+The Alembic migrations create exactly this (``tests/store/test_migrations.py`` compares them). Ids
+are UUID strings, enums are stored as their string values, timestamps are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Sequence,
+    String,
+    Table,
+    Text,
+    false,
+    true,
+)
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """``DateTime(timezone=True)`` that always binds and returns aware UTC datetimes.
+
+    PostgreSQL keeps the offset (timestamptz); SQLite stores naive text, so values are normalised
+    to UTC before binding and tagged UTC again when read back.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+#: The durable epoch source on PostgreSQL (R2). SQLite uses the ``epochs`` table instead.
+epoch_seq = Sequence("turnqueue_epoch_seq", metadata=metadata)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("owner", String(200), nullable=False),
+    Column("workflow_step", String(200), nullable=False),
+    # No FK: sessions reference tasks, and a task points at its current session (a cycle).
+    Column("current_session_id", String(36), nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_tasks_owner_created_at", "owner", "created_at"),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("task_id", String(36), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("agent", String(100), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("revision", BigInteger, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Index("ix_sessions_task_id", "task_id"),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    # Per-session ordinal: turns are ordered by it (timestamps can tie).
+    Column("seq", Integer, nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("output", Text, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime, nullable=True),
+    Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
+    # Recovery (M6) scans RUNNING turns; queries must use the literal 'RUNNING' to hit it.
+    Index(
+        "ix_turns_running",
+        "session_id",
+        postgresql_where="status = 'RUNNING'",
+        sqlite_where="status = 'RUNNING'",
+    ),
+)
+
+queue_entries = Table(
+    "queue_entries",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    # Sort key only; may go below 1 after a release (Q10). Exposed positions are ordinals.
+    Column("position", BigInteger, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("queued_at", UtcDateTime, nullable=False),
+    Column("in_flight", Boolean, nullable=False, server_default=false()),
+    Column("reserved_at", UtcDateTime, nullable=True),
+    Index("ix_queue_entries_session_id_position", "session_id", "position"),
+    Index(
+        "ix_queue_entries_in_flight",
+        "session_id",
+        postgresql_where="in_flight",
+        sqlite_where="in_flight",
+    ),
+)
+
+queue_session_locks = Table(
+    "queue_session_locks",
+    metadata,
+    # The Q3 lock row and the durable queue revision (Q13). Never deleted.
+    Column(
+        "session_id",
+        String(36),
+        ForeignKey("sessions.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("revision", BigInteger, nullable=False),
+)
+
+queue_session_state = Table(
+    "queue_session_state",
+    metadata,
+    # The durable policy (Q1, Q14). A missing row reads auto_run true.
+    Column(
+        "session_id",
+        String(36),
+        ForeignKey("sessions.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("auto_run", Boolean, nullable=False, server_default=true()),
+    Column("pause_reason", String(16), nullable=True),
+)
+
+clarifications = Table(
+    "clarifications",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column(
+        "session_id",
+        String(36),
+        ForeignKey("sessions.id", ondelete="CASCADE"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("turn_id", String(36), nullable=True),
+    Column("question", Text, nullable=False),
+    Column("asked_at", UtcDateTime, nullable=False),
+)
+
+epochs = Table(
+    "epochs",
+    metadata,
+    # SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2).
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    sqlite_autoincrement=True,
+)
