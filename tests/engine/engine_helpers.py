@@ -1,0 +1,117 @@
+"""Engine fixtures: an engine on the shared ``store`` with a hand-driven test agent.
+
+``ManualAgent`` runs turns that end only when the test says so (``run.complete()``,
+``run.fail()``), so races are driven by real concurrent tasks and awaited events, never sleeps.
+A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/deaf`` ignores every signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from turnqueue.agents import AgentResult, Signal
+from turnqueue.bus import EventBus, EventKind
+from turnqueue.domain import Session, Task
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.settings import Settings
+from turnqueue.store.sql import SqlStore
+
+PRINCIPAL = "alice"
+WAIT = 10.0
+
+
+class ManualRun:
+    def __init__(self, prompt: str, session_id: str, turn_id: str) -> None:
+        self.prompt = prompt
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.signals: list[Signal] = []
+        self._result: AgentResult | None = None
+        self._ended = asyncio.Event()
+        self._chunks: asyncio.Queue[str | None] = asyncio.Queue()
+        self._chunks.put_nowait(f"echo:{prompt}")
+
+    async def stream(self) -> AsyncIterator[str]:
+        while (chunk := await self._chunks.get()) is not None:
+            yield chunk
+
+    async def wait(self) -> AgentResult:
+        await self._ended.wait()
+        assert self._result is not None
+        return self._result
+
+    async def signal(self, signal: Signal) -> None:
+        self.signals.append(signal)
+        if self.prompt.startswith("/deaf"):
+            return
+        if self.prompt.startswith("/stubborn") and signal is Signal.INTERRUPT:
+            return
+        self.finish(AgentResult(ok=False, error=f"stopped by {signal.name}"))
+
+    @property
+    def done(self) -> bool:
+        return self._ended.is_set()
+
+    def emit(self, text: str) -> None:
+        self._chunks.put_nowait(text)
+
+    def finish(self, result: AgentResult) -> None:
+        if not self._ended.is_set():
+            self._result = result
+            self._chunks.put_nowait(None)
+            self._ended.set()
+
+    def complete(self, clarification: str | None = None) -> None:
+        self.finish(AgentResult(ok=True, clarification=clarification))
+
+    def fail(self, error: str = "boom") -> None:
+        self.finish(AgentResult(ok=False, error=error))
+
+
+@dataclass
+class ManualAgent:
+    name: str = "scripted"
+    runs: list[ManualRun] = field(default_factory=list)
+    started: asyncio.Queue[ManualRun] = field(default_factory=asyncio.Queue)
+    fail_start: bool = False
+
+    async def start(self, prompt: str, *, session_id: str, turn_id: str) -> ManualRun:
+        if self.fail_start:
+            raise RuntimeError("cannot start")
+        run = ManualRun(prompt, session_id, turn_id)
+        self.runs.append(run)
+        self.started.put_nowait(run)
+        return run
+
+    async def next_run(self, timeout: float = WAIT) -> ManualRun:
+        return await asyncio.wait_for(self.started.get(), timeout)
+
+    def no_new_run(self) -> bool:
+        return self.started.empty()
+
+    async def aclose(self) -> None:
+        for run in self.runs:
+            run.finish(AgentResult(ok=False, error="closed"))
+
+
+
+async def new_session(engine: Engine) -> tuple[Task, Session]:
+    return await engine.create_task(PRINCIPAL, "a task", None)
+
+
+async def settle(engine: Engine, session_id: str) -> None:
+    """Wait until the current turn's end (and the drain it triggers) have been handled."""
+    runner = engine.core.runners.get(session_id)
+    if runner is not None:
+        await asyncio.wait_for(runner.finished.wait(), WAIT)
+    async with engine.core.session_lock(session_id):
+        pass
+
+
+async def next_event(sub: object, kind: EventKind, timeout: float = WAIT) -> object:
+    while True:
+        event = await asyncio.wait_for(sub.get(), timeout)  # type: ignore[attr-defined]
+        if event.kind is kind:
+            return event

@@ -1,0 +1,274 @@
+"""The engine's one entry point: authorisation, then the queue, turn, cancel and workflow rules.
+
+Every public method takes the calling principal first. A session or task the principal does not
+own is reported exactly like one that does not exist (S2), so ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from turnqueue.agents import Agent, build_agent
+from turnqueue.bus import EventBus, EventKind, Subscription
+from turnqueue.domain import (
+    CancellationStatus,
+    CancelOutcome,
+    Clarification,
+    MessageSource,
+    OutputChunk,
+    QueueEntry,
+    QueueStatus,
+    SendNowScope,
+    Session,
+    SessionState,
+    Task,
+    Turn,
+    is_valid_id,
+)
+from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.core import Core, check_content
+from turnqueue.engine.queue import QueueOps, SendNowResult
+from turnqueue.engine.recovery import recover
+from turnqueue.engine.turns import Admission, Turns
+from turnqueue.engine.workflow import Workflows, load_workflow
+from turnqueue.errors import InvalidInput, NotFound
+from turnqueue.settings import Settings
+from turnqueue.store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    session: Session
+    cancellation: CancellationStatus
+    outcome: CancelOutcome
+
+
+class Engine:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.turns = Turns(core)
+        self.cancels = Cancels(core, self.turns)
+        self.queue = QueueOps(core, self.turns, self.cancels)
+        self.workflows = Workflows(core, self.turns, self.cancels)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        store: Store,
+        bus: EventBus,
+        agents: dict[str, Agent] | None = None,
+    ) -> Engine:
+        """Take a new epoch (R2), recover what a dead process left behind (M6), and start."""
+        workflow = load_workflow(settings.workflow_file)
+        if agents is None:
+            agents = {name: build_agent(name, settings) for name in ("scripted", "command")}
+        async with store.transaction() as tx:
+            epoch = await tx.next_epoch()
+        engine = cls(Core(settings, store, bus, agents, workflow, epoch))
+        await recover(engine.core, engine.turns)
+        return engine
+
+    async def aclose(self) -> None:
+        """Graceful shutdown: stop every running turn, then wait for background work."""
+        self.core.closing = True
+        for runner in list(self.core.runners.values()):
+            self.core.spawn(self.cancels.stop(runner), name=f"shutdown:{runner.turn.id}")
+        await self.core.drain_tasks(self.core.settings.cancel_operation_timeout)
+        for agent in self.core.agents.values():
+            await agent.aclose()
+
+    @property
+    def bus(self) -> EventBus:
+        return self.core.bus
+
+    @property
+    def store(self) -> Store:
+        return self.core.store
+
+    # -- authorisation --------------------------------------------------------------------------
+    async def authorize_session(self, principal: str, session_id: str, field: str = "sessionId") -> Session:
+        if not is_valid_id(session_id):
+            raise InvalidInput(f"{field} is not a valid id", [field])
+        async with self.core.store.read() as tx:
+            session = await tx.get_session(session_id)
+        if session is None or session.owner != principal:
+            raise NotFound("session", [field])
+        return session
+
+    async def authorize_task(self, principal: str, task_id: str) -> Task:
+        if not is_valid_id(task_id):
+            raise InvalidInput("taskId is not a valid id", ["taskId"])
+        async with self.core.store.read() as tx:
+            task = await tx.get_task(task_id)
+        if task is None or task.owner != principal:
+            raise NotFound("task", ["taskId"])
+        return task
+
+    # -- reads ----------------------------------------------------------------------------------
+    async def session(self, principal: str, session_id: str) -> Session | None:
+        try:
+            return await self.authorize_session(principal, session_id)
+        except (NotFound, InvalidInput):
+            return None
+
+    async def task(self, principal: str, task_id: str) -> Task | None:
+        try:
+            return await self.authorize_task(principal, task_id)
+        except (NotFound, InvalidInput):
+            return None
+
+    async def tasks(self, principal: str, first: int) -> list[Task]:
+        return await self.core.store.list_tasks(principal, max(0, min(first, MAX_PAGE)))
+
+    async def queue_status(self, session_id: str) -> QueueStatus:
+        return await self.core.queue_status(session_id)
+
+    def cancellation(self, session_id: str) -> CancellationStatus:
+        return self.core.cancellations.status(session_id)
+
+    async def clarification(self, session_id: str) -> Clarification | None:
+        async with self.core.store.read() as tx:
+            view = await tx.view(session_id)
+        return view.clarification if view else None
+
+    async def turns_of(self, session_id: str, last: int) -> list[Turn]:
+        return await self.core.store.last_turns(session_id, max(0, min(last, MAX_PAGE)))
+
+    async def current_turn(self, session_id: str) -> Turn | None:
+        return await self.core.store.current_turn(session_id)
+
+    async def output_snapshot(self, session_id: str) -> OutputChunk | None:
+        """The current turn's output so far (turnOutput's first message)."""
+        runner = self.core.runners.get(session_id)
+        if runner is not None:
+            return runner.snapshot()
+        turn = await self.current_turn(session_id)
+        if turn is None:
+            return None
+        return OutputChunk(session_id, turn.id, 0, turn.output, turn.ended_at is not None, turn.status)
+
+    def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
+        return self.core.bus.subscribe(session_id, kinds)
+
+    # -- mutations ------------------------------------------------------------------------------
+    async def create_task(
+        self, principal: str, title: str, agent: str | None
+    ) -> tuple[Task, Session]:
+        title = title.strip()
+        if not title or len(title) > 500:
+            raise InvalidInput("title must be 1 to 500 characters", ["title"])
+        agent_name = agent if agent is not None else self.core.settings.agent
+        if agent_name not in self.core.agents:
+            names = ", ".join(sorted(self.core.agents))
+            raise InvalidInput(f"unknown agent {agent_name!r}; agents are {names}", ["agent"])
+        async with self.core.store.transaction() as tx:
+            task = await tx.create_task(
+                title=title, owner=principal, workflow_step=self.core.workflow.first.name
+            )
+            session = await tx.create_session(
+                task_id=task.id, agent=agent_name, state=SessionState.CREATED
+            )
+            session = await tx.set_session_state(session.id, SessionState.STARTING)
+        # The built-in agents need no preparation; a profile that does would do it here and
+        # leave the session FAILED when it cannot start.
+        async with self.core.store.transaction() as tx:
+            session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
+            task = await tx.get_task(task.id) or task
+            self.core.publish_after(tx, EventKind.SESSION, session.id, session.revision)
+        return task, session
+
+    async def send_message(self, principal: str, session_id: str, content: str) -> Admission:
+        await self.authorize_session(principal, session_id)
+        check_content(content, self.core.settings.max_content_bytes)
+        return await self.turns.send_message(session_id, content)
+
+    async def enqueue(
+        self, principal: str, session_id: str, content: str, expected_revision: int | None
+    ) -> tuple[QueueEntry, Turn | None]:
+        await self.authorize_session(principal, session_id)
+        check_content(content, self.core.settings.max_content_bytes)
+        return await self.queue.enqueue(session_id, content, expected_revision, MessageSource.USER)
+
+    async def update_entry(
+        self, principal: str, session_id: str, entry_id: str, content: str, expected: int | None
+    ) -> QueueStatus:
+        await self.authorize_session(principal, session_id)
+        _check_entry_id(entry_id)
+        check_content(content, self.core.settings.max_content_bytes)
+        await self.queue.update_entry(session_id, entry_id, content, expected)
+        return await self.queue_status(session_id)
+
+    async def remove_entry(
+        self, principal: str, session_id: str, entry_id: str, expected: int | None
+    ) -> QueueStatus:
+        await self.authorize_session(principal, session_id)
+        _check_entry_id(entry_id)
+        await self.queue.remove_entry(session_id, entry_id, expected)
+        return await self.queue_status(session_id)
+
+    async def clear_queue(self, principal: str, session_id: str, expected: int | None) -> QueueStatus:
+        await self.authorize_session(principal, session_id)
+        await self.queue.clear(session_id, expected)
+        return await self.queue_status(session_id)
+
+    async def reorder_queue(
+        self, principal: str, session_id: str, ordered_ids: Sequence[str], expected: int | None
+    ) -> QueueStatus:
+        await self.authorize_session(principal, session_id)
+        await self.queue.reorder(session_id, ordered_ids, expected)
+        return await self.queue_status(session_id)
+
+    async def cancel(self, principal: str, session_id: str) -> CancelResult:
+        await self.authorize_session(principal, session_id)
+        outcome = await self.cancels.cancel(session_id)
+        session = await self.authorize_session(principal, session_id)
+        return CancelResult(session, self.cancellation(session_id), outcome)
+
+    async def set_auto_run(
+        self, principal: str, session_id: str, auto_run: bool, expected: int | None
+    ) -> Turn | None:
+        await self.authorize_session(principal, session_id)
+        return await self.queue.set_auto_run(session_id, auto_run, expected)
+
+    async def send_now(
+        self,
+        principal: str,
+        session_id: str,
+        scope: SendNowScope,
+        entry_id: str | None,
+        expected: int | None,
+    ) -> SendNowResult:
+        await self.authorize_session(principal, session_id)
+        if entry_id is not None:
+            _check_entry_id(entry_id)
+        return await self.queue.send_now(session_id, scope, entry_id, expected)
+
+    async def drain(self, principal: str, session_id: str, expected: int | None) -> Turn | None:
+        await self.authorize_session(principal, session_id)
+        return await self.queue.drain(session_id, expected)
+
+    async def answer_clarification(
+        self, principal: str, session_id: str, answer: str, clarification_id: str | None
+    ) -> Session:
+        await self.authorize_session(principal, session_id)
+        check_content(answer, self.core.settings.max_content_bytes, "answer")
+        if clarification_id is not None and not is_valid_id(clarification_id):
+            raise InvalidInput("clarificationId is not a valid id", ["clarificationId"])
+        await self.turns.answer_clarification(session_id, answer, clarification_id)
+        return await self.authorize_session(principal, session_id)
+
+    async def move_task(self, principal: str, task_id: str, step: str) -> tuple[Task, Session]:
+        task = await self.authorize_task(principal, task_id)
+        return await self.workflows.move_task(task, step)
+
+
+def _check_entry_id(entry_id: str) -> None:
+    if not is_valid_id(entry_id):
+        raise InvalidInput("entryId is not a valid id", ["entryId"])

@@ -1,0 +1,185 @@
+"""Workflow steps and their actions (W1–W3): moving tasks, turn-complete actions, queue transfer.
+
+A step change holds the queue of the task's session (WORKFLOW_TRANSITION, Q9) from the moment it
+is decided until it has committed; only then does one automatic drain run on the task's current
+session (W1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tomllib
+from pathlib import Path
+
+from turnqueue.bus import EventKind
+from turnqueue.domain import (
+    CancelKind,
+    OnTurnComplete,
+    PauseReason,
+    Session,
+    SessionState,
+    Task,
+    Workflow,
+    WorkflowStep,
+)
+from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.core import Core
+from turnqueue.engine.turns import Turns
+from turnqueue.errors import InvalidInput, NotFound
+
+log = logging.getLogger(__name__)
+
+
+def load_workflow(path: Path | None) -> Workflow:
+    """The default workflow, or the steps of a TOML or JSON file: ``[[steps]]`` tables with
+    ``name``, ``on_turn_complete`` (NONE | MOVE_TO_NEXT), ``cancel_triggers_turn_complete`` and
+    ``new_session_on_enter``."""
+    if path is None:
+        return Workflow()
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise ValueError(f"{path}: a workflow needs a non-empty list of steps")
+    steps = []
+    for raw in raw_steps:
+        unknown = set(raw) - {
+            "name",
+            "on_turn_complete",
+            "cancel_triggers_turn_complete",
+            "new_session_on_enter",
+        }
+        if unknown:
+            raise ValueError(f"{path}: unknown step keys {sorted(unknown)}")
+        steps.append(
+            WorkflowStep(
+                name=str(raw["name"]),
+                on_turn_complete=OnTurnComplete(raw.get("on_turn_complete", "NONE")),
+                cancel_triggers_turn_complete=bool(raw.get("cancel_triggers_turn_complete")),
+                new_session_on_enter=bool(raw.get("new_session_on_enter")),
+            )
+        )
+    if len({s.name for s in steps}) != len(steps):
+        raise ValueError(f"{path}: step names must be unique")
+    return Workflow(tuple(steps))
+
+
+class Workflows:
+    def __init__(self, core: Core, turns: Turns, cancels: Cancels) -> None:
+        self.core = core
+        self.turns = turns
+        self.cancels = cancels
+        turns.moves_on_complete = self.moves_on_complete
+        turns.on_completed = self.on_completed
+        cancels.on_cancelled = self.on_cancelled
+
+    async def _task_of(self, session_id: str) -> tuple[Task, Session]:
+        async with self.core.store.read() as tx:
+            session = await tx.get_session(session_id)
+            task = await tx.get_task(session.task_id) if session else None
+        if session is None or task is None:
+            raise NotFound("session")
+        return task, session
+
+    async def moves_on_complete(self, session_id: str) -> bool:
+        task, _ = await self._task_of(session_id)
+        step = self.core.workflow.step(task.workflow_step)
+        return (
+            step is not None
+            and step.on_turn_complete is OnTurnComplete.MOVE_TO_NEXT
+            and task.current_session_id == session_id
+            and self.core.workflow.next_after(step.name) is not None
+        )
+
+    async def on_completed(self, session_id: str) -> None:
+        """W1: run the step's turn-complete action (the caller already holds the queue)."""
+        try:
+            task, _ = await self._task_of(session_id)
+            following = self.core.workflow.next_after(task.workflow_step)
+            if following is not None:
+                await self.enter(task, following)
+        finally:
+            self.core.transitions.discard(session_id)
+        await self._drain_current(task.id)
+
+    async def on_cancelled(self, session_id: str) -> None:
+        """W2: a user's cancel completes the step only when the step says so."""
+        task, _ = await self._task_of(session_id)
+        step = self.core.workflow.step(task.workflow_step)
+        if step is None or not step.cancel_triggers_turn_complete:
+            return
+        if step.on_turn_complete is OnTurnComplete.MOVE_TO_NEXT:
+            self.core.transitions.add(session_id)
+            await self.on_completed(session_id)
+
+    async def move_task(self, task: Task, step_name: str) -> tuple[Task, Session]:
+        step = self.core.workflow.step(step_name)
+        if step is None:
+            names = ", ".join(s.name for s in self.core.workflow.steps)
+            raise InvalidInput(f"unknown step {step_name!r}; steps are {names}", ["step"])
+        task = await self.enter(task, step)
+        await self._drain_current(task.id)
+        async with self.core.store.read() as tx:
+            current = await tx.get_task(task.id)
+            assert current is not None and current.current_session_id is not None
+            session = await tx.get_session(current.current_session_id)
+        assert session is not None
+        return current, session
+
+    async def enter(self, task: Task, step: WorkflowStep) -> Task:
+        source_id = task.current_session_id
+        assert source_id is not None
+        self.core.transitions.add(source_id)
+        try:
+            await self.core.touch_queue(source_id)
+            if step.new_session_on_enter:
+                return await self._transfer(task, step, source_id)
+            async with self.core.store.transaction() as tx:
+                moved = await tx.set_task_step(task.id, step.name, source_id)
+                source = await tx.lock(source_id)
+                if (
+                    self.core.workflow.is_last(step.name)
+                    and source.session.state is SessionState.WAITING_FOR_INPUT
+                ):
+                    await tx.set_session_state(source_id, SessionState.COMPLETED)
+                    self.core.publish_after(tx, EventKind.SESSION, source_id, 0)
+            return moved
+        finally:
+            self.core.transitions.discard(source_id)
+            await self.core.touch_queue(source_id)
+
+    async def _transfer(self, task: Task, step: WorkflowStep, source_id: str) -> Task:
+        """W3: a new session takes the queue; the source completes and loses its policy row."""
+        runner = self.core.runners.get(source_id)
+        if runner is not None:
+            with self.core.cancellations.reference(source_id, CancelKind.INTERNAL):
+                await self.cancels.stop(runner)
+        async with self.core.store.transaction() as tx:
+            source = await tx.lock(source_id)
+            destination = await tx.create_session(
+                task_id=task.id, agent=source.session.agent, state=SessionState.WAITING_FOR_INPUT
+            )
+            await tx.lock(destination.id)
+            await tx.release_entries(source_id, None)  # nothing in flight may stay behind
+            await tx.move_entries(source_id, destination.id)
+            if not source.policy.auto_run:  # destination = source AND destination (new: ON)
+                await tx.set_policy(
+                    destination.id, auto_run=False, pause_reason=PauseReason.TRANSFER
+                )
+            await tx.delete_policy(source_id)
+            await tx.set_session_state(source_id, SessionState.COMPLETED)
+            moved = await tx.set_task_step(task.id, step.name, destination.id)
+            for sid in (source_id, destination.id):
+                revision = await tx.bump_queue_revision(sid)
+                self.core.publish_after(tx, EventKind.QUEUE, sid, revision)
+                self.core.publish_after(tx, EventKind.SESSION, sid, 0)
+        return moved
+
+    async def _drain_current(self, task_id: str) -> None:
+        async with self.core.store.read() as tx:
+            task = await tx.get_task(task_id)
+        if task is None or task.current_session_id is None:
+            return
+        async with self.core.session_lock(task.current_session_id):
+            await self.turns.auto_drain(task.current_session_id)
