@@ -182,16 +182,24 @@ class SqlTx:
         return session
 
     async def lock(self, session_id: str) -> SessionView:
-        stmt = select_view(session_id)
         if self._pg:
             # Q3: the lock row serialises every reservation and policy write of this session.
-            # Only the lock row is locked (the outer joins' nullable sides cannot be).
-            stmt = stmt.with_for_update(of=queue_session_locks)
+            # HAZARD: it must be its own statement. Under READ COMMITTED a statement's snapshot
+            # is taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock
+            # re-reads only the locked row and would return the *old* policy, entries and
+            # clarification. The view below is a new statement, so it sees what the previous
+            # holder committed.
+            locks = queue_session_locks
+            locked = await self._conn.scalar(
+                select(locks.c.session_id).where(locks.c.session_id == session_id).with_for_update()
+            )
+            if locked is None:
+                raise KeyError(session_id)
         # SQLite: the transaction began IMMEDIATE behind the writer lock; it is the only writer.
-        row = (await self._conn.execute(stmt)).one_or_none()
-        if row is None:
+        view = await self.view(session_id)
+        if view is None:
             raise KeyError(session_id)
-        return view_from(row)
+        return view
 
     async def view(self, session_id: str) -> SessionView | None:
         row = (await self._conn.execute(select_view(session_id))).one_or_none()

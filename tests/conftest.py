@@ -1,0 +1,126 @@
+"""Shared fixtures: one fresh database per test, on SQLite and (when configured) PostgreSQL.
+
+* ``database_url`` — parametrised ``sqlite`` / ``postgresql``: the plain URL of a fresh database
+  already migrated to head. SQLite: a file in ``tmp_path``. PostgreSQL: only when
+  ``TURNQUEUE_TEST_DATABASE_URL`` is set (e.g. ``postgresql://postgres@127.0.0.1:5432/test``);
+  each test gets its own database cloned from a template migrated once per test session.
+* ``empty_database_url`` — the same, but not migrated (migration tests).
+* ``settings`` — ``Settings(database_url=database_url)``.
+* ``store`` — an open :class:`~turnqueue.store.sql.SqlStore` on ``database_url``, closed after.
+
+Any test that uses one of these runs twice (``[sqlite]`` and ``[postgresql]``, M3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from sqlalchemy.engine import make_url
+
+from turnqueue.settings import Settings
+from turnqueue.store.migrate import migrate
+from turnqueue.store.sql import SqlStore, open_store
+
+PG_ENV = "TURNQUEUE_TEST_DATABASE_URL"
+T = TypeVar("T")
+
+
+def _run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, even if a loop is running in this thread."""
+
+    async def runner() -> T:
+        return await factory()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, runner()).result()
+
+
+def _pg_url(base: str, database: str) -> str:
+    """``base`` with its database replaced, in the plain ``postgresql://`` form."""
+    url = make_url(base).set(drivername="postgresql", database=database)
+    return url.render_as_string(hide_password=False)
+
+
+async def _admin(base: str, *statements: str) -> None:
+    """Run statements outside a transaction on the admin database (CREATE/DROP DATABASE)."""
+    conn = await asyncpg.connect(_pg_url(base, make_url(base).database or "postgres"))
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[tuple[str, str]]:
+    """(admin URL, template database name), migrated once per test session and dropped after."""
+    base = os.environ.get(PG_ENV)
+    if not base:
+        pytest.skip(f"{PG_ENV} not set: PostgreSQL half skipped")
+    name = f"tq_template_{os.getpid()}"
+    _run_sync(lambda: _admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _run_sync(lambda: _admin(base, f'CREATE DATABASE "{name}"'))
+    try:
+        _run_sync(lambda: migrate(_pg_url(base, name)))
+        yield base, name
+    finally:
+        _run_sync(lambda: _admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _fresh_pg(request: pytest.FixtureRequest, *, migrated: bool) -> AsyncIterator[str]:
+    base, template = request.getfixturevalue("pg_template")
+    name = f"tq_{uuid.uuid4().hex[:16]}"
+    source = template if migrated else "template0"
+    await _admin(base, f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+    try:
+        yield _pg_url(base, name)
+    finally:
+        await _admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / f'tq_{uuid.uuid4().hex[:8]}.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty (unmigrated) database; ``[sqlite]`` and ``[postgresql]``."""
+    if request.param == "sqlite":
+        yield _sqlite_url(tmp_path)
+        return
+    async for url in _fresh_pg(request, migrated=False):
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh database migrated to head; ``[sqlite]`` and ``[postgresql]``."""
+    if request.param == "sqlite":
+        url = _sqlite_url(tmp_path)
+        await migrate(url)
+        yield url
+        return
+    async for url in _fresh_pg(request, migrated=True):
+        yield url
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url)
+
+
+@pytest.fixture
+async def store(settings: Settings) -> AsyncIterator[SqlStore]:
+    opened = await open_store(settings)
+    try:
+        yield opened
+    finally:
+        await opened.close()

@@ -1,0 +1,446 @@
+"""SqlStore / SqlTx on both backends (M3): every Tx and Store method, named by the rule it keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC
+
+import pytest
+
+from turnqueue.domain import MessageSource, PauseReason, SessionState, TurnStatus
+from turnqueue.errors import StoreError
+from turnqueue.settings import Settings
+from turnqueue.store.protocol import Store, Tx
+from turnqueue.store.sql import SqlStore, open_store
+
+USER = MessageSource.USER
+
+
+async def new_session(store: SqlStore, owner: str = "alice") -> str:
+    async with store.transaction() as tx:
+        task = await tx.create_task(title="t", owner=owner, workflow_step="IN_PROGRESS")
+        session = await tx.create_session(
+            task_id=task.id, agent="scripted", state=SessionState.WAITING_FOR_INPUT
+        )
+    return session.id
+
+
+async def add(store: SqlStore, session_id: str, *contents: str) -> list[str]:
+    async with store.transaction() as tx:
+        return [(await tx.add_entry(session_id, content=c, source=USER)).id for c in contents]
+
+
+async def visible(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
+    async with store.read() as tx:
+        return [(e.position, e.content) for e in await tx.list_entries(session_id)]
+
+
+def _protocol_methods(protocol: type) -> set[str]:
+    return {name for name in vars(protocol) if not name.startswith("_")}
+
+
+def test_sql_store_implements_every_protocol_method() -> None:
+    from turnqueue.store.tx import SqlTx
+
+    assert _protocol_methods(Tx) - set(dir(SqlTx)) == set()
+    assert _protocol_methods(Store) - set(dir(SqlStore)) == set()
+    _static_check: Callable[[SqlStore], Store] = lambda s: s  # noqa: E731 (mypy checks it)
+
+
+async def test_create_task_and_session(store: SqlStore) -> None:
+    async with store.transaction() as tx:
+        task = await tx.create_task(title="Fix it", owner="alice", workflow_step="IN_PROGRESS")
+        session = await tx.create_session(
+            task_id=task.id, agent="scripted", state=SessionState.CREATED
+        )
+        view = await tx.lock(session.id)
+    assert session.revision == 1 and session.owner == "alice"
+    assert view.policy.revision == 0 and view.queued == 0 and view.running_turn_id is None
+    assert session.created_at.tzinfo is not None
+    async with store.read() as tx:
+        stored_task = await tx.get_task(task.id)
+        stored = await tx.get_session(session.id)
+        assert await tx.get_session("00000000-0000-0000-0000-000000000000") is None
+    assert stored_task is not None and stored_task.current_session_id == session.id
+    assert stored == session
+    assert stored.created_at.utcoffset() is not None
+    assert stored.created_at.tzinfo is not None and stored.created_at.astimezone(UTC) == (
+        session.created_at
+    )
+    assert [t.id for t in await store.list_tasks("alice", 10)] == [task.id]
+    assert await store.list_tasks("bob", 10) == []
+    assert (await store.tasks([task.id]))[task.id].title == "Fix it"
+    assert (await store.sessions([session.id]))[session.id].agent == "scripted"
+    assert [s.id for s in (await store.sessions_of_tasks([task.id]))[task.id]] == [session.id]
+
+
+async def test_set_task_step_moves_current_session(store: SqlStore) -> None:
+    first = await new_session(store)
+    async with store.transaction() as tx:
+        task_id = (await tx.view(first)).session.task_id  # type: ignore[union-attr]
+        second = await tx.create_session(
+            task_id=task_id, agent="scripted", state=SessionState.CREATED
+        )
+        task = await tx.set_task_step(task_id, "REVIEW", second.id)
+    assert task.workflow_step == "REVIEW" and task.current_session_id == second.id
+    sessions = (await store.sessions_of_tasks([task_id]))[task_id]
+    assert [s.id for s in sessions] == [first, second.id]
+
+
+async def test_lock_and_view_of_unknown_session(store: SqlStore) -> None:
+    with pytest.raises(KeyError):
+        async with store.transaction() as tx:
+            await tx.lock("00000000-0000-0000-0000-000000000000")
+    async with store.read() as tx:
+        assert await tx.view("00000000-0000-0000-0000-000000000000") is None
+
+
+async def test_q1_missing_policy_reads_auto_run_true(store: SqlStore) -> None:
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        assert (await tx.lock(sid)).policy.auto_run is True
+        await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.USER)
+    async with store.read() as tx:
+        policy = (await tx.view(sid)).policy  # type: ignore[union-attr]
+    assert (policy.auto_run, policy.pause_reason) == (False, PauseReason.USER)
+    async with store.transaction() as tx:  # upsert over the existing row
+        await tx.set_policy(sid, auto_run=True, pause_reason=None)
+        assert (await tx.lock(sid)).policy.auto_run is True
+        await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.CANCEL)
+        await tx.delete_policy(sid)
+        assert (await tx.lock(sid)).policy.auto_run is True
+
+
+async def test_q13_queue_revision_changes_only_through_bump(store: SqlStore) -> None:
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        await tx.lock(sid)
+        await tx.add_entry(sid, content="a", source=USER)
+        await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.USER)
+        assert (await tx.lock(sid)).policy.revision == 0
+        assert await tx.bump_queue_revision(sid) == 1
+        assert await tx.bump_queue_revision(sid) == 2
+    async with store.read() as tx:
+        assert (await tx.view(sid)).policy.revision == 2  # type: ignore[union-attr]
+
+
+async def test_q13_queue_revision_survives_policy_delete(store: SqlStore) -> None:
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.TRANSFER)
+        assert await tx.bump_queue_revision(sid) == 1
+    async with store.transaction() as tx:
+        await tx.delete_policy(sid)
+        view = await tx.lock(sid)
+        assert view.policy.revision == 1 and view.policy.auto_run is True
+        assert await tx.bump_queue_revision(sid) == 2
+    with pytest.raises(KeyError):
+        async with store.transaction() as tx:
+            await tx.bump_queue_revision("00000000-0000-0000-0000-000000000000")
+
+
+async def test_r1_session_revision_bumps_on_state_turns_and_clarification(
+    store: SqlStore,
+) -> None:
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        session = await tx.set_session_state(sid, SessionState.WAITING_FOR_INPUT)
+        assert session.revision == 2 and session.updated_at >= session.created_at
+        assert await tx.clear_clarification(sid) is None  # nothing pending: no bump
+        assert (await tx.lock(sid)).session.revision == 2
+        turn = await tx.start_turn(sid, prompt="p", source=USER)
+        assert (await tx.lock(sid)).session.revision == 3
+        clar = await tx.set_clarification(sid, turn_id=turn.id, question="why?")
+        assert (await tx.lock(sid)).session.revision == 4
+        again = await tx.set_clarification(sid, turn_id=None, question="really?")
+        view = await tx.lock(sid)
+        assert view.session.revision == 5 and view.clarification is not None
+        assert view.clarification.question == "really?" and view.clarification.id == again.id
+        cleared = await tx.clear_clarification(sid)
+        assert cleared is not None and cleared.id == again.id and cleared.id != clar.id
+        view = await tx.lock(sid)
+        assert view.session.revision == 6 and view.clarification is None
+
+
+async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        first = await tx.start_turn(sid, prompt="one", source=USER)
+        view = await tx.lock(sid)
+        assert view.session.state is SessionState.RUNNING
+        assert view.running_turn_id == first.id
+        assert [t.id for t in await tx.running_turns()] == [first.id]
+        ended, session = await tx.end_turn(
+            first.id,
+            status=TurnStatus.COMPLETED,
+            output="out",
+            error=None,
+            session_state=SessionState.WAITING_FOR_INPUT,
+        )
+        assert ended.status is TurnStatus.COMPLETED and ended.ended_at is not None
+        assert session.state is SessionState.WAITING_FOR_INPUT
+        # A second end changes nothing (no revision bump, status kept).
+        again, same = await tx.end_turn(
+            first.id,
+            status=TurnStatus.FAILED,
+            output="x",
+            error="late",
+            session_state=SessionState.FAILED,
+        )
+        assert again == ended and same == session
+        second = await tx.start_turn(sid, prompt="two", source=MessageSource.AGENT)
+    assert [t.prompt for t in await store.last_turns(sid, 20)] == ["one", "two"]
+    assert [t.prompt for t in await store.last_turns(sid, 1)] == ["two"]
+    current = await store.current_turn(sid)
+    assert current is not None and current.id == second.id
+    assert current.source is MessageSource.AGENT and current.started_at.tzinfo is not None
+    async with store.read() as tx:
+        stored = await tx.get_turn(first.id)
+    assert stored is not None and stored.output == "out"
+
+
+async def test_q3_reserve_head_is_fifo_and_hides_in_flight(store: SqlStore) -> None:
+    sid = await new_session(store)
+    ids = await add(store, sid, "a", "b", "c")
+    async with store.transaction() as tx:
+        await tx.lock(sid)
+        head = await tx.reserve_head(sid)
+        assert head is not None and (head.id, head.position, head.content) == (ids[0], 1, "a")
+        assert [(e.position, e.content) for e in await tx.list_entries(sid)] == [
+            (1, "b"),
+            (2, "c"),
+        ]
+        assert (await tx.lock(sid)).queued == 2
+        assert (await tx.reserve_head(sid)).content == "b"  # type: ignore[union-attr]
+        assert (await tx.reserve_head(sid)).content == "c"  # type: ignore[union-attr]
+        assert await tx.reserve_head(sid) is None
+        assert await tx.in_flight_sessions() == [sid]
+
+
+async def test_q12_update_remove_reorder(store: SqlStore) -> None:
+    sid = await new_session(store)
+    a, b, c, d = await add(store, sid, "a", "b", "c", "d")
+    async with store.transaction() as tx:
+        updated = await tx.update_entry(c, content="c2")
+        assert (updated.position, updated.content) == (3, "c2")
+        await tx.reorder_entries(sid, [d, c, b, a])
+        assert [e.content for e in await tx.list_entries(sid)] == ["d", "c2", "b", "a"]
+        assert await tx.remove_entries(sid, [b, "00000000-0000-0000-0000-000000000000"]) == 1
+        await tx.reserve_head(sid)  # d goes in flight: untouchable below
+        with pytest.raises(KeyError):
+            await tx.update_entry(d, content="nope")
+        assert await tx.remove_entries(sid, None) == 2
+        assert await tx.list_entries(sid) == []
+        assert await tx.release_entries(sid, None) == 1  # d survived the clear
+        assert [e.id for e in await tx.list_entries(sid)] == [d]
+
+
+async def test_q5_claim_entries_is_exact(store: SqlStore) -> None:
+    sid = await new_session(store)
+    a, b, c = await add(store, sid, "a", "b", "c")
+    missing = "00000000-0000-0000-0000-000000000000"
+    async with store.transaction() as tx:
+        claimed = await tx.claim_entries(sid, [c, missing])
+        assert [(e.id, e.position) for e in claimed] == [(c, 3)]
+        assert [e.id for e in await tx.list_entries(sid)] == [a, b]
+        assert await tx.claim_entries(sid, [c]) == []  # already in flight
+        assert [e.id for e in await tx.claim_entries(sid, [b, a])] == [a, b]  # FIFO order
+        assert await tx.list_entries(sid) == []
+
+
+async def test_q10_release_returns_entries_to_head_with_ids(store: SqlStore) -> None:
+    sid = await new_session(store)
+    a, b, c, d = await add(store, sid, "a", "b", "c", "d")
+    async with store.transaction() as tx:
+        await tx.reserve_head(sid)  # a
+        await tx.claim_entries(sid, [c])
+        e = (await tx.add_entry(sid, content="e", source=USER)).id
+    assert await visible(store, sid) == [(1, "b"), (2, "d"), (3, "e")]
+    async with store.transaction() as tx:
+        assert await tx.release_entries(sid, [c]) == 1
+        assert [x.id for x in await tx.list_entries(sid)] == [c, b, d, e]
+        assert await tx.release_entries(sid, None) == 1
+    async with store.read() as tx:
+        entries = await tx.list_entries(sid)
+    assert [x.id for x in entries] == [a, c, b, d, e]
+    assert [x.position for x in entries] == [1, 2, 3, 4, 5]
+    async with store.transaction() as tx:  # repeated release below 1 keeps working
+        await tx.claim_entries(sid, [d, e])
+        assert await tx.release_entries(sid, None) == 2
+        assert [x.content for x in await tx.list_entries(sid)] == ["d", "e", "a", "c", "b"]
+        assert await tx.release_entries(sid, None) == 0
+
+
+async def test_q10_release_into_an_empty_queue_then_append(store: SqlStore) -> None:
+    sid = await new_session(store)
+    a, b = await add(store, sid, "a", "b")
+    async with store.transaction() as tx:
+        await tx.claim_entries(sid, [a, b])
+        assert await tx.release_entries(sid, None) == 2
+        await tx.add_entry(sid, content="c", source=USER)
+    assert await visible(store, sid) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+async def test_q10_start_turn_consumes_in_flight_entries_in_same_transaction(
+    store: SqlStore,
+) -> None:
+    sid = await new_session(store)
+    a, b = await add(store, sid, "a", "b")
+    async with store.transaction() as tx:
+        head = await tx.reserve_head(sid)
+    assert head is not None
+    async with store.read() as tx:
+        assert await tx.in_flight_sessions() == [sid]
+    async with store.transaction() as tx:
+        # b is visible, not in flight: naming it must not delete it.
+        turn = await tx.start_turn(sid, prompt=head.content, source=head.source, consume=[a, b])
+        assert await tx.in_flight_sessions() == []
+        assert [x.id for x in await tx.list_entries(sid)] == [b]
+        assert (await tx.lock(sid)).running_turn_id == turn.id
+
+
+async def test_q10_failed_start_turn_keeps_the_entry(store: SqlStore) -> None:
+    sid = await new_session(store)
+    (a,) = await add(store, sid, "a")
+    async with store.transaction() as tx:
+        await tx.reserve_head(sid)
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.start_turn(sid, prompt="a", source=USER, consume=[a])
+            raise RuntimeError("delivery failed")
+    async with store.transaction() as tx:
+        assert await tx.in_flight_sessions() == [sid]
+        assert await tx.release_entries(sid, None) == 1
+    assert await visible(store, sid) == [(1, "a")]
+
+
+async def test_rollback_on_exception_leaves_nothing_and_runs_no_callback(
+    store: SqlStore,
+) -> None:
+    called: list[str] = []
+    with pytest.raises(ValueError, match="boom"):
+        async with store.transaction() as tx:
+            task = await tx.create_task(title="x", owner="alice", workflow_step="IN_PROGRESS")
+            tx.after_commit(lambda: called.append("cb"))
+            raise ValueError("boom")
+    assert called == []
+    assert await store.list_tasks("alice", 10) == []
+    assert await store.tasks([task.id]) == {}
+
+
+async def test_after_commit_runs_after_commit_in_order(
+    store: SqlStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    sid = await new_session(store)
+    seen: list[object] = []
+
+    async def async_callback() -> None:
+        # Runs after COMMIT and after the writer lock is released: a new transaction works
+        # and sees the committed row.
+        async with store.transaction() as tx2:
+            seen.append([e.content for e in await tx2.list_entries(sid)])
+
+    def failing() -> None:
+        raise RuntimeError("callback failed")
+
+    async with store.transaction() as tx:
+        await tx.add_entry(sid, content="a", source=USER)
+        tx.after_commit(lambda: seen.append("first"))
+        tx.after_commit(failing)
+        tx.after_commit(async_callback)
+        assert seen == []
+    assert seen == ["first", ["a"]]
+    assert "callback failed" in caplog.text or any(
+        r.levelno >= logging.ERROR for r in caplog.records
+    )
+
+
+async def test_database_errors_become_store_error(store: SqlStore) -> None:
+    with pytest.raises(StoreError):
+        async with store.transaction() as tx:  # foreign keys are enforced on both backends
+            await tx.add_entry("00000000-0000-0000-0000-000000000000", content="x", source=USER)
+
+
+async def test_r2_epoch_strictly_increases(store: SqlStore) -> None:
+    values = []
+    for _ in range(3):
+        async with store.transaction() as tx:
+            values.append(await tx.next_epoch())
+    assert values == sorted(values) and len(set(values)) == 3
+
+
+async def test_r2_epoch_increases_across_reopen(database_url: str) -> None:
+    first = await open_store(Settings(database_url=database_url))
+    async with first.transaction() as tx:
+        before = await tx.next_epoch()
+    await first.close()
+    second = await open_store(Settings(database_url=database_url))
+    try:
+        async with second.transaction() as tx:
+            after = await tx.next_epoch()
+    finally:
+        await second.close()
+    assert after > before
+
+
+async def test_w3_move_entries_appends_in_order(store: SqlStore) -> None:
+    src = await new_session(store)
+    dst = await new_session(store)
+    await add(store, dst, "x")
+    a, b, c = await add(store, src, "a", "b", "c")
+    async with store.transaction() as tx:
+        await tx.claim_entries(src, [b])  # in flight while the transfer happens
+        assert await tx.move_entries(src, dst) == 3
+        assert await tx.move_entries(src, dst) == 0
+        assert await tx.list_entries(src) == []
+        moved = await tx.list_entries(dst)
+        assert [e.content for e in moved] == ["x", "a", "c"]
+        assert [e.id for e in moved[1:]] == [a, c]
+        # The in-flight entry followed the queue: released by id it returns to its new head.
+        assert await tx.release_entries(src, [b]) == 1
+    assert await visible(store, dst) == [(1, "b"), (2, "x"), (3, "a"), (4, "c")]
+
+
+async def test_q3_lock_serialises_writers(store: SqlStore) -> None:
+    """A second locker waits for the first transaction and then sees its committed policy."""
+    sid = await new_session(store)
+    order: list[str] = []
+    first_locked = asyncio.Event()
+
+    async def first() -> None:
+        async with store.transaction() as tx:
+            await tx.lock(sid)
+            first_locked.set()
+            await asyncio.sleep(0.2)
+            await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.USER)
+            order.append("first-commit")
+
+    async def second() -> bool:
+        await first_locked.wait()
+        async with store.transaction() as tx:
+            view = await tx.lock(sid)
+            order.append("second-locked")
+            return view.policy.auto_run
+
+    _, auto_run = await asyncio.gather(first(), second())
+    assert order == ["first-commit", "second-locked"]
+    assert auto_run is False
+
+
+async def test_concurrent_write_transactions_all_succeed(store: SqlStore) -> None:
+    """20 concurrent writers on one session (SQLite: no "database is locked")."""
+    sid = await new_session(store)
+
+    async def writer(i: int) -> int:
+        async with store.transaction() as tx:
+            await tx.lock(sid)
+            await tx.add_entry(sid, content=f"m{i}", source=USER)
+            return await tx.bump_queue_revision(sid)
+
+    revisions = await asyncio.gather(*(writer(i) for i in range(20)))
+    assert sorted(revisions) == list(range(1, 21))
+    entries = await visible(store, sid)
+    assert [p for p, _ in entries] == list(range(1, 21))
+    assert sorted(c for _, c in entries) == sorted(f"m{i}" for i in range(20))
