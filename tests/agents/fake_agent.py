@@ -12,6 +12,8 @@ Run with ``sys.executable -u``. Modes:
 - ``grandchild [escape]``: start a sleeping grandchild that holds stdout open, print
   ``grandchild <pid>``, exit 0 (the grandchild would outlive it). With ``escape`` the grandchild
   is put in a session of its own, beyond the reach of a process-group kill.
+- ``helper``: start a sleeping helper (same group, not holding stdout), print ``helper <pid>``,
+  sleep; default signal handling.
 - ``long-line N``: print one line of N ``x`` characters.
 - ``no-stdin``: print ``bye`` and exit 0 without reading stdin.
 - ``partial``: print ``no newline at end`` without a trailing newline.
@@ -68,6 +70,14 @@ def main(argv: list[str]) -> int:
         )
         print(f"grandchild {child.pid}", flush=True)
         return 0
+    if mode == "helper":
+        helper = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        print(f"helper {helper.pid}", flush=True)
+        _sleep_forever()
     if mode == "long-line":
         print("x" * int(args[0]), flush=True)
         return 0

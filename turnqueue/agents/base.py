@@ -94,6 +94,7 @@ class BaseRun(ABC):
         # child process would block on a full pipe and never exit. Each chunk is bounded in size.
         self._chunks: asyncio.Queue[str | None] = asyncio.Queue()
         self._streamed = False
+        self._ended = False
         self._task_name = task_name
         self._task: asyncio.Task[AgentResult] | None = None
 
@@ -115,7 +116,7 @@ class BaseRun(ABC):
     async def signal(self, signal: Signal) -> None: ...
 
     def _emit(self, text: str) -> None:
-        if text:
+        if text and not self._ended:  # a late callback after the end is dropped
             self._chunks.put_nowait(text)
 
     async def _main(self) -> AgentResult:
@@ -126,6 +127,7 @@ class BaseRun(ABC):
             return AgentResult(ok=False, error=f"agent error: {exc}")
         finally:
             # Always end the stream, also on cancellation, so a reader never hangs.
+            self._ended = True
             self._chunks.put_nowait(None)
 
     async def stream(self) -> AsyncIterator[str]:

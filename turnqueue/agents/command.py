@@ -27,11 +27,11 @@ import contextlib
 import os
 import shlex
 import signal as posix_signal
-from asyncio.subprocess import PIPE, Process
+from asyncio.subprocess import PIPE
+from collections.abc import Callable
 
 from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, RunSet, Signal
 
-READ_SIZE = 64 * 1024
 MAX_CHUNK_CHARS = 16 * 1024
 STDERR_TAIL_BYTES = 4 * 1024
 #: After the process exited and its group was killed, how long to wait for its pipes to reach EOF.
@@ -54,65 +54,136 @@ def parse_command(command: str) -> list[str]:
     return argv
 
 
-class CommandRun(BaseRun):
+class _Output:
+    """Splits a byte stream into chunks: one per line (newline kept), none over ``max_chunk``."""
+
+    def __init__(self, emit: Callable[[str], None], max_chunk: int) -> None:
+        self._emit = emit
+        self._max = max_chunk
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""  # never more than one read plus ``max_chunk`` characters
+
+    def feed(self, data: bytes) -> None:
+        text = self._pending + self._decoder.decode(data)
+        start = 0
+        while True:
+            newline = text.find("\n", start, start + self._max)
+            if newline >= 0:
+                self._emit(text[start : newline + 1])
+                start = newline + 1
+            elif len(text) - start >= self._max:
+                self._emit(text[start : start + self._max])
+                start += self._max
+            else:
+                break
+        self._pending = text[start:]
+
+    def end(self) -> None:
+        rest = self._pending + self._decoder.decode(b"", final=True)
+        self._pending = ""
+        for start in range(0, len(rest), self._max):
+            self._emit(rest[start : start + self._max])
+
+
+class CommandRun(BaseRun, asyncio.SubprocessProtocol):
+    """One turn's process. It is its own subprocess protocol: pipe data arrives by callback.
+
+    Hazard: ``asyncio.subprocess.Process.wait()`` (3.11) resolves only once every pipe is closed,
+    and a grandchild that inherited stdout keeps it open after the process exited. So the exit is
+    taken from ``process_exited`` instead, the group is killed right then, and only then do we
+    wait (boundedly) for the pipes. Output is pushed as it arrives, without backpressure: the
+    process never blocks on a full pipe, whatever the reader does.
+    """
+
     def __init__(
-        self, proc: Process, prompt: str, *, turn_id: str, max_chunk_chars: int, stderr_tail: int
+        self, prompt: str, *, turn_id: str, max_chunk_chars: int, stderr_tail: int
     ) -> None:
-        super().__init__(f"agent-command-{turn_id}")
-        self._proc = proc
-        # start_new_session=True made the child a session and group leader: pgid == pid.
-        self._pgid = proc.pid
+        BaseRun.__init__(self, f"agent-command-{turn_id}")
         self._prompt = prompt.encode("utf-8")
-        self._max_chunk = max_chunk_chars
+        self._stdout = _Output(self._emit, max_chunk_chars)
         self._stderr_limit = stderr_tail
         self._stderr = bytearray()
         self._sent: list[Signal] = []
         self._group_killed = False
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._exited = asyncio.Event()
+        self._stdout_closed = asyncio.Event()
+
+    # --- asyncio.SubprocessProtocol ---
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self._transport = transport
+        stdin = transport.get_pipe_transport(0)
+        assert isinstance(stdin, asyncio.WriteTransport)
+        # write() buffers what the pipe does not take now; close() flushes it, then closes, so
+        # a child that reads later gets all of it and EOF; one that never reads is not blocked.
+        stdin.write(self._prompt)
+        stdin.close()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self._stdout.feed(data)
+        elif fd == 2:
+            self._stderr += data
+            del self._stderr[: -self._stderr_limit]
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._stdout.end()
+            self._stdout_closed.set()
+
+    def process_exited(self) -> None:
+        # Kill the rest of the group in the very callback that reports the exit (see signal()).
+        self._kill_group()
+        self._exited.set()
+
+    # --- AgentRun ---
 
     @property
     def pid(self) -> int:
-        return self._proc.pid
+        assert self._transport is not None
+        return self._transport.get_pid()
 
     async def signal(self, signal: Signal) -> None:
         # Hazard: the group id is the leader's pid. Once the group got its final SIGKILL it may be
-        # empty and the id free for reuse, so we stay silent. Between the child watcher reaping the
-        # leader and _finish running there is a window of a few loop iterations in which an empty
-        # group's id could in theory be reused; that needs the pid space to wrap, and is accepted.
+        # empty and its id free for reuse, so we stay silent. Before that, the leader is alive, a
+        # zombie, or reaped by the child watcher an instant ago (process_exited, which kills the
+        # group, is its next callback): too short a time for the pid to be handed out again.
         if self._group_killed:
             return
         if signal not in self._sent:
             self._sent.append(signal)
         self._killpg(_POSIX[signal])
 
+    def _kill_group(self) -> None:
+        if not self._group_killed:
+            self._killpg(posix_signal.SIGKILL)
+            self._group_killed = True
+
     def _killpg(self, sig: posix_signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):  # the whole group is already gone
-            os.killpg(self._pgid, sig)
+            os.killpg(self.pid, sig)  # start_new_session=True: pgid == pid
 
     async def _run(self) -> AgentResult:
-        helpers = [
-            asyncio.create_task(self._feed_stdin(), name=f"{self._task_name}-stdin"),
-            asyncio.create_task(self._pump_stdout(), name=f"{self._task_name}-stdout"),
-            asyncio.create_task(self._pump_stderr(), name=f"{self._task_name}-stderr"),
-        ]
+        assert self._transport is not None
         try:
-            returncode = await self._proc.wait()
+            await self._exited.wait()
         finally:
-            await self._finish(helpers)
+            self._kill_group()  # already done on exit; here for cancellation by aclose
+        try:
+            # Hazard: a descendant that left the group (setsid) survives the SIGKILL and may hold
+            # stdout open forever, so the drain is bounded; closing the transport ends it.
+            async with asyncio.timeout(DRAIN_SECONDS):
+                await self._stdout_closed.wait()
+        except TimeoutError:
+            pass
+        finally:
+            self._transport.close()
+            self._stdout.end()
+        returncode = self._transport.get_returncode()
+        assert returncode is not None
         return self._result(returncode)
-
-    async def _finish(self, helpers: list[asyncio.Task[None]]) -> None:
-        """Kill what is left of the group, reap the leader, drain the pipes, end the helpers."""
-        self._killpg(posix_signal.SIGKILL)
-        self._group_killed = True
-        if self._proc.returncode is None:  # only when we are being cancelled (aclose)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), DRAIN_SECONDS)
-        # Hazard: a descendant that left the group (setsid) survives the SIGKILL and may hold
-        # stdout open forever, so the drain is bounded; then the pumps are cancelled.
-        _, pending = await asyncio.wait(helpers, timeout=DRAIN_SECONDS)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
 
     def _result(self, returncode: int) -> AgentResult:
         if returncode == 0:
@@ -129,53 +200,6 @@ class CommandRun(BaseRun):
             reason = f"interrupted ({names}): {reason}"
         tail = self._stderr.decode("utf-8", errors="replace").strip()
         return AgentResult(ok=False, error=f"{reason}: {tail}" if tail else reason)
-
-    async def _feed_stdin(self) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
-        # A separate task: a prompt larger than the pipe buffer blocks until the child reads it,
-        # and a child that never reads must still be able to run and exit.
-        try:
-            stdin.write(self._prompt)
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # it exited (or closed stdin) without reading everything: its choice
-        finally:
-            stdin.close()
-            with contextlib.suppress(OSError):
-                await stdin.wait_closed()
-
-    async def _pump_stdout(self) -> None:
-        stdout = self._proc.stdout
-        assert stdout is not None
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending = ""
-        while data := await stdout.read(READ_SIZE):
-            pending = self._emit_lines(pending + decoder.decode(data))
-        rest = pending + decoder.decode(b"", final=True)
-        for start in range(0, len(rest), self._max_chunk):
-            self._emit(rest[start : start + self._max_chunk])
-
-    def _emit_lines(self, text: str) -> str:
-        """Emit every complete line (and over-long pieces) of ``text``; return the remainder."""
-        start = 0
-        while True:
-            newline = text.find("\n", start, start + self._max_chunk)
-            if newline >= 0:
-                self._emit(text[start : newline + 1])
-                start = newline + 1
-            elif len(text) - start >= self._max_chunk:
-                self._emit(text[start : start + self._max_chunk])
-                start += self._max_chunk
-            else:
-                return text[start:]
-
-    async def _pump_stderr(self) -> None:
-        stderr = self._proc.stderr
-        assert stderr is not None
-        while data := await stderr.read(READ_SIZE):
-            self._stderr += data
-            del self._stderr[: -self._stderr_limit]
 
 
 class CommandAgent:
@@ -202,15 +226,19 @@ class CommandAgent:
             raise AgentStartError("agent is closed")
         argv = parse_command(self.command)
         env = {**os.environ, "TURNQUEUE_SESSION_ID": session_id, "TURNQUEUE_TURN_ID": turn_id}
+        run = CommandRun(
+            prompt, turn_id=turn_id, max_chunk_chars=self._max_chunk, stderr_tail=self._stderr_tail
+        )
+        loop = asyncio.get_running_loop()
         try:
-            proc = await asyncio.create_subprocess_exec(
+            await loop.subprocess_exec(
+                lambda: run,
                 *argv,
                 stdin=PIPE,
                 stdout=PIPE,
                 stderr=PIPE,
                 env=env,
                 start_new_session=True,
-                limit=READ_SIZE,
             )
         except FileNotFoundError as exc:
             raise AgentStartError(f"agent command not found: {argv[0]}") from exc
@@ -218,13 +246,6 @@ class CommandAgent:
             raise AgentStartError(f"agent command is not executable: {argv[0]}") from exc
         except OSError as exc:
             raise AgentStartError(f"cannot start agent command {argv[0]}: {exc}") from exc
-        run = CommandRun(
-            proc,
-            prompt,
-            turn_id=turn_id,
-            max_chunk_chars=self._max_chunk,
-            stderr_tail=self._stderr_tail,
-        )
         run.launch()
         self._runs.add(run)
         return run
