@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,6 +27,7 @@ from turnqueue.domain import Session, Task, Turn
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.engine import IMMEDIATE, create_engine
+from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.tables import sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
@@ -150,3 +151,9 @@ class SqlStore:
 async def open_store(settings: Settings) -> SqlStore:
     """Create the engine and the store. It does not migrate (see ``turnqueue.store.migrate``)."""
     return SqlStore(create_engine(settings))
+
+
+if TYPE_CHECKING:  # mypy proves the classes implement the protocols structurally
+
+    def _implements(store: SqlStore, tx: SqlTx) -> tuple[Store, Tx]:
+        return store, tx

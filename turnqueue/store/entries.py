@@ -1,0 +1,168 @@
+"""Queue-entry statements of :class:`~turnqueue.store.tx.SqlTx` (Q3, Q5, Q10, Q12, W3).
+
+Entries carry a stored sort key ``position`` (lowest first, ties by id) that may go below 1 after
+a release; every returned ``QueueEntry.position`` is the 1-based ordinal among *visible* entries.
+In-flight entries stay stored but hidden until ``start_turn`` consumes them (Q10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import case, delete, false, func, insert, select, true, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
+from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, entries_from, entry_from, select_visible
+from turnqueue.store.tables import queue_entries
+
+qe = queue_entries
+
+
+class EntryStatements:
+    """Mixin: needs ``self._conn``, the transaction's connection."""
+
+    _conn: AsyncConnection
+
+    async def list_entries(self, session_id: str) -> list[QueueEntry]:
+        return entries_from((await self._conn.execute(select_visible(session_id))).all())
+
+    async def add_entry(
+        self, session_id: str, *, content: str, source: MessageSource
+    ) -> QueueEntry:
+        # The tail is computed over in-flight entries too, so nothing visible sorts after it.
+        stats = select(
+            func.coalesce(func.max(qe.c.position), 0),
+            func.count().filter(VISIBLE),
+        ).where(qe.c.session_id == session_id)
+        tail, visible = (await self._conn.execute(stats)).one()
+        entry = QueueEntry(new_id(), session_id, int(visible) + 1, content, source, utcnow())
+        await self._conn.execute(
+            insert(qe).values(
+                id=entry.id,
+                session_id=session_id,
+                position=int(tail) + 1,
+                content=content,
+                source=source.value,
+                queued_at=entry.queued_at,
+                in_flight=False,
+            )
+        )
+        return entry
+
+    async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
+        result = await self._conn.execute(
+            update(qe).where(qe.c.id == entry_id, VISIBLE).values(content=content).returning(*qe.c)
+        )
+        row = result.one_or_none()
+        if row is None:
+            raise KeyError(entry_id)
+        m = row._mapping
+        before = await self._conn.scalar(
+            select(func.count()).where(
+                qe.c.session_id == m["session_id"],
+                VISIBLE,
+                (qe.c.position < m["position"])
+                | ((qe.c.position == m["position"]) & (qe.c.id < m["id"])),
+            )
+        )
+        return entry_from(row, int(before or 0) + 1)
+
+    async def remove_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
+        stmt = delete(qe).where(qe.c.session_id == session_id, VISIBLE)
+        if entry_ids is not None:
+            stmt = stmt.where(qe.c.id.in_(list(entry_ids)))
+        return int((await self._conn.execute(stmt)).rowcount)
+
+    async def reorder_entries(self, session_id: str, ordered_ids: Sequence[str]) -> None:
+        await self._set_positions(session_id, {eid: i for i, eid in enumerate(ordered_ids, 1)})
+
+    async def _set_positions(
+        self, session_id: str, positions: dict[str, int], **values: Any
+    ) -> None:
+        """One UPDATE giving each entry its sort key (plus any other ``values``)."""
+        if not positions:
+            return
+        await self._conn.execute(
+            update(qe)
+            .where(qe.c.session_id == session_id, qe.c.id.in_(list(positions)))
+            .values(position=case(positions, value=qe.c.id), **values)
+        )
+
+    async def reserve_head(self, session_id: str) -> QueueEntry | None:
+        head_alias = qe.alias("head")
+        head = (
+            select(head_alias.c.id)
+            .where(head_alias.c.session_id == session_id, head_alias.c.in_flight == false())
+            .order_by(head_alias.c.position, head_alias.c.id)
+            .limit(1)
+            .scalar_subquery()
+        )
+        # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent
+        # reservation that did not take the lock row (a caller bug) re-checks it on PostgreSQL
+        # and reserves nothing instead of the same entry twice.
+        result = await self._conn.execute(
+            update(qe)
+            .where(qe.c.id == head, VISIBLE)
+            .values(in_flight=True, reserved_at=utcnow())
+            .returning(*qe.c)
+        )
+        row = result.one_or_none()
+        return entry_from(row, 1) if row is not None else None
+
+    async def claim_entries(self, session_id: str, entry_ids: Sequence[str]) -> list[QueueEntry]:
+        wanted = set(entry_ids)
+        visible = (await self._conn.execute(select_visible(session_id))).all()
+        # Ordinals are the places the entries had before the claim; FIFO order.
+        claimed = [entry for entry in entries_from(visible) if entry.id in wanted]
+        if claimed:
+            await self._conn.execute(
+                update(qe)
+                .where(qe.c.id.in_([e.id for e in claimed]), VISIBLE)
+                .values(in_flight=True, reserved_at=utcnow())
+            )
+        return claimed
+
+    async def release_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
+        stmt = select(qe.c.id, qe.c.session_id).where(qe.c.in_flight == true())
+        if entry_ids is None:
+            stmt = stmt.where(qe.c.session_id == session_id)
+        else:
+            # By id alone: an in-flight entry moved by a transfer (W3) returns to its new queue.
+            stmt = stmt.where(qe.c.id.in_(list(entry_ids)))
+        rows = (await self._conn.execute(stmt.order_by(*ENTRY_ORDER))).all()
+        by_session: dict[str, list[str]] = {}
+        for entry_id, owner_session in rows:
+            by_session.setdefault(owner_session, []).append(entry_id)
+        for sid, ids in by_session.items():
+            head = await self._conn.scalar(
+                select(func.min(qe.c.position)).where(qe.c.session_id == sid, VISIBLE)
+            )
+            # Q10: before the current head, relative order kept; the sort key may go below 1.
+            base = int(head if head is not None else 1) - len(ids)
+            positions = {eid: base + i for i, eid in enumerate(ids)}
+            await self._set_positions(sid, positions, in_flight=False, reserved_at=None)
+        return len(rows)
+
+    async def in_flight_sessions(self) -> list[str]:
+        stmt = select(qe.c.session_id).where(qe.c.in_flight == true()).distinct()
+        return sorted(str(sid) for sid in (await self._conn.scalars(stmt)))
+
+    async def move_entries(self, source_id: str, destination_id: str) -> int:
+        # Every entry moves, in-flight ones included (they keep their flag; see release_entries).
+        tail = await self._conn.scalar(
+            select(func.max(qe.c.position)).where(qe.c.session_id == destination_id)
+        )
+        first = await self._conn.scalar(
+            select(func.min(qe.c.position)).where(qe.c.session_id == source_id)
+        )
+        if first is None:
+            return 0
+        shift = int(tail if tail is not None else 0) + 1 - int(first)
+        result = await self._conn.execute(
+            update(qe)
+            .where(qe.c.session_id == source_id)
+            .values(session_id=destination_id, position=qe.c.position + shift)
+        )
+        return int(result.rowcount)
