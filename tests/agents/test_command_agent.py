@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from turnqueue.agents import CommandAgent, Signal
+from turnqueue.agents import CommandAgent, Signal, base
 from turnqueue.agents.base import AgentRun, AgentStartError
 from turnqueue.agents.command import DRAIN_SECONDS
 
@@ -295,3 +295,20 @@ async def test_command_aclose_kills_running_turns_and_refuses_new_ones() -> None
     assert await gone(pid)
     with pytest.raises(AgentStartError, match="closed"):
         await agent.start("hi", session_id="s", turn_id="t2")
+
+
+async def test_command_aclose_cancelling_a_run_still_cleans_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When a run outlasts aclose's grace its task is cancelled: the group dies all the same."""
+    monkeypatch.setattr(base, "CLOSE_GRACE_SECONDS", 0.0)
+    agent = CommandAgent(fake_command("helper"))
+    run = await agent.start("hi", session_id="s", turn_id="t")
+    reader = Reader(run)
+    await reader.until("\n")
+    helper = int(reader.text.split()[1])
+    await agent.aclose()
+    assert run.task.cancelled()
+    assert (await run.wait()).error == "agent closed"
+    assert await gone(run.pid) and await gone(helper)
+    assert await reader.rest() == reader.text  # the stream ended

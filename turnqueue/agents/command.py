@@ -169,16 +169,15 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         assert self._transport is not None
         try:
             await self._exited.wait()
-        finally:
-            self._kill_group()  # already done on exit; here for cancellation by aclose
-        try:
             # Hazard: a descendant that left the group (setsid) survives the SIGKILL and may hold
             # stdout open forever, so the drain is bounded; closing the transport ends it.
-            async with asyncio.timeout(DRAIN_SECONDS):
-                await self._stdout_closed.wait()
-        except TimeoutError:
-            pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DRAIN_SECONDS):
+                    await self._stdout_closed.wait()
         finally:
+            # Normally a no-op kill (done on exit); when aclose cancels us, the only one. Closing
+            # the transport also SIGKILLs the leader if it still runs, and frees the pipes.
+            self._kill_group()
             self._transport.close()
             self._stdout.end()
         returncode = self._transport.get_returncode()
