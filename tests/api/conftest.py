@@ -1,0 +1,205 @@
+"""API fixtures: a REAL uvicorn server on a free port, in-process, on the shared ``database_url``
+(``[sqlite]`` and ``[postgresql]``), with HTTP (httpx) and graphql-transport-ws (gql) clients.
+
+Agents: ``scripted`` answers in 0.2 s; ``slow`` takes 30 s, so a session using it stays RUNNING
+until the test cancels it — busy states without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from gql import Client, gql
+from gql.client import AsyncClientSession
+from gql.transport.websockets import WebsocketsTransport
+
+from turnqueue.agents.scripted import ScriptedAgent
+from turnqueue.app import create_app
+from turnqueue.settings import Settings
+
+TOKENS = {"alice": "tok-a", "bob": "tok-b"}
+WAIT = 10.0
+
+CREATE = """
+mutation($title: String!, $agent: String) {
+  createTask(input: {title: $title, agent: $agent}) {
+    task { id } session { id state revision } userErrors { code message field }
+  }
+}"""
+
+
+class Stream:
+    """One subscription; ``next()`` awaits the next message with a timeout (never sleeps)."""
+
+    def __init__(self, agen: AsyncGenerator[dict[str, Any], None]) -> None:
+        self._agen = agen
+
+    async def next(self, timeout: float = WAIT) -> dict[str, Any]:  # noqa: ASYNC109
+        return await asyncio.wait_for(self._agen.__anext__(), timeout)
+
+    async def until(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = WAIT,  # noqa: ASYNC109
+    ) -> list[dict[str, Any]]:
+        """Messages up to and including the first that satisfies ``predicate``."""
+        seen: list[dict[str, Any]] = []
+
+        async def collect() -> None:
+            async for message in self._agen:
+                seen.append(message)
+                if predicate(message):
+                    return
+            raise AssertionError(f"stream ended before the awaited message: {seen}")
+
+        await asyncio.wait_for(collect(), timeout)
+        return seen
+
+    async def aclose(self) -> None:
+        await self._agen.aclose()
+
+
+class Ws:
+    def __init__(self, session: AsyncClientSession) -> None:
+        self.session = session
+        self.streams: list[Stream] = []
+
+    def subscribe(self, query: str, **variables: Any) -> Stream:
+        request = gql(query)
+        request.variable_values = variables
+        stream = Stream(self.session.subscribe(request))
+        self.streams.append(stream)
+        return stream
+
+    async def execute(self, query: str, **variables: Any) -> dict[str, Any]:
+        request = gql(query)
+        request.variable_values = variables
+        return await self.session.execute(request)
+
+
+class Api:
+    def __init__(self, base: str, settings: Settings) -> None:
+        self.url = f"{base}/graphql"
+        self.base = base
+        self.ws_url = self.url.replace("http://", "ws://")
+        self.settings = settings
+        self.http = httpx.AsyncClient(timeout=WAIT)
+
+    async def post(
+        self, query: str, variables: dict[str, Any] | None = None, token: str | None = "tok-a"
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return await self.http.post(
+            self.url, json={"query": query, "variables": variables or {}}, headers=headers
+        )
+
+    async def gql(
+        self, query: str, token: str | None = "tok-a", **variables: Any
+    ) -> dict[str, Any]:
+        """The whole JSON answer (``data`` and/or ``errors``)."""
+        response = await self.post(query, variables, token)
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def data(
+        self, query: str, token: str | None = "tok-a", **variables: Any
+    ) -> dict[str, Any]:
+        body = await self.gql(query, token, **variables)
+        assert "errors" not in body, body
+        result: dict[str, Any] = body["data"]
+        return result
+
+    async def mutate(
+        self, name: str, selection: str, token: str = "tok-a", **input: Any
+    ) -> dict[str, Any]:
+        """Run mutation ``name(input: $input) { <selection> userErrors {...} }``; its payload."""
+        input_type = name[0].upper() + name[1:] + "Input"
+        query = (
+            f"mutation($input: {input_type}!) {{ {name}(input: $input) "
+            f"{{ {selection} userErrors {{ code message field }} }} }}"
+        )
+        data = await self.data(query, token, input=input)
+        payload: dict[str, Any] = data[name]
+        return payload
+
+    async def create_session(self, token: str = "tok-a", agent: str | None = None) -> str:
+        data = await self.data(CREATE, token, title="a task", agent=agent)
+        assert data["createTask"]["userErrors"] == [], data
+        session_id: str = data["createTask"]["session"]["id"]
+        return session_id
+
+    @contextlib.asynccontextmanager
+    async def ws(self, token: str | None = "tok-a", **transport: Any) -> AsyncIterator[Ws]:
+        init = {"authorization": f"Bearer {token}"} if token is not None else {}
+        client = Client(
+            transport=WebsocketsTransport(url=self.ws_url, init_payload=init, **transport),
+            fetch_schema_from_transport=False,
+        )
+        async with client as session:
+            ws = Ws(session)
+            try:
+                yield ws
+            finally:
+                for stream in ws.streams:  # gql otherwise waits close_timeout for each
+                    with contextlib.suppress(Exception):
+                        await stream.aclose()
+
+
+ApiFactory = Callable[..., Awaitable[Api]]
+
+
+@pytest.fixture
+async def start_api(database_url: str) -> AsyncIterator[ApiFactory]:
+    """Start servers with Settings overrides; every one is shut down in teardown."""
+    running: list[tuple[uvicorn.Server, asyncio.Task[None], Api]] = []
+
+    async def start(**overrides: Any) -> Api:
+        values: dict[str, Any] = {
+            "database_url": database_url,
+            "tokens": TOKENS,
+            "scripted_turn_seconds": 0.2,
+            "cancel_timeout": 1.0,
+            "escalation_timeout": 0.5,
+        }
+        values.update(overrides)
+        settings = Settings(**values)
+        agents = {
+            "scripted": ScriptedAgent(settings.scripted_turn_seconds),
+            "slow": ScriptedAgent(30.0),
+        }
+        config = uvicorn.Config(
+            create_app(settings, agents=agents),
+            host="127.0.0.1",
+            port=0,
+            ws="auto",
+            lifespan="on",
+            log_level="warning",
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                task.result()  # re-raise the start-up failure
+                raise RuntimeError("server exited during start-up")
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        api = Api(f"http://127.0.0.1:{port}", settings)
+        running.append((server, task, api))
+        return api
+
+    yield start
+    for server, task, api in reversed(running):
+        await api.http.aclose()
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)
+
+
+@pytest.fixture
+async def api(start_api: ApiFactory) -> Api:
+    return await start_api()

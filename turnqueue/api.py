@@ -1,0 +1,90 @@
+"""Assembles the Strawberry ``Schema``: roots, scalars, limits (S3) and error masking.
+
+Extensions are passed as classes or factories so each request gets fresh instances (the caches
+they use are shared at module level). Printing is sorted (``sort_schema``) so ``schema.graphql``
+is deterministic (U1).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import (
+    DisableIntrospection,
+    MaskErrors,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    SchemaExtension,
+    ValidationCache,
+)
+from strawberry.schema.config import StrawberryConfig
+from strawberry.types import ExecutionContext
+
+from turnqueue.resolvers.context import FreshReads
+from turnqueue.resolvers.mutations import Mutation
+from turnqueue.resolvers.queries import Query
+from turnqueue.resolvers.subscriptions import Subscription
+from turnqueue.schema.scalars import SCALAR_MAP
+from turnqueue.settings import Settings
+
+log = logging.getLogger("turnqueue.api")
+
+MASKED_MESSAGE = "Unexpected error."
+
+
+def is_unexpected(error: GraphQLError) -> bool:
+    """A fault (masked) as opposed to a GraphQL error raised on purpose or by validation."""
+    original = error.original_error
+    return original is not None and not isinstance(original, GraphQLError)
+
+
+class TurnqueueSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        # Faults are logged with their traceback here, before MaskErrors hides them (S3);
+        # errors meant for the client (validation, NOT_FOUND, RESYNC) are not server problems.
+        for error in errors:
+            if is_unexpected(error):
+                original = error.original_error
+                exc_info = (type(original), original, original.__traceback__) if original else None
+                log.error(
+                    "unexpected error at %s: %s", error.path, error.message, exc_info=exc_info
+                )
+            else:
+                log.debug("GraphQL error: %s", error.message)
+
+
+def extensions(settings: Settings) -> list[type[SchemaExtension] | Callable[[], SchemaExtension]]:
+    chosen: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
+        lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
+        lambda: ParserCache(maxsize=256),
+        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: ValidationCache(maxsize=256),
+        FreshReads,
+        lambda: MaskErrors(should_mask_error=is_unexpected, error_message=MASKED_MESSAGE),
+    ]
+    if not settings.introspection:
+        chosen.append(DisableIntrospection)
+    return chosen
+
+
+def build_schema(settings: Settings) -> strawberry.Schema:
+    return TurnqueueSchema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        extensions=extensions(settings),
+        config=StrawberryConfig(sort_schema=True, scalar_map=SCALAR_MAP),
+    )
+
+
+def print_schema_sdl() -> str:
+    """The sorted SDL of the contract, as committed in ``schema.graphql`` (U1)."""
+    return build_schema(Settings()).as_str() + "\n"

@@ -1,0 +1,100 @@
+"""The composition root: ``create_app(settings)`` wires store, bus, engine and the GraphQL view.
+
+Nothing happens at import time or in ``create_app`` itself: the database is migrated and opened,
+and the engine started, in the lifespan; shutdown stops running turns, then closes the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+
+from turnqueue.agents import Agent
+from turnqueue.api import build_schema
+from turnqueue.bus import EventBus
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.settings import Settings
+from turnqueue.transport import TurnqueueGraphQL
+
+log = logging.getLogger(__name__)
+
+
+class _Runtime:
+    """What the lifespan opens; the view reads the engine from here at request time."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+
+    def get_engine(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError("the engine is not running (lifespan not started)")
+        return self.engine
+
+
+def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> Starlette:
+    runtime = _Runtime()
+    view = TurnqueueGraphQL(build_schema(settings), settings, runtime.get_engine)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        from turnqueue.store.migrate import migrate
+        from turnqueue.store.sql import open_store
+
+        await migrate(settings.async_database_url)
+        store = await open_store(settings)
+        try:
+            bus = EventBus(settings.subscriber_buffer)
+            runtime.engine = await Engine.open(settings, store, bus, agents=agents)
+            try:
+                yield
+            finally:
+                await runtime.engine.aclose()
+                runtime.engine = None
+        finally:
+            await store.close()
+
+    async def healthz(_request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_request: Request) -> JSONResponse:
+        try:
+            store = runtime.get_engine().store
+            engine = getattr(store, "engine", None)
+            if engine is not None:
+                async with engine.connect() as conn:
+                    await conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            log.warning("readiness check failed: %s", exc)
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok", "database": "ok"})
+
+    middleware = []
+    if settings.allowed_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.allowed_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type"],
+                max_age=600,
+            )
+        )
+    return Starlette(
+        routes=[
+            Route("/graphql", view, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", view),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+    )

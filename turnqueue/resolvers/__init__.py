@@ -1,0 +1,1 @@
+"""Thin adapters from the GraphQL roots to the engine (queries, mutations, subscriptions)."""

@@ -1,0 +1,149 @@
+"""The per-request context: who is calling, the engine, and per-operation cached reads.
+
+Hazard: Strawberry calls ``get_context`` once per WebSocket, not once per operation, and every
+subscription event runs its selection with that same object. DataLoaders therefore do not live on
+the context itself: they live in a ``ContextVar``, renewed at the start of every operation (the
+:class:`FreshReads` extension, which runs in the operation's own task) and by subscriptions before
+each event they yield. Concurrent operations on one socket each see their own loaders, and no
+event is served from a cache filled by an earlier one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+from strawberry.dataloader import DataLoader
+from strawberry.extensions import SchemaExtension
+
+from turnqueue import domain
+from turnqueue.engine.orchestrator import Engine
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Loaders:
+    """One operation's DataLoaders (batched and cached for that operation only)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.task = DataLoader[str, domain.Task | None](load_fn=self._tasks)
+        self.session = DataLoader[str, domain.Session | None](load_fn=self._sessions)
+        self.sessions_of_task = DataLoader[str, list[domain.Session]](
+            load_fn=self._sessions_of_tasks
+        )
+        self.queue_status = DataLoader[str, domain.QueueStatus](load_fn=self._queue_statuses)
+        self.clarification = DataLoader[str, domain.Clarification | None](
+            load_fn=self._clarifications
+        )
+        self.current_turn = DataLoader[str, domain.Turn | None](load_fn=self._current_turns)
+        self.turns = DataLoader[tuple[str, int], list[domain.Turn]](load_fn=self._turns)
+        # Read once per operation so pending and its revision agree across fields (C2).
+        self.cancellation = DataLoader[str, domain.CancellationStatus](load_fn=self._cancellations)
+
+    async def _tasks(self, ids: list[str]) -> list[domain.Task | None]:
+        found = await self.engine.store.tasks(ids)
+        return [found.get(i) for i in ids]
+
+    async def _sessions(self, ids: list[str]) -> list[domain.Session | None]:
+        found = await self.engine.store.sessions(ids)
+        return [found.get(i) for i in ids]
+
+    async def _sessions_of_tasks(self, ids: list[str]) -> list[list[domain.Session]]:
+        found = await self.engine.store.sessions_of_tasks(ids)
+        return [found.get(i, []) for i in ids]
+
+    # The store has no batch reads for these; one concurrent read per distinct session.
+    async def _queue_statuses(self, ids: list[str]) -> list[domain.QueueStatus]:
+        return await _each(self.engine.queue_status, ids)
+
+    async def _clarifications(self, ids: list[str]) -> list[domain.Clarification | None]:
+        return await _each(self.engine.clarification, ids)
+
+    async def _current_turns(self, ids: list[str]) -> list[domain.Turn | None]:
+        return await _each(self.engine.current_turn, ids)
+
+    async def _turns(self, keys: list[tuple[str, int]]) -> list[list[domain.Turn]]:
+        return list(await asyncio.gather(*(self.engine.turns_of(s, n) for s, n in keys)))
+
+    async def _cancellations(self, ids: list[str]) -> list[domain.CancellationStatus]:
+        return [self.engine.cancellation(i) for i in ids]
+
+
+async def _each(fn: Callable[[K], Awaitable[V]], keys: list[K]) -> list[V]:
+    return list(await asyncio.gather(*(fn(k) for k in keys)))
+
+
+_LOADERS: ContextVar[Loaders | None] = ContextVar("turnqueue_loaders", default=None)
+
+
+@dataclass(eq=False)
+class Context:
+    """The context of one HTTP request or one WebSocket connection (implements ``Reads``)."""
+
+    engine: Engine
+    principal: str | None
+    request: Request | WebSocket
+    response: Response | WebSocket | None = None
+    #: set by Strawberry from the ``connection_init`` payload (WebSocket only)
+    connection_params: dict[str, object] | None = field(default=None)
+
+    def require_principal(self) -> str:
+        if self.principal is None:  # unreachable: the transport refuses such requests
+            raise PermissionError("unauthenticated request reached a resolver")
+        return self.principal
+
+    @property
+    def loaders(self) -> Loaders:
+        loaders = _LOADERS.get()
+        if loaders is None or loaders.engine is not self.engine:
+            loaders = self.renew_loaders()
+        return loaders
+
+    def renew_loaders(self) -> Loaders:
+        """Start a fresh cache (each operation, and each subscription event)."""
+        loaders = Loaders(self.engine)
+        _LOADERS.set(loaders)
+        return loaders
+
+    # -- Reads (the interface the schema types use) ---------------------------------------------
+    async def task(self, task_id: str) -> domain.Task | None:
+        return await self.loaders.task.load(task_id)
+
+    async def session(self, session_id: str) -> domain.Session | None:
+        return await self.loaders.session.load(session_id)
+
+    async def sessions_of_task(self, task_id: str) -> list[domain.Session]:
+        return await self.loaders.sessions_of_task.load(task_id)
+
+    async def queue_status(self, session_id: str) -> domain.QueueStatus:
+        return await self.loaders.queue_status.load(session_id)
+
+    async def cancellation(self, session_id: str) -> domain.CancellationStatus:
+        return await self.loaders.cancellation.load(session_id)
+
+    async def clarification(self, session_id: str) -> domain.Clarification | None:
+        return await self.loaders.clarification.load(session_id)
+
+    async def current_turn(self, session_id: str) -> domain.Turn | None:
+        return await self.loaders.current_turn.load(session_id)
+
+    async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
+        return await self.loaders.turns.load((session_id, last))
+
+
+class FreshReads(SchemaExtension):
+    """Give every operation its own loaders, in the task that executes it."""
+
+    def on_execute(self) -> Iterator[None]:
+        context = self.execution_context.context
+        if isinstance(context, Context):
+            context.renew_loaders()
+        yield

@@ -1,0 +1,188 @@
+"""The GraphQL view: authentication (S1), origins (S4), body size and GraphQL-shaped refusals (S3).
+
+HTTP: ``Authorization: Bearer <token>`` on every GraphQL request; the GraphiQL page (a browser's
+GET with no query) is served without one. Refusals — missing or wrong token, oversized body,
+malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text page.
+
+WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
+and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
+handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cross_web import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.websocket_origin import is_same_origin, normalize_origin
+from strawberry.schema import BaseSchema
+from strawberry.types.unset import UnsetType
+
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.resolvers.context import Context
+from turnqueue.settings import Settings
+
+log = logging.getLogger(__name__)
+
+LOCAL_PRINCIPAL = "local"
+PRINCIPAL_KEY = "turnqueue.principal"
+
+
+def graphql_error(
+    message: str, status_code: int, code: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return JSONResponse(body, status_code=status_code, headers=headers)
+
+
+class Authenticator:
+    """S1: ``principal:token`` pairs compared in constant time against every token."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = [(p, t.encode()) for p, t in tokens.items()]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._tokens)
+
+    def principal(self, authorization: object) -> str | None:
+        """The principal for an ``Authorization`` value, or None when it is refused."""
+        if not self._tokens:
+            return LOCAL_PRINCIPAL
+        if not isinstance(authorization, str):
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        presented = token.strip().encode()
+        found: str | None = None
+        for principal, expected in self._tokens:  # no early exit: same work for every token
+            if hmac.compare_digest(presented, expected) and scheme.lower() == "bearer":
+                found = principal
+        return found
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+class TurnqueueGraphQL(GraphQL[Context, None]):
+    def __init__(
+        self, schema: BaseSchema, settings: Settings, engine: Callable[[], Engine]
+    ) -> None:
+        super().__init__(
+            schema,
+            graphql_ide="graphiql",
+            allowed_origins=settings.allowed_origins,
+            # Pings from the client are answered; subscriptions are bounded per socket.
+            max_subscriptions_per_connection=100,
+        )
+        self.settings = settings
+        self.auth = Authenticator(settings.tokens)
+        self._engine = engine
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        response = await self._handle_http(scope, receive)
+        await response(scope, receive, send)
+
+    async def _handle_http(self, scope: Scope, receive: Receive) -> Response:
+        request = Request(scope, receive)
+        if not self._origin_allowed(request):
+            return graphql_error(
+                "cross-origin request from an origin not allowed", 403, "FORBIDDEN"
+            )
+        if not self._is_ide_request(request):
+            principal = self.auth.principal(request.headers.get("authorization"))
+            if principal is None:
+                return graphql_error(
+                    "authentication required: send Authorization: Bearer <token>",
+                    401,
+                    "UNAUTHENTICATED",
+                    {"WWW-Authenticate": "Bearer"},
+                )
+            scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return self._too_large(limit)
+        try:
+            body = await _read_body(receive, limit)
+        except _BodyTooLarge:
+            return self._too_large(limit)
+        try:
+            return await self.run(Request(scope, _replay(body)))
+        except HTTPException as e:
+            return graphql_error(e.reason, e.status_code, "BAD_REQUEST")
+
+    @staticmethod
+    def _too_large(limit: int) -> JSONResponse:
+        return graphql_error(f"request body is larger than {limit} bytes", 413, "BODY_TOO_LARGE")
+
+    def _origin_allowed(self, request: Request) -> bool:
+        """S4 for HTTP, by the same rule Strawberry applies to WebSocket handshakes."""
+        origin = request.headers.get("origin")
+        if origin is None or request.headers.get("sec-fetch-site") == "same-origin":
+            return True
+        if is_same_origin(origin, request.headers.get("host")) or "*" in self.allowed_origins:
+            return True
+        return normalize_origin(origin) in self.allowed_origins
+
+    def _is_ide_request(self, request: Request) -> bool:
+        # The same test Strawberry applies before rendering GraphiQL (a browser GET, no query).
+        adapter = self.request_adapter_class(request)
+        return self.should_render_graphql_ide(adapter)
+
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
+        principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
+        return Context(
+            engine=self._engine(), principal=principal, request=request, response=response
+        )
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        params = context.connection_params or {}
+        principal = self.auth.principal(params.get("authorization"))
+        if principal is None:
+            log.info("refused a WebSocket without a valid token")
+            raise ConnectionRejectionError({"message": "authentication required"})
+        context.principal = principal
+        return await super().on_ws_connect(context)
