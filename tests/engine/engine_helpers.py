@@ -76,6 +76,7 @@ class ManualAgent:
     runs: list[ManualRun] = field(default_factory=list)
     started: asyncio.Queue[ManualRun] = field(default_factory=asyncio.Queue)
     fail_start: bool = False
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> ManualRun:
         if self.fail_start:
@@ -83,6 +84,20 @@ class ManualAgent:
         run = ManualRun(prompt, session_id, turn_id)
         self.runs.append(run)
         self.started.put_nowait(run)
+        async with self._changed:
+            self._changed.notify_all()
+        return run
+
+    async def run_for(self, turn_id: str, timeout: float = WAIT) -> ManualRun:
+        """The run of one turn, once the engine has started it."""
+
+        def find() -> ManualRun | None:
+            return next((r for r in self.runs if r.turn_id == turn_id), None)
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(find), timeout)
+        run = find()
+        assert run is not None
         return run
 
     async def next_run(self, timeout: float = WAIT) -> ManualRun:
@@ -102,12 +117,19 @@ async def new_session(engine: Engine) -> tuple[Task, Session]:
 
 
 async def settle(engine: Engine, session_id: str) -> None:
-    """Wait until the current turn's end (and the drain it triggers) have been handled."""
-    runner = engine.core.runners.get(session_id)
-    if runner is not None:
+    """Wait until every ended turn of the session (and the drain its end triggers) has been
+    handled: then either nothing runs or a live turn runs whose agent has been started."""
+    agent = engine.core.agents["scripted"]
+    assert isinstance(agent, ManualAgent)
+    while True:
+        async with engine.core.session_lock(session_id):
+            runner = engine.core.runners.get(session_id)
+        if runner is None:
+            return
+        run = await agent.run_for(runner.turn.id)
+        if not run.done:
+            return
         await asyncio.wait_for(runner.finished.wait(), WAIT)
-    async with engine.core.session_lock(session_id):
-        pass
 
 
 async def next_event(sub: object, kind: EventKind, timeout: float = WAIT) -> object:
@@ -115,3 +137,25 @@ async def next_event(sub: object, kind: EventKind, timeout: float = WAIT) -> obj
         event = await asyncio.wait_for(sub.get(), timeout)  # type: ignore[attr-defined]
         if event.kind is kind:
             return event
+
+
+async def drive_to_idle(engine: Engine, agent: ManualAgent, session_id: str) -> list[str]:
+    """Complete every turn that starts on the session until none runs; return their prompts.
+
+    Waits on the engine's own state (the session lock, the runner's ``finished`` event), so the
+    end of each turn and the drain it triggers have been handled before the next look."""
+    prompts = []
+    while True:
+        async with engine.core.session_lock(session_id):
+            runner = engine.core.runners.get(session_id)
+        if runner is None:
+            break
+        run = await agent.run_for(runner.turn.id)
+        if not run.done:
+            prompts.append(run.prompt)
+            run.complete()
+        await asyncio.wait_for(runner.finished.wait(), WAIT)
+    handled = {id(r) for r in agent.runs}
+    while not agent.started.empty():  # forget the starts handled here
+        assert id(agent.started.get_nowait()) in handled
+    return prompts

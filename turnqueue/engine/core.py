@@ -31,7 +31,7 @@ from turnqueue.domain import (
     Workflow,
 )
 from turnqueue.engine.cancellation import CancellationRegistry
-from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store import SessionView, Store, Tx
 
@@ -81,8 +81,11 @@ class Core:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None and not isinstance(error, UserFacingError):
+            log.error("background task %s failed", task.get_name(), exc_info=error)
 
     async def drain_tasks(self, timeout: float) -> None:
         """Shutdown: wait for background work, then cancel what is left."""

@@ -1,0 +1,225 @@
+"""Cancellation rules C1–C9 and revisions R1/R2 at the engine level."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+
+from turnqueue.agents import Signal
+from turnqueue.bus import EventKind
+from turnqueue.domain import CancelKind, CancelOutcome, CancellationStatus, SendNowScope, TurnStatus
+from turnqueue.engine.cancellation import CancellationRegistry
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.errors import ErrorCode, UserFacingError
+
+
+async def busy(engine: Engine, agent: ManualAgent, prompt: str = "work"):  # type: ignore[no-untyped-def]
+    _, session = await new_session(engine)
+    await engine.send_message(PRINCIPAL, session.id, prompt)
+    return session.id, await agent.next_run()
+
+
+def test_c1_c2_refcount_sets_on_first_and_clears_on_last_only() -> None:
+    seen: list[CancellationStatus] = []
+    registry = CancellationRegistry(7, seen.append)
+    base = 7 << 32
+    assert registry.status("s") == CancellationStatus("s", False, base)
+    with registry.reference("s", CancelKind.EXPLICIT):
+        with registry.reference("s", CancelKind.REPLACEMENT):
+            assert registry.status("s") == CancellationStatus("s", True, base + 1)
+        assert registry.status("s").pending is True
+    assert [(s.pending, s.revision) for s in seen] == [(True, base + 1), (False, base + 2)]
+
+
+def test_c5_reference_is_released_when_the_block_raises() -> None:
+    registry = CancellationRegistry(1, lambda _: None)
+    with pytest.raises(RuntimeError), registry.reference("s", CancelKind.INTERNAL):
+        raise RuntimeError
+    assert registry.pending("s") is False
+
+
+def test_c7_relay_never_goes_back_and_unknown_reads_false() -> None:
+    registry = CancellationRegistry(1, lambda _: None)
+    registry.relay(CancellationStatus("s", True, 50))
+    registry.relay(CancellationStatus("s", False, 40))
+    assert registry.status("s") == CancellationStatus("s", True, 50)
+
+
+async def test_c1_c2_cancel_publishes_one_true_false_pair_in_order(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, run = await busy(engine, agent)
+    before = engine.cancellation(sid)
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        result = await engine.cancel(PRINCIPAL, sid)
+        first = await next_event(sub, EventKind.CANCELLATION)
+        second = await next_event(sub, EventKind.CANCELLATION)
+    assert result.outcome is CancelOutcome.STOPPED
+    assert (first.cancellation.pending, second.cancellation.pending) == (True, False)  # type: ignore[attr-defined]
+    assert before.revision < first.revision < second.revision  # type: ignore[attr-defined]
+    assert result.cancellation == CancellationStatus(sid, False, second.revision)  # type: ignore[attr-defined]
+    assert run.signals == [Signal.INTERRUPT]
+
+
+async def test_c3_concurrent_cancels_run_the_stop_once_and_share_the_outcome(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, run = await busy(engine, agent, "/stubborn")
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        results = await asyncio.gather(*(engine.cancel(PRINCIPAL, sid) for _ in range(5)))
+        events = [await next_event(sub, EventKind.CANCELLATION) for _ in range(2)]
+        assert sub._queue.empty()  # exactly one pair
+    assert {r.outcome for r in results} == {CancelOutcome.ESCALATED}
+    assert run.signals == [Signal.INTERRUPT, Signal.TERMINATE]
+    assert [e.cancellation.pending for e in events] == [True, False]  # type: ignore[attr-defined]
+
+
+async def test_c3_explicit_cancel_does_not_join_a_send_now_replacement(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, run = await busy(engine, agent, "/stubborn")
+    entry, _ = await engine.enqueue(PRINCIPAL, sid, "replacement", None)
+    send_now = asyncio.create_task(
+        engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
+    )
+    while Signal.INTERRUPT not in run.signals:
+        await asyncio.sleep(0)  # yield until the replacement is stopping the turn
+    with pytest.raises(UserFacingError) as info:
+        await engine.cancel(PRINCIPAL, sid)
+    assert info.value.code is ErrorCode.SEND_NOW_CONFLICT
+    result = await asyncio.wait_for(send_now, WAIT)
+    assert result.turn is not None and result.turn.prompt == "replacement"
+
+
+async def test_c4_cancel_runs_to_its_end_when_the_caller_goes_away(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, run = await busy(engine, agent, "/stubborn")
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        caller = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+        await next_event(sub, EventKind.CANCELLATION)  # accepted: pending is true
+        caller.cancel()
+        cleared = await next_event(sub, EventKind.CANCELLATION)
+    assert cleared.cancellation.pending is False  # type: ignore[attr-defined]
+    assert run.signals == [Signal.INTERRUPT, Signal.TERMINATE]
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.CANCELLED
+
+
+async def test_c5_an_agent_that_ignores_every_signal_times_out_and_still_clears(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, run = await busy(engine, agent, "/deaf")
+    result = await engine.cancel(PRINCIPAL, sid)
+    assert result.outcome is CancelOutcome.TIMED_OUT
+    assert run.signals[:3] == [Signal.INTERRUPT, Signal.TERMINATE, Signal.KILL]
+    assert engine.cancellation(sid).pending is False
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.CANCELLED
+    session = await engine.session(PRINCIPAL, sid)
+    assert session is not None and session.state.value == "WAITING_FOR_INPUT"
+
+
+async def test_c7_restart_clears_the_projection_and_revisions_move_forward(
+    engine: Engine, open_engine, agent: ManualAgent
+) -> None:
+    sid, _ = await busy(engine, agent)
+    await engine.cancel(PRINCIPAL, sid)
+    last = engine.cancellation(sid)
+    await engine.aclose()
+    restarted = await open_engine()
+    after = restarted.cancellation(sid)
+    assert after.pending is False and after.revision > last.revision  # R2
+
+
+async def test_c8_pending_wins_over_a_completion_at_the_same_moment(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    for _ in range(10):
+        sid, run = await busy(engine, agent)
+        await engine.enqueue(PRINCIPAL, sid, "next", None)
+        with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+            cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+            await next_event(sub, EventKind.CANCELLATION)
+            run.complete()  # the agent finishes while the cancellation is pending
+            await cancel
+        turn = (await engine.turns_of(sid, 1))[0]
+        assert turn.status is TurnStatus.CANCELLED
+        await settle(engine, sid)
+        assert agent.no_new_run()  # no queued entry starts from that ending
+
+
+async def test_c8_race_cancel_against_completion_never_starts_a_successor_while_pending(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Either the completion wins (COMPLETED, then the next entry may start) or the cancel
+    does (CANCELLED, Q7 parks the backlog); never a CANCELLED turn followed by a start."""
+    import random
+
+    rng = random.Random(3)
+    for _ in range(20):
+        sid, run = await busy(engine, agent)
+        await engine.enqueue(PRINCIPAL, sid, "next", None)
+
+        async def complete_later() -> None:
+            for _ in range(rng.randrange(4)):
+                await asyncio.sleep(0)
+            run.complete()
+
+        await asyncio.gather(engine.cancel(PRINCIPAL, sid), complete_later())
+        await settle(engine, sid)
+        first = (await engine.turns_of(sid, 5))[0]
+        started = not agent.no_new_run()
+        if first.status is TurnStatus.CANCELLED:
+            assert not started
+            assert (await engine.queue_status(sid)).auto_run is False
+        else:
+            assert first.status is TurnStatus.COMPLETED
+        while not agent.no_new_run():
+            (await agent.next_run()).complete()
+        assert engine.cancellation(sid).pending is False
+
+
+async def test_c9_nothing_to_cancel_is_a_no_op_that_withdraws_a_clarification(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, run = await busy(engine, agent)
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    run.complete(clarification="which?")
+    await settle(engine, sid)
+    before = engine.cancellation(sid)
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        result = await engine.cancel(PRINCIPAL, sid)
+        assert sub._queue.empty()  # no transitions
+    assert result.outcome is CancelOutcome.NOTHING_RUNNING
+    assert engine.cancellation(sid) == before
+    assert await engine.clarification(sid) is None
+    status = await engine.queue_status(sid)
+    assert status.auto_run is False and status.pause_reason.value == "USER"  # type: ignore[union-attr]
+
+
+async def test_c9_cancel_on_an_idle_session(engine: Engine) -> None:
+    _, session = await new_session(engine)
+    result = await engine.cancel(PRINCIPAL, session.id)
+    assert result.outcome is CancelOutcome.NOTHING_RUNNING
+    assert result.cancellation.pending is False
+
+
+async def test_q9_cancelling_is_a_hold_and_is_listed(engine: Engine, agent: ManualAgent) -> None:
+    sid, run = await busy(engine, agent, "/stubborn")
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+        await next_event(sub, EventKind.CANCELLATION)
+        # The hold is recorded (queue revision bumped) right after acceptance.
+        for _ in range(100):
+            status = await engine.queue_status(sid)
+            if "CANCELLING" in status.held_by:
+                break
+            await asyncio.sleep(0.01)
+        assert "CANCELLING" in status.held_by
+        admission = await engine.send_message(PRINCIPAL, sid, "while cancelling")
+        assert admission.entry is not None  # queued, not started
+        await cancel
+    assert "CANCELLING" not in (await engine.queue_status(sid)).held_by
