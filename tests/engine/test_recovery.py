@@ -1,0 +1,50 @@
+"""Recovery at start-up (M6) and durability across restarts (Q1, Q10, R2)."""
+
+from __future__ import annotations
+
+from engine_helpers import PRINCIPAL, ManualAgent, new_session
+
+from turnqueue.domain import SessionState, TurnStatus
+from turnqueue.engine.orchestrator import Engine
+
+
+async def test_m6_a_turn_left_running_fails_as_interrupted_and_the_queue_drains(
+    engine: Engine, open_engine, agent: ManualAgent
+) -> None:
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "interrupted work")
+    await agent.next_run()
+    await engine.enqueue(PRINCIPAL, sid, "after the crash", None)
+    session_revision = (await engine.session(PRINCIPAL, sid)).revision  # type: ignore[union-attr]
+    queue_revision = (await engine.queue_status(sid)).revision
+    # A crash: the engine's runtime is gone, the database keeps the RUNNING turn.
+    engine.core.runners.clear()
+    second = ManualAgent()
+    restarted = await open_engine(agent_=second)
+    turns = await restarted.turns_of(sid, 5)
+    assert turns[0].status is TurnStatus.FAILED and turns[0].error == "interrupted"
+    nxt = await second.next_run()  # one automatic drain decides what runs next
+    assert nxt.prompt == "after the crash"
+    after = await restarted.session(PRINCIPAL, sid)
+    assert after is not None and after.state is SessionState.RUNNING
+    assert after.revision > session_revision  # R2: durable revisions move forward
+    assert (await restarted.queue_status(sid)).revision > queue_revision
+
+
+async def test_m6_recovery_respects_a_paused_queue(
+    engine: Engine, open_engine, agent: ManualAgent
+) -> None:
+    _, session = await new_session(engine)
+    await engine.send_message(PRINCIPAL, session.id, "work")
+    await agent.next_run()
+    await engine.enqueue(PRINCIPAL, session.id, "held", None)
+    await engine.set_auto_run(PRINCIPAL, session.id, False, None)
+    engine.core.runners.clear()
+    second = ManualAgent()
+    restarted = await open_engine(agent_=second)
+    status = await restarted.queue_status(session.id)
+    assert [e.content for e in status.entries] == ["held"] and status.auto_run is False
+    assert second.no_new_run()
+    after = await restarted.session(PRINCIPAL, session.id)
+    assert after is not None and after.state is SessionState.WAITING_FOR_INPUT
