@@ -1,8 +1,8 @@
 """Assembles the Strawberry ``Schema``: roots, scalars, limits (S3) and error masking.
 
 Extensions are passed as classes or factories so each request gets fresh instances (the caches
-they use are shared at module level). Printing is sorted (``sort_schema``) so ``schema.graphql``
-is deterministic (U1).
+they use are shared at module level). The printed SDL is sorted (``sort_schema``) so
+``schema.graphql`` is deterministic (U1); the served schema is not (see ``build_schema``).
 """
 
 from __future__ import annotations
@@ -75,16 +75,23 @@ def extensions(settings: Settings) -> list[type[SchemaExtension] | Callable[[], 
     return chosen
 
 
-def build_schema(settings: Settings) -> strawberry.Schema:
+def build_schema(settings: Settings, *, sort: bool = False) -> strawberry.Schema:
+    """The served schema.
+
+    Hazard (Strawberry 0.341.2): ``sort_schema=True`` rebuilds the graphql-core schema with plain
+    ``GraphQLEnumType``s, so enum *inputs* then reach resolvers as bare strings instead of enum
+    members (``scope is SendNowScope.ENTRY`` fails). The served schema is therefore not sorted;
+    only the printed SDL is (``print_schema_sdl``), which is what needs to be deterministic.
+    """
     return TurnqueueSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         extensions=extensions(settings),
-        config=StrawberryConfig(sort_schema=True, scalar_map=SCALAR_MAP),
+        config=StrawberryConfig(sort_schema=sort, scalar_map=SCALAR_MAP),
     )
 
 
 def print_schema_sdl() -> str:
     """The sorted SDL of the contract, as committed in ``schema.graphql`` (U1)."""
-    return build_schema(Settings()).as_str() + "\n"
+    return build_schema(Settings(), sort=True).as_str() + "\n"
