@@ -8,6 +8,19 @@ from turnqueue.domain import SessionState, TurnStatus
 from turnqueue.engine.orchestrator import Engine
 
 
+def crash(engine: Engine) -> None:
+    """The process dies: its runtime forgets everything, the database keeps the RUNNING turn.
+    (``closing`` keeps the dead engine's leftover tasks from starting anything afterwards.)"""
+    engine.core.closing = True
+    engine.core.runners.clear()
+
+
+def bury(agent: ManualAgent) -> None:
+    """Let the dead engine's leftover agent runs end, so its shutdown does not wait for them."""
+    for run in agent.runs:
+        run.fail("process died")
+
+
 async def test_m6_a_turn_left_running_fails_as_interrupted_and_the_queue_drains(
     engine: Engine, open_engine, agent: ManualAgent
 ) -> None:
@@ -18,8 +31,7 @@ async def test_m6_a_turn_left_running_fails_as_interrupted_and_the_queue_drains(
     await engine.enqueue(PRINCIPAL, sid, "after the crash", None)
     session_revision = (await engine.session(PRINCIPAL, sid)).revision  # type: ignore[union-attr]
     queue_revision = (await engine.queue_status(sid)).revision
-    # A crash: the engine's runtime is gone, the database keeps the RUNNING turn.
-    engine.core.runners.clear()
+    crash(engine)
     second = ManualAgent()
     restarted = await open_engine(agent_=second)
     turns = await restarted.turns_of(sid, 5)
@@ -30,6 +42,7 @@ async def test_m6_a_turn_left_running_fails_as_interrupted_and_the_queue_drains(
     assert after is not None and after.state is SessionState.RUNNING
     assert after.revision > session_revision  # R2: durable revisions move forward
     assert (await restarted.queue_status(sid)).revision > queue_revision
+    bury(agent)
 
 
 async def test_m6_recovery_respects_a_paused_queue(
@@ -40,7 +53,7 @@ async def test_m6_recovery_respects_a_paused_queue(
     await agent.next_run()
     await engine.enqueue(PRINCIPAL, session.id, "held", None)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
-    engine.core.runners.clear()
+    crash(engine)
     second = ManualAgent()
     restarted = await open_engine(agent_=second)
     status = await restarted.queue_status(session.id)
@@ -48,3 +61,4 @@ async def test_m6_recovery_respects_a_paused_queue(
     assert second.no_new_run()
     after = await restarted.session(PRINCIPAL, session.id)
     assert after is not None and after.state is SessionState.WAITING_FOR_INPUT
+    bury(agent)
