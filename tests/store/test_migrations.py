@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
@@ -92,3 +93,10 @@ async def test_r2_epoch_source_exists(empty_database_url: str) -> None:
         return "epochs" in inspect(conn).get_table_names()
 
     assert await _sync(empty_database_url, has_source)
+
+
+async def test_m4_concurrent_migrations_serialise(empty_database_url: str) -> None:
+    """Several instances starting together on one empty database all come up at head."""
+    await asyncio.gather(*(migrate(empty_database_url) for _ in range(3)))
+    assert await _sync(empty_database_url, _version) == "0001"
+    assert await _sync(empty_database_url, _tables) == set(metadata.tables) | {"alembic_version"}

@@ -47,7 +47,9 @@ def create_engine_for_url(url: str, *, pool_size: int = 5, timeout: float = 30.0
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=timeout,
-        pool_pre_ping=True,
+        # No pool_pre_ping: it costs a round trip per checkout on the hot path; a dead
+        # connection surfaces as a StoreError and the pool replaces it.
+        pool_recycle=1800,
         connect_args={"timeout": timeout, "command_timeout": timeout},
     )
 
@@ -61,9 +63,9 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+            _ensure_wal(cursor)
+            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()
@@ -74,3 +76,21 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def _ensure_wal(cursor: Any) -> None:
+    """Switch the file to WAL (persistent in the file, so only the first connection changes it).
+
+    HAZARD: switching needs an exclusive lock and SQLite may answer "database is locked" at once
+    (without the busy handler) when several connections open a fresh file together. Whoever
+    wins switches it for everyone, so on failure we only re-read the mode.
+    """
+    cursor.execute("PRAGMA journal_mode")
+    if str(cursor.fetchone()[0]).lower() == "wal":
+        return
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    except Exception:
+        cursor.execute("PRAGMA journal_mode")
+        if str(cursor.fetchone()[0]).lower() != "wal":
+            raise

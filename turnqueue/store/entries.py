@@ -116,13 +116,17 @@ class EntryStatements:
         visible = (await self._conn.execute(select_visible(session_id))).all()
         # Ordinals are the places the entries had before the claim; FIFO order.
         claimed = [entry for entry in entries_from(visible) if entry.id in wanted]
-        if claimed:
-            await self._conn.execute(
-                update(qe)
-                .where(qe.c.id.in_([e.id for e in claimed]), VISIBLE)
-                .values(in_flight=True, reserved_at=utcnow())
-            )
-        return claimed
+        if not claimed:
+            return []
+        result = await self._conn.execute(
+            update(qe)
+            .where(qe.c.id.in_([e.id for e in claimed]), VISIBLE)
+            .values(in_flight=True, reserved_at=utcnow())
+            .returning(qe.c.id)
+        )
+        # Only what this UPDATE really marked (an unlocked concurrent claim may have won).
+        marked = set(result.scalars())
+        return [entry for entry in claimed if entry.id in marked]
 
     async def release_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
         stmt = select(qe.c.id, qe.c.session_id).where(qe.c.in_flight == true())

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from turnqueue.settings import async_database_url
-from turnqueue.store.engine import create_engine_for_url
+from turnqueue.store.engine import IMMEDIATE, create_engine_for_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+#: pg_advisory_xact_lock key: instances starting together (M4) upgrade one after the other.
+_MIGRATION_LOCK_KEY = 0x7475726E71  # "turnq"
+#: Alembic's ``context`` and ``op`` are process-global proxies: one upgrade at a time per process.
+_PROCESS_LOCK = threading.Lock()
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -34,9 +41,27 @@ async def migrate(url: str, revision: str = "head") -> None:
     The migrations run in one transaction on a connection opened here (``env.py`` uses the
     connection it is given), so a failed upgrade leaves the schema as it was on both dialects.
     """
+    # Polled, not awaited in a thread, so a cancelled caller never leaves the lock held.
+    while not _PROCESS_LOCK.acquire(blocking=False):  # noqa: ASYNC110 (a thread lock)
+        await asyncio.sleep(0.01)
+    try:
+        await _migrate(url, revision)
+    finally:
+        _PROCESS_LOCK.release()
+
+
+async def _migrate(url: str, revision: str) -> None:
     engine = create_engine_for_url(url)
     try:
-        async with engine.begin() as connection:
-            await connection.run_sync(_upgrade, alembic_config(url), revision)
+        async with engine.connect() as connection:
+            # SQLite: BEGIN IMMEDIATE takes the write lock up front, serialising migrators.
+            await connection.execution_options(**{IMMEDIATE: True})
+            async with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    # Concurrent migrators wait here, then find the schema at head: a no-op.
+                    await connection.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
+                    )
+                await connection.run_sync(_upgrade, alembic_config(url), revision)
     finally:
         await engine.dispose()
