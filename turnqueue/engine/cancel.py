@@ -56,7 +56,9 @@ class Cancels:
                 runner = self.core.runners.get(session_id)
                 if runner is None or runner.ending:
                     return await self._nothing_running(session_id)
-                stack.enter_context(self.core.cancellations.reference(session_id, CancelKind.EXPLICIT))
+                stack.enter_context(
+                    self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
+                )
             try:
                 await self.core.touch_queue(session_id)  # CANCELLING is now a hold
                 outcome = await self.stop(runner)

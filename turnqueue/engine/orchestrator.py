@@ -93,7 +93,9 @@ class Engine:
         return self.core.store
 
     # -- authorisation --------------------------------------------------------------------------
-    async def authorize_session(self, principal: str, session_id: str, field: str = "sessionId") -> Session:
+    async def authorize_session(
+        self, principal: str, session_id: str, field: str = "sessionId"
+    ) -> Session:
         if not is_valid_id(session_id):
             raise InvalidInput(f"{field} is not a valid id", [field])
         async with self.core.store.read() as tx:
@@ -152,7 +154,9 @@ class Engine:
         turn = await self.current_turn(session_id)
         if turn is None:
             return None
-        return OutputChunk(session_id, turn.id, 0, turn.output, turn.ended_at is not None, turn.status)
+        return OutputChunk(
+            session_id, turn.id, 0, turn.output, turn.ended_at is not None, turn.status
+        )
 
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)
@@ -213,7 +217,9 @@ class Engine:
         await self.queue.remove_entry(session_id, entry_id, expected)
         return await self.queue_status(session_id)
 
-    async def clear_queue(self, principal: str, session_id: str, expected: int | None) -> QueueStatus:
+    async def clear_queue(
+        self, principal: str, session_id: str, expected: int | None
+    ) -> QueueStatus:
         await self.authorize_session(principal, session_id)
         await self.queue.clear(session_id, expected)
         return await self.queue_status(session_id)

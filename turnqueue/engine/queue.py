@@ -179,7 +179,9 @@ class QueueOps:
     ) -> SendNowResult:
         with ExitStack() as stack:
             async with self.core.session_lock(session_id):
-                claimed, previous = await self._claim(session_id, scope, entry_id, expected_revision)
+                claimed, previous = await self._claim(
+                    session_id, scope, entry_id, expected_revision
+                )
                 runner = self.core.runners.get(session_id)
                 if runner is not None and runner.turn.id != observed_turn:
                     await self._unclaim(session_id, claimed, previous)
@@ -212,9 +214,7 @@ class QueueOps:
             if view.clarification is not None:
                 raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
             if view.session.state not in PROMPTABLE and view.session.state not in BUSY:
-                raise Conflict(
-                    ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}"
-                )
+                raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}")
             visible = await tx.list_entries(session_id)
             if scope is SendNowScope.ALL:
                 if not visible:
@@ -251,9 +251,7 @@ class QueueOps:
                     or session_id in self.core.runners
                 ):
                     raise Conflict(ErrorCode.SESSION_BUSY, "the session did not become free")
-                turn = await self.turns.start_in(
-                    tx, view, prompt, source, [e.id for e in claimed]
-                )
+                turn = await self.turns.start_in(tx, view, prompt, source, [e.id for e in claimed])
         except BaseException:
             async with self.core.store.transaction() as tx:
                 await tx.lock(session_id)

@@ -50,9 +50,7 @@ class TurnRunner:
         return "".join(self._parts)
 
     def snapshot(self) -> OutputChunk:
-        return OutputChunk(
-            self.session_id, self.turn.id, 0, self.output, False, TurnStatus.RUNNING
-        )
+        return OutputChunk(self.session_id, self.turn.id, 0, self.output, False, TurnStatus.RUNNING)
 
     async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
