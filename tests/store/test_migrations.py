@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -100,3 +101,14 @@ async def test_m4_concurrent_migrations_serialise(empty_database_url: str) -> No
     await asyncio.gather(*(migrate(empty_database_url) for _ in range(3)))
     assert await _sync(empty_database_url, _version) == "0001"
     assert await _sync(empty_database_url, _tables) == set(metadata.tables) | {"alembic_version"}
+
+
+async def test_m5_env_runs_from_a_url_in_the_config(empty_database_url: str) -> None:
+    """The Alembic CLI path: no connection handed over, env.py opens its own async engine."""
+    config = alembic_config()
+    config.set_main_option("sqlalchemy.url", empty_database_url.replace("%", "%%"))
+    # env.py calls asyncio.run itself, so the command runs off this event loop.
+    await asyncio.to_thread(command.upgrade, config, "head")
+    assert await _sync(empty_database_url, _version) == "0001"
+    await asyncio.to_thread(command.downgrade, alembic_config(empty_database_url), "base")
+    assert await _sync(empty_database_url, _tables) == {"alembic_version"}

@@ -444,3 +444,17 @@ async def test_concurrent_write_transactions_all_succeed(store: SqlStore) -> Non
     entries = await visible(store, sid)
     assert [p for p, _ in entries] == list(range(1, 21))
     assert sorted(c for _, c in entries) == sorted(f"m{i}" for i in range(20))
+
+
+async def test_reads_do_not_wait_for_an_open_write_transaction(store: SqlStore) -> None:
+    """WAL on SQLite, MVCC on PostgreSQL: a read during a write sees the last commit only."""
+    sid = await new_session(store)
+    await add(store, sid, "committed")
+    async with store.transaction() as tx:
+        await tx.lock(sid)
+        await tx.add_entry(sid, content="uncommitted", source=USER)
+        seen = await asyncio.wait_for(visible(store, sid), timeout=5)
+        current = await asyncio.wait_for(store.current_turn(sid), timeout=5)
+    assert seen == [(1, "committed")]
+    assert current is None
+    assert await visible(store, sid) == [(1, "committed"), (2, "uncommitted")]
