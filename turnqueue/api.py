@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import (
     DisableIntrospection,
     MaskErrors,
@@ -23,6 +24,7 @@ from strawberry.extensions import (
     ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
 from turnqueue.resolvers.context import FreshReads
@@ -37,10 +39,14 @@ log = logging.getLogger("turnqueue.api")
 MASKED_MESSAGE = "Unexpected error."
 
 
+#: Strawberry's own refusals of a request (no query, wrong operation type): clear, not faults.
+REQUEST_ERRORS = (MissingQueryError, CannotGetOperationTypeError, InvalidOperationTypeError)
+
+
 def is_unexpected(error: GraphQLError) -> bool:
     """A fault (masked) as opposed to a GraphQL error raised on purpose or by validation."""
     original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError)
+    return original is not None and not isinstance(original, (GraphQLError, *REQUEST_ERRORS))
 
 
 class TurnqueueSchema(strawberry.Schema):

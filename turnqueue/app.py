@@ -45,7 +45,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
     view = TurnqueueGraphQL(build_schema(settings), settings, runtime.get_engine)
 
     @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from turnqueue.store.migrate import migrate
         from turnqueue.store.sql import open_store
 
@@ -54,6 +54,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
         try:
             bus = EventBus(settings.subscriber_buffer)
             runtime.engine = await Engine.open(settings, store, bus, agents=agents)
+            app.state.engine = runtime.engine  # for operators' tooling and in-process tests
             try:
                 yield
             finally:

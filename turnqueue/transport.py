@@ -25,6 +25,7 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema import BaseSchema
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UnsetType
 
 from turnqueue.engine.orchestrator import Engine
@@ -111,6 +112,8 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             schema,
             graphql_ide="graphiql",
             allowed_origins=settings.allowed_origins,
+            # graphql-transport-ws only: its connection_init carries the token (S1).
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
             # Pings from the client are answered; subscriptions are bounded per socket.
             max_subscriptions_per_connection=100,
         )

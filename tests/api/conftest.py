@@ -18,9 +18,11 @@ import uvicorn
 from gql import Client, gql
 from gql.client import AsyncClientSession
 from gql.transport.websockets import WebsocketsTransport
+from starlette.applications import Starlette
 
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
+from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
 
 TOKENS = {"alice": "tok-a", "bob": "tok-b"}
@@ -84,12 +86,19 @@ class Ws:
 
 
 class Api:
-    def __init__(self, base: str, settings: Settings) -> None:
+    def __init__(self, base: str, settings: Settings, app: Starlette) -> None:
+        self.app = app
         self.url = f"{base}/graphql"
         self.base = base
         self.ws_url = self.url.replace("http://", "ws://")
         self.settings = settings
         self.http = httpx.AsyncClient(timeout=WAIT)
+
+    @property
+    def engine(self) -> Engine:
+        """The server's engine (same process): for publishing bus events directly in tests."""
+        engine: Engine = self.app.state.engine
+        return engine
 
     async def post(
         self, query: str, variables: dict[str, Any] | None = None, token: str | None = "tok-a"
@@ -138,7 +147,12 @@ class Api:
     async def ws(self, token: str | None = "tok-a", **transport: Any) -> AsyncIterator[Ws]:
         init = {"authorization": f"Bearer {token}"} if token is not None else {}
         client = Client(
-            transport=WebsocketsTransport(url=self.ws_url, init_payload=init, **transport),
+            transport=WebsocketsTransport(
+                url=self.ws_url,
+                init_payload=init,
+                subprotocols=[WebsocketsTransport.GRAPHQLWS_SUBPROTOCOL],  # graphql-transport-ws
+                **transport,
+            ),
             fetch_schema_from_transport=False,
         )
         async with client as session:
@@ -173,8 +187,9 @@ async def start_api(database_url: str) -> AsyncIterator[ApiFactory]:
             "scripted": ScriptedAgent(settings.scripted_turn_seconds),
             "slow": ScriptedAgent(30.0),
         }
+        app = create_app(settings, agents=agents)
         config = uvicorn.Config(
-            create_app(settings, agents=agents),
+            app,
             host="127.0.0.1",
             port=0,
             ws="auto",
@@ -189,7 +204,7 @@ async def start_api(database_url: str) -> AsyncIterator[ApiFactory]:
                 raise RuntimeError("server exited during start-up")
             await asyncio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
-        api = Api(f"http://127.0.0.1:{port}", settings)
+        api = Api(f"http://127.0.0.1:{port}", settings, app)
         running.append((server, task, api))
         return api
 
