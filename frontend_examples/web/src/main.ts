@@ -1,0 +1,359 @@
+/**
+ * turnqueue's example page (SPEC U2): tasks, one session with live turn output and Cancel, and
+ * its queue panel. The backend owns auto-run, cancellation progress and the order of changes;
+ * the page only merges what it hears by revision (R3):
+ *
+ * 1. subscribe (queue, cancellation, session, output), then read the snapshot query;
+ * 2. keep per session and kind the highest revision seen; drop anything older;
+ * 3. on every (re)connect read the snapshot again (graphql-ws re-subscribes, with no cursor).
+ */
+import {
+  createApi,
+  GraphQLRequestError,
+  SESSION_SNAPSHOT,
+  SUBSCRIPTIONS,
+  TASKS,
+  type CancellationStatus,
+  type MutationName,
+  type MutationResult,
+  type QueueEntry,
+  type QueueStatus,
+  type SessionCore,
+  type SessionSnapshot,
+  type TaskSummary,
+  type TurnOutputChunk,
+} from "./api";
+import {
+  appendOutput,
+  cancellationShown,
+  RevisionBook,
+  type OptimisticCancel,
+  type TurnOutput,
+} from "./revisions";
+
+type Kinds = { session: SessionCore; queue: QueueStatus; cancellation: CancellationStatus };
+
+const params = new URLSearchParams(location.search);
+const sessionId = params.get("session");
+
+const book = new RevisionBook<Kinds>();
+const outputs = new Map<string, TurnOutput>();
+let optimisticCancel: OptimisticCancel | null = null;
+let editing: { entryId: string; draft: string } | null = null;
+let connected = false;
+
+function $<T extends HTMLElement = HTMLElement>(id: string): T {
+  const element = document.getElementById(id);
+  if (element === null) throw new Error(`#${id} is missing`);
+  return element as T;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Partial<HTMLElementTagNameMap[K]> = {},
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
+  const element = Object.assign(document.createElement(tag), props);
+  element.append(...children);
+  return element;
+}
+
+function showError(message: string | null): void {
+  $("errors").textContent = message ?? "";
+}
+
+const api = createApi(params.get("token"), {
+  connected() {
+    connected = true;
+    setConnection("connected", "live");
+    void loadTasks();
+    if (sessionId !== null) void loadSnapshot(sessionId);
+  },
+  closed(fatal) {
+    connected = false;
+    setConnection("closed", fatal ?? "reconnecting…");
+  },
+});
+
+function setConnection(state: string, text: string): void {
+  const conn = $("conn");
+  conn.dataset.state = state;
+  conn.textContent = text;
+}
+
+// ---- merging (R3) ----------------------------------------------------------------------------
+
+function offerQueue(queue: QueueStatus | null | undefined): void {
+  if (queue && book.offer(queue.sessionId, "queue", queue)) renderQueue();
+}
+
+function offerCancellation(status: CancellationStatus | null | undefined): void {
+  if (status && book.offer(status.sessionId, "cancellation", status)) renderCancellation();
+}
+
+function offerSession(session: SessionCore & Partial<SessionSnapshot>): void {
+  const { queue, cancellation, ...core } = session;
+  if (book.offer(core.id, "session", core)) {
+    const turn = core.currentTurn;
+    if (turn !== null) {
+      // A Turn read from a snapshot is its output from offset 0.
+      const done = turn.status !== "RUNNING";
+      const chunk = { turnId: turn.id, offset: 0, text: turn.output, done, status: turn.status };
+      outputs.set(turn.id, appendOutput(outputs.get(turn.id), chunk));
+    }
+    renderSession();
+  }
+  offerQueue(queue);
+  offerCancellation(cancellation);
+}
+
+function offerOutput(chunk: TurnOutputChunk): void {
+  outputs.set(chunk.turnId, appendOutput(outputs.get(chunk.turnId), chunk));
+  renderSession();
+}
+
+async function loadSnapshot(id: string): Promise<void> {
+  try {
+    const data = await api.query<{ session: SessionSnapshot | null }>(SESSION_SNAPSHOT, { id });
+    if (data.session === null) showError(`session ${id} not found`);
+    else offerSession(data.session);
+  } catch (e) {
+    showError(`snapshot: ${String(e)}`);
+  }
+}
+
+/** One subscription; a stream the server ended (RESYNC, R3) is resubscribed with a snapshot. */
+function follow<T>(id: string, document: string, onData: (data: T) => void): void {
+  api.ws.subscribe<T>(
+    { query: document, variables: { sessionId: id } },
+    {
+      next: (result) => {
+        if (result.data) onData(result.data);
+      },
+      error: (err) => {
+        const errors = Array.isArray(err) ? (err as { message: string; extensions?: { code?: string } }[]) : [];
+        showError(errors.map((e) => e.message).join("; ") || "subscription failed");
+        if (errors.length > 0 && errors.every((e) => e.extensions?.code !== "NOT_FOUND")) {
+          follow(id, document, onData);
+          if (connected) void loadSnapshot(id);
+        }
+      },
+      complete: () => {},
+    },
+  );
+}
+
+function openSession(id: string): void {
+  $("session-panel").hidden = false;
+  $("queue-panel").hidden = false;
+  follow<{ queueStatusChanged: QueueStatus }>(id, SUBSCRIPTIONS.queue, (d) =>
+    offerQueue(d.queueStatusChanged),
+  );
+  follow<{ cancellationChanged: CancellationStatus }>(id, SUBSCRIPTIONS.cancellation, (d) =>
+    offerCancellation(d.cancellationChanged),
+  );
+  follow<{ sessionChanged: SessionSnapshot }>(id, SUBSCRIPTIONS.session, (d) =>
+    offerSession(d.sessionChanged),
+  );
+  follow<{ turnOutput: TurnOutputChunk }>(id, SUBSCRIPTIONS.output, (d) =>
+    offerOutput(d.turnOutput),
+  );
+  // The snapshot is read once the socket is up (the `connected` handler), after subscribing.
+  if (connected) void loadSnapshot(id);
+}
+
+// ---- actions ----------------------------------------------------------------------------------
+
+async function mutate(name: MutationName, input: Record<string, unknown>): Promise<MutationResult | null> {
+  try {
+    const result = await api.mutate(name, input);
+    offerQueue(result.queue);
+    offerCancellation(result.cancellation);
+    showError(result.userErrors.map((e) => `${e.code}: ${e.message}`).join("; ") || null);
+    return result;
+  } catch (e) {
+    showError(e instanceof GraphQLRequestError ? e.message : `${name}: ${String(e)}`);
+    return null;
+  }
+}
+
+async function loadTasks(): Promise<void> {
+  try {
+    const data = await api.query<{ tasks: TaskSummary[] }>(TASKS);
+    $("tasks").replaceChildren(
+      ...data.tasks.map((task) => {
+        const link = el("a", { textContent: task.title });
+        if (task.currentSession) link.href = sessionHref(task.currentSession.id);
+        const state = task.currentSession ? ` · ${task.currentSession.state}` : "";
+        return el("li", { className: "task" }, link, el("small", { textContent: state }));
+      }),
+    );
+  } catch (e) {
+    showError(`tasks: ${String(e)}`);
+  }
+}
+
+function sessionHref(id: string): string {
+  const next = new URLSearchParams(params);
+  next.set("session", id);
+  return `?${next.toString()}`;
+}
+
+$<HTMLFormElement>("new-task").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const title = $<HTMLInputElement>("new-task-title").value.trim();
+  void mutate("createTask", { title }).then((result) => {
+    if (result?.session) location.assign(sessionHref(result.session.id));
+  });
+});
+
+function compose(name: "sendMessage" | "enqueueMessage"): void {
+  const input = $<HTMLInputElement>("message");
+  const content = input.value;
+  if (sessionId === null || content.trim() === "") return;
+  void mutate(name, { sessionId, content }).then((result) => {
+    if (result && result.userErrors.length === 0) input.value = "";
+  });
+}
+
+$<HTMLFormElement>("compose").addEventListener("submit", (event) => {
+  event.preventDefault();
+  compose("sendMessage");
+});
+$("enqueue").addEventListener("click", () => compose("enqueueMessage"));
+
+$("cancel").addEventListener("click", () => {
+  if (sessionId === null) return;
+  // Optimistic pending from the click until the backend's first newer value (SPEC §7).
+  const clicked = { clickedAt: book.get(sessionId, "cancellation")?.revision ?? 0 };
+  optimisticCancel = clicked;
+  renderCancellation();
+  void mutate("cancel", { sessionId }).finally(() => {
+    if (optimisticCancel === clicked) optimisticCancel = null;
+    renderCancellation();
+  });
+});
+
+$<HTMLInputElement>("auto-run").addEventListener("change", (event) => {
+  if (sessionId === null) return;
+  const autoRun = (event.target as HTMLInputElement).checked;
+  // The switch shows the backend's value: put it back until the answer arrives.
+  renderQueue();
+  void mutate("setAutoRun", { sessionId, autoRun });
+});
+
+function queueAction(entry: QueueEntry, action: string, queue: QueueStatus): void {
+  const sessionId = queue.sessionId;
+  const ids = queue.entries.map((e) => e.id);
+  const index = ids.indexOf(entry.id);
+  switch (action) {
+    case "send-now":
+      void mutate("sendNow", { sessionId, scope: "ENTRY", entryId: entry.id });
+      return;
+    case "remove":
+      void mutate("removeQueueEntry", { sessionId, entryId: entry.id });
+      return;
+    case "edit":
+      editing = { entryId: entry.id, draft: entry.content };
+      renderQueue();
+      return;
+    case "save":
+      if (editing) {
+        void mutate("updateQueueEntry", { sessionId, entryId: entry.id, content: editing.draft });
+      }
+      editing = null;
+      renderQueue();
+      return;
+    case "up":
+    case "down": {
+      const other = index + (action === "up" ? -1 : 1);
+      if (other < 0 || other >= ids.length) return;
+      [ids[index], ids[other]] = [ids[other] as string, entry.id];
+      void mutate("reorderQueue", { sessionId, orderedIds: ids, expectedRevision: queue.revision });
+      return;
+    }
+  }
+}
+
+// ---- rendering --------------------------------------------------------------------------------
+
+function renderSession(): void {
+  if (sessionId === null) return;
+  const session = book.get(sessionId, "session");
+  if (session === undefined) return;
+  $("session-title").textContent = session.task.title;
+  $("session-state").textContent = session.state;
+  $("session-revision").textContent = String(session.revision);
+  const clarification = $("clarification");
+  clarification.hidden = session.clarification === null;
+  clarification.textContent = session.clarification ? `Agent asks: ${session.clarification.question}` : "";
+  const turn = session.currentTurn;
+  const output = turn ? outputs.get(turn.id) : undefined;
+  $("output").textContent = output?.text ?? turn?.output ?? "";
+  $("output").dataset.turnId = turn?.id ?? "";
+  $("turn-status").textContent = turn ? `· ${turn.prompt} · ${turn.status}` : "(none yet)";
+  $("turns").replaceChildren(
+    ...session.turns.map((t) => {
+      const li = el("li", { className: "turn" }, `${t.prompt} · ${t.status}`);
+      if (t.error) li.append(` (${t.error})`);
+      li.dataset.status = t.status;
+      return li;
+    }),
+  );
+}
+
+function renderCancellation(): void {
+  if (sessionId === null) return;
+  const backend = book.get(sessionId, "cancellation");
+  const shown = cancellationShown(backend, optimisticCancel);
+  const state = $("cancel-state");
+  state.dataset.pending = String(shown.pending);
+  state.textContent = shown.pending ? (shown.optimistic ? "cancelling… (sent)" : "cancelling…") : "";
+  $<HTMLButtonElement>("cancel").disabled = shown.pending;
+  $("cancellation-revision").textContent = backend ? String(backend.revision) : "";
+}
+
+function renderQueue(): void {
+  if (sessionId === null) return;
+  const queue = book.get(sessionId, "queue");
+  if (queue === undefined) return;
+  $<HTMLInputElement>("auto-run").checked = queue.autoRun;
+  $("pause-reason").textContent = queue.autoRun ? "" : `paused: ${queue.pauseReason ?? "?"}`;
+  $("held-by").textContent = queue.heldBy.length ? `held by: ${queue.heldBy.join(", ")}` : "";
+  $("queue-revision").textContent = String(queue.revision);
+  if (editing && !queue.entries.some((e) => e.id === editing?.entryId)) editing = null;
+  $("queue").replaceChildren(...queue.entries.map((entry) => queueRow(entry, queue)));
+}
+
+function queueRow(entry: QueueEntry, queue: QueueStatus): HTMLLIElement {
+  const button = (label: string, action: string, title = label) => {
+    const b = el("button", { type: "button", textContent: label, title });
+    b.setAttribute("aria-label", title);
+    b.addEventListener("click", () => queueAction(entry, action, queue));
+    return b;
+  };
+  let content: HTMLElement;
+  if (editing?.entryId === entry.id) {
+    const input = el("input", { className: "content", value: editing.draft });
+    input.addEventListener("input", () => {
+      if (editing) editing.draft = input.value;
+    });
+    content = input;
+  } else {
+    content = el("span", { className: "content", textContent: entry.content });
+  }
+  const row = el(
+    "li",
+    { className: "entry" },
+    content,
+    button("Send Now", "send-now"),
+    editing?.entryId === entry.id ? button("Save", "save") : button("Edit", "edit"),
+    button("Remove", "remove"),
+    button("↑", "up", "Move up"),
+    button("↓", "down", "Move down"),
+  );
+  row.dataset.entryId = entry.id;
+  return row;
+}
+
+if (sessionId !== null) openSession(sessionId);
