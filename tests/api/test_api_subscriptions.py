@@ -18,7 +18,7 @@ from turnqueue.bus import Event, EventKind
 
 SESSION_CHANGED = """subscription($s: ID!) { sessionChanged(sessionId: $s) {
   id state revision cancellationPending cancellationRevision cancellation { pending revision }
-  queue { count } } }"""
+  queue { count } currentTurn { status } } }"""
 QUEUE_CHANGED = """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
   id sessionId revision autoRun pauseReason heldBy count entries { content } } }"""
 CANCELLATION_CHANGED = """subscription($s: ID!) { cancellationChanged(sessionId: $s) {
@@ -65,6 +65,8 @@ async def test_r3_session_changed_snapshot_first_then_increasing_revisions(api: 
     assert "RUNNING" in [s["state"] for s in seen]
     assert strictly_increasing([s["revision"] for s in seen])
     assert seen[-1]["state"] == "WAITING_FOR_INPUT"
+    # Each event is read afresh (no DataLoader cache kept from the snapshot or an earlier event).
+    assert seen[0]["currentTurn"] is None and seen[-1]["currentTurn"] == {"status": "COMPLETED"}
 
 
 async def test_r3_queue_status_snapshot_first_with_its_own_id(api: Any) -> None:
