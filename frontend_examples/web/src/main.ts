@@ -41,6 +41,8 @@ const outputs = new Map<string, TurnOutput>();
 let optimisticCancel: OptimisticCancel | null = null;
 let editing: { entryId: string; draft: string } | null = null;
 let connected = false;
+/** Snapshots merged so far, in `<body data-snapshots>`: tests wait on it instead of sleeping. */
+let snapshotsMerged = 0;
 
 function $<T extends HTMLElement = HTMLElement>(id: string): T {
   const element = document.getElementById(id);
@@ -117,6 +119,7 @@ async function loadSnapshot(id: string): Promise<void> {
     const data = await api.query<{ session: SessionSnapshot | null }>(SESSION_SNAPSHOT, { id });
     if (data.session === null) showError(`session ${id} not found`);
     else offerSession(data.session);
+    document.body.dataset.snapshots = String(++snapshotsMerged);
   } catch (e) {
     showError(`snapshot: ${String(e)}`);
   }

@@ -1,0 +1,176 @@
+"""A REAL ``turnqueue serve`` subprocess on a free port with a fresh SQLite database, and a small
+HTTP GraphQL helper to arrange state (for the frontend examples' tests).
+
+The server serves the built web page at ``/`` (``turnqueue.webui``). Until ``create_app`` mounts
+those routes itself, the server is started through a launcher that appends them; the command
+line, environment and settings are the real ``turnqueue serve`` otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 30.0
+
+#: Runs ``turnqueue serve`` with the web page's routes appended to ``create_app``'s.
+LAUNCHER = """
+import sys
+import turnqueue.app as app_module
+from turnqueue.cli import main
+from turnqueue.webui import web_ui_routes
+
+create_app = app_module.create_app
+
+def create_app_with_web_ui(settings, agents=None):
+    app = create_app(settings, agents)
+    app.router.routes.extend(web_ui_routes())
+    return app
+
+app_module.create_app = create_app_with_web_ui
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@functools.cache
+def app_serves_web_ui() -> bool:
+    """Whether ``create_app`` already mounts :func:`turnqueue.webui.web_ui_routes`."""
+    from starlette.routing import Mount
+
+    from turnqueue.app import create_app
+    from turnqueue.settings import Settings
+
+    app = create_app(Settings(database_url="sqlite:///unused.db"))
+    return any(isinstance(r, Mount) and r.name == "web-ui" for r in app.routes)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def graphql_url(self) -> str:
+        return f"{self.base_url}/graphql"
+
+    def gql(self, query: str, **variables: Any) -> dict[str, Any]:
+        """POST a query or mutation; fail the test on top-level errors."""
+        response = httpx.post(self.graphql_url, json={"query": query, "variables": variables})
+        body: dict[str, Any] = response.json()
+        assert not body.get("errors"), body
+        data: dict[str, Any] = body["data"]
+        return data
+
+    def mutate(self, name: str, input_type: str, selection: str, **fields: Any) -> dict[str, Any]:
+        """Run one mutation with ``input``; fail the test on its ``userErrors``."""
+        query = (
+            f"mutation($input: {input_type}!) {{ {name}(input: $input) "
+            f"{{ {selection} userErrors {{ code message }} }} }}"
+        )
+        payload: dict[str, Any] = self.gql(query, input=fields)[name]
+        assert payload["userErrors"] == [], payload
+        return payload
+
+    def create_session(self, title: str) -> str:
+        payload = self.mutate("createTask", "CreateTaskInput", "session { id }", title=title)
+        session_id: str = payload["session"]["id"]
+        return session_id
+
+    def send(self, session_id: str, content: str) -> dict[str, Any]:
+        return self.mutate(
+            "sendMessage",
+            "SendMessageInput",
+            "turn { id } queuedEntry { id }",
+            sessionId=session_id,
+            content=content,
+        )
+
+    def enqueue(self, session_id: str, content: str) -> str:
+        payload = self.mutate(
+            "enqueueMessage",
+            "EnqueueMessageInput",
+            "entry { id } dispatched",
+            sessionId=session_id,
+            content=content,
+        )
+        entry_id: str = payload["entry"]["id"]
+        return entry_id
+
+    def set_auto_run(self, session_id: str, auto_run: bool) -> dict[str, Any]:
+        return self.mutate(
+            "setAutoRun",
+            "SetAutoRunInput",
+            "dispatched queue { autoRun pauseReason revision entries { content } }",
+            sessionId=session_id,
+            autoRun=auto_run,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def run_server(tmp_dir: Path, **env: str) -> Iterator[Server]:
+    """Start ``turnqueue serve`` (SQLite in ``tmp_dir``) and stop it afterwards."""
+    port = free_port()
+    environment = {
+        **os.environ,
+        "TURNQUEUE_DATABASE_URL": f"sqlite:///{tmp_dir / 'turnqueue.db'}",
+        "TURNQUEUE_TOKENS": "",
+        "TURNQUEUE_HOST": "127.0.0.1",
+        "PYTHONUNBUFFERED": "1",
+        **env,
+    }
+    if app_serves_web_ui():
+        command = [sys.executable, "-m", "turnqueue", "serve", "--port", str(port)]
+    else:
+        command = [sys.executable, "-c", LAUNCHER, "serve", "--port", str(port)]
+    log_path = tmp_dir / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=tmp_dir, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
+    server = Server(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        _wait_healthy(server)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_healthy(server: Server) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            pytest.fail(f"turnqueue serve exited early:\n{server.log()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
+                return
+        time.sleep(0.05)  # polling the server's readiness, not waiting for a result
+    pytest.fail(f"turnqueue serve did not become healthy:\n{server.log()}")
