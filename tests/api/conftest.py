@@ -42,13 +42,13 @@ class Stream:
     def __init__(self, agen: AsyncGenerator[dict[str, Any], None]) -> None:
         self._agen = agen
 
-    async def next(self, timeout: float = WAIT) -> dict[str, Any]:  # noqa: ASYNC109
+    async def next(self, timeout: float = WAIT) -> dict[str, Any]:
         return await asyncio.wait_for(self._agen.__anext__(), timeout)
 
     async def until(
         self,
         predicate: Callable[[dict[str, Any]], bool],
-        timeout: float = WAIT,  # noqa: ASYNC109
+        timeout: float = WAIT,
     ) -> list[dict[str, Any]]:
         """Messages up to and including the first that satisfies ``predicate``."""
         seen: list[dict[str, Any]] = []

@@ -32,13 +32,13 @@ def engine_settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
-async def open_engine(
-    engine_settings: Settings, agent: ManualAgent
-) -> AsyncIterator[OpenEngine]:
+async def open_engine(engine_settings: Settings, agent: ManualAgent) -> AsyncIterator[OpenEngine]:
     """Open engines on the test database (several, e.g. to simulate a restart)."""
     opened: list[tuple[Engine, SqlStore]] = []
 
-    async def factory(settings: Settings | None = None, agent_: ManualAgent | None = None) -> Engine:
+    async def factory(
+        settings: Settings | None = None, agent_: ManualAgent | None = None
+    ) -> Engine:
         s = settings or engine_settings
         store = await open_store(s)
         a = agent_ or agent
@@ -55,5 +55,3 @@ async def open_engine(
 @pytest.fixture
 async def engine(open_engine: OpenEngine) -> Engine:
     return await open_engine()
-
-

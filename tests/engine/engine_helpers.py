@@ -8,15 +8,13 @@ A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/deaf`` ignores every sign
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from turnqueue.agents import AgentResult, Signal
-from turnqueue.bus import EventBus, EventKind
+from turnqueue.bus import EventKind
 from turnqueue.domain import Session, Task
 from turnqueue.engine.orchestrator import Engine
-from turnqueue.settings import Settings
-from turnqueue.store.sql import SqlStore
 
 PRINCIPAL = "alice"
 WAIT = 10.0
@@ -28,6 +26,7 @@ class ManualRun:
         self.session_id = session_id
         self.turn_id = turn_id
         self.signals: list[Signal] = []
+        self.signalled = asyncio.Event()
         self._result: AgentResult | None = None
         self._ended = asyncio.Event()
         self._chunks: asyncio.Queue[str | None] = asyncio.Queue()
@@ -44,6 +43,7 @@ class ManualRun:
 
     async def signal(self, signal: Signal) -> None:
         self.signals.append(signal)
+        self.signalled.set()
         if self.prompt.startswith("/deaf"):
             return
         if self.prompt.startswith("/stubborn") and signal is Signal.INTERRUPT:
@@ -109,7 +109,6 @@ class ManualAgent:
     async def aclose(self) -> None:
         for run in self.runs:
             run.finish(AgentResult(ok=False, error="closed"))
-
 
 
 async def new_session(engine: Engine) -> tuple[Task, Session]:

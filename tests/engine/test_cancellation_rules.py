@@ -9,7 +9,7 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event
 
 from turnqueue.agents import Signal
 from turnqueue.bus import EventKind
-from turnqueue.domain import CancelKind, CancelOutcome, CancellationStatus, SendNowScope, TurnStatus
+from turnqueue.domain import CancelKind, CancellationStatus, CancelOutcome, SendNowScope, TurnStatus
 from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
@@ -84,8 +84,7 @@ async def test_c3_explicit_cancel_does_not_join_a_send_now_replacement(
     send_now = asyncio.create_task(
         engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
     )
-    while Signal.INTERRUPT not in run.signals:
-        await asyncio.sleep(0)  # yield until the replacement is stopping the turn
+    await asyncio.wait_for(run.signalled.wait(), WAIT)  # the replacement is stopping the turn
     with pytest.raises(UserFacingError) as info:
         await engine.cancel(PRINCIPAL, sid)
     assert info.value.code is ErrorCode.SEND_NOW_CONFLICT
@@ -208,7 +207,7 @@ async def test_c9_cancel_on_an_idle_session(engine: Engine) -> None:
 
 
 async def test_q9_cancelling_is_a_hold_and_is_listed(engine: Engine, agent: ManualAgent) -> None:
-    sid, run = await busy(engine, agent, "/stubborn")
+    sid, _run = await busy(engine, agent, "/stubborn")
     with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
         await next_event(sub, EventKind.CANCELLATION)

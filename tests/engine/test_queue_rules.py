@@ -84,7 +84,7 @@ async def test_q5_send_now_runs_the_entry_first_then_fifo(
     engine: Engine, agent: ManualAgent
 ) -> None:
     sid, run = await busy_session(engine, agent)
-    a, b, c = await enqueue(engine, sid, "A", "B", "C")
+    _a, b, _c = await enqueue(engine, sid, "A", "B", "C")
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
     result = await engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, b, None)
     assert result.sent_count == 1 and result.turn is not None and result.turn.prompt == "B"
@@ -104,7 +104,7 @@ async def test_q5_send_now_runs_the_entry_first_then_fifo(
 async def test_q5_send_now_all_joins_entries_with_blank_lines(
     engine: Engine, agent: ManualAgent
 ) -> None:
-    sid, run = await busy_session(engine, agent)
+    sid, _run = await busy_session(engine, agent)
     await enqueue(engine, sid, "A", "B")
     result = await engine.send_now(PRINCIPAL, sid, SendNowScope.ALL, None, None)
     assert result.sent_count == 2 and result.turn is not None
@@ -175,7 +175,7 @@ async def test_q6_drain_sets_auto_run_and_starts_one_head(
 async def test_q7_explicit_cancel_with_backlog_pauses_with_reason_cancel(
     engine: Engine, agent: ManualAgent
 ) -> None:
-    sid, run = await busy_session(engine, agent)
+    sid, _run = await busy_session(engine, agent)
     await enqueue(engine, sid, "next")
     result = await engine.cancel(PRINCIPAL, sid)
     assert result.outcome.value == "STOPPED"
@@ -287,9 +287,7 @@ async def test_q11_capacity_names_size_and_limit(engine: Engine) -> None:
     assert await engine.queue_status(session.id) == before
 
 
-async def test_q11_restoration_is_never_refused_for_capacity(
-    engine: Engine, open_engine
-) -> None:
+async def test_q11_restoration_is_never_refused_for_capacity(engine: Engine, open_engine) -> None:
     _, session = await new_session(engine)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
     ids = await enqueue(engine, session.id, *[f"m{i}" for i in range(10)])

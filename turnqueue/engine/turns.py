@@ -47,8 +47,8 @@ class Turns:
     def __init__(self, core: Core) -> None:
         self.core = core
         #: W1 hook: called after a COMPLETED turn's end has committed, outside the session
-        #: lock; returns True when it took over the drain (the task moved steps).
-        self.on_completed: Callable[[str], Awaitable[bool]] | None = None
+        #: lock, when ``moves_on_complete`` said the task moves; it runs the drain itself.
+        self.on_completed: Callable[[str], Awaitable[None]] | None = None
         #: called (under no lock) to know whether the step makes a completion move the task
         self.moves_on_complete: Callable[[str], Awaitable[bool]] | None = None
 

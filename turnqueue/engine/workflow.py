@@ -93,7 +93,8 @@ class Workflows:
         )
 
     async def on_completed(self, session_id: str) -> None:
-        """W1: run the step's turn-complete action (the caller already holds the queue)."""
+        """W1: run the step's turn-complete action (the caller already holds the queue), then
+        one automatic drain once the step change has committed."""
         try:
             task, _ = await self._task_of(session_id)
             following = self.core.workflow.next_after(task.workflow_step)
