@@ -24,6 +24,7 @@ from turnqueue.bus import EventBus
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
 from turnqueue.transport import TurnqueueGraphQL
+from turnqueue.webui import web_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             WebSocketRoute("/graphql", view),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *web_ui_routes(),  # the example web page at /, when it has been built
         ],
         middleware=middleware,
         lifespan=lifespan,
