@@ -214,8 +214,9 @@ function compose(name: "sendMessage" | "enqueueMessage"): void {
   const input = $<HTMLInputElement>("message");
   const content = input.value;
   if (sessionId === null || content.trim() === "") return;
+  input.value = ""; // cleared at once, so the next message can be typed; put back on failure
   void mutate(name, { sessionId, content }).then((result) => {
-    if (result && result.userErrors.length === 0) input.value = "";
+    if ((!result || result.userErrors.length > 0) && input.value === "") input.value = content;
   });
 }
 

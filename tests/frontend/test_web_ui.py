@@ -1,0 +1,386 @@
+"""The example web page (SPEC U2) in a real headless browser against a REAL ``turnqueue serve``.
+
+Playwright's Python package drives Debian's ``/usr/bin/chromium`` (never a downloaded browser).
+The page is built with ``npm ci && npm run build`` when ``dist/`` is missing or older than its
+sources. Every wait is on page state (``expect``, ``wait_for_function``); screenshots of the main
+states go to ``tests/frontend/artifacts/``.
+
+The server runs scripted turns of 2 s and ``TURNQUEUE_CANCEL_TIMEOUT=3``: a ``/stubborn`` turn
+ignores SIGINT, so its cancellation stays pending for ~3 s, until SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from frontend_server import REPO, Server, run_server
+
+from turnqueue.webui import ENV_VAR, web_ui_routes
+
+WEB = REPO / "frontend_examples" / "web"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TURN_SECONDS = "2"
+LONG = 20_000  # ms: a few 2 s turns in a row
+
+NO_NODE = shutil.which("node") is None or shutil.which("npm") is None
+needs_node = pytest.mark.skipif(NO_NODE, reason="node/npm not installed (CI installs them)")
+needs_browser = pytest.mark.skipif(
+    NO_NODE or not CHROMIUM.exists(),
+    reason="needs node/npm and Debian's chromium at /usr/bin/chromium "
+    "(CI: apt-get install -y chromium)",
+)
+
+
+# ---- the server's static mount (no browser needed) ----
+
+
+def test_u2_web_ui_routes_mount_only_a_built_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """U2: ``turnqueue serve`` serves the page at ``/`` only when ``index.html`` was built."""
+    from starlette.routing import Mount
+
+    assert web_ui_routes(tmp_path) == []
+    (tmp_path / "index.html").write_text("<!doctype html><title>t</title>")
+    routes = web_ui_routes(tmp_path)
+    assert len(routes) == 1 and isinstance(routes[0], Mount) and routes[0].path == ""
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert len(web_ui_routes()) == 1
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing"))
+    assert web_ui_routes() == []
+
+
+# ---- building the page ----
+
+
+def _newest(paths: list[Path]) -> float:
+    return max(p.stat().st_mtime for p in paths if p.exists())
+
+
+def _npm(*args: str) -> None:
+    result = subprocess.run(["npm", *args], cwd=WEB, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.fail(f"npm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def _ensure_node_modules() -> None:
+    installed = WEB / "node_modules" / ".package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < _newest([WEB / "package-lock.json"]):
+        _npm("ci", "--no-audit", "--no-fund")
+
+
+@pytest.fixture(scope="session")
+def web_dist() -> Path:
+    """``frontend_examples/web/dist``, (re)built when missing or older than its sources."""
+    sources = [
+        WEB / name for name in ("index.html", "package.json", "package-lock.json", "vite.config.ts")
+    ]
+    sources += list((WEB / "src").rglob("*"))
+    index = WEB / "dist" / "index.html"
+    if not index.exists() or index.stat().st_mtime < _newest(sources):
+        _ensure_node_modules()
+        _npm("run", "build")
+    return WEB / "dist"
+
+
+@needs_node
+def test_r3_vitest_merge_by_revision() -> None:
+    """R3 (and C1's optimistic pending): the page's pure merge module, ``src/revisions.ts``,
+    passes its Vitest suite (``npm test``)."""
+    _ensure_node_modules()
+    env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
+    result = subprocess.run(
+        ["npm", "test", "--silent"], cwd=WEB, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"Tests\s+\d+ passed", result.stdout), result.stdout
+
+
+# ---- browser fixtures ----
+
+
+@pytest.fixture(scope="module")
+def web_server(web_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with run_server(
+        tmp_path_factory.mktemp("web"),
+        TURNQUEUE_SCRIPTED_TURN_SECONDS=TURN_SECONDS,
+        TURNQUEUE_CANCEL_TIMEOUT="3",
+        TURNQUEUE_WEB_DIST=str(web_dist),
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(10_000)
+    yield context
+    context.close()
+
+
+def expect(target: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)
+
+
+def open_page(context: Any, server: Server, session_id: str) -> Any:
+    """A page on the session, once it is live and has merged its first snapshot."""
+    page = context.new_page()
+    page.goto(f"{server.base_url}/?session={session_id}")
+    wait_ready(page)
+    return page
+
+
+def wait_ready(page: Any, snapshots: int = 1) -> None:
+    expect(page.locator("#conn")).to_have_text("live")
+    page.wait_for_function(f"Number(document.body.dataset.snapshots ?? 0) >= {snapshots}")
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def turns(page: Any) -> Any:
+    return page.locator("#turns li")
+
+
+def queue_contents(page: Any) -> Any:
+    return page.locator("#queue li .content")
+
+
+def cancel_pending(page: Any) -> Any:
+    return page.locator("#cancel-state")
+
+
+def number(page: Any, selector: str) -> int:
+    return int(page.locator(selector).inner_text())
+
+
+# ---- the rules, in the browser ----
+
+
+@needs_browser
+def test_q2_q3_u2_auto_run_off_in_one_page_shows_in_the_other_and_holds_the_queue(
+    context: Any, web_server: Server
+) -> None:
+    """Q2/Q3/Q14 (U2): Auto-run OFF clicked in one page shows (paused: USER) in the other; the
+    running turn finishes and the next entry does not start; ON resumes the queue in FIFO."""
+    session_id = web_server.create_session("auto-run")
+    one = open_page(context, web_server, session_id)
+    two = open_page(context, web_server, session_id)
+    web_server.send(session_id, "A")
+    web_server.enqueue(session_id, "B")
+    web_server.enqueue(session_id, "C")
+    expect(queue_contents(two)).to_have_text(["B", "C"])
+    expect(one.locator("#auto-run")).to_be_checked()
+
+    one.locator("#auto-run").click()
+    expect(two.locator("#auto-run")).not_to_be_checked()
+    expect(two.locator("#pause-reason")).to_have_text("paused: USER")
+    expect(turns(two)).to_have_text(["A · RUNNING"])  # OFF never touches the active turn
+    shot(two, "auto-run-off-other-page")
+
+    expect(turns(two)).to_have_text(["A · COMPLETED"])
+    # Barrier: a mutation answered after A's end decision (turn end and drain share the
+    # session lock) still finds B and C queued, so nothing started from that end.
+    barrier = web_server.set_auto_run(session_id, False)
+    assert [e["content"] for e in barrier["queue"]["entries"]] == ["B", "C"], barrier
+    expect(two.locator("#session-state")).to_have_text("WAITING_FOR_INPUT")
+    expect(queue_contents(two)).to_have_text(["B", "C"])
+    expect(turns(two)).to_have_count(1)
+    shot(two, "auto-run-off-queue-held")
+
+    one.locator("#auto-run").click()
+    expect(two.locator("#auto-run")).to_be_checked()
+    expect(two.locator("#pause-reason")).to_have_text("")
+    expect(turns(two)).to_have_text(
+        ["A · COMPLETED", "B · COMPLETED", "C · COMPLETED"], timeout=LONG
+    )
+    expect(queue_contents(one)).to_have_count(0)
+
+
+@needs_browser
+def test_c1_c4_cancel_pending_shows_in_both_pages_survives_reloads_and_clears(
+    context: Any, web_server: Server
+) -> None:
+    """C1/C4/C5: Cancel shows pending at once in the clicking page and, from the backend, in the
+    other; a reload of either while pending still shows it (backend state, not the page's);
+    it clears in both when the stubborn turn is finally stopped (CANCELLED)."""
+    session_id = web_server.create_session("cancel")
+    one = open_page(context, web_server, session_id)
+    two = open_page(context, web_server, session_id)
+    web_server.send(session_id, "/stubborn")
+    expect(one.locator("#turn-status")).to_have_text("· /stubborn · RUNNING")
+    before = number(one, "#cancellation-revision")
+
+    one.locator("#cancel").click()
+    for page in (one, two):
+        expect(cancel_pending(page)).to_have_attribute("data-pending", "true")
+        expect(page.locator("#cancel")).to_be_disabled()
+    shot(two, "cancel-pending-other-page")
+
+    for page in (two, one):  # reload each while the cancellation is still pending
+        page.reload()
+        wait_ready(page)
+        expect(cancel_pending(page)).to_have_attribute("data-pending", "true")
+        expect(cancel_pending(page)).to_have_text("cancelling…")  # the backend's, not optimistic
+    shot(one, "cancel-pending-after-reload")
+
+    for page in (one, two):
+        expect(cancel_pending(page)).to_have_attribute("data-pending", "false", timeout=LONG)
+        expect(page.locator("#cancel")).to_be_enabled()
+        expect(turns(page).last).to_contain_text("/stubborn · CANCELLED")
+        assert number(page, "#cancellation-revision") > before
+    shot(one, "cancel-cleared")
+
+
+@needs_browser
+def test_q5_send_now_on_the_second_row_runs_it_first_then_the_rest_in_order(
+    context: Any, web_server: Server
+) -> None:
+    """Q5 (U2): every row, the head included, has Send Now, Edit and Remove (and no "run next",
+    bulk Send Now or skip); Send Now on the second row replaces the running turn with it, and
+    the others follow in FIFO order."""
+    session_id = web_server.create_session("send now")
+    page = open_page(context, web_server, session_id)
+    web_server.send(session_id, "A")
+    for content in ("B", "C", "D"):
+        web_server.enqueue(session_id, content)
+    expect(queue_contents(page)).to_have_text(["B", "C", "D"])
+    for row in page.locator("#queue li").all():
+        for name in ("Send Now", "Edit", "Remove", "Move up", "Move down"):
+            expect(row.get_by_role("button", name=name)).to_be_visible()
+    for forbidden in ("Run next", "Send all", "Skip"):
+        expect(page.get_by_role("button", name=re.compile(forbidden, re.I))).to_have_count(0)
+
+    second = page.locator("#queue li").nth(1)
+    expect(second.locator(".content")).to_have_text("C")
+    second.get_by_role("button", name="Send Now").click()
+    expect(page.locator("#turn-status")).to_have_text("· C · RUNNING")
+    expect(queue_contents(page)).to_have_text(["B", "D"])
+    shot(page, "send-now-second-row")
+
+    expect(turns(page)).to_have_text(
+        [re.compile(r"^A · CANCELLED"), "C · COMPLETED", "B · COMPLETED", "D · COMPLETED"],
+        timeout=LONG,
+    )
+    expect(page.locator("#auto-run")).to_be_checked()  # Send Now leaves auto-run ON
+
+
+@needs_browser
+def test_q12_edit_remove_and_reorder_rows_including_the_head(
+    context: Any, web_server: Server
+) -> None:
+    """Q12: edit and remove work on the head row too; up/down reorder the queue."""
+    session_id = web_server.create_session("manage")
+    web_server.set_auto_run(session_id, False)
+    for content in ("X", "Y", "Z"):
+        web_server.enqueue(session_id, content)
+    page = open_page(context, web_server, session_id)
+    expect(queue_contents(page)).to_have_text(["X", "Y", "Z"])
+
+    head = page.locator("#queue li").first
+    head.get_by_role("button", name="Edit").click()
+    head.locator("input.content").fill("X2")
+    head.get_by_role("button", name="Save").click()
+    expect(queue_contents(page)).to_have_text(["X2", "Y", "Z"])
+
+    page.locator("#queue li").nth(2).get_by_role("button", name="Move up").click()
+    expect(queue_contents(page)).to_have_text(["X2", "Z", "Y"])
+    page.locator("#queue li").first.get_by_role("button", name="Move down").click()
+    expect(queue_contents(page)).to_have_text(["Z", "X2", "Y"])
+
+    page.locator("#queue li").first.get_by_role("button", name="Remove").click()
+    expect(queue_contents(page)).to_have_text(["X2", "Y"])
+    expect(page.locator("#errors")).to_have_text("")
+    shot(page, "queue-managed")
+
+
+@needs_browser
+def test_r3_a_delayed_snapshot_does_not_overwrite_newer_live_state(
+    context: Any, web_server: Server
+) -> None:
+    """R3: the snapshot query's response is held (Playwright routing) while live events bring
+    newer session and queue revisions; when the old response is finally delivered, the page
+    keeps the higher revisions (auto-run stays OFF, the session stays past the old state)."""
+    session_id = web_server.create_session("delayed snapshot")
+    held: list[tuple[Any, Any]] = []
+
+    def hold_first_snapshot(route: Any) -> None:
+        request = route.request
+        body = request.post_data_json if request.method == "POST" else None
+        if not held and isinstance(body, dict) and body.get("operationName") == "SessionSnapshot":
+            held.append((route, route.fetch()))  # the state as it is now, delivered later
+        else:
+            route.continue_()
+
+    page = context.new_page()
+    page.route("**/graphql", hold_first_snapshot)
+    page.goto(f"{web_server.base_url}/?session={session_id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(page.locator("#auto-run")).to_be_checked()  # from the subscriptions' own snapshots
+    _pump_until(page, lambda: bool(held))
+    route, stale_response = held[0]
+    stale = json.loads(stale_response.text())["data"]["session"]
+    assert stale["queue"]["autoRun"] is True and stale["state"] == "WAITING_FOR_INPUT"
+
+    web_server.send(session_id, "/stubborn")  # a 20 s turn: no other change comes meanwhile
+    web_server.set_auto_run(session_id, False)
+    expect(page.locator("#auto-run")).not_to_be_checked()
+    expect(page.locator("#pause-reason")).to_have_text("paused: USER")
+    expect(page.locator("#session-state")).to_have_text("RUNNING")
+    session_revision = number(page, "#session-revision")
+    queue_revision = number(page, "#queue-revision")
+    assert session_revision > stale["revision"] and queue_revision > stale["queue"]["revision"]
+
+    route.fulfill(response=stale_response)
+    page.wait_for_function("document.body.dataset.snapshots === '1'")
+    # Read at once (no retrying expect): nothing else changes while the stubborn turn runs.
+    assert not page.locator("#auto-run").is_checked()
+    assert page.locator("#pause-reason").inner_text() == "paused: USER"
+    assert page.locator("#session-state").inner_text() == "RUNNING"  # stale: WAITING_FOR_INPUT
+    assert number(page, "#queue-revision") == queue_revision
+    assert number(page, "#session-revision") == session_revision
+    shot(page, "delayed-snapshot-kept-newer")
+
+
+def _pump_until(page: Any, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let Playwright dispatch events (route handlers run then) until ``condition`` holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("the snapshot query was never routed")
+        page.wait_for_timeout(20)
