@@ -1,15 +1,13 @@
 """A REAL ``turnqueue serve`` subprocess on a free port with a fresh SQLite database, and a small
 HTTP GraphQL helper to arrange state (for the frontend examples' tests).
 
-The server serves the built web page at ``/`` (``turnqueue.webui``). Until ``create_app`` mounts
-those routes itself, the server is started through a launcher that appends them; the command
-line, environment and settings are the real ``turnqueue serve`` otherwise.
+The server serves the built web page at ``/`` when it exists (``turnqueue.webui``;
+``TURNQUEUE_WEB_DIST`` points it at a build).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import socket
 import subprocess
@@ -26,35 +24,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
 
-#: Runs ``turnqueue serve`` with the web page's routes appended to ``create_app``'s.
-LAUNCHER = """
-import sys
-import turnqueue.app as app_module
-from turnqueue.cli import main
-from turnqueue.webui import web_ui_routes
 
-create_app = app_module.create_app
-
-def create_app_with_web_ui(settings, agents=None):
-    app = create_app(settings, agents)
-    app.router.routes.extend(web_ui_routes())
-    return app
-
-app_module.create_app = create_app_with_web_ui
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-@functools.cache
-def app_serves_web_ui() -> bool:
-    """Whether ``create_app`` already mounts :func:`turnqueue.webui.web_ui_routes`."""
-    from starlette.routing import Mount
-
-    from turnqueue.app import create_app
-    from turnqueue.settings import Settings
-
-    app = create_app(Settings(database_url="sqlite:///unused.db"))
-    return any(isinstance(r, Mount) and r.name == "web-ui" for r in app.routes)
+def serve_command(port: int) -> list[str]:
+    """``turnqueue serve`` (the venv's console script, else ``python -m turnqueue``)."""
+    script = Path(sys.executable).with_name("turnqueue")
+    launcher = [str(script)] if script.exists() else [sys.executable, "-m", "turnqueue"]
+    return [*launcher, "serve", "--port", str(port)]
 
 
 def free_port() -> int:
@@ -142,10 +117,7 @@ def run_server(tmp_dir: Path, **env: str) -> Iterator[Server]:
         "PYTHONUNBUFFERED": "1",
         **env,
     }
-    if app_serves_web_ui():
-        command = [sys.executable, "-m", "turnqueue", "serve", "--port", str(port)]
-    else:
-        command = [sys.executable, "-c", LAUNCHER, "serve", "--port", str(port)]
+    command = serve_command(port)
     log_path = tmp_dir / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(

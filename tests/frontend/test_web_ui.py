@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from frontend_server import REPO, Server, run_server
 
@@ -190,6 +191,14 @@ def number(page: Any, selector: str) -> int:
 
 
 # ---- the rules, in the browser ----
+
+
+@needs_node
+def test_u2_turnqueue_serve_serves_the_built_page_at_root(web_server: Server) -> None:
+    """U2: the real ``turnqueue serve`` answers ``/`` with the built page, beside ``/graphql``."""
+    page = httpx.get(f"{web_server.base_url}/")
+    assert page.status_code == 200 and '<ol id="queue">' in page.text
+    assert httpx.get(f"{web_server.base_url}/healthz").json() == {"status": "ok"}
 
 
 @needs_browser
