@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from frontend_server import REPO, Server, run_server
+from frontend_server import REPO, Server, ServerFactory, run_server
 
 if str(REPO) not in sys.path:  # `frontend_examples` is imported from the checkout
     sys.path.insert(0, str(REPO))
-
-ServerFactory = Callable[..., contextlib.AbstractContextManager[Server]]
 
 
 @pytest.fixture

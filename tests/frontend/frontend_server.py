@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,8 @@ class Server:
     base_url: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    #: Sent as ``Authorization: Bearer …`` when the server has ``TURNQUEUE_TOKENS``.
+    token: str | None = None
 
     @property
     def graphql_url(self) -> str:
@@ -51,7 +53,10 @@ class Server:
 
     def gql(self, query: str, **variables: Any) -> dict[str, Any]:
         """POST a query or mutation; fail the test on top-level errors."""
-        response = httpx.post(self.graphql_url, json={"query": query, "variables": variables})
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        response = httpx.post(
+            self.graphql_url, json={"query": query, "variables": variables}, headers=headers
+        )
         body: dict[str, Any] = response.json()
         assert not body.get("errors"), body
         data: dict[str, Any] = body["data"]
@@ -146,3 +151,6 @@ def _wait_healthy(server: Server) -> None:
                 return
         time.sleep(0.05)  # polling the server's readiness, not waiting for a result
     pytest.fail(f"turnqueue serve did not become healthy:\n{server.log()}")
+
+
+ServerFactory = Callable[..., contextlib.AbstractContextManager[Server]]

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
-from conftest import ServerFactory
-from frontend_server import REPO, Server
+from frontend_server import REPO, Server, ServerFactory
 
 from frontend_examples.python_client import Follower, Revisions
 from turnqueue.agents.scripted import reply_for

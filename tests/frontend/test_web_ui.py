@@ -386,6 +386,56 @@ def test_r3_a_delayed_snapshot_does_not_overwrite_newer_live_state(
     shot(page, "delayed-snapshot-kept-newer")
 
 
+@needs_browser
+def test_r3_every_reconnect_refetches_the_snapshot(context: Any, web_server: Server) -> None:
+    """R3 (NOTES: graphql-ws has no resume cursor): when the socket drops, the page reconnects,
+    re-subscribes and reads the snapshot again, and shows what changed meanwhile."""
+    session_id = web_server.create_session("reconnect")
+    sockets: list[Any] = []
+
+    def relay(ws: Any) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page = context.new_page()
+    page.route_web_socket(re.compile(r"/graphql$"), relay)
+    page.goto(f"{web_server.base_url}/?session={session_id}")
+    wait_ready(page)
+    expect(page.locator("#auto-run")).to_be_checked()
+    assert len(sockets) == 1
+
+    sockets[0].close(code=1012, reason="service restart")
+    web_server.set_auto_run(session_id, False)  # a change the page may miss while away
+    wait_ready(page, snapshots=2)
+    assert len(sockets) == 2
+    expect(page.locator("#auto-run")).not_to_be_checked()
+    expect(page.locator("#pause-reason")).to_have_text("paused: USER")
+    shot(page, "reconnected")
+
+
+@needs_browser
+def test_s1_token_from_the_address_authenticates_http_and_websocket(
+    context: Any, web_dist: Path, tmp_path: Path
+) -> None:
+    """S1: with ``?token=`` the page sends ``Authorization: Bearer`` on HTTP and the token in
+    ``connection_init``; a refused token (4403) is shown and not retried as if it could pass."""
+    with run_server(
+        tmp_path, TURNQUEUE_TOKENS="alice:tok-a", TURNQUEUE_WEB_DIST=str(web_dist)
+    ) as server:
+        server.token = "tok-a"
+        session_id = server.create_session("with a token")
+        page = context.new_page()
+        page.goto(f"{server.base_url}/?token=tok-a&session={session_id}")
+        wait_ready(page)
+        expect(page.locator("#session-title")).to_have_text("with a token")
+        expect(page.locator("#tasks li")).to_have_count(1)
+
+        refused = context.new_page()
+        refused.goto(f"{server.base_url}/?token=wrong&session={session_id}")
+        expect(refused.locator("#conn")).to_have_text("not authorised")
+        expect(refused.locator("#conn")).to_have_attribute("data-state", "closed")
+
+
 def _pump_until(page: Any, condition: Callable[[], bool], timeout: float = 10.0) -> None:
     """Let Playwright dispatch events (route handlers run then) until ``condition`` holds."""
     deadline = time.monotonic() + timeout

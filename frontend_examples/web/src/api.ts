@@ -229,6 +229,11 @@ export function createApi(token: string | null, events: ConnectionEvents): Api {
     connectionParams: authorization ? { authorization } : {},
     keepAlive: 10_000, // the server answers pings but never sends them (NOTES)
     retryAttempts: Number.POSITIVE_INFINITY,
+    // Back off from 0.3 s to 10 s, with jitter so that many pages do not reconnect at once.
+    retryWait: (retries) =>
+      new Promise((resolve) =>
+        setTimeout(resolve, Math.min(300 * 2 ** retries, 10_000) + Math.random() * 300),
+      ),
     // 4403 is a refused token: retrying cannot help, so it is fatal (NOTES: graphql-ws pitfalls).
     shouldRetry: (e) => !(e instanceof CloseEvent && e.code === 4403),
     on: {
