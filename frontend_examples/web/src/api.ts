@@ -95,7 +95,9 @@ const QUEUE = `fragment Queue on QueueStatus {
   id sessionId autoRun pauseReason heldBy count max revision
   entries { id position content source }
 }`;
-const CANCELLATION = `fragment Cancellation on CancellationStatus { id sessionId pending revision }`;
+const CANCELLATION = `fragment Cancellation on CancellationStatus {
+  id sessionId pending revision
+}`;
 const TURN = `fragment TurnFields on Turn { id prompt source status output error }`;
 const SESSION = `fragment SessionCore on Session {
   id taskId agent state revision promptable

@@ -68,8 +68,11 @@ const api = createApi(params.get("token"), {
   connected() {
     connected = true;
     setConnection("connected", "live");
-    void loadTasks();
-    if (sessionId !== null) void loadSnapshot(sessionId);
+    // After this tick: graphql-ws sends the (re-)subscriptions first, then we read the snapshot.
+    setTimeout(() => {
+      void loadTasks();
+      if (sessionId !== null) void loadSnapshot(sessionId);
+    });
   },
   closed(fatal) {
     connected = false;
@@ -111,6 +114,7 @@ function offerSession(session: SessionCore & Partial<SessionSnapshot>): void {
 
 function offerOutput(chunk: TurnOutputChunk): void {
   outputs.set(chunk.turnId, appendOutput(outputs.get(chunk.turnId), chunk));
+  for (const old of [...outputs.keys()].slice(0, -20)) outputs.delete(old); // keep the last 20
   renderSession();
 }
 
@@ -134,7 +138,8 @@ function follow<T>(id: string, document: string, onData: (data: T) => void): voi
         if (result.data) onData(result.data);
       },
       error: (err) => {
-        const errors = Array.isArray(err) ? (err as { message: string; extensions?: { code?: string } }[]) : [];
+        type Formatted = { message: string; extensions?: { code?: string } };
+        const errors = Array.isArray(err) ? (err as Formatted[]) : [];
         showError(errors.map((e) => e.message).join("; ") || "subscription failed");
         if (errors.length > 0 && errors.every((e) => e.extensions?.code !== "NOT_FOUND")) {
           follow(id, document, onData);
@@ -167,7 +172,10 @@ function openSession(id: string): void {
 
 // ---- actions ----------------------------------------------------------------------------------
 
-async function mutate(name: MutationName, input: Record<string, unknown>): Promise<MutationResult | null> {
+async function mutate(
+  name: MutationName,
+  input: Record<string, unknown>,
+): Promise<MutationResult | null> {
   try {
     const result = await api.mutate(name, input);
     offerQueue(result.queue);
@@ -290,7 +298,8 @@ function renderSession(): void {
   $("session-revision").textContent = String(session.revision);
   const clarification = $("clarification");
   clarification.hidden = session.clarification === null;
-  clarification.textContent = session.clarification ? `Agent asks: ${session.clarification.question}` : "";
+  const question = session.clarification?.question;
+  clarification.textContent = question ? `Agent asks: ${question}` : "";
   const turn = session.currentTurn;
   const output = turn ? outputs.get(turn.id) : undefined;
   $("output").textContent = output?.text ?? turn?.output ?? "";
@@ -312,7 +321,8 @@ function renderCancellation(): void {
   const shown = cancellationShown(backend, optimisticCancel);
   const state = $("cancel-state");
   state.dataset.pending = String(shown.pending);
-  state.textContent = shown.pending ? (shown.optimistic ? "cancelling… (sent)" : "cancelling…") : "";
+  const label = shown.optimistic ? "cancelling… (sent)" : "cancelling…";
+  state.textContent = shown.pending ? label : "";
   $<HTMLButtonElement>("cancel").disabled = shown.pending;
   $("cancellation-revision").textContent = backend ? String(backend.revision) : "";
 }

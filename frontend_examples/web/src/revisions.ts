@@ -102,5 +102,8 @@ export function cancellationShown(
   const backendPending = backend?.pending ?? false;
   const stillOptimistic =
     optimistic !== null && (backend === undefined || backend.revision <= optimistic.clickedAt);
-  return { pending: backendPending || stillOptimistic, optimistic: stillOptimistic && !backendPending };
+  return {
+    pending: backendPending || stillOptimistic,
+    optimistic: stillOptimistic && !backendPending,
+  };
 }
