@@ -42,6 +42,7 @@ class Event:
     revision: int = 0
     cancellation: CancellationStatus | None = None
     chunk: OutputChunk | None = None
+    relayed: bool = False  # heard from another instance (M4), not to be sent on again
 
 
 class SubscriberLagged(Exception):
@@ -112,6 +113,10 @@ class EventBus:
                 listener(event)
             except Exception:
                 log.exception("event listener failed for %s", event)
+
+    def sessions(self) -> list[str]:
+        """Sessions that have subscribers here."""
+        return list(self._subscribers)
 
     def subscriber_count(self) -> int:
         return sum(len(subs) for subs in self._subscribers.values())

@@ -133,6 +133,7 @@ class Turn:
     error: str | None
     started_at: datetime
     ended_at: datetime | None
+    owner: int | None = None  # the instance running it (M4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ def test_c1_c2_refcount_sets_on_first_and_clears_on_last_only() -> None:
     seen: list[CancellationStatus] = []
     registry = CancellationRegistry(7, seen.append)
     base = 7 << 32
-    assert registry.status("s") == CancellationStatus("s", False, base)
+    assert registry.status("s") == CancellationStatus("s", False, 0)  # C7: knows nothing
     with registry.reference("s", CancelKind.EXPLICIT):
         with registry.reference("s", CancelKind.REPLACEMENT):
             assert registry.status("s") == CancellationStatus("s", True, base + 1)
@@ -121,7 +121,19 @@ async def test_c5_an_agent_that_ignores_every_signal_times_out_and_still_clears(
     assert session is not None and session.state.value == "WAITING_FOR_INPUT"
 
 
-async def test_c7_restart_clears_the_projection_and_revisions_move_forward(
+def test_c7_adopting_a_recovered_session_outranks_the_dead_owner() -> None:
+    seen: list[CancellationStatus] = []
+    dead = CancellationRegistry(3, lambda _: None)
+    with dead.reference("s", CancelKind.EXPLICIT):
+        stale = dead.status("s")  # the dead owner's last word: pending
+    adopter = CancellationRegistry(2, seen.append)  # even an older process...
+    adopter.relay(stale)
+    adopter.adopt("s", 9)  # ...adopts with a fresh epoch from the sequence
+    assert seen == [CancellationStatus("s", False, 9 << 32)]
+    assert adopter.status("s").revision > stale.revision
+
+
+async def test_c7_r2_restart_clears_the_projection_and_revisions_move_forward(
     engine: Engine, open_engine, agent: ManualAgent
 ) -> None:
     sid, _ = await busy(engine, agent)
@@ -129,8 +141,11 @@ async def test_c7_restart_clears_the_projection_and_revisions_move_forward(
     last = engine.cancellation(sid)
     await engine.aclose()
     restarted = await open_engine()
-    after = restarted.cancellation(sid)
-    assert after.pending is False and after.revision > last.revision  # R2
+    assert restarted.cancellation(sid).pending is False
+    await restarted.send_message(PRINCIPAL, sid, "again")
+    await agent.next_run()
+    result = await restarted.cancel(PRINCIPAL, sid)
+    assert result.cancellation.revision > last.revision  # R2: never goes back
 
 
 async def test_c8_pending_wins_over_a_completion_at_the_same_moment(

@@ -8,11 +8,14 @@ from turnqueue.domain import SessionState, TurnStatus
 from turnqueue.engine.orchestrator import Engine
 
 
-def crash(engine: Engine) -> None:
+async def crash(engine: Engine) -> None:
     """The process dies: its runtime forgets everything, the database keeps the RUNNING turn.
-    (``closing`` keeps the dead engine's leftover tasks from starting anything afterwards.)"""
+    (``closing`` keeps the dead engine's leftover tasks from starting anything afterwards.) On
+    PostgreSQL its instance row goes too, as when its lease expires (M4)."""
     engine.core.closing = True
     engine.core.runners.clear()
+    if engine.core.cluster is not None:
+        await engine.core.cluster.aclose()
 
 
 def bury(agent: ManualAgent) -> None:
@@ -31,11 +34,13 @@ async def test_m6_a_turn_left_running_fails_as_interrupted_and_the_queue_drains(
     await engine.enqueue(PRINCIPAL, sid, "after the crash", None)
     session_revision = (await engine.session(PRINCIPAL, sid)).revision  # type: ignore[union-attr]
     queue_revision = (await engine.queue_status(sid)).revision
-    crash(engine)
+    await crash(engine)
     second = ManualAgent()
     restarted = await open_engine(agent_=second)
     turns = await restarted.turns_of(sid, 5)
     assert turns[0].status is TurnStatus.FAILED and turns[0].error == "interrupted"
+    status = restarted.cancellation(sid)  # cleared above anything said before (C7, R2)
+    assert status.pending is False and status.revision > engine.cancellation(sid).revision
     nxt = await second.next_run()  # one automatic drain decides what runs next
     assert nxt.prompt == "after the crash"
     after = await restarted.session(PRINCIPAL, sid)
@@ -53,7 +58,7 @@ async def test_m6_recovery_respects_a_paused_queue(
     await agent.next_run()
     await engine.enqueue(PRINCIPAL, session.id, "held", None)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
-    crash(engine)
+    await crash(engine)
     second = ManualAgent()
     restarted = await open_engine(agent_=second)
     status = await restarted.queue_status(session.id)

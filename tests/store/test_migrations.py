@@ -42,7 +42,7 @@ async def test_m5_migrate_creates_the_schema_on_an_empty_database(empty_database
     assert await _sync(empty_database_url, _tables) == set()
     await migrate(empty_database_url)
     assert await _sync(empty_database_url, _tables) == set(metadata.tables) | {"alembic_version"}
-    assert await _sync(empty_database_url, _version) == _head() == "0001"
+    assert await _sync(empty_database_url, _version) == _head()
 
 
 async def test_m5_migrate_twice_is_a_no_op(empty_database_url: str) -> None:
@@ -64,7 +64,7 @@ async def test_m5_migrate_twice_is_a_no_op(empty_database_url: str) -> None:
         return list(conn.execute(text("SELECT title FROM tasks")).scalars())
 
     assert await _sync(empty_database_url, titles) == ["kept"]
-    assert await _sync(empty_database_url, _version) == "0001"
+    assert await _sync(empty_database_url, _version) == _head()
 
 
 async def test_m5_migrated_schema_matches_metadata(empty_database_url: str) -> None:
@@ -99,7 +99,7 @@ async def test_r2_epoch_source_exists(empty_database_url: str) -> None:
 async def test_m4_concurrent_migrations_serialise(empty_database_url: str) -> None:
     """Several instances starting together on one empty database all come up at head."""
     await asyncio.gather(*(migrate(empty_database_url) for _ in range(3)))
-    assert await _sync(empty_database_url, _version) == "0001"
+    assert await _sync(empty_database_url, _version) == _head()
     assert await _sync(empty_database_url, _tables) == set(metadata.tables) | {"alembic_version"}
 
 
@@ -109,6 +109,32 @@ async def test_m5_env_runs_from_a_url_in_the_config(empty_database_url: str) -> 
     config.set_main_option("sqlalchemy.url", empty_database_url.replace("%", "%%"))
     # env.py calls asyncio.run itself, so the command runs off this event loop.
     await asyncio.to_thread(command.upgrade, config, "head")
-    assert await _sync(empty_database_url, _version) == "0001"
+    assert await _sync(empty_database_url, _version) == _head()
     await asyncio.to_thread(command.downgrade, alembic_config(empty_database_url), "base")
     assert await _sync(empty_database_url, _tables) == {"alembic_version"}
+
+
+async def test_m5_upgrade_from_0001_keeps_rows_and_adds_ownership(empty_database_url: str) -> None:
+    await migrate(empty_database_url, revision="0001")
+
+    def insert_task(conn: Connection) -> None:
+        conn.execute(
+            text(
+                "INSERT INTO tasks (id, title, owner, workflow_step, created_at) "
+                "VALUES ('t1', 'kept', 'alice', 'IN_PROGRESS', CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.commit()
+
+    await _sync(empty_database_url, insert_task)
+    await migrate(empty_database_url)
+
+    def columns(conn: Connection) -> tuple[set[str], set[str], int]:
+        inspector = inspect(conn)
+        turn_cols = {c["name"] for c in inspector.get_columns("turns")}
+        entry_cols = {c["name"] for c in inspector.get_columns("queue_entries")}
+        kept = conn.execute(text("SELECT count(*) FROM tasks WHERE title = 'kept'")).scalar_one()
+        return turn_cols, entry_cols, kept
+
+    turn_cols, entry_cols, kept = await _sync(empty_database_url, columns)
+    assert "owner" in turn_cols and "reserved_by" in entry_cols and kept == 1

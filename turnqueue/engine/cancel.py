@@ -12,10 +12,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
+from typing import Any
 
 from turnqueue.agents import Signal
 from turnqueue.bus import EventKind
 from turnqueue.domain import CancelKind, CancelOutcome, PauseReason, SessionState, TurnStatus
+from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.engine.turns import Turns
@@ -43,12 +45,29 @@ class Cancels:
             raise Conflict(
                 ErrorCode.SEND_NOW_CONFLICT, "a Send Now is replacing the active turn right now"
             )
+        owner = await self.core.remote_owner(session_id)
+        if owner is not None:
+            return await self._forward(owner, session_id)
         op = self._explicit.get(session_id)
         if op is None:
             op = self.core.spawn(self._explicit_op(session_id), name=f"cancel:{session_id}")
             self._explicit[session_id] = op
             op.add_done_callback(lambda _: self._explicit.pop(session_id, None))
         return await asyncio.shield(op)
+
+    async def _forward(self, owner: int, session_id: str) -> CancelOutcome:
+        """C7/M4: only the owner can stop its agent; it joins concurrent cancels itself (C3)."""
+        assert self.core.cluster is not None
+        timeout = self.core.settings.cancel_operation_timeout + 5
+        try:
+            reply = await self.core.cluster.call(owner, "cancel", {"s": session_id}, timeout)
+        except OwnerUnreachable:
+            log.warning("owner %s of session %s did not answer a cancel", owner, session_id)
+            return CancelOutcome.TIMED_OUT
+        return CancelOutcome(reply["outcome"])
+
+    async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": (await self.cancel(str(args["s"]))).value}
 
     async def _explicit_op(self, session_id: str) -> CancelOutcome:
         with ExitStack() as stack:

@@ -6,9 +6,11 @@ those — increases the session's cancellation revision.
 
 Revisions are ``epoch << 32 | counter``. The epoch comes from a durable database sequence at
 process start (R2), so every revision this process issues is larger than every revision any earlier
-process issued; a session this process has not touched yet answers ``(False, epoch << 32)``, which
-outranks anything from before a restart (a stale ``pending: true`` cannot survive one). A process
-that is not the owner of a session relays what it heard instead (C7, see ``relay``).
+process issued. A process that knows nothing of a session answers ``(False, 0)``, which can never
+outrank a real transition; a process that is not the owner relays what it heard (C7, ``relay``).
+When a process recovers a session whose owner died (M6), it ``adopt``s it with a fresh epoch and
+publishes ``(False, epoch << 32)``, which outranks whatever the dead owner said, so no client keeps
+a stale ``pending: true``.
 
 Hazard: count, revision and the publication happen in one synchronous critical section (no
 ``await`` inside), so transitions are published in the order they happened, and a snapshot
@@ -29,6 +31,7 @@ COUNTER_BITS = 32
 
 @dataclass(slots=True)
 class _Entry:
+    base: int
     count: int = 0
     counter: int = 0
     kinds: list[CancelKind] | None = None
@@ -50,16 +53,28 @@ class CancellationRegistry:
 
     def status(self, session_id: str) -> CancellationStatus:
         entry = self._entries.get(session_id)
-        if entry is not None:
-            return CancellationStatus(session_id, entry.count > 0, self._base + entry.counter)
         relayed = self._relayed.get(session_id)
+        if entry is not None:
+            local = CancellationStatus(session_id, entry.count > 0, entry.base + entry.counter)
+            # After a turn of ours, the session may have moved to another owner: the newest wins.
+            if relayed is None or entry.count > 0 or local.revision >= relayed.revision:
+                return local
         if relayed is not None:
             return relayed
-        return CancellationStatus(session_id, False, self._base)
+        return CancellationStatus(session_id, False, 0)
 
     def pending(self, session_id: str) -> bool:
+        """Whether a cancellation is under way, here or (as relayed) at the owner."""
+        return self.status(session_id).pending
+
+    def adopt(self, session_id: str, epoch: int) -> None:
+        """A recovered session (M6): clear it with a revision above anything said before."""
         entry = self._entries.get(session_id)
-        return entry is not None and entry.count > 0
+        if entry is not None and entry.count > 0:
+            return  # a live cancellation of ours: it clears itself
+        entry = self._entries[session_id] = _Entry(base=epoch << COUNTER_BITS)
+        self._relayed.pop(session_id, None)
+        self._on_transition(CancellationStatus(session_id, False, entry.base))
 
     def kinds(self, session_id: str) -> tuple[CancelKind, ...]:
         entry = self._entries.get(session_id)
@@ -81,7 +96,9 @@ class CancellationRegistry:
             self._relayed[status.session_id] = status
 
     def _acquire(self, session_id: str, kind: CancelKind) -> None:
-        entry = self._entries.setdefault(session_id, _Entry())
+        entry = self._entries.get(session_id)
+        if entry is None:
+            entry = self._entries[session_id] = _Entry(base=self._base)
         entry.kinds = [*(entry.kinds or ()), kind]
         entry.count += 1
         if entry.count == 1:
@@ -100,5 +117,5 @@ class CancellationRegistry:
         if entry.counter >= 2**COUNTER_BITS:
             raise OverflowError("cancellation counter exhausted for this epoch")
         self._on_transition(
-            CancellationStatus(session_id, entry.count > 0, self._base + entry.counter)
+            CancellationStatus(session_id, entry.count > 0, entry.base + entry.counter)
         )

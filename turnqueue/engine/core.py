@@ -36,6 +36,7 @@ from turnqueue.settings import Settings
 from turnqueue.store import SessionView, Store, Tx
 
 if TYPE_CHECKING:
+    from turnqueue.engine.cluster import Cluster
     from turnqueue.engine.runner import TurnRunner
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ class Core:
         self.agents = agents
         self.workflow = workflow
         self.cancellations = CancellationRegistry(epoch, self._on_cancellation_transition)
+        #: this process's instance id (its epoch): the owner recorded on the turns it runs (M4)
+        self.instance = epoch
+        #: set when several processes share the database (PostgreSQL)
+        self.cluster: Cluster | None = None
         self.runners: dict[str, TurnRunner] = {}
         #: sessions whose task is changing step (hold WORKFLOW_TRANSITION, Q9)
         self.transitions: set[str] = set()
@@ -100,10 +105,24 @@ class Core:
     def publish_after(self, tx: Tx, kind: EventKind, session_id: str, revision: int) -> None:
         event = Event(kind, session_id, revision)
         tx.after_commit(lambda: self.bus.publish(event))
+        if self.cluster is not None:
+            # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
+            tx.notify(self.cluster.durable_payload(kind, session_id, revision))
 
     def _on_cancellation_transition(self, status: CancellationStatus) -> None:
         # Runs inside the registry's critical section: synchronous, in transition order.
         self.bus.publish(Event(EventKind.CANCELLATION, status.session_id, status.revision, status))
+
+    async def remote_owner(self, session_id: str) -> int | None:
+        """The live instance running this session's turn, when that is not this one (M4)."""
+        if self.cluster is None or session_id in self.runners:
+            return None
+        async with self.store.read() as tx:
+            view = await tx.view(session_id)
+        owner = view.running_turn_owner if view is not None else None
+        if owner is None or owner == self.instance:
+            return None
+        return owner if owner in await self.cluster.live() else None
 
     # -- holds (Q9) ---------------------------------------------------------------------------
     def runtime_holds(self, session_id: str) -> list[HoldReason]:

@@ -28,6 +28,7 @@ from turnqueue.domain import (
     is_valid_id,
 )
 from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.queue import QueueOps, SendNowResult
 from turnqueue.engine.recovery import recover
@@ -72,8 +73,29 @@ class Engine:
         async with store.transaction() as tx:
             epoch = await tx.next_epoch()
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
+        if store.shared:
+            await engine._join_cluster()
         await recover(engine.core, engine.turns)
         return engine
+
+    async def _join_cluster(self) -> None:
+        """M4: hear the other instances, answer their forwarded requests, adopt the dead's."""
+        cluster = Cluster(self.core, self.core.store.url)
+        cluster.handlers["cancel"] = self.cancels.serve_forwarded
+        cluster.handlers["send_now"] = self.queue.serve_forwarded
+        cluster.on_orphans = self._adopt_orphans
+        cluster.on_expelled = self._expelled
+        self.core.cluster = cluster
+        await cluster.start()
+
+    async def _adopt_orphans(self) -> None:
+        if not self.core.closing:
+            await recover(self.core, self.turns)
+
+    async def _expelled(self) -> None:
+        """The others declared this instance dead and recovered its turns: let them go."""
+        for runner in list(self.core.runners.values()):
+            runner.abandon()
 
     async def aclose(self) -> None:
         """Graceful shutdown: stop every running turn, then wait for background work."""
@@ -83,6 +105,8 @@ class Engine:
         await self.core.drain_tasks(self.core.settings.cancel_operation_timeout)
         for agent in self.core.agents.values():
             await agent.aclose()
+        if self.core.cluster is not None:
+            await self.core.cluster.aclose()
 
     @property
     def bus(self) -> EventBus:

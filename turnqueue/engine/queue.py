@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Any
 
 from turnqueue.bus import EventKind
 from turnqueue.domain import (
@@ -25,6 +26,7 @@ from turnqueue.domain import (
     TurnStatus,
 )
 from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity, check_expected
 from turnqueue.engine.turns import DrainResult, Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
@@ -154,6 +156,9 @@ class QueueOps:
             raise InvalidInput("scope ENTRY needs entryId", ["entryId"])
         if scope is SendNowScope.ALL and entry_id is not None:
             raise InvalidInput("scope ALL takes no entryId", ["entryId"])
+        owner = await self.core.remote_owner(session_id)
+        if owner is not None:
+            return await self._forward(owner, session_id, scope, entry_id, expected_revision)
         if self.cancels.busy(session_id):
             raise Conflict(ErrorCode.SEND_NOW_CONFLICT, "a cancellation is already under way")
         observed = self.core.runners.get(session_id)
@@ -169,6 +174,34 @@ class QueueOps:
         # C4: once the claim is accepted the replacement runs to its end without the caller.
         return await asyncio.shield(work)
 
+    async def _forward(
+        self,
+        owner: int,
+        session_id: str,
+        scope: SendNowScope,
+        entry_id: str | None,
+        expected: int | None,
+    ) -> SendNowResult:
+        """M4: the replacement must stop the owner's agent, so the owner runs the Send Now."""
+        assert self.core.cluster is not None
+        args = {"s": session_id, "scope": scope.value, "e": entry_id, "x": expected}
+        timeout = self.core.settings.cancel_operation_timeout + 5
+        try:
+            reply = await self.core.cluster.call(owner, "send_now", args, timeout)
+        except OwnerUnreachable as exc:
+            raise Conflict(ErrorCode.SESSION_BUSY, "the server running the turn is away") from exc
+        turn = None
+        if reply["turn"] is not None:
+            async with self.core.store.read() as tx:
+                turn = await tx.get_turn(reply["turn"])
+        return SendNowResult(turn, int(reply["n"]))
+
+    async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+        result = await self.send_now(
+            str(args["s"]), SendNowScope(args["scope"]), args.get("e"), args.get("x")
+        )
+        return {"turn": result.turn.id if result.turn else None, "n": result.sent_count}
+
     async def _replace(
         self,
         session_id: str,
@@ -179,11 +212,13 @@ class QueueOps:
     ) -> SendNowResult:
         with ExitStack() as stack:
             async with self.core.session_lock(session_id):
-                claimed, previous = await self._claim(
+                claimed, previous, running = await self._claim(
                     session_id, scope, entry_id, expected_revision
                 )
                 runner = self.core.runners.get(session_id)
-                if runner is not None and runner.turn.id != observed_turn:
+                if (runner is not None and runner.turn.id != observed_turn) or (
+                    runner is None and running is not None  # started elsewhere meanwhile (M4)
+                ):
                     await self._unclaim(session_id, claimed, previous)
                     raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
                 if runner is not None:
@@ -206,8 +241,10 @@ class QueueOps:
 
     async def _claim(
         self, session_id: str, scope: SendNowScope, entry_id: str | None, expected: int | None
-    ) -> tuple[list[QueueEntry], bool]:
-        """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10)."""
+    ) -> tuple[list[QueueEntry], bool, str | None]:
+        """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10).
+
+        Returns the claim, the auto-run it replaced and the running turn seen under the lock."""
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
             check_expected(view, expected)
@@ -223,12 +260,12 @@ class QueueOps:
             else:
                 assert entry_id is not None
                 ids = [_visible(visible, entry_id).id]
-            claimed = await tx.claim_entries(session_id, ids)
+            claimed = await tx.claim_entries(session_id, ids, owner=self.core.instance)
             if [e.id for e in claimed] != ids:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
             await tx.set_policy(session_id, auto_run=True, pause_reason=None)
             await self._changed(tx, session_id)
-        return claimed, view.policy.auto_run
+        return claimed, view.policy.auto_run, view.running_turn_id
 
     async def _unclaim(self, session_id: str, claimed: list[QueueEntry], auto_run: bool) -> None:
         async with self.core.store.transaction() as tx:
@@ -250,7 +287,7 @@ class QueueOps:
                     or view.running_turn_id is not None
                     or session_id in self.core.runners
                 ):
-                    raise Conflict(ErrorCode.SESSION_BUSY, "the session did not become free")
+                    raise Conflict(ErrorCode.TURN_CHANGED, "another turn started meanwhile")
                 turn = await self.turns.start_in(tx, view, prompt, source, [e.id for e in claimed])
         except BaseException:
             async with self.core.store.transaction() as tx:

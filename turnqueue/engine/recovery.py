@@ -1,12 +1,17 @@
-"""Recovery at start-up (M6): what a dead process left behind is put right before serving.
+"""Recovery (M6): what a dead process left behind is put right.
 
-- every RUNNING turn ends FAILED (error ``interrupted``) and its session waits for input;
+It runs at start-up, and on PostgreSQL whenever another instance's lease expires. *Orphans* are
+work owned by no live instance (on SQLite, by no instance but this one):
+
+- every orphaned RUNNING turn ends FAILED (error ``interrupted``) and its session waits for input;
 - a session left RUNNING or STARTING with no running turn waits for input too;
-- in-flight entries return to the head of their queues with their ids (Q10);
+- orphaned in-flight entries return to the head of their queues with their ids (Q10);
+- the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
+  above anything the dead owner published;
 - then one automatic drain (Q3) per recovered session decides what runs next.
 
-The cancellation projection needs nothing: this process has a new epoch (R2), so its first answer
-for any session, ``pending: false`` at ``epoch << 32``, outranks whatever was said before.
+Each session is recovered in its own transaction under its lock row, in id order, so two
+instances adopting the same orphans cannot deadlock; every step is idempotent.
 """
 
 from __future__ import annotations
@@ -22,27 +27,51 @@ log = logging.getLogger(__name__)
 
 
 async def recover(core: Core, turns: Turns) -> set[str]:
-    recovered: set[str] = set()
+    live = {core.instance}
+    if core.cluster is not None:
+        live |= await core.cluster.live()
+    async with core.store.read() as tx:
+        orphan_turns = await tx.orphaned_turns(live)
+        orphan_entries = await tx.orphaned_entries(live)
+        stuck = set(await tx.stuck_sessions())
+    by_session: dict[str, list[str]] = {}
+    for turn in orphan_turns:
+        by_session.setdefault(turn.session_id, []).append(turn.id)
+    recovered = sorted(set(by_session) | set(orphan_entries) | stuck)
+    if not recovered:
+        return set()
     async with core.store.transaction() as tx:
-        for turn in await tx.running_turns():
+        fresh_epoch = await tx.next_epoch()
+    for session_id in recovered:
+        await _recover_session(
+            core, session_id, by_session.get(session_id, []), orphan_entries.get(session_id, [])
+        )
+        core.cancellations.adopt(session_id, fresh_epoch)
+        log.warning("recovered session %s", session_id)
+    for session_id in recovered:
+        async with core.session_lock(session_id):
+            await turns.auto_drain(session_id)
+    return set(recovered)
+
+
+async def _recover_session(
+    core: Core, session_id: str, turn_ids: list[str], entry_ids: list[str]
+) -> None:
+    async with core.store.transaction() as tx:
+        view = await tx.lock(session_id)
+        for turn_id in turn_ids:
             await tx.end_turn(
-                turn.id,
+                turn_id,
                 status=TurnStatus.FAILED,
-                output=turn.output,
+                output="",
                 error="interrupted",
                 session_state=SessionState.WAITING_FOR_INPUT,
             )
-            recovered.add(turn.session_id)
-        for session_id in await tx.in_flight_sessions():
-            await tx.lock(session_id)
-            await tx.release_entries(session_id, None)
-            recovered.add(session_id)
-        for session_id in recovered:
-            revision = await tx.bump_queue_revision(session_id)
-            core.publish_after(tx, EventKind.QUEUE, session_id, revision)
-            core.publish_after(tx, EventKind.SESSION, session_id, 0)
-    for session_id in sorted(recovered):
-        log.info("recovered session %s", session_id)
-        async with core.session_lock(session_id):
-            await turns.auto_drain(session_id)
-    return recovered
+        if entry_ids:
+            await tx.release_entries(session_id, entry_ids)
+        if not turn_ids and view.running_turn_id is None and not view.session.promptable:
+            if view.session.state in (SessionState.RUNNING, SessionState.STARTING):
+                await tx.set_session_state(session_id, SessionState.WAITING_FOR_INPUT)
+        revision = await tx.bump_queue_revision(session_id)
+        core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+        core.publish_after(tx, EventKind.SESSION, session_id, 0)

@@ -73,7 +73,9 @@ class Turns:
     async def start_in(
         self, tx: Tx, view: SessionView, prompt: str, source: MessageSource, consume: list[str]
     ) -> Turn:
-        turn = await tx.start_turn(view.session.id, prompt=prompt, source=source, consume=consume)
+        turn = await tx.start_turn(
+            view.session.id, prompt=prompt, source=source, consume=consume, owner=self.core.instance
+        )
         revision = await tx.bump_queue_revision(view.session.id)  # BUSY is now a hold
         self.core.publish_after(tx, EventKind.SESSION, view.session.id, 0)
         self.core.publish_after(tx, EventKind.QUEUE, view.session.id, revision)
@@ -91,7 +93,7 @@ class Turns:
                 return DrainResult.EMPTY, None
             if not view.policy.auto_run:
                 return DrainResult.PAUSED, None
-            entry = await tx.reserve_head(session_id)
+            entry = await tx.reserve_head(session_id, owner=self.core.instance)
             if entry is None:
                 return DrainResult.EMPTY, None
             turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
@@ -106,7 +108,7 @@ class Turns:
             view = await tx.lock(session_id)
             if self.blocked(view):
                 return None
-            entry = await tx.reserve_head(session_id)
+            entry = await tx.reserve_head(session_id, owner=self.core.instance)
             if entry is None:
                 return None
             turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])

@@ -90,7 +90,7 @@ class EntryStatements:
             .values(position=case(positions, value=qe.c.id), **values)
         )
 
-    async def reserve_head(self, session_id: str) -> QueueEntry | None:
+    async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
         head_alias = qe.alias("head")
         head = (
             select(head_alias.c.id)
@@ -105,13 +105,15 @@ class EntryStatements:
         result = await self._conn.execute(
             update(qe)
             .where(qe.c.id == head, VISIBLE)
-            .values(in_flight=True, reserved_at=utcnow())
+            .values(in_flight=True, reserved_at=utcnow(), reserved_by=owner)
             .returning(*qe.c)
         )
         row = result.one_or_none()
         return entry_from(row, 1) if row is not None else None
 
-    async def claim_entries(self, session_id: str, entry_ids: Sequence[str]) -> list[QueueEntry]:
+    async def claim_entries(
+        self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None
+    ) -> list[QueueEntry]:
         wanted = set(entry_ids)
         visible = (await self._conn.execute(select_visible(session_id))).all()
         # Ordinals are the places the entries had before the claim; FIFO order.
@@ -121,7 +123,7 @@ class EntryStatements:
         result = await self._conn.execute(
             update(qe)
             .where(qe.c.id.in_([e.id for e in claimed]), VISIBLE)
-            .values(in_flight=True, reserved_at=utcnow())
+            .values(in_flight=True, reserved_at=utcnow(), reserved_by=owner)
             .returning(qe.c.id)
         )
         # Only what this UPDATE really marked (an unlocked concurrent claim may have won).

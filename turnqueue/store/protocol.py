@@ -25,7 +25,7 @@ queue status (entries, policy, pause reason or holds), so one mutation is one re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -66,11 +66,34 @@ class SessionView:
     clarification: Clarification | None
     queued: int  # visible (not in-flight) entries
     running_turn_id: str | None  # the RUNNING turn, if any
+    running_turn_owner: int | None = None  # the instance running it (M4)
 
 
 class Tx(Protocol):
     def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` (sync, or returning an awaitable that is awaited) after COMMIT."""
+
+    def notify(self, payload: str) -> None:
+        """Deliver ``payload`` to every instance's listener if and when this commits (M4)."""
+
+    # -- instances (M4, M6) -----------------------------------------------------------------
+    async def register_instance(self, instance: int) -> None: ...
+
+    async def unregister_instance(self, instance: int) -> None: ...
+
+    async def heartbeat(self, instance: int, lease_seconds: float) -> bool:
+        """Refresh this instance's lease; False when its row is gone (declared dead)."""
+
+    async def live_instances(self, lease_seconds: float) -> set[int]: ...
+
+    async def orphaned_turns(self, live: Iterable[int]) -> list[Turn]:
+        """RUNNING turns whose owner is not in ``live``."""
+
+    async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
+        """In-flight entry ids reserved by no instance in ``live``, by session."""
+
+    async def stuck_sessions(self) -> list[str]:
+        """Sessions RUNNING or STARTING without a RUNNING turn."""
 
     # -- epochs (R2) ------------------------------------------------------------------------
     async def next_epoch(self) -> int:
@@ -102,7 +125,13 @@ class Tx(Protocol):
 
     # -- turns ------------------------------------------------------------------------------
     async def start_turn(
-        self, session_id: str, *, prompt: str, source: MessageSource, consume: Sequence[str] = ()
+        self,
+        session_id: str,
+        *,
+        prompt: str,
+        source: MessageSource,
+        consume: Sequence[str] = (),
+        owner: int | None = None,
     ) -> Turn:
         """Insert a RUNNING turn, make the session RUNNING (revision +1) and, in the same
         statement batch, delete the in-flight entries named in ``consume`` (Q10)."""
@@ -153,7 +182,9 @@ class Tx(Protocol):
         ``QueueEntry.position`` is always the 1-based place among the visible entries (1 = head),
         whatever the stored sort key is, in every method that returns entries."""
 
-    async def add_entry(self, session_id: str, *, content: str, source: MessageSource) -> QueueEntry:
+    async def add_entry(
+        self, session_id: str, *, content: str, source: MessageSource
+    ) -> QueueEntry:
         """Append at the tail."""
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry: ...
@@ -164,10 +195,12 @@ class Tx(Protocol):
     async def reorder_entries(self, session_id: str, ordered_ids: Sequence[str]) -> None:
         """Give the visible entries positions in this order (caller checked it is exactly them)."""
 
-    async def reserve_head(self, session_id: str) -> QueueEntry | None:
-        """Mark the FIFO head in flight and return it (None when no visible entry)."""
+    async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
+        """Mark the FIFO head in flight (reserved by ``owner``) and return it (None when empty)."""
 
-    async def claim_entries(self, session_id: str, entry_ids: Sequence[str]) -> list[QueueEntry]:
+    async def claim_entries(
+        self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None
+    ) -> list[QueueEntry]:
         """Mark exactly these visible entries in flight; returns those that were visible (the
         caller compares and rolls back when one is missing)."""
 
@@ -192,6 +225,18 @@ class Store(Protocol):
         """A read-only transaction (a consistent snapshot on PostgreSQL, WAL read on SQLite)."""
 
     async def close(self) -> None: ...
+
+    @property
+    def shared(self) -> bool:
+        """True when several processes may share the database (PostgreSQL)."""
+
+    @property
+    def url(self) -> str: ...
+
+    async def notify(self, payloads: Sequence[str]) -> None:
+        """Send runtime notifications to every instance now, in order."""
+
+    async def ping(self) -> None: ...
 
     # -- reads used by queries; no lock, no transaction of the caller's ----------------------
     async def list_tasks(self, owner: str, first: int) -> list[Task]: ...

@@ -75,6 +75,7 @@ def turn_from(row: Row[Any]) -> Turn:
         error=m["error"],
         started_at=m["started_at"],
         ended_at=m["ended_at"],
+        owner=m["owner"],
     )
 
 
@@ -117,13 +118,18 @@ def select_view(session_id: str) -> Select[Any]:
         .where(queue_entries.c.session_id == locks.c.session_id, VISIBLE)
         .scalar_subquery()
     )
-    running = (
-        select(turns.c.id)
-        .where(turns.c.session_id == locks.c.session_id, turns.c.status == RUNNING)
-        .order_by(turns.c.seq.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
+
+    def running_turn(column: Any) -> Any:
+        return (
+            select(column)
+            .where(turns.c.session_id == locks.c.session_id, turns.c.status == RUNNING)
+            .order_by(turns.c.seq.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+
+    running = running_turn(turns.c.id)
+    running_owner = running_turn(turns.c.owner)
     return (
         select(
             *sessions.c,
@@ -137,6 +143,7 @@ def select_view(session_id: str) -> Select[Any]:
             clar.c.asked_at.label("clarification_asked_at"),
             queued.label("queued"),
             running.label("running_turn_id"),
+            running_owner.label("running_turn_owner"),
         )
         .select_from(
             locks.join(sessions, sessions.c.id == locks.c.session_id)
@@ -174,4 +181,5 @@ def view_from(row: Row[Any]) -> SessionView:
         clarification=clarification,
         queued=m["queued"],
         running_turn_id=m["running_turn_id"],
+        running_turn_owner=m["running_turn_owner"],
     )

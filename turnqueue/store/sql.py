@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, literal, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -27,6 +27,7 @@ from turnqueue.domain import Session, Task, Turn
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.engine import IMMEDIATE, create_engine
+from turnqueue.store.notify import CHANNEL
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.tables import sessions, tasks, turns
@@ -48,6 +49,29 @@ class SqlStore:
     def engine(self) -> AsyncEngine:
         return self._engine
 
+    @property
+    def shared(self) -> bool:
+        """Whether several server processes may share this database (PostgreSQL, M4)."""
+        return not self._sqlite
+
+    @property
+    def url(self) -> str:
+        return self._engine.url.render_as_string(hide_password=False)
+
+    async def notify(self, payloads: Sequence[str]) -> None:
+        """Send runtime notifications now, in order (PostgreSQL; a no-op on SQLite)."""
+        if self._sqlite or not payloads:
+            return
+        async with self._engine.connect() as conn:
+            for payload in payloads:
+                await conn.execute(select(func.pg_notify(CHANNEL, payload)))
+            await conn.commit()
+
+    async def ping(self) -> None:
+        """Readiness: one round trip to the database."""
+        async with self._engine.connect() as conn:
+            await conn.execute(select(literal(1)))
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqlTx]:
         writer: contextlib.AbstractAsyncContextManager[Any] = (
@@ -55,6 +79,8 @@ class SqlStore:
         )
         async with writer, self._begin(write=True) as tx:
             yield tx
+            # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
+            await tx.flush_notifications()
         # Only reached when the block and COMMIT succeeded; runs outside the writer lock.
         await tx.run_after_commit()
 

@@ -106,6 +106,8 @@ turns = Table(
     Column("error", Text, nullable=True),
     Column("started_at", UtcDateTime, nullable=False),
     Column("ended_at", UtcDateTime, nullable=True),
+    # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
+    Column("owner", BigInteger, nullable=True),
     Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
     # Recovery (M6) scans RUNNING turns; queries must use the literal 'RUNNING' to hit it.
     Index(
@@ -128,6 +130,8 @@ queue_entries = Table(
     Column("queued_at", UtcDateTime, nullable=False),
     Column("in_flight", Boolean, nullable=False, server_default=false()),
     Column("reserved_at", UtcDateTime, nullable=True),
+    # The instance that reserved it: if that instance dies, the entry goes back (Q10, M6).
+    Column("reserved_by", BigInteger, nullable=True),
     Index("ix_queue_entries_session_id_position", "session_id", "position"),
     Index(
         "ix_queue_entries_in_flight",
@@ -187,4 +191,14 @@ epochs = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("created_at", UtcDateTime, nullable=False),
     sqlite_autoincrement=True,
+)
+
+instances = Table(
+    "instances",
+    metadata,
+    # One row per running server process (its epoch), heartbeated; a row whose heartbeat is
+    # older than the lease belongs to a dead process whose turns are recovered (M4, M6).
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("heartbeat_at", UtcDateTime, nullable=False),
 )

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Insert, delete, func, insert, literal, select, true, update
+from sqlalchemy import BigInteger, Insert, delete, func, insert, literal, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -29,6 +29,7 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.store.entries import EntryStatements
+from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.rows import (
     RUNNING,
@@ -56,11 +57,12 @@ log = logging.getLogger(__name__)
 qe = queue_entries
 
 
-class SqlTx(EntryStatements):
+class SqlTx(EntryStatements, InstanceStatements):
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
         self._pg = conn.dialect.name == "postgresql"
         self._callbacks: list[Callable[[], object]] = []
+        self._notifications: list[str] = []
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
@@ -202,11 +204,26 @@ class SqlTx(EntryStatements):
 
     # -- turns ------------------------------------------------------------------------------
     async def start_turn(
-        self, session_id: str, *, prompt: str, source: MessageSource, consume: Sequence[str] = ()
+        self,
+        session_id: str,
+        *,
+        prompt: str,
+        source: MessageSource,
+        consume: Sequence[str] = (),
+        owner: int | None = None,
     ) -> Turn:
         await self._bump_session(session_id, state=SessionState.RUNNING.value)
         turn = Turn(
-            new_id(), session_id, prompt, source, TurnStatus.RUNNING, "", None, utcnow(), None
+            new_id(),
+            session_id,
+            prompt,
+            source,
+            TurnStatus.RUNNING,
+            "",
+            None,
+            utcnow(),
+            None,
+            owner,
         )
         next_seq = select(
             literal(turn.id),
@@ -217,8 +234,19 @@ class SqlTx(EntryStatements):
             literal(TurnStatus.RUNNING.value),
             literal(""),
             literal(turn.started_at, UtcDateTime),
+            literal(owner, BigInteger),
         ).where(turns.c.session_id == session_id)
-        cols = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
+        cols = [
+            "id",
+            "session_id",
+            "seq",
+            "prompt",
+            "source",
+            "status",
+            "output",
+            "started_at",
+            "owner",
+        ]
         await self._conn.execute(insert(turns).from_select(cols, next_seq))
         if consume:
             # Q10: the reserved entries disappear in the same transaction as the turn appears.

@@ -1,0 +1,231 @@
+"""Several server processes on one PostgreSQL database (M4, C7).
+
+Each process is an *instance*, identified by its epoch (R2), with a row in ``instances`` that it
+heartbeats. The instance that started a session's running turn *owns* it: only the owner can stop
+its agent, so a ``cancel`` or a replacing ``sendNow`` received elsewhere is forwarded to it.
+
+Messages travel on one NOTIFY channel as compact JSON:
+
+- ``ev``: an event for subscribers. Durable changes (session, queue) are sent by the store inside
+  their own transaction, so PostgreSQL delivers them only on COMMIT and in commit order. Runtime
+  events (cancellation transitions, output) go through one ordered outbox. A receiver publishes
+  them on its local bus marked ``relayed``; cancellation values are remembered (C7) but never
+  re-issued with a revision of the receiver's own.
+- ``cmd`` / ``re``: a request to the owner and its reply.
+
+Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
+(its row is gone) and abandons its turns, whose ends the adopter has already recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from turnqueue.bus import Event, EventKind
+from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus, new_id
+from turnqueue.engine.core import Core
+from turnqueue.errors import Conflict, ErrorCode, UserFacingError
+from turnqueue.store.notify import MAX_PAYLOAD_BYTES, Listener
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class OwnerUnreachable(Exception):
+    """The owning instance did not answer in time."""
+
+
+class Cluster:
+    def __init__(self, core: Core, url: str) -> None:
+        self.core = core
+        self.instance = core.cancellations.epoch
+        self.lease = core.settings.lease_seconds
+        self._url = url
+        self._outbox: asyncio.Queue[str] = asyncio.Queue()
+        self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.handlers: dict[str, Handler] = {}
+        #: called with nothing when instances died: the engine adopts their orphans
+        self.on_orphans: Callable[[], Awaitable[None]] | None = None
+        #: called when this instance learns it was declared dead
+        self.on_expelled: Callable[[], Awaitable[None]] | None = None
+        self._listener = Listener(url, self._on_message, self._on_resync)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        async with self.core.store.transaction() as tx:
+            await tx.register_instance(self.instance)
+        await self._listener.start()
+        self.core.bus.add_listener(self._forward_runtime_event)
+        self._tasks = [
+            asyncio.create_task(self._send_loop(), name="cluster-outbox"),
+            asyncio.create_task(self._heartbeat_loop(), name="cluster-heartbeat"),
+        ]
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._outbox.join(), 2)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._listener.aclose()
+        with contextlib.suppress(Exception):
+            async with self.core.store.transaction() as tx:
+                await tx.unregister_instance(self.instance)
+
+    async def live(self) -> set[int]:
+        async with self.core.store.read() as tx:
+            return await tx.live_instances(self.lease)
+
+    # -- outgoing -------------------------------------------------------------------------------
+    def durable_payload(self, kind: EventKind, session_id: str, revision: int) -> str:
+        return _dump(
+            {"o": self.instance, "t": "ev", "k": kind.value, "s": session_id, "r": revision}
+        )
+
+    def _forward_runtime_event(self, event: Event) -> None:
+        if event.relayed:
+            return
+        if event.kind is EventKind.CANCELLATION and event.cancellation is not None:
+            c = event.cancellation
+            self._send(
+                {"t": "ev", "k": "cancellation", "s": c.session_id, "p": c.pending, "r": c.revision}
+            )
+        elif event.kind is EventKind.OUTPUT and event.chunk is not None:
+            self._send_chunk(event.chunk)
+
+    def _send_chunk(self, chunk: OutputChunk) -> None:
+        # Split long text so every payload stays under NOTIFY's limit.
+        step = MAX_PAYLOAD_BYTES // 8  # worst case: 4 bytes a char, doubled by JSON escapes
+        text, offset = chunk.text, chunk.offset
+        pieces = [text[i : i + step] for i in range(0, len(text), step)] or [""]
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            self._send(
+                {
+                    "t": "ev",
+                    "k": "output",
+                    "s": chunk.session_id,
+                    "u": chunk.turn_id,
+                    "f": offset,
+                    "x": piece,
+                    "d": chunk.done and last,
+                    "st": chunk.status.value,
+                }
+            )
+            offset += len(piece)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        message["o"] = self.instance
+        self._outbox.put_nowait(_dump(message))
+
+    async def _send_loop(self) -> None:
+        while True:
+            batch = [await self._outbox.get()]
+            while not self._outbox.empty() and len(batch) < 100:
+                batch.append(self._outbox.get_nowait())
+            try:
+                await self.core.store.notify(batch)
+            except Exception:
+                log.exception("could not send %d notifications", len(batch))
+            finally:
+                for _ in batch:
+                    self._outbox.task_done()
+
+    # -- requests to the owner ------------------------------------------------------------------
+    async def call(
+        self, owner: int, op: str, args: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """Run ``op`` on the owning instance; its UserFacingError comes back as one here."""
+        request = new_id()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._replies[request] = future
+        try:
+            self._send({"t": "cmd", "to": owner, "id": request, "op": op, "a": args})
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(future), timeout)
+            except TimeoutError as exc:
+                raise OwnerUnreachable(f"instance {owner} did not answer {op}") from exc
+        finally:
+            self._replies.pop(request, None)
+        if "code" in reply:
+            raise Conflict(ErrorCode(reply["code"]), reply.get("msg", ""), reply.get("field"))
+        result: dict[str, Any] = reply["r"]
+        return result
+
+    async def _serve(self, message: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"t": "re", "to": message["o"], "id": message["id"]}
+        handler = self.handlers.get(message["op"])
+        try:
+            if handler is None:
+                raise ValueError(f"unknown operation {message['op']!r}")
+            reply["r"] = await handler(message["a"])
+        except UserFacingError as error:
+            reply.update(code=error.code.value, msg=error.message, field=error.field)
+        except Exception:
+            log.exception("forwarded %s failed", message["op"])
+            reply.update(code=ErrorCode.SESSION_BUSY.value, msg="the owning server failed")
+        self._send(reply)
+
+    # -- incoming -------------------------------------------------------------------------------
+    def _on_message(self, payload: str) -> None:
+        message = json.loads(payload)
+        if message.get("o") == self.instance:
+            return  # our own: already published locally
+        kind = message.get("t")
+        if kind == "ev":
+            self._relay(message)
+        elif kind == "cmd" and message.get("to") == self.instance:
+            self.core.spawn(self._serve(message), name=f"serve:{message['op']}")
+        elif kind == "re" and message.get("to") == self.instance:
+            future = self._replies.get(message["id"])
+            if future is not None and not future.done():
+                future.set_result(message)
+
+    def _relay(self, m: dict[str, Any]) -> None:
+        kind = EventKind(m["k"])
+        sid = m["s"]
+        if kind is EventKind.CANCELLATION:
+            status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
+            self.core.cancellations.relay(status)
+            event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
+        elif kind is EventKind.OUTPUT:
+            chunk = OutputChunk(sid, m["u"], int(m["f"]), m["x"], bool(m["d"]), TurnStatus(m["st"]))
+            event = Event(kind, sid, chunk=chunk, relayed=True)
+        else:
+            event = Event(kind, sid, int(m.get("r", 0)), relayed=True)
+        self.core.bus.publish(event)
+
+    def _on_resync(self) -> None:
+        """Notifications were lost while LISTEN was down: every subscriber re-reads."""
+        for session_id in self.core.bus.sessions():
+            self.core.bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
+
+    # -- liveness -------------------------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        interval = self.lease / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with self.core.store.transaction() as tx:
+                    alive = await tx.heartbeat(self.instance, self.lease)
+                if not alive:
+                    log.error("this instance was declared dead by the others; re-registering")
+                    if self.on_expelled is not None:
+                        await self.on_expelled()
+                    async with self.core.store.transaction() as tx:
+                        await tx.register_instance(self.instance)
+                if self.on_orphans is not None:
+                    await self.on_orphans()
+            except Exception:
+                log.exception("heartbeat failed")
+
+
+def _dump(message: dict[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"))

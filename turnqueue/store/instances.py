@@ -1,0 +1,108 @@
+"""Instance statements of :class:`~turnqueue.store.tx.SqlTx`: liveness, orphans and NOTIFY (M4, M6).
+
+An *orphan* is work whose owner is not among the live instances: a RUNNING turn, or an in-flight
+entry, whose ``owner``/``reserved_by`` is NULL (written before ownership existed) or names an
+instance without a fresh heartbeat. Recovering an orphan is idempotent (``end_turn`` only ends
+RUNNING turns; releasing only touches in-flight entries), so two instances may race to do it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, func, or_, select, true, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from turnqueue.domain import BUSY, Turn, utcnow
+from turnqueue.store.notify import CHANNEL
+from turnqueue.store.rows import RUNNING, turn_from
+from turnqueue.store.tables import instances, queue_entries, sessions, turns
+
+qe = queue_entries
+
+
+def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
+    ids = list(live)
+    return or_(column.is_(None), column.not_in(ids)) if ids else true()
+
+
+class InstanceStatements:
+    """Mixin: needs ``self._conn`` and ``self._pg``."""
+
+    _conn: AsyncConnection
+    _pg: bool
+    _notifications: list[str]
+
+    def notify(self, payload: str) -> None:
+        """Send ``payload`` to every instance when (and only if) this transaction commits.
+
+        A no-op on SQLite, which has a single process."""
+        if self._pg:
+            self._notifications.append(payload)
+
+    async def flush_notifications(self) -> None:
+        """Called by the store right before COMMIT (PostgreSQL delivers them at COMMIT)."""
+        if self._notifications:
+            payloads, self._notifications = self._notifications, []
+            for payload in payloads:
+                await self._conn.execute(select(func.pg_notify(CHANNEL, payload)))
+
+    async def register_instance(self, instance: int) -> None:
+        now = utcnow()
+        await self._conn.execute(delete(instances).where(instances.c.id == instance))
+        await self._conn.execute(
+            instances.insert().values(id=instance, started_at=now, heartbeat_at=now)
+        )
+
+    async def unregister_instance(self, instance: int) -> None:
+        await self._conn.execute(delete(instances).where(instances.c.id == instance))
+
+    async def heartbeat(self, instance: int, lease_seconds: float) -> bool:
+        """Refresh the lease; False when the row is gone (the others declared us dead).
+
+        Forgets long-dead instances on the way (their work was recovered long ago)."""
+        now = utcnow()
+        await self._conn.execute(
+            delete(instances).where(
+                instances.c.heartbeat_at < now - timedelta(seconds=10 * lease_seconds)
+            )
+        )
+        result = await self._conn.execute(
+            update(instances).where(instances.c.id == instance).values(heartbeat_at=now)
+        )
+        return bool(result.rowcount)
+
+    async def live_instances(self, lease_seconds: float) -> set[int]:
+        cutoff = utcnow() - timedelta(seconds=lease_seconds)
+        rows = await self._conn.scalars(
+            select(instances.c.id).where(instances.c.heartbeat_at >= cutoff)
+        )
+        return {int(i) for i in rows}
+
+    async def orphaned_turns(self, live: Iterable[int]) -> list[Turn]:
+        stmt = select(turns).where(turns.c.status == RUNNING, _not_live(turns.c.owner, live))
+        return [turn_from(row) for row in await self._conn.execute(stmt)]
+
+    async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
+        """In-flight entries reserved by no live instance, by session, in queue order."""
+        stmt = (
+            select(qe.c.session_id, qe.c.id)
+            .where(qe.c.in_flight == true(), _not_live(qe.c.reserved_by, live))
+            .order_by(qe.c.session_id, qe.c.position, qe.c.id)
+        )
+        found: dict[str, list[str]] = {}
+        for session_id, entry_id in await self._conn.execute(stmt):
+            found.setdefault(session_id, []).append(entry_id)
+        return found
+
+    async def stuck_sessions(self) -> list[str]:
+        """Sessions left RUNNING or STARTING with no RUNNING turn (a crash between the two)."""
+        running = select(turns.c.id).where(
+            turns.c.session_id == sessions.c.id, turns.c.status == RUNNING
+        )
+        stmt = select(sessions.c.id).where(
+            sessions.c.state.in_([s.value for s in BUSY]), ~running.exists()
+        )
+        return [str(sid) for sid in await self._conn.scalars(stmt)]

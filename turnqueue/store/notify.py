@@ -1,0 +1,101 @@
+"""PostgreSQL LISTEN/NOTIFY: how several turnqueue processes hear each other (M4).
+
+Sending is done by the store: ``Tx.notify`` inside a transaction (PostgreSQL delivers it only on
+COMMIT, in commit order, and drops it on ROLLBACK — exactly "publish after commit") and
+``Store.notify`` outside one (runtime events: cancellation transitions, output, commands).
+
+Receiving is :class:`Listener`: one dedicated asyncpg connection that LISTENs on the channel and
+hands every payload to a callback. Hazard: a dropped connection loses every notification sent
+while it was down, so after each reconnect ``on_resync`` is called and the caller tells every
+local subscriber to read a fresh snapshot instead of trusting its stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "turnqueue"
+#: NOTIFY payloads must stay below 8000 bytes; callers split anything larger.
+MAX_PAYLOAD_BYTES = 7_500
+
+
+def asyncpg_dsn(url: str) -> str:
+    """A plain ``postgresql://`` DSN for asyncpg from any of our URL spellings."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class Listener:
+    def __init__(
+        self,
+        url: str,
+        on_message: Callable[[str], None],
+        on_resync: Callable[[], None],
+        *,
+        channel: str = CHANNEL,
+        retry_seconds: float = 0.5,
+    ) -> None:
+        self._dsn = asyncpg_dsn(url)
+        self._on_message = on_message
+        self._on_resync = on_resync
+        self._channel = channel
+        self._retry = retry_seconds
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self.reconnects = 0
+
+    async def start(self) -> None:
+        """Connect and LISTEN; returns once the first LISTEN is in place."""
+        self._task = asyncio.create_task(self._run(), name="pg-listener")
+        await asyncio.wait_for(self._connected.wait(), 30)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        first = True
+        while True:
+            lost = asyncio.Event()
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(self._dsn)
+                conn.add_termination_listener(lambda _c, lost=lost: lost.set())
+                await conn.add_listener(self._channel, self._deliver)
+                self._connected.set()
+                if not first:
+                    self.reconnects += 1
+                    log.warning("LISTEN connection re-established; resyncing subscribers")
+                    self._on_resync()
+                first = False
+                # Termination listeners are not called for every kind of loss: poll too.
+                while not lost.is_set() and not conn.is_closed():
+                    try:
+                        await asyncio.wait_for(lost.wait(), 5)
+                    except TimeoutError:
+                        await conn.execute("SELECT 1")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("LISTEN connection lost: %s", exc)
+            finally:
+                if conn is not None and not conn.is_closed():
+                    conn.terminate()
+            if not first:
+                # Anything sent while we were away is lost; tell subscribers at once too.
+                self._on_resync()
+            await asyncio.sleep(self._retry)
+
+    def _deliver(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            self._on_message(payload)
+        except Exception:
+            log.exception("could not handle a notification")
