@@ -19,7 +19,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
@@ -124,3 +124,23 @@ async def store(settings: Settings) -> AsyncIterator[SqlStore]:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture
+async def pg_database_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh PostgreSQL database migrated to head (multi-instance tests, M4); skipped
+    without ``TURNQUEUE_TEST_DATABASE_URL``."""
+    async for url in _fresh_pg(request, migrated=True):
+        yield url
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say plainly when the PostgreSQL half did not run."""
+    if not os.environ.get(PG_ENV):
+        skipped = len(terminalreporter.stats.get("skipped", []))
+        terminalreporter.write_line(
+            f"NOTE: {PG_ENV} is not set: the PostgreSQL half of the suite was skipped "
+            f"({skipped} skipped). Set it (e.g. postgresql://postgres@127.0.0.1:5432/test) "
+            "to run it.",
+            yellow=True,
+        )

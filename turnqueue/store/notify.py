@@ -89,9 +89,8 @@ class Listener:
             finally:
                 if conn is not None and not conn.is_closed():
                     conn.terminate()
-            if not first:
-                # Anything sent while we were away is lost; tell subscribers at once too.
-                self._on_resync()
+            # Subscribers are told to resync once LISTEN is back (above): telling them now
+            # would let them resubscribe into the outage and miss what it loses.
             await asyncio.sleep(self._retry)
 
     def _deliver(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
