@@ -46,7 +46,7 @@ class Server:
 
     async def start(self) -> Server:
         self._log = self._log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
             [sys.executable, "-m", "turnqueue", "serve"],
             env=self._env,
             stdout=self._log,
