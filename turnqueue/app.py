@@ -6,22 +6,23 @@ and the engine started, in the lifespan; shutdown stops running turns, then clos
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from turnqueue.agents import Agent
 from turnqueue.api import build_schema
 from turnqueue.bus import EventBus
 from turnqueue.engine.orchestrator import Engine
+from turnqueue.metrics import CONTENT_TYPE_LATEST, PrometheusMetrics
 from turnqueue.settings import Settings
 from turnqueue.transport import TurnqueueGraphQL
 from turnqueue.webui import web_ui_routes
@@ -44,6 +45,7 @@ class _Runtime:
 def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> Starlette:
     runtime = _Runtime()
     view = TurnqueueGraphQL(build_schema(settings), settings, runtime.get_engine)
+    metrics = PrometheusMetrics()  # a registry of its own per app (U3)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -56,11 +58,16 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             bus = EventBus(settings.subscriber_buffer)
             runtime.engine = await Engine.open(settings, store, bus, agents=agents)
             app.state.engine = runtime.engine  # for operators' tooling and in-process tests
+            app.state.metrics = metrics
+            metrics.bind(runtime.engine)
             try:
                 yield
             finally:
-                await runtime.engine.aclose()
-                runtime.engine = None
+                try:
+                    await runtime.engine.aclose()  # /readyz answers 503 from here on
+                finally:
+                    metrics.unbind()
+                    runtime.engine = None
         finally:
             await store.close()
 
@@ -69,15 +76,20 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
 
     async def readyz(_request: Request) -> JSONResponse:
         try:
-            store = runtime.get_engine().store
-            engine = getattr(store, "engine", None)
-            if engine is not None:
-                async with engine.connect() as conn:
-                    await conn.execute(text("SELECT 1"))
+            engine = runtime.get_engine()
+            if engine.core.closing:
+                raise RuntimeError("shutting down")
+            async with asyncio.timeout(settings.db_timeout):
+                await engine.store.ping()
         except Exception as exc:
             log.warning("readiness check failed: %s", exc)
             return JSONResponse({"status": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok", "database": "ok"})
+
+    async def metrics_page(_request: Request) -> Response:
+        # No token (S1): the page carries counts only, never ids or content.
+        await metrics.refresh()
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     middleware = []
     if settings.allowed_origins:
@@ -96,6 +108,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             WebSocketRoute("/graphql", view),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            Route("/metrics", metrics_page),
             *web_ui_routes(),  # the example web page at /, when it has been built
         ],
         middleware=middleware,

@@ -82,9 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     from turnqueue.app import create_app
+    from turnqueue.logs import configure_logging
 
+    configure_logging(settings)  # TURNQUEUE_LOG_JSON, TURNQUEUE_LOG_LEVEL
     uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, ws="auto", lifespan="on"
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        ws="auto",
+        lifespan="on",
+        log_config=None,  # uvicorn's loggers propagate to ours (JSON when asked)
+        log_level=settings.log_level.lower(),
     )
     return 0
 

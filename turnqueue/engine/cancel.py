@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Any
@@ -70,6 +71,12 @@ class Cancels:
         return {"outcome": (await self.cancel(str(args["s"]))).value}
 
     async def _explicit_op(self, session_id: str) -> CancelOutcome:
+        started = time.monotonic()
+        outcome = await self._explicit_stop(session_id)
+        self.core.metrics.cancel_done(outcome.value, time.monotonic() - started)
+        return outcome
+
+    async def _explicit_stop(self, session_id: str) -> CancelOutcome:
         with ExitStack() as stack:
             async with self.core.session_lock(session_id):
                 runner = self.core.runners.get(session_id)

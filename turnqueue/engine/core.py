@@ -32,6 +32,7 @@ from turnqueue.domain import (
 )
 from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
+from turnqueue.metrics import NULL_METRICS, Metrics
 from turnqueue.settings import Settings
 from turnqueue.store import SessionView, Store, Tx
 
@@ -69,6 +70,8 @@ class Core:
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
+        #: operations observer (turnqueue.metrics); a no-op unless the app binds one
+        self.metrics: Metrics = NULL_METRICS
 
     # -- locks and tasks ---------------------------------------------------------------------
     def session_lock(self, session_id: str) -> asyncio.Lock:

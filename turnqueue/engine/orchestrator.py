@@ -35,6 +35,7 @@ from turnqueue.engine.recovery import recover
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
+from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
 
@@ -126,6 +127,7 @@ class Engine:
             session = await tx.get_session(session_id)
         if session is None or session.owner != principal:
             raise NotFound("session", [field])
+        bind(session_id=session_id)  # the rest of this request's logs carry it
         return session
 
     async def authorize_task(self, principal: str, task_id: str) -> Task:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import OutputChunk, Turn, TurnStatus
+from turnqueue.logs import bind
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class TurnRunner:
 
     async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
+        bind(session_id=self.session_id, turn_id=self.turn.id)  # this task's logs carry them
         result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(

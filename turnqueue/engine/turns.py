@@ -58,6 +58,7 @@ class Turns:
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
+        self.core.metrics.turn_started()
         return runner
 
     def blocked(self, view: SessionView) -> bool:
@@ -83,6 +84,11 @@ class Turns:
 
     async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
         """An *automatic* reservation (Q3): obeys auto-run. Caller holds the session lock."""
+        result, turn = await self._auto_drain(session_id)
+        self.core.metrics.reservation("automatic", result.value)
+        return result, turn
+
+    async def _auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
         if self.core.closing or self.core.runtime_holds(session_id):
             return DrainResult.HELD, None
         async with self.core.store.transaction() as tx:
@@ -103,16 +109,20 @@ class Turns:
     async def targeted_head(self, session_id: str) -> Turn | None:
         """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds."""
         if self.core.runtime_holds(session_id):
+            self.core.metrics.reservation("targeted", DrainResult.HELD.value)
             return None
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
             if self.blocked(view):
+                self.core.metrics.reservation("targeted", DrainResult.HELD.value)
                 return None
             entry = await tx.reserve_head(session_id, owner=self.core.instance)
             if entry is None:
+                self.core.metrics.reservation("targeted", DrainResult.EMPTY.value)
                 return None
             turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
         self.launch(turn, view.session.agent)
+        self.core.metrics.reservation("targeted", DrainResult.STARTED.value)
         return turn
 
     async def send_message(self, session_id: str, content: str) -> Admission:
@@ -210,6 +220,7 @@ class Turns:
                     del self.core.runners[sid]
                 runner.final_status = status
                 runner.finished.set()
+                self.core.metrics.turn_ended(status.value)
             if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
                 moving = await self.moves_on_complete(sid)
                 if moving:

@@ -1,0 +1,102 @@
+"""Structured logs (issue 7): JSON lines on request, with the session and turn a record is about.
+
+``configure_logging(settings)`` is called by ``turnqueue serve``: one handler on the root logger,
+JSON lines when ``settings.log_json`` (plain text otherwise), at ``settings.log_level``; uvicorn's
+loggers propagate to it (``serve`` passes ``log_config=None``).
+
+Ids travel in :mod:`contextvars`: :func:`bind` sets them for the current task and whatever it
+spawns afterwards (asyncio copies the context into each new task). The engine binds the session
+when a request is authorised and the turn in the turn runner's own task. A record's ``extra``
+(``log.info(..., extra={"session_id": ...})``) wins over the context.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+SESSION_ID: ContextVar[str | None] = ContextVar("turnqueue_session_id", default=None)
+TURN_ID: ContextVar[str | None] = ContextVar("turnqueue_turn_id", default=None)
+
+#: LogRecord attributes that are not "extra" fields.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+class _LogSettings(Protocol):
+    log_json: bool
+    log_level: str
+
+
+def bind(*, session_id: str | None = None, turn_id: str | None = None) -> None:
+    """Carry these ids on every record logged from this task (and tasks it spawns later)."""
+    if session_id is not None:
+        SESSION_ID.set(session_id)
+    if turn_id is not None:
+        TURN_ID.set(turn_id)
+
+
+class ContextIds(logging.Filter):
+    """Copies the context's ids onto each record, unless ``extra`` already set them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "session_id", None) is None:
+            record.session_id = SESSION_ID.get()
+        if getattr(record, "turn_id", None) is None:
+            record.turn_id = TURN_ID.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message, ids, any extra fields, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and value is not None:
+                entry[key] = value if _is_json_scalar(value) else repr(value)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class PlainFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s%(ids)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        ids = [
+            f"{key}={value}"
+            for key in ("session_id", "turn_id")
+            if (value := getattr(record, key, None)) is not None
+        ]
+        record.ids = f" [{' '.join(ids)}]" if ids else ""
+        return super().format(record)
+
+
+def _is_json_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def configure_logging(settings: _LogSettings) -> None:
+    """Replace the root logger's handlers with one structured handler (idempotent)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if settings.log_json else PlainFormatter())
+    handler.addFilter(ContextIds())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(settings.log_level.upper())

@@ -1,0 +1,261 @@
+"""Operations metrics (SPEC U3): Prometheus text at ``/metrics``.
+
+The engine knows only the tiny :class:`Metrics` observer protocol (``core.metrics``, a no-op by
+default); :class:`PrometheusMetrics` implements it on a ``CollectorRegistry`` of its own, one per
+app, so several apps in one process (tests) never share or clash over the global registry.
+
+Hazards:
+
+- Observer calls are made by the engine in its hot paths, sometimes under the session lock: they
+  must be synchronous, cheap and never raise (prometheus-client counters are all three).
+- Event delivery latency is measured from the bus's listener (called synchronously inside
+  ``publish``, so before any subscriber can have resumed) to the moment the subscriber's ``get``
+  returns the same event object. The bus has no hook for the latter, so :meth:`bind` wraps
+  ``bus.subscribe`` of *this app's* bus to time each subscription's ``get``. The stamps are kept
+  in a bounded map keyed by the event object's id; the event itself is kept with its stamp so its
+  id cannot be reused while the stamp lives.
+- Queue depth is a database fact (entries of every session, possibly written by other instances),
+  so it is read with one ``COUNT`` per scrape in :meth:`refresh`, not kept as a running sum.
+- The errors counter counts ``ERROR`` log records of the ``turnqueue`` loggers (masked resolver
+  faults are logged by ``turnqueue.api``; background failures by the engine). The handler is
+  process-global, so :meth:`unbind` must be called when the app stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.process_collector import ProcessCollector
+from sqlalchemy import func, select
+
+if TYPE_CHECKING:
+    from turnqueue.bus import Event, EventBus, EventKind, Subscription
+    from turnqueue.engine.orchestrator import Engine
+
+__all__ = ["CONTENT_TYPE_LATEST", "NULL_METRICS", "Metrics", "NullMetrics", "PrometheusMetrics"]
+
+log = logging.getLogger(__name__)
+
+#: At most this many publish stamps are kept for the delivery-latency histogram.
+MAX_STAMPS = 4096
+
+
+class Metrics(Protocol):
+    """What the engine reports. Every call is synchronous, cheap and must not raise."""
+
+    def turn_started(self) -> None: ...
+
+    def turn_ended(self, status: str) -> None: ...
+
+    def reservation(self, kind: str, outcome: str) -> None:
+        """``kind``: ``automatic`` or ``targeted`` (Q3); ``outcome``: started/paused/empty/held."""
+
+    def cancel_done(self, outcome: str, seconds: float) -> None: ...
+
+
+class NullMetrics:
+    """The default observer: does nothing."""
+
+    def turn_started(self) -> None:
+        pass
+
+    def turn_ended(self, status: str) -> None:
+        pass
+
+    def reservation(self, kind: str, outcome: str) -> None:
+        pass
+
+    def cancel_done(self, outcome: str, seconds: float) -> None:
+        pass
+
+
+NULL_METRICS = NullMetrics()
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_CANCEL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0)
+
+
+class _ErrorCounter(logging.Handler):
+    def __init__(self, counter: Counter) -> None:
+        super().__init__(level=logging.ERROR)
+        self._counter = counter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._counter.labels(logger=record.name).inc()
+
+
+class PrometheusMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        ProcessCollector(registry=r)  # process_resident_memory_bytes, open fds, CPU seconds
+        self.turns_started = Counter(
+            "turnqueue_turns_started", "Turns started in this process", registry=r
+        )
+        self.turns_ended = Counter(
+            "turnqueue_turns_ended",
+            "Turns ended in this process, by final status",
+            ["status"],
+            registry=r,
+        )
+        self.reservations = Counter(
+            "turnqueue_reservations",
+            "Reservations of a queue head (Q3), by kind (automatic/targeted) and outcome",
+            ["kind", "outcome"],
+            registry=r,
+        )
+        self.cancellations = Counter(
+            "turnqueue_cancellations",
+            "Explicit cancel operations, by outcome",
+            ["outcome"],
+            registry=r,
+        )
+        self.cancel_seconds = Histogram(
+            "turnqueue_cancellation_duration_seconds",
+            "Duration of explicit cancel operations, from acceptance to outcome",
+            ["outcome"],
+            buckets=_CANCEL_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "turnqueue_errors",
+            "Errors logged by the server (masked faults are logger turnqueue.api)",
+            ["logger"],
+            registry=r,
+        )
+        self.events = Counter(
+            "turnqueue_events_published", "Bus events published, by kind", ["kind"], registry=r
+        )
+        self.delivery = Histogram(
+            "turnqueue_event_delivery_seconds",
+            "Time from an event's publication to a subscriber receiving it",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.subscriptions = Gauge(
+            "turnqueue_subscriptions", "Open event subscriptions (bus subscribers)", registry=r
+        )
+        self.queue_depth = Gauge(
+            "turnqueue_queue_depth", "Queued entries over all sessions (visible)", registry=r
+        )
+        self.in_flight = Gauge(
+            "turnqueue_queue_in_flight", "Entries reserved and not yet started (Q10)", registry=r
+        )
+        self.running_turns = Gauge(
+            "turnqueue_running_turns", "Turns running in this process", registry=r
+        )
+        self.tasks = Gauge(
+            "turnqueue_asyncio_tasks", "asyncio tasks alive in the server's loop", registry=r
+        )
+        self.tasks.set_function(_task_count)
+        self.ready = Gauge(
+            "turnqueue_database_up", "1 when the last database read succeeded", registry=r
+        )
+        self._engine: Engine | None = None
+        self._stamps: OrderedDict[int, tuple[Event, float]] = OrderedDict()
+        self._error_handler = _ErrorCounter(self.errors)
+
+    # -- the engine's observer ------------------------------------------------------------------
+    def turn_started(self) -> None:
+        self.turns_started.inc()
+
+    def turn_ended(self, status: str) -> None:
+        self.turns_ended.labels(status=status).inc()
+
+    def reservation(self, kind: str, outcome: str) -> None:
+        self.reservations.labels(kind=kind, outcome=outcome.lower()).inc()
+
+    def cancel_done(self, outcome: str, seconds: float) -> None:
+        self.cancellations.labels(outcome=outcome).inc()
+        self.cancel_seconds.labels(outcome=outcome).observe(seconds)
+
+    # -- wiring ---------------------------------------------------------------------------------
+    def bind(self, engine: Engine) -> None:
+        """Observe this engine and its bus (call once, after ``Engine.open``)."""
+        self._engine = engine
+        engine.core.metrics = self
+        bus = engine.core.bus
+        self.subscriptions.set_function(bus.subscriber_count)
+        self.running_turns.set_function(lambda: len(engine.core.runners))
+        bus.add_listener(self._published)
+        _time_deliveries(bus, self._delivered)
+        logging.getLogger("turnqueue").addHandler(self._error_handler)
+
+    def unbind(self) -> None:
+        logging.getLogger("turnqueue").removeHandler(self._error_handler)
+        self._engine = None
+
+    def _published(self, event: Event) -> None:
+        self.events.labels(kind=event.kind.value).inc()
+        self._stamps[id(event)] = (event, time.perf_counter())
+        if len(self._stamps) > MAX_STAMPS:
+            self._stamps.popitem(last=False)
+
+    def _delivered(self, event: Event) -> None:
+        stamp = self._stamps.get(id(event))
+        if stamp is not None and stamp[0] is event:
+            self.delivery.observe(time.perf_counter() - stamp[1])
+
+    async def refresh(self) -> None:
+        """Read the database-backed gauges (queue depth) before a scrape."""
+        from turnqueue.store.tables import queue_entries
+
+        engine = self._engine
+        sql = getattr(engine.store, "engine", None) if engine is not None else None
+        if sql is None:
+            return
+        stmt = select(queue_entries.c.in_flight, func.count()).group_by(queue_entries.c.in_flight)
+        try:
+            async with asyncio.timeout(5):
+                async with sql.connect() as conn:
+                    rows: Iterable[tuple[bool, int]] = (await conn.execute(stmt)).tuples().all()
+        except Exception as exc:
+            log.warning("metrics: could not read the queue depth: %s", exc)
+            self.ready.set(0)
+            return
+        counts = {bool(flag): int(n) for flag, n in rows}
+        self.queue_depth.set(counts.get(False, 0))
+        self.in_flight.set(counts.get(True, 0))
+        self.ready.set(1)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _task_count() -> float:
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:  # scraped outside the loop (not by /metrics)
+        return float("nan")
+
+
+def _time_deliveries(bus: EventBus, report: Callable[[Event], None]) -> None:
+    """Wrap ``bus.subscribe`` so each subscription reports the events its reader receives."""
+    subscribe = bus.subscribe
+
+    def timed_subscribe(session_id: str, kinds: Iterable[EventKind]) -> Subscription:
+        sub = subscribe(session_id, kinds)
+        get = sub.get
+
+        async def timed_get() -> Event:
+            event = await get()
+            report(event)
+            return event
+
+        sub.get = timed_get  # type: ignore[method-assign]
+        return sub
+
+    bus.subscribe = timed_subscribe  # type: ignore[method-assign]
