@@ -1,0 +1,70 @@
+"""``python -m bench [--smoke] [--only P1,P3] [--out bench/results] [--profile]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Backend, Config, Row, backends
+from bench.report import write
+
+MODULES = {
+    "P1": "bench.p1_reservation",
+    "P2": "bench.p2_turns",
+    "P3": "bench.p3_fanout",
+    "P4": "bench.p4_http",
+    "P5": "bench.p5_memory",
+    "P6": "bench.p6_scaling",
+}
+
+
+async def run_backend(backend: Backend, ids: list[str], cfg: Config) -> list[Row]:
+    rows: list[Row] = []
+    for bench_id in ids:
+        module = importlib.import_module(MODULES[bench_id])
+        started = time.perf_counter()
+        print(f"[{backend.name}] {bench_id} ...", file=sys.stderr, flush=True)
+        rows.extend(await module.run(backend, cfg))
+        took = time.perf_counter() - started
+        print(f"[{backend.name}] {bench_id} done in {took:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny counts, one repetition")
+    parser.add_argument("--only", default="", help="comma-separated ids, e.g. P1,P3")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument(
+        "--profile", action="store_true", help="also profile P1 and P3 (pyinstrument)"
+    )
+    args = parser.parse_args(argv)
+    ids = [i.strip().upper() for i in args.only.split(",") if i.strip()] or list(MODULES)
+    unknown = [i for i in ids if i not in MODULES]
+    if unknown:
+        parser.error(f"unknown benchmark ids: {', '.join(unknown)}")
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    with tempfile.TemporaryDirectory(prefix="tqbench-") as workdir:
+        cfg = Config(
+            smoke=args.smoke,
+            reps=1 if args.smoke else 3,
+            out=args.out,
+            profile=args.profile,
+            workdir=Path(workdir),
+        )
+        for backend in backends(cfg.workdir):
+            started = time.perf_counter()
+            rows = asyncio.run(run_backend(backend, ids, cfg))
+            write(backend.name, rows, cfg, time.perf_counter() - started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""P1: automatic reservations/s through the store (the Q3 transaction), 8 sessions in parallel.
+
+Ours: ``SqlStore.transaction()`` → ``tx.lock`` → policy check → ``tx.reserve_head(owner=…)`` →
+``tx.start_turn(consume=[…])`` → ``tx.bump_queue_revision``: what ``Turns.auto_drain`` does
+(its in-memory hold checks cost nothing here). Baseline: the same statements, hand-written, on
+raw asyncpg (a pool of 8) or raw synchronous ``sqlite3`` (one connection; SQLite has one writer,
+so the 8 sessions take turns). Each reservation consumes one of the session's queued entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+
+from bench.common import Backend, Config, Row, median, seed_sessions
+from turnqueue.settings import Settings
+from turnqueue.store.sql import SqlStore, open_store
+
+SESSIONS = 8
+OWNER = 1
+
+# The statements SQLAlchemy emits for the Q3 transaction (captured with before_cursor_execute),
+# written out by hand with qmark parameters; ``_pg`` turns them into $n with PostgreSQL's casts.
+LOCK = "SELECT session_id FROM queue_session_locks WHERE session_id = ? FOR UPDATE"
+VIEW = """
+SELECT sessions.id, sessions.task_id, sessions.agent, sessions.state, sessions.revision,
+  sessions.created_at, sessions.updated_at, tasks.owner, queue_session_locks.revision,
+  queue_session_state.auto_run, queue_session_state.pause_reason, clarifications.id,
+  clarifications.turn_id, clarifications.question, clarifications.asked_at,
+  (SELECT count(*) FROM queue_entries WHERE queue_entries.session_id =
+     queue_session_locks.session_id AND queue_entries.in_flight = {false}) AS queued,
+  (SELECT turns.id FROM turns WHERE turns.session_id = queue_session_locks.session_id
+     AND turns.status = 'RUNNING' ORDER BY turns.seq DESC LIMIT 1) AS running_turn_id,
+  (SELECT turns.owner FROM turns WHERE turns.session_id = queue_session_locks.session_id
+     AND turns.status = 'RUNNING' ORDER BY turns.seq DESC LIMIT 1) AS running_turn_owner
+FROM queue_session_locks JOIN sessions ON sessions.id = queue_session_locks.session_id
+  JOIN tasks ON tasks.id = sessions.task_id
+  LEFT OUTER JOIN queue_session_state
+    ON queue_session_state.session_id = queue_session_locks.session_id
+  LEFT OUTER JOIN clarifications ON clarifications.session_id = queue_session_locks.session_id
+WHERE queue_session_locks.session_id = ?"""
+RESERVE = """
+UPDATE queue_entries SET in_flight = {true}, reserved_at = ?, reserved_by = ?
+WHERE queue_entries.id = (SELECT head.id FROM queue_entries AS head
+  WHERE head.session_id = ? AND head.in_flight = {false} ORDER BY head.position, head.id LIMIT 1)
+  AND queue_entries.in_flight = {false}
+RETURNING id, session_id, position, content, source, queued_at, in_flight, reserved_at,
+  reserved_by"""
+BUMP_SESSION = """
+UPDATE sessions SET state = ?, revision = sessions.revision + 1, updated_at = ?
+WHERE sessions.id = ? RETURNING revision"""
+INSERT_TURN = """
+INSERT INTO turns (id, session_id, seq, prompt, source, status, output, started_at, owner)
+SELECT ?{vc}, ?{vc}, coalesce(max(turns.seq), 0) + 1, ?{vc}, ?{vc}, 'RUNNING', '', ?{ts}, ?{big}
+FROM turns WHERE turns.session_id = ?"""
+CONSUME = "DELETE FROM queue_entries WHERE queue_entries.id IN (?) AND in_flight = {true}"
+BUMP_QUEUE = """
+UPDATE queue_session_locks SET revision = queue_session_locks.revision + 1
+WHERE queue_session_locks.session_id = ? RETURNING revision"""
+
+
+PG_FORMAT = {
+    "true": "true",
+    "false": "false",
+    "vc": "::VARCHAR",
+    "ts": "::TIMESTAMPTZ",
+    "big": "::BIGINT",
+}
+
+
+def _sqlite(sql: str) -> str:
+    return sql.format(true="1", false="0", vc="", ts="", big="")
+
+
+def _pg(sql: str) -> str:
+    counter = iter(range(1, 100))
+    return re.sub(r"\?", lambda _: f"${next(counter)}", sql.format(**PG_FORMAT))
+
+
+# -- ours ---------------------------------------------------------------------------------------
+async def q3_store(store: SqlStore, session_id: str) -> bool:
+    """One automatic reservation exactly as ``Turns.auto_drain`` runs it against the store."""
+    async with store.transaction() as tx:
+        view = await tx.lock(session_id)
+        if view.queued == 0 or not view.policy.auto_run:
+            return False
+        entry = await tx.reserve_head(session_id, owner=OWNER)
+        if entry is None:
+            return False
+        await tx.start_turn(
+            session_id, prompt=entry.content, source=entry.source, consume=[entry.id], owner=OWNER
+        )
+        await tx.bump_queue_revision(session_id)
+    return True
+
+
+async def _drive(work: list[str], per_session: int, one: Callable[[str], Awaitable[bool]]) -> float:
+    """Reservations/s of ``per_session`` reservations on each session, sessions in parallel."""
+
+    async def worker(sid: str) -> None:
+        for _ in range(per_session):
+            if not await one(sid):
+                raise RuntimeError(f"session {sid} ran out of entries")
+
+    started = time.perf_counter()
+    await asyncio.wait_for(asyncio.gather(*(worker(s) for s in work)), 600)
+    return len(work) * per_session / (time.perf_counter() - started)
+
+
+# -- baselines ----------------------------------------------------------------------------------
+async def raw_asyncpg(url: str, work: list[str], per_session: int) -> float:
+    pool = await asyncpg.create_pool(url, min_size=SESSIONS, max_size=SESSIONS)
+    assert pool is not None
+    try:
+
+        async def one(sid: str) -> bool:
+            async with pool.acquire() as conn, conn.transaction():
+                if await conn.fetchval(_pg(LOCK), sid) is None:
+                    return False
+                view = await conn.fetchrow(_pg(VIEW), sid)
+                if view["queued"] == 0 or view[9] is False:
+                    return False
+                now = datetime.now(UTC)
+                entry = await conn.fetchrow(_pg(RESERVE), now, OWNER, sid)
+                if entry is None:
+                    return False
+                await conn.fetchval(_pg(BUMP_SESSION), "RUNNING", now, sid)
+                await conn.execute(
+                    _pg(INSERT_TURN),
+                    str(uuid.uuid4()),
+                    sid,
+                    entry["content"],
+                    entry["source"],
+                    now,
+                    OWNER,
+                    sid,
+                )
+                await conn.execute(_pg(CONSUME), entry["id"])
+                await conn.fetchval(_pg(BUMP_QUEUE), sid)
+            return True
+
+        return await _drive(work, per_session, one)
+    finally:
+        await pool.close()
+
+
+def raw_sqlite(path: Path, work: list[str], per_session: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    for pragma in ("busy_timeout=30000", "synchronous=NORMAL", "foreign_keys=ON"):
+        conn.execute(f"PRAGMA {pragma}")
+    sql = {name: _sqlite(s) for name, s in (("view", VIEW), ("reserve", RESERVE))}
+    consume = _sqlite(CONSUME)
+
+    def one(sid: str) -> bool:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            view = conn.execute(sql["view"], (sid,)).fetchone()
+            if view is None or view[15] == 0 or view[9] == 0:
+                return False
+            now = datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")
+            entry = conn.execute(sql["reserve"], (now, OWNER, sid)).fetchone()
+            if entry is None:
+                return False
+            conn.execute(BUMP_SESSION, ("RUNNING", now, sid)).fetchone()
+            conn.execute(
+                _sqlite(INSERT_TURN), (str(uuid.uuid4()), sid, entry[3], entry[4], now, OWNER, sid)
+            )
+            conn.execute(consume, (entry[0],))
+            conn.execute(BUMP_QUEUE, (sid,)).fetchone()
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    try:
+        started = time.perf_counter()
+        for _ in range(per_session):  # round robin: one writer, the sessions take turns
+            for sid in work:
+                if not one(sid):
+                    raise RuntimeError(f"session {sid} ran out of entries")
+        return len(work) * per_session / (time.perf_counter() - started)
+    finally:
+        conn.close()
+
+
+# -- the benchmark ------------------------------------------------------------------------------
+async def run(backend: Backend, cfg: Config) -> list[Row]:
+    per_session = cfg.n(25, 400)
+    ours: list[float] = []
+    base: list[float] = []
+    async with backend.database() as url:
+        store = await open_store(Settings(database_url=url))
+        try:
+            for rep in range(cfg.reps):
+                mine = await seed_sessions(store, SESSIONS, entries=per_session)
+                theirs = await seed_sessions(store, SESSIONS, entries=per_session)
+
+                async def measure_ours(work: list[str] = mine) -> None:
+                    ours.append(await _drive(work, per_session, lambda s: q3_store(store, s)))
+
+                async def measure_base(work: list[str] = theirs) -> None:
+                    if backend.name == "sqlite":
+                        base.append(
+                            raw_sqlite(Path(url.removeprefix("sqlite:///")), work, per_session)
+                        )
+                    else:
+                        base.append(await raw_asyncpg(url, work, per_session))
+
+                order = (
+                    (measure_ours, measure_base) if rep % 2 == 0 else (measure_base, measure_ours)
+                )
+                for step in order:
+                    await step()
+            if cfg.profile:
+                await _profile(store, backend, cfg, per_session)
+        finally:
+            await store.close()
+    driver = "raw sqlite3 (synchronous)" if backend.name == "sqlite" else "raw asyncpg"
+    return [
+        Row(
+            "P1",
+            f"automatic reservations/s, {SESSIONS} sessions in parallel (vs {driver})",
+            "/s",
+            median(ours),
+            median(base),
+            "ratio>=",
+            0.7,
+        )
+    ]
+
+
+async def _profile(store: SqlStore, backend: Backend, cfg: Config, per_session: int) -> None:
+    from pyinstrument import Profiler
+
+    work = await seed_sessions(store, SESSIONS, entries=per_session)
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    profiler.start()
+    await _drive(work, per_session, lambda s: q3_store(store, s))
+    profiler.stop()
+    target = cfg.out / "profiles" / f"P1-{backend.name}.txt"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(profiler.output_text(unicode=False, color=False))

@@ -1,0 +1,106 @@
+"""P6: how the Q3 reservation's cost grows: 10 vs 10,000 entries in the queue, and 10 vs
+100,000 sessions in the database (smaller in smoke mode). Ratio = large / small; target ≤ 1.3×.
+
+One reservation at a time (no contention), each timed alone: the Q3 transaction of P1 through
+the store. Between two timed reservations, untimed upkeep keeps the case constant: the turn just
+started is marked COMPLETED and one entry is appended at the tail.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import update
+
+from bench.common import Backend, Config, Row, median, seed_entries, seed_sessions
+from bench.p1_reservation import q3_store
+from turnqueue.domain import MessageSource
+from turnqueue.settings import Settings
+from turnqueue.store.sql import SqlStore, open_store
+from turnqueue.store.tables import turns
+
+SMALL = 10
+
+
+async def _per_op_seconds(store: SqlStore, session_id: str, ops: int) -> float:
+    """Median seconds of one reservation on ``session_id`` over ``ops`` reservations."""
+    times: list[float] = []
+    for _ in range(ops):
+        started = time.perf_counter()
+        if not await q3_store(store, session_id):
+            raise RuntimeError("nothing to reserve")
+        times.append(time.perf_counter() - started)
+        async with store.transaction() as tx:  # untimed upkeep
+            await tx.add_entry(session_id, content="refill", source=MessageSource.USER)
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                update(turns).where(turns.c.session_id == session_id).values(status="COMPLETED")
+            )
+    return median(times)
+
+
+async def run(backend: Backend, cfg: Config) -> list[Row]:
+    ops = cfg.n(20, 300)
+    many_entries = cfg.n(1_000, 10_000)
+    many_sessions = cfg.n(2_000, 100_000)
+    rows: list[Row] = []
+
+    # Entries: two sessions in one database, measured alternately.
+    small_e: list[float] = []
+    large_e: list[float] = []
+    async with backend.database() as url:
+        store = await open_store(Settings(database_url=url))
+        try:
+            small, large = await seed_sessions(store, 2)
+            await seed_entries(store, small, SMALL)
+            await seed_entries(store, large, many_entries)
+            await _per_op_seconds(store, small, 5)  # warm-up (statement caches)
+            for _ in range(cfg.reps):
+                small_e.append(await _per_op_seconds(store, small, ops))
+                large_e.append(await _per_op_seconds(store, large, ops))
+        finally:
+            await store.close()
+    rows.append(
+        Row(
+            "P6",
+            f"one reservation, {many_entries:,} vs {SMALL} entries in the queue",
+            "µs",
+            median(large_e) * 1e6,
+            median(small_e) * 1e6,
+            "ratio<=",
+            1.3,
+        )
+    )
+
+    # Sessions: two databases, 10 sessions and many sessions (each with one queued entry).
+    small_s: list[float] = []
+    large_s: list[float] = []
+    async with backend.database() as small_url, backend.database() as large_url:
+        small_store = await open_store(Settings(database_url=small_url))
+        large_store = await open_store(Settings(database_url=large_url))
+        try:
+            targets = []
+            for store, count in ((small_store, SMALL), (large_store, many_sessions)):
+                ids = await seed_sessions(store, count - 1, entries=1)
+                (target,) = await seed_sessions(store, 1, entries=SMALL)
+                del ids
+                await _per_op_seconds(store, target, 5)
+                targets.append(target)
+            for _ in range(cfg.reps):
+                small_s.append(await _per_op_seconds(small_store, targets[0], ops))
+                large_s.append(await _per_op_seconds(large_store, targets[1], ops))
+        finally:
+            await small_store.close()
+            await large_store.close()
+    rows.append(
+        Row(
+            "P6",
+            f"one reservation, {many_sessions:,} vs {SMALL} sessions in the database",
+            "µs",
+            median(large_s) * 1e6,
+            median(small_s) * 1e6,
+            "ratio<=",
+            1.3,
+        )
+    )
+    return rows

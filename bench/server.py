@@ -1,0 +1,181 @@
+"""The benchmark server: turnqueue's real app (``create_app``) plus the baselines and bench tools.
+
+``python -m bench.server --db URL`` listens on a free loopback port, prints ``PORT <n>`` and
+serves until SIGTERM. Extra routes, all under ``/bench``:
+
+* ``POST /bench/setup`` ``{"sessions": n, "entries": k}`` — n sessions of the local user, auto-run
+  OFF, k queued entries each; answers their ids and entry ids.
+* ``POST /bench/plain/set-auto-run`` — P4's baseline: the same engine call and queue read as the
+  ``setAutoRun`` mutation, answered as plain JSON by a Starlette endpoint.
+* ``WS /bench/ws`` and ``POST /bench/broadcast`` — P3/P5's baseline: bare Starlette WebSockets;
+  the broadcast sends the posted payload as a graphql-transport-ws ``next`` frame to every one.
+* ``POST /bench/profile/start`` / ``/bench/profile/stop`` ``{"path": …}`` — pyinstrument.
+* ``POST /bench/gc`` — collect garbage, answer this process's RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import resource
+import signal
+from pathlib import Path
+from typing import Any
+
+import psutil
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from turnqueue.app import create_app
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.settings import Settings
+from turnqueue.transport import LOCAL_PRINCIPAL
+
+
+def _queue_json(status: Any) -> dict[str, Any]:
+    return {
+        "revision": status.revision,
+        "autoRun": status.auto_run,
+        "pauseReason": status.pause_reason.value if status.pause_reason else None,
+        "heldBy": [h.value for h in status.held_by],
+        "count": len(status.entries),
+    }
+
+
+def bench_routes(app: Starlette) -> list[Any]:
+    sockets: set[WebSocket] = set()
+    profiler: dict[str, Any] = {}
+
+    def engine() -> Engine:
+        found: Engine = app.state.engine
+        return found
+
+    async def setup(request: Request) -> JSONResponse:
+        body = await request.json()
+        created: list[dict[str, Any]] = []
+        for i in range(int(body["sessions"])):
+            _, session = await engine().create_task(LOCAL_PRINCIPAL, f"bench {i}", None)
+            await engine().set_auto_run(LOCAL_PRINCIPAL, session.id, False, None)
+            entries = []
+            for k in range(int(body.get("entries", 0))):
+                entry, _ = await engine().enqueue(LOCAL_PRINCIPAL, session.id, f"entry {k}", None)
+                entries.append(entry.id)
+            created.append({"id": session.id, "entries": entries})
+        return JSONResponse({"sessions": created})
+
+    async def plain_set_auto_run(request: Request) -> JSONResponse:
+        body = await request.json()
+        sid = body["sessionId"]
+        turn = await engine().set_auto_run(LOCAL_PRINCIPAL, sid, bool(body["autoRun"]), None)
+        status = await engine().queue_status(sid)
+        return JSONResponse({"dispatched": turn is not None, "queue": _queue_json(status)})
+
+    async def bare_ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        sockets.add(websocket)
+        try:
+            while True:
+                await websocket.receive_text()
+        except WebSocketDisconnect:
+            pass
+        finally:
+            sockets.discard(websocket)
+
+    async def broadcast(request: Request) -> JSONResponse:
+        payload = (await request.body()).decode()
+        frame = '{"id":"1","type":"next","payload":' + payload + "}"
+        sent = 0
+        for websocket in list(sockets):
+            try:
+                await websocket.send_text(frame)
+                sent += 1
+            except Exception:
+                sockets.discard(websocket)
+        return JSONResponse({"sent": sent})
+
+    async def profile_start(_request: Request) -> JSONResponse:
+        from pyinstrument import Profiler
+
+        profiler["p"] = Profiler(interval=0.0005, async_mode="disabled")
+        profiler["p"].start()
+        return JSONResponse({"ok": True})
+
+    async def profile_stop(request: Request) -> JSONResponse:
+        body = await request.json()
+        p = profiler.pop("p")
+        p.stop()
+        Path(body["path"]).write_text(p.output_text(unicode=False, color=False))
+        return JSONResponse({"ok": True})
+
+    async def collect(_request: Request) -> JSONResponse:
+        gc.collect()
+        await asyncio.sleep(0.2)
+        gc.collect()
+        rss = psutil.Process().memory_info().rss
+        return JSONResponse({"rss": rss, "sockets": len(sockets)})
+
+    return [
+        Route("/bench/setup", setup, methods=["POST"]),
+        Route("/bench/plain/set-auto-run", plain_set_auto_run, methods=["POST"]),
+        WebSocketRoute("/bench/ws", bare_ws),
+        Route("/bench/broadcast", broadcast, methods=["POST"]),
+        Route("/bench/profile/start", profile_start, methods=["POST"]),
+        Route("/bench/profile/stop", profile_stop, methods=["POST"]),
+        Route("/bench/gc", collect, methods=["POST"]),
+    ]
+
+
+def build(database_url: str) -> Starlette:
+    settings = Settings(database_url=database_url, queue_max=0, log_level="WARNING")
+    app = create_app(settings)
+    for route in reversed(bench_routes(app)):
+        app.router.routes.insert(0, route)
+    return app
+
+
+async def serve(database_url: str) -> None:
+    config = uvicorn.Config(
+        build(database_url),
+        host="127.0.0.1",
+        port=0,
+        ws="auto",
+        lifespan="on",
+        log_level="warning",
+        ws_ping_interval=None,
+        ws_per_message_deflate=False,
+        backlog=4096,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(6000):  # 60 s
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()
+    if not server.started:
+        raise RuntimeError("the server did not start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    print(f"PORT {port}", flush=True)
+    asyncio.get_running_loop().add_signal_handler(
+        signal.SIGTERM, lambda: setattr(server, "should_exit", True)
+    )
+    await task
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", required=True)
+    args = parser.parse_args()
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    asyncio.run(serve(args.db))
+
+
+if __name__ == "__main__":
+    main()
