@@ -221,7 +221,7 @@ class PrometheusMetrics:
         try:
             async with asyncio.timeout(5):
                 async with sql.connect() as conn:
-                    rows: Iterable[tuple[bool, int]] = (await conn.execute(stmt)).tuples().all()
+                    rows = (await conn.execute(stmt)).all()
         except Exception as exc:
             log.warning("metrics: could not read the queue depth: %s", exc)
             self.ready.set(0)

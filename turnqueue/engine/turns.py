@@ -7,6 +7,7 @@ database lock row (``tx.lock``) is taken first in every transaction that reserve
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -57,7 +58,9 @@ class Turns:
         """Run a committed turn. Call right after its commit, still under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus)
         self.core.runners[turn.session_id] = runner
-        runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
+        runner.task = self.core.spawn(
+            runner.run(self._on_end, self._on_process), name=f"turn:{turn.id}"
+        )
         self.core.metrics.turn_started()
         return runner
 
@@ -175,6 +178,14 @@ class Turns:
             self.launch(turn, view.session.agent)
             return turn
 
+    async def _on_process(self, runner: TurnRunner, pgid: int) -> None:
+        """Remember the agent's process group, so recovery can kill it after a crash (M6)."""
+        try:
+            async with self.core.store.transaction() as tx:
+                await tx.set_turn_agent(runner.turn.id, socket.gethostname(), pgid)
+        except Exception:
+            log.exception("could not record the process group of turn %s", runner.turn.id)
+
     # -- ending -------------------------------------------------------------------------------
     async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:
         sid = runner.session_id
@@ -221,6 +232,7 @@ class Turns:
                 runner.final_status = status
                 runner.finished.set()
                 self.core.metrics.turn_ended(status.value)
+                log.info("turn %s ended %s", runner.turn.id, status.value)  # ids from context
             if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
                 moving = await self.moves_on_complete(sid)
                 if moving:
