@@ -118,3 +118,35 @@ async def test_command_agent_that_cannot_start_fails_the_turn(make_engine) -> No
     await engine.send_message("alice", session.id, "work")
     turn = await ended_turn(engine, session.id, "work")
     assert turn.status is TurnStatus.FAILED and turn.error
+
+
+async def test_m6_recovery_kills_the_process_group_a_dead_server_left_behind(
+    make_engine,  # type: ignore[no-untyped-def]
+) -> None:
+    import os
+
+    dead = await make_engine(f"{sys.executable} -u {FAKE} hang")
+    _, session = await dead.create_task("alice", "demo", "command")
+    with dead.subscribe(session.id, [EventKind.OUTPUT]) as output:
+        await dead.send_message("alice", session.id, "work")
+        while "ready" not in ((await asyncio.wait_for(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
+            pass
+    turn = await dead.current_turn(session.id)
+    assert turn is not None
+    async with dead.store.read() as tx:
+        stored = await tx.get_turn(turn.id)
+    assert stored is not None and stored.agent_pgid is not None
+    pgid = stored.agent_pgid
+    # The server dies: its runtime is gone, the agent's process group lives on.
+    dead.core.closing = True
+    dead.core.runners.clear()
+    if dead.core.cluster is not None:
+        await dead.core.cluster.aclose()
+    os.killpg(pgid, 0)  # still alive
+    restarted = await make_engine(f"{sys.executable} -u {FAKE} hang")
+    recovered = await restarted.current_turn(session.id)
+    assert recovered is not None and recovered.status is TurnStatus.FAILED
+    with pytest.raises(ProcessLookupError):  # killed by recovery (SIGKILL is immediate)
+        for _ in range(100):
+            os.killpg(pgid, 0)
+            await asyncio.sleep(0.02)  # bounded: the kernel reaps the group promptly

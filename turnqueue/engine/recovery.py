@@ -3,7 +3,8 @@
 It runs at start-up, and on PostgreSQL whenever another instance's lease expires. *Orphans* are
 work owned by no live instance (on SQLite, by no instance but this one):
 
-- every orphaned RUNNING turn ends FAILED (error ``interrupted``) and its session waits for input;
+- every orphaned RUNNING turn has its agent's process group killed (when it ran on this host) and
+  ends FAILED (error ``interrupted``); its session waits for input;
 - a session left RUNNING or STARTING with no running turn waits for input too;
 - orphaned in-flight entries return to the head of their queues with their ids (Q10);
 - the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
@@ -17,9 +18,12 @@ instances adopting the same orphans cannot deadlock; every step is idempotent.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
 
 from turnqueue.bus import EventKind
-from turnqueue.domain import SessionState, TurnStatus
+from turnqueue.domain import SessionState, Turn, TurnStatus
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -37,6 +41,7 @@ async def recover(core: Core, turns: Turns) -> set[str]:
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
+        _kill_agent_group(turn)
     recovered = sorted(set(by_session) | set(orphan_entries) | stuck)
     if not recovered:
         return set()
@@ -52,6 +57,20 @@ async def recover(core: Core, turns: Turns) -> set[str]:
         async with core.session_lock(session_id):
             await turns.auto_drain(session_id)
     return set(recovered)
+
+
+def _kill_agent_group(turn: Turn) -> None:
+    """A dead server's agent process group lives on (it had a session of its own): kill it.
+
+    Hazard: only on the host that ran it, and only soon after the death, since a process group
+    id can be reused once the group is gone; recovery runs at start-up or within one lease."""
+    if turn.agent_pgid is None or turn.agent_host != socket.gethostname():
+        return
+    try:
+        os.killpg(turn.agent_pgid, signal.SIGKILL)
+        log.warning("killed the agent process group %d of turn %s", turn.agent_pgid, turn.id)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 async def _recover_session(

@@ -53,14 +53,23 @@ class TurnRunner:
     def snapshot(self) -> OutputChunk:
         return OutputChunk(self.session_id, self.turn.id, 0, self.output, False, TurnStatus.RUNNING)
 
-    async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
-        """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
+    async def run(
+        self,
+        on_end: Callable[[TurnRunner, Ending], Awaitable[None]],
+        on_process: Callable[[TurnRunner, int], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run the agent to its end, then hand the end to ``on_end`` (always, C5).
+
+        ``on_process`` learns the process group of an agent that runs as a process (M6)."""
         bind(session_id=self.session_id, turn_id=self.turn.id)  # this task's logs carry them
         result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(
                 self.turn.prompt, session_id=self.session_id, turn_id=self.turn.id
             )
+            pgid = getattr(self._run, "pid", None)
+            if on_process is not None and isinstance(pgid, int):
+                await on_process(self, pgid)
             # A signal that arrived while the agent was starting is delivered now.
             for sig in self._signals:
                 await self._run.signal(sig)

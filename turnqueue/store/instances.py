@@ -97,6 +97,11 @@ class InstanceStatements:
             found.setdefault(session_id, []).append(entry_id)
         return found
 
+    async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
+        await self._conn.execute(
+            update(turns).where(turns.c.id == turn_id).values(agent_host=host, agent_pgid=pgid)
+        )
+
     async def stuck_sessions(self) -> list[str]:
         """Sessions left RUNNING or STARTING with no RUNNING turn (a crash between the two)."""
         running = select(turns.c.id).where(

@@ -95,6 +95,9 @@ class Tx(Protocol):
     async def stuck_sessions(self) -> list[str]:
         """Sessions RUNNING or STARTING without a RUNNING turn."""
 
+    async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
+        """Record where the turn's agent process group runs (M6 kills it after a crash)."""
+
     # -- epochs (R2) ------------------------------------------------------------------------
     async def next_epoch(self) -> int:
         """A new value of the durable epoch sequence: larger than every earlier one."""

@@ -76,6 +76,8 @@ def turn_from(row: Row[Any]) -> Turn:
         started_at=m["started_at"],
         ended_at=m["ended_at"],
         owner=m["owner"],
+        agent_host=m["agent_host"],
+        agent_pgid=m["agent_pgid"],
     )
 
 

@@ -108,6 +108,9 @@ turns = Table(
     Column("ended_at", UtcDateTime, nullable=True),
     # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
     Column("owner", BigInteger, nullable=True),
+    # The agent's process group and host, so recovery can kill what a dead server left (M6).
+    Column("agent_host", String(255), nullable=True),
+    Column("agent_pgid", Integer, nullable=True),
     Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
     # Recovery (M6) scans RUNNING turns; queries must use the literal 'RUNNING' to hit it.
     Index(
