@@ -1,0 +1,33 @@
+"""The benchmarks run (issue 6): ``python -m bench --smoke`` exits 0 and writes a table with a
+row for each of P1–P6 for every backend. No assertion on any time or ratio."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IDS = ("P1", "P2", "P3", "P4", "P5", "P6")
+
+
+@pytest.mark.timeout(300)
+def test_bench_smoke_writes_a_row_for_each_benchmark(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    tables = sorted(out.glob("*-smoke.md"))
+    assert tables, f"no table written in {out}: {done.stdout[-2000:]}"
+    for table in tables:
+        rows = [line for line in table.read_text().splitlines() if line.startswith("| P")]
+        assert {row.split("|")[1].strip() for row in rows} == set(IDS), table.read_text()
+    assert "| P1 |" in done.stdout
