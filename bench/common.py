@@ -26,6 +26,7 @@ from turnqueue.store.tables import queue_entries, queue_session_locks, sessions,
 
 PG_ENV = "TURNQUEUE_TEST_DATABASE_URL"
 LOOPBACK = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
 #: Upper bound of any single wait in the benchmarks (a hung server must not hang the run).
 WAIT = 60.0
 
@@ -120,7 +121,8 @@ class Backend:
                 yield url
             finally:
                 for suffix in ("", "-wal", "-shm"):
-                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{path}{suffix}")
             return
         assert self.admin_url is not None
         name = f"tqbench_{tag}"
@@ -308,7 +310,7 @@ class ServerProcess:
             "--db",
             self.database_url,
             stdout=asyncio.subprocess.PIPE,
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=ROOT,
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + WAIT

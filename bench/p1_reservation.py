@@ -194,7 +194,7 @@ def raw_sqlite(path: Path, work: list[str], per_session: int) -> float:
 
 # -- the benchmark ------------------------------------------------------------------------------
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    per_session = cfg.n(25, 400)
+    per_session = cfg.n(25, 200)
     ours: list[float] = []
     base: list[float] = []
     async with backend.database() as url:

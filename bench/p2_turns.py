@@ -117,7 +117,7 @@ async def _procrastinate_rate(url: str, jobs_per_producer: int) -> float:
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    per_session = cfg.n(3, 20)
+    per_session = cfg.n(2, 10)
     ours: list[float] = []
     base: list[float] = []
     async with backend.database() as url:
@@ -137,7 +137,8 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
     return [
         Row(
             "P2",
-            f"turns/s end to end, zero-time agent, {SESSIONS} sessions (vs procrastinate no-op jobs)",
+            f"turns/s end to end, zero-time agent, {SESSIONS} sessions "
+            "(vs procrastinate no-op jobs)",
             "/s",
             median(ours),
             median(base) if base else None,

@@ -136,7 +136,7 @@ async def _events(
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
     n = cfg.n(100, 1000)
-    events = cfg.n(3, 10)
+    events = cfg.n(2, 5)
     results: dict[str, list[dict[str, float]]] = {"tq": [], "bare": []}
     async with backend.database() as url, ServerProcess(url) as server:
         setup = await server.call(

@@ -44,7 +44,7 @@ async def _rate(port: int, path: str, sessions: list[str], requests: int, graphq
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    requests = cfg.n(30, 500)
+    requests = cfg.n(15, 400)
     ours: list[float] = []
     base: list[float] = []
     async with backend.database() as url, ServerProcess(url) as server:
@@ -59,7 +59,8 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
     return [
         Row(
             "P4",
-            f"setAutoRun requests/s over HTTP, {CLIENTS} clients (vs plain Starlette JSON endpoint)",
+            f"setAutoRun requests/s over HTTP, {CLIENTS} clients "
+            "(vs plain Starlette JSON endpoint)",
             "/s",
             median(ours),
             median(base),

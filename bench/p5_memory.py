@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection
 from bench.common import Backend, Config, Row, ServerProcess, median
 from bench.p3_fanout import _open_bare, _open_tq, close_all, open_many
 
-WARM_UP = 50
+WARM_UP = 20
 SESSIONS = 10
 
 

@@ -40,7 +40,7 @@ async def _per_op_seconds(store: SqlStore, session_id: str, ops: int) -> float:
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    ops = cfg.n(20, 300)
+    ops = cfg.n(20, 150)
     many_entries = cfg.n(1_000, 10_000)
     many_sessions = cfg.n(2_000, 100_000)
     rows: list[Row] = []

@@ -109,7 +109,8 @@ def bench_routes(app: Starlette) -> list[Any]:
         body = await request.json()
         p = profiler.pop("p")
         p.stop()
-        Path(body["path"]).write_text(p.output_text(unicode=False, color=False))
+        text = p.output_text(unicode=False, color=False)
+        await asyncio.to_thread(Path(body["path"]).write_text, text)
         return JSONResponse({"ok": True})
 
     async def collect(_request: Request) -> JSONResponse:
