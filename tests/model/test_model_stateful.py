@@ -1,0 +1,651 @@
+"""Model-based test: the real engine and the reference model (``queue_model``) run the same random
+operations and must agree after every step, on SQLite and PostgreSQL (M3).
+
+Operations: enqueue, sendMessage, edit, remove, clear, reorder, setAutoRun on/off, sendNow
+(ENTRY and ALL), drain, cancel, the agent completing / failing / asking a clarification,
+answerClarification, moving the task (a ``new_session_on_enter`` step transfers the queue, W3;
+the last step completes the session), and a restart (a crash recovered by M6, or a graceful
+close) with a new agent on the same database. Mutations randomly carry a current or a stale
+``expectedRevision`` (Q13) and target visible, vanished or unknown entries.
+
+After every step the engine's observable state must equal the model's — every session's queue
+entries (ids, contents, order), autoRun, pauseReason, heldBy, state, clarification, its turns
+(prompts and statuses, oldest first) and which turn runs — and these invariants must hold:
+
+- Q10: every content the test created (and did not remove) is exactly once in the queues and the
+  turns' prompts; nothing appears that the test never created;
+- Q13/R1/R2: queue and session revisions never go back, and the queue revision moves whenever the
+  queue status changed; cancellation revisions never go back (a process that knows nothing of a
+  session answers 0, C7, and never outranks a real transition);
+- C1/C5: ``cancellationPending`` is false whenever no cancellation is under way.
+
+Each example gets a fresh database (a copy of a migrated SQLite file; a PostgreSQL database
+cloned from the migrated template). ``TURNQUEUE_MODEL_EXAMPLES`` raises the number of examples.
+The engine runs on one ``asyncio.Runner`` per example, created and closed by the machine itself,
+so the test is a plain (sync) test and pytest-asyncio's loop is not involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from queue_model import Admitted, ModelSession, ModelStep, ModelTurn, Refused, TaskModel
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+from engine_helpers import PRINCIPAL, ManualAgent, settle
+
+from turnqueue.bus import EventBus
+from turnqueue.domain import CancelOutcome, SendNowScope
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.settings import Settings
+from turnqueue.store.migrate import migrate
+from turnqueue.store.sql import SqlStore, open_store
+
+T = TypeVar("T")
+
+EXAMPLES = int(os.environ.get("TURNQUEUE_MODEL_EXAMPLES", "30"))
+STEPS = int(os.environ.get("TURNQUEUE_MODEL_STEPS", "25"))
+QUEUE_MAX = 4
+
+WORKFLOW = """
+[[steps]]
+name = "WORK"
+
+[[steps]]
+name = "HANDOFF"
+new_session_on_enter = true
+
+[[steps]]
+name = "FINISH"
+"""
+STEPS_OF_MODEL = [ModelStep("WORK"), ModelStep("HANDOFF", True), ModelStep("FINISH")]
+
+#: what every run of this module did, printed at the end (figures for the README)
+TALLY: Counter[str] = Counter()
+
+
+# -- fresh databases, one per example ----------------------------------------------------------
+class Databases:
+    """Hands out a fresh migrated database per example and drops it afterwards."""
+
+    def __init__(self, kind: str, tmp: Path, pg: tuple[str, str] | None) -> None:
+        self.kind = kind
+        self.tmp = tmp
+        self.pg = pg
+        self.template_file = tmp / "template.db"
+
+    def prepare(self) -> None:
+        if self.kind == "sqlite":
+            asyncio.run(migrate(f"sqlite:///{self.template_file}"))
+
+    async def create(self) -> str:
+        if self.kind == "sqlite":
+            path = self.tmp / f"m_{uuid.uuid4().hex[:12]}.db"
+            shutil.copyfile(self.template_file, path)
+            return f"sqlite:///{path}"
+        assert self.pg is not None
+        base, template = self.pg
+        name = f"tq_model_{uuid.uuid4().hex[:12]}"
+        await _admin(base, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        return _pg_url(base, name)
+
+    async def drop(self, url: str) -> None:
+        if self.kind == "sqlite":
+            _unlink_sqlite(url)
+            return
+        assert self.pg is not None
+        name = make_url(url).database
+        await _admin(self.pg[0], f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _unlink_sqlite(url: str) -> None:
+    path = url.removeprefix("sqlite:///")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _pg_url(base: str, database: str) -> str:
+    url = make_url(base).set(drivername="postgresql", database=database)
+    return url.render_as_string(hide_password=False)
+
+
+async def _admin(base: str, statement: str) -> None:
+    conn = await asyncpg.connect(_pg_url(base, make_url(base).database or "postgres"))
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Databases:
+    pg = request.getfixturevalue("pg_template") if request.param == "postgresql" else None
+    dbs = Databases(request.param, tmp_path, pg)
+    dbs.prepare()
+    return dbs
+
+
+# -- the machine -------------------------------------------------------------------------------
+CONTENT_KINDS = st.sampled_from(["plain", "plain", "plain", "stubborn"])
+REVISIONS = st.sampled_from([None, None, None, "current", "stale"])
+TARGETS = st.sampled_from(["visible", "visible", "visible", "gone", "unknown"])
+
+
+def _running(machine: EngineMachine) -> bool:
+    return machine.model.current.running is not None
+
+
+class EngineMachine(RuleBasedStateMachine):
+    """One task on a fresh database; operations go to its current session."""
+
+    dbs: Databases  # set by the test before the run
+    tmp: Path
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.Runner()
+        self.counter = 0
+        self.ledger: Counter[str] = Counter()  # contents created and not removed
+        self.seen_ids: list[str] = []
+        self.queue_revisions: dict[str, int] = {}
+        self.session_revisions: dict[str, int] = {}
+        self.cancel_revisions: dict[str, int] = {}
+        self.fresh_process: set[str] = set()  # sessions this process has said nothing about
+        self.statuses: dict[str, tuple[object, ...]] = {}
+        self.visible: dict[str, str] = {}  # entry id -> content, as the engine last showed
+        self.engine: Engine | None = None
+        self.store: SqlStore | None = None
+        self.url = self.run(self.dbs.create())
+        workflow = self.tmp / "workflow.toml"
+        if not workflow.exists():
+            workflow.write_text(WORKFLOW)
+        self.settings = Settings(
+            database_url=self.url,
+            cancel_timeout=0.2,
+            escalation_timeout=2.0,
+            cancel_operation_timeout=10,
+            queue_max=QUEUE_MAX,
+            workflow_file=workflow,
+        )
+        self.run(self._open())
+        task, session = self.run(self.engine_.create_task(PRINCIPAL, "model", None))
+        self.task_id = task.id
+        self.model = TaskModel(session.id, STEPS_OF_MODEL, QUEUE_MAX)
+        TALLY["examples"] += 1
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def run(self, coro: Awaitable[T]) -> T:
+        async def wrapped() -> T:
+            return await asyncio.wait_for(coro, 60)
+
+        return self.loop.run(wrapped())
+
+    @property
+    def engine_(self) -> Engine:
+        assert self.engine is not None
+        return self.engine
+
+    @property
+    def agent(self) -> ManualAgent:
+        agent = self.engine_.core.agents["scripted"]
+        assert isinstance(agent, ManualAgent)
+        return agent
+
+    @property
+    def sid(self) -> str:
+        return self.model.current.id
+
+    async def _open(self) -> None:
+        self.store = await open_store(self.settings)
+        agents: Any = {"scripted": ManualAgent()}
+        self.engine = await Engine.open(self.settings, self.store, EventBus(256), agents=agents)
+
+    async def _close(self, crash: bool) -> None:
+        engine, store = self.engine_, self.store
+        assert store is not None
+        if crash:
+            # The process dies: its runtime forgets everything, the database keeps the RUNNING
+            # turn. On PostgreSQL its instance row goes too, as when its lease expires (M4).
+            engine.core.closing = True
+            engine.core.runners.clear()
+            if engine.core.cluster is not None:
+                await engine.core.cluster.aclose()
+            agent = self.agent
+            await self._open()  # recovery (M6) runs here
+            for run in agent.runs:  # let the dead process's leftovers end quietly
+                run.fail("process died")
+            await engine.aclose()
+            await store.close()
+        else:
+            await engine.aclose()
+            await store.close()
+            await self._open()
+        self.fresh_process = {s.id for s in self.model.sessions}
+
+    def teardown(self) -> None:
+        try:
+            if self.engine is not None:
+                self.run(self.engine.aclose())
+            if self.store is not None:
+                self.run(self.store.close())
+            self.run(self.dbs.drop(self.url))
+        finally:
+            self.loop.close()
+
+    def content(self, kind: str) -> str:
+        self.counter += 1
+        return f"/stubborn m{self.counter}" if kind == "stubborn" else f"m{self.counter}"
+
+    async def expected(self, choice: str | None) -> tuple[int | None, bool]:
+        """An ``expectedRevision`` (Q13) and whether it is stale."""
+        if choice is None:
+            return None, False
+        current = (await self.engine_.queue_status(self.sid)).revision
+        return (current, False) if choice == "current" else (current - 1, True)
+
+    def entry_id(self, target: str, index: int) -> str:
+        entries = self.model.current.entries
+        if target == "visible" and entries:
+            return entries[index % len(entries)].id
+        if target != "unknown" and self.seen_ids:
+            gone = [i for i in self.seen_ids if self.model.current.entry(i) is None]
+            if gone:
+                return gone[index % len(gone)]
+        return str(uuid.uuid4())
+
+    def apply(
+        self,
+        name: str,
+        call: Callable[[], Awaitable[T]],
+        model_op: Callable[[T | None], Any],
+    ) -> tuple[T | None, Any]:
+        """Run ``call`` on the engine and ``model_op`` on the model; they must agree on whether
+        the operation is refused, and with which code."""
+
+        async def attempt() -> tuple[T | None, ErrorCode | None]:
+            try:
+                result = await call()
+            except UserFacingError as error:
+                return None, error.code
+            await settle(self.engine_, self.sid)
+            return result, None
+
+        result, code = self.run(attempt())
+        try:
+            outcome = model_op(result)
+        except Refused as refused:
+            assert code is not None, (
+                f"{name}: model refuses with {set(refused.codes)}, engine did it"
+            )
+            assert code in refused.codes, f"{name}: engine says {code}, model {set(refused.codes)}"
+            TALLY[f"{name}:{code}"] += 1
+            TALLY["operations"] += 1
+            return None, None
+        assert code is None, f"{name}: engine refused with {code}, the model accepts"
+        TALLY[f"{name}:ok"] += 1
+        TALLY["operations"] += 1
+        return result, outcome
+
+    @staticmethod
+    def same_start(name: str, engine_prompt: str | None, model_turn: ModelTurn | None) -> None:
+        expected = model_turn.prompt if model_turn is not None else None
+        assert engine_prompt == expected, (
+            f"{name}: engine started {engine_prompt!r}, model {expected!r}"
+        )
+
+    # -- client operations (Q2–Q13) -------------------------------------------------------------
+    @rule(kind=CONTENT_KINDS, rev=REVISIONS)
+    def enqueue(self, kind: str, rev: str | None) -> None:
+        content = self.content(kind)
+        expected, stale = self.run(self.expected(rev))
+        result, started = self.apply(
+            "enqueue",
+            lambda: self.engine_.enqueue(PRINCIPAL, self.sid, content, expected),
+            lambda r: self.model.enqueue(r[0].id if r else "?", content, stale),
+        )
+        if result is not None:
+            self.ledger[content] += 1
+            self.seen_ids.append(result[0].id)
+            self.same_start("enqueue", result[1].prompt if result[1] else None, started)
+
+    @rule(kind=CONTENT_KINDS)
+    def send_message(self, kind: str) -> None:
+        content = self.content(kind)
+        result, admitted = self.apply(
+            "sendMessage",
+            lambda: self.engine_.send_message(PRINCIPAL, self.sid, content),
+            lambda r: self.model.send_message(r.entry.id if r and r.entry else "?", content),
+        )
+        if result is not None:
+            self.ledger[content] += 1
+            engine_admitted = Admitted.TURN if result.turn is not None else Admitted.QUEUED
+            assert engine_admitted is admitted, (
+                f"sendMessage: engine {engine_admitted}, model {admitted}"
+            )
+            if result.entry is not None:
+                self.seen_ids.append(result.entry.id)
+
+    @rule(which=TARGETS, index=st.integers(0, 9), rev=REVISIONS)
+    def edit(self, which: str, index: int, rev: str | None) -> None:
+        entry_id = self.entry_id(which, index)
+        self.counter += 1
+        content = f"m{self.counter}"
+        expected, stale = self.run(self.expected(rev))
+        old = self.visible.get(entry_id)
+        result, _ = self.apply(
+            "updateQueueEntry",
+            lambda: self.engine_.update_entry(PRINCIPAL, self.sid, entry_id, content, expected),
+            lambda _r: self.model.update_entry(entry_id, content, stale),
+        )
+        if result is not None:
+            assert old is not None, "an entry the engine did not show was edited"
+            self.ledger[old] -= 1
+            self.ledger[content] += 1
+
+    @rule(which=TARGETS, index=st.integers(0, 9), rev=REVISIONS)
+    def remove(self, which: str, index: int, rev: str | None) -> None:
+        entry_id = self.entry_id(which, index)
+        expected, stale = self.run(self.expected(rev))
+        old = self.visible.get(entry_id)
+        result, _ = self.apply(
+            "removeQueueEntry",
+            lambda: self.engine_.remove_entry(PRINCIPAL, self.sid, entry_id, expected),
+            lambda _r: self.model.remove_entry(entry_id, stale),
+        )
+        if result is not None:
+            assert old is not None, "an entry the engine did not show was removed"
+            self.ledger[old] -= 1
+
+    @rule(rev=REVISIONS)
+    def clear(self, rev: str | None) -> None:
+        expected, stale = self.run(self.expected(rev))
+        before = dict(self.visible)
+        result, _ = self.apply(
+            "clearQueue",
+            lambda: self.engine_.clear_queue(PRINCIPAL, self.sid, expected),
+            lambda _r: self.model.clear(stale),
+        )
+        if result is not None:
+            for content in before.values():
+                self.ledger[content] -= 1
+
+    @rule(data=st.data(), mangle=st.sampled_from(["none", "none", "none", "drop", "add"]))
+    def reorder(self, data: st.DataObject, mangle: str) -> None:
+        ids = [e.id for e in self.model.current.entries]
+        ordered = data.draw(st.permutations(ids)) if ids else []
+        if mangle == "drop" and ordered:
+            ordered = ordered[1:]
+        elif mangle == "add":
+            ordered = [*ordered, str(uuid.uuid4())]
+        rev = data.draw(REVISIONS)
+        expected, stale = self.run(self.expected(rev))
+        self.apply(
+            "reorderQueue",
+            lambda: self.engine_.reorder_queue(PRINCIPAL, self.sid, ordered, expected),
+            lambda _r: self.model.reorder(ordered, stale),
+        )
+
+    @rule(on=st.booleans(), rev=REVISIONS)
+    def set_auto_run(self, on: bool, rev: str | None) -> None:
+        expected, stale = self.run(self.expected(rev))
+        result, started = self.apply(
+            "setAutoRun",
+            lambda: self.engine_.set_auto_run(PRINCIPAL, self.sid, on, expected),
+            lambda _r: self.model.set_auto_run(on, stale),
+        )
+        if started is not None or result is not None:
+            self.same_start("setAutoRun", result.prompt if result else None, started)
+
+    @rule(which=TARGETS, index=st.integers(0, 9), rev=REVISIONS, whole=st.booleans())
+    def send_now(self, which: str, index: int, rev: str | None, whole: bool) -> None:
+        """Q5: ENTRY (or, for compatibility, ALL) in place of the active turn."""
+        entry_id = None if whole else self.entry_id(which, index)
+        scope = SendNowScope.ALL if whole else SendNowScope.ENTRY
+        expected, stale = self.run(self.expected(rev))
+        result, started = self.apply(
+            f"sendNow{scope.value}",
+            lambda: self.engine_.send_now(PRINCIPAL, self.sid, scope, entry_id, expected),
+            lambda _r: self.model.send_now(entry_id, stale),
+        )
+        if result is not None:
+            assert result.sent_count == len(started.prompt.split("\n\n"))
+            self.same_start("sendNow", result.turn.prompt if result.turn else None, started)
+
+    @rule(rev=REVISIONS)
+    def drain(self, rev: str | None) -> None:
+        expected, stale = self.run(self.expected(rev))
+        result, started = self.apply(
+            "drain",
+            lambda: self.engine_.drain(PRINCIPAL, self.sid, expected),
+            lambda _r: self.model.drain(stale),
+        )
+        self.same_start("drain", result.prompt if result else None, started)
+
+    @rule()
+    def cancel(self) -> None:
+        """Q7, C3–C5, C8, C9."""
+        result, was_running = self.apply(
+            "cancel",
+            lambda: self.engine_.cancel(PRINCIPAL, self.sid),
+            lambda _r: self.model.cancel(),
+        )
+        assert result is not None
+        if was_running:
+            assert result.outcome in (CancelOutcome.STOPPED, CancelOutcome.ESCALATED), result
+        else:
+            assert result.outcome is CancelOutcome.NOTHING_RUNNING, result
+        assert result.cancellation.pending is False  # C5: the answer comes once it has finished
+
+    @rule(wrong=st.booleans(), kind=CONTENT_KINDS)
+    def answer(self, wrong: bool, kind: str) -> None:
+        content = self.content(kind)
+        clarification = self.run(self.engine_.clarification(self.sid))
+        cid = str(uuid.uuid4()) if wrong or clarification is None else clarification.id
+        result, _ = self.apply(
+            "answerClarification",
+            lambda: self.engine_.answer_clarification(PRINCIPAL, self.sid, content, cid),
+            lambda _r: self.model.answer(content, wrong),
+        )
+        if result is not None:
+            self.ledger[content] += 1
+
+    # -- the agent ------------------------------------------------------------------------------
+    def _end_turn(self, name: str, end: Callable[[Any], None]) -> ModelTurn | None:
+        async def go() -> None:
+            runner = self.engine_.core.runners[self.sid]
+            run = await self.agent.run_for(runner.turn.id)
+            end(run)
+            await settle(self.engine_, self.sid)
+
+        self.run(go())
+        TALLY[f"{name}:ok"] += 1
+        TALLY["operations"] += 1
+        return None
+
+    @precondition(_running)
+    @rule()
+    def complete(self) -> None:
+        self._end_turn("agent.complete", lambda run: run.complete())
+        self.model.complete()
+
+    @precondition(_running)
+    @rule()
+    def fail(self) -> None:
+        self._end_turn("agent.fail", lambda run: run.fail())
+        self.model.fail()
+
+    @precondition(_running)
+    @rule()
+    def ask(self) -> None:
+        self.counter += 1
+        question = f"q{self.counter}?"
+        self._end_turn("agent.ask", lambda run: run.complete(clarification=question))
+        self.model.complete(question)
+
+    # -- workflow (W1, W3) and the process (M6) ------------------------------------------------
+    @rule(step=st.sampled_from(["WORK", "HANDOFF", "HANDOFF", "FINISH"]))
+    def move(self, step: str) -> None:
+        async def go() -> Any:
+            result = await self.engine_.move_task(PRINCIPAL, self.task_id, step)
+            await settle(self.engine_, result[1].id)
+            return result
+
+        result, _ = self.apply(
+            f"moveTask:{step}",
+            go,
+            lambda r: self.model.move(step, r[1].id if r else None),
+        )
+        assert result is not None
+        task, session = result
+        assert task.workflow_step == step and session.id == self.sid
+
+    @rule(crash=st.booleans())
+    def restart(self, crash: bool) -> None:
+        async def go() -> None:
+            await self._close(crash)
+            await settle(self.engine_, self.sid)
+
+        self.run(go())
+        self.model.restart(crash)
+        TALLY["restart:crash" if crash else "restart:graceful"] += 1
+        TALLY["operations"] += 1
+
+    # -- agreement and invariants --------------------------------------------------------------
+    @invariant()
+    def engine_agrees_with_model(self) -> None:
+        self.run(self._check())
+        TALLY["checks"] += 1
+
+    async def _check(self) -> None:
+        engine = self.engine_
+        task = await engine.task(PRINCIPAL, self.task_id)
+        assert task is not None and task.current_session_id == self.sid
+        assert task.workflow_step == self.model.step
+        everything: Counter[str] = Counter()
+        self.visible = {}
+        for ms in self.model.sessions:
+            parts = await self._check_session(engine, ms)
+            everything.update(parts)
+        expected_runners = {self.sid} if self.model.current.running is not None else set()
+        assert set(engine.core.runners) == expected_runners, "runners differ from the model"
+        # Q10: every created content exactly once in queue ∪ turns, nothing unknown.
+        ledger = +self.ledger
+        assert everything == ledger, (
+            f"lost/duplicated: {(ledger - everything) + (everything - ledger)}"
+        )
+        assert Counter(self.model.live_contents()) == ledger
+
+    async def _check_session(self, engine: Engine, ms: ModelSession) -> list[str]:
+        sid = ms.id
+        status = await engine.queue_status(sid)
+        session = await engine.session(PRINCIPAL, sid)
+        turns = await engine.turns_of(sid, 200)
+        clarification = await engine.clarification(sid)
+        cancellation = engine.cancellation(sid)
+        assert session is not None
+        where = f"session {sid[:8]}"
+        # Observable state equals the model's.
+        assert [(e.id, e.content) for e in status.entries] == [
+            (e.id, e.content) for e in ms.entries
+        ], f"{where}: queue differs"
+        assert (status.auto_run, status.pause_reason) == (ms.auto_run, ms.pause_reason), (
+            f"{where}: policy {(status.auto_run, status.pause_reason)} != model "
+            f"{(ms.auto_run, ms.pause_reason)}"
+        )
+        assert set(status.held_by) == ms.holds(), f"{where}: heldBy {status.held_by}"
+        assert session.state is ms.state, f"{where}: state {session.state} != {ms.state}"
+        assert (clarification.question if clarification else None) == ms.clarification
+        assert [(t.prompt, t.status) for t in turns] == [(t.prompt, t.status) for t in ms.turns], (
+            f"{where}: turns differ"
+        )
+        for turn, model_turn in zip(turns, ms.turns, strict=True):
+            if model_turn.error is not None:
+                assert turn.error == model_turn.error, f"{where}: turn error {turn.error!r}"
+        # C1/C5: nothing is being cancelled between operations.
+        assert cancellation.pending is False, f"{where}: cancellationPending stuck"
+        # Q13/R1/R2: revisions never go back; the queue's moves with every status change.
+        previous = self.queue_revisions.get(sid)
+        if previous is not None:
+            assert status.revision >= previous, f"{where}: queue revision went back"
+            if self.statuses.get(sid) != ms.queue_status():
+                assert status.revision > previous, f"{where}: queue changed, revision did not"
+        self.queue_revisions[sid] = status.revision
+        self.statuses[sid] = ms.queue_status()
+        assert session.revision >= self.session_revisions.get(sid, 0), "session revision back"
+        self.session_revisions[sid] = session.revision
+        self._check_cancellation_revision(sid, cancellation.revision)
+        self.visible.update({e.id: e.content for e in status.entries})
+        contents = [e.content for e in status.entries]
+        for turn in turns:
+            contents.extend(turn.prompt.split("\n\n"))
+        return contents
+
+    def _check_cancellation_revision(self, sid: str, revision: int) -> None:
+        """R2/C7: never back; 0 only from a process that has said nothing about the session."""
+        if revision == 0:
+            assert sid in self.fresh_process or sid not in self.cancel_revisions, (
+                f"cancellation revision of {sid[:8]} fell to 0 within one process"
+            )
+            return
+        self.fresh_process.discard(sid)
+        assert revision >= self.cancel_revisions.get(sid, 0), "cancellation revision went back"
+        self.cancel_revisions[sid] = revision
+
+
+def _settings() -> settings:
+    return settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+@pytest.fixture
+def machine(databases: Databases, tmp_path: Path) -> Iterator[type[EngineMachine]]:
+    class Machine(EngineMachine):
+        pass
+
+    Machine.dbs = databases
+    Machine.tmp = tmp_path
+    yield Machine
+
+
+@pytest.mark.timeout(900)
+def test_engine_agrees_with_the_reference_model_q1_q14_c1_c9_w3_m6(
+    machine: type[EngineMachine],
+) -> None:
+    """Q1–Q14, C1/C5/C8/C9, W1/W3, M6, R1/R2: random operation sequences, model vs engine."""
+    before = TALLY.copy()
+    try:
+        run_state_machine_as_test(machine, settings=_settings())
+    finally:
+        done = TALLY - before
+        print(
+            f"\nmodel: {done['examples']} examples, {done['operations']} operations, "
+            f"{done['checks']} checks, {done['restart:crash']} crashes, "
+            f"{done['restart:graceful']} graceful restarts"
+        )
+        print("  " + ", ".join(f"{k}={v}" for k, v in sorted(done.items()) if ":" in k))
