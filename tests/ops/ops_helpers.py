@@ -24,6 +24,7 @@ import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 
+from turnqueue.agents import Agent
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
 from turnqueue.engine.orchestrator import Engine
@@ -145,7 +146,7 @@ async def inproc_server(database_url: str, **overrides: Any) -> AsyncIterator[In
     }
     values.update(overrides)
     settings = Settings(**values)
-    agents = {
+    agents: dict[str, Agent] = {
         "scripted": ScriptedAgent(settings.scripted_turn_seconds),
         "slow": ScriptedAgent(30.0),
     }

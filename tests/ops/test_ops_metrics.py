@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import httpx
 import pytest
 from gql import Client as GqlClient

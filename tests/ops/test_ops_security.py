@@ -111,7 +111,7 @@ async def test_s3_a_fault_in_a_subscription_leaks_nothing_and_is_logged(
             raise RuntimeError(SECRET)
 
         monkeypatch.setattr(server.engine, "queue_status", broken)
-        frames = []
+        frames: list[dict[str, Any]] = []
         with caplog.at_level(logging.ERROR, logger="turnqueue"):
             async with connect(server.client.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
                 init = {"type": "connection_init", "payload": {"authorization": "Bearer tok-a"}}
