@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ops_helpers import Client, ProcServer, poll
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -327,6 +328,7 @@ async def _settled(
     return last[-1]
 
 
+@pytest.mark.timeout(SOAK_SECONDS + 150)
 async def test_r3_s3_u3_soak_subscribers_churn_without_leaks(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'soak.db'}"
     server = ProcServer(
