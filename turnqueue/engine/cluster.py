@@ -50,8 +50,9 @@ class Cluster:
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.handlers: dict[str, Handler] = {}
-        #: called with nothing when instances died: the engine adopts their orphans
-        self.on_orphans: Callable[[], Awaitable[None]] | None = None
+        #: called each heartbeat, with whether an instance vanished since the last one
+        self.on_orphans: Callable[[bool], Awaitable[None]] | None = None
+        self._last_live: set[int] = set()
         #: called when this instance learns it was declared dead
         self.on_expelled: Callable[[], Awaitable[None]] | None = None
         self._listener = Listener(url, self._on_message, self._on_resync)
@@ -221,8 +222,11 @@ class Cluster:
                         await self.on_expelled()
                     async with self.core.store.transaction() as tx:
                         await tx.register_instance(self.instance)
+                live = await self.live()
+                lost = bool(self._last_live - live)
+                self._last_live = live
                 if self.on_orphans is not None:
-                    await self.on_orphans()
+                    await self.on_orphans(lost)
             except Exception:
                 log.exception("heartbeat failed")
 

@@ -76,7 +76,7 @@ class Engine:
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
         if store.shared:
             await engine._join_cluster()
-        await recover(engine.core, engine.turns)
+        await recover(engine.core, engine.turns, sweep=True)
         return engine
 
     async def _join_cluster(self) -> None:
@@ -89,9 +89,11 @@ class Engine:
         self.core.cluster = cluster
         await cluster.start()
 
-    async def _adopt_orphans(self) -> None:
+    async def _adopt_orphans(self, lost: bool) -> None:
+        """Each heartbeat: recover what dead instances left; when one has just died, also
+        sweep for queues it left eligible without running (a crash after a turn's end)."""
         if not self.core.closing:
-            await recover(self.core, self.turns)
+            await recover(self.core, self.turns, sweep=lost)
 
     async def _expelled(self) -> None:
         """The others declared this instance dead and recovered its turns: let them go."""

@@ -30,7 +30,10 @@ from turnqueue.engine.turns import Turns
 log = logging.getLogger(__name__)
 
 
-async def recover(core: Core, turns: Turns) -> set[str]:
+async def recover(core: Core, turns: Turns, *, sweep: bool = False) -> set[str]:
+    """Recover the orphans; with ``sweep`` also drain every queue left eligible (a graceful
+    shutdown stops turns without draining, and a crash can fall between a turn's end and its
+    drain, Q4): ON means "run when eligible" (Q9) after a restart too."""
     live = {core.instance}
     if core.cluster is not None:
         live |= await core.cluster.live()
@@ -38,12 +41,14 @@ async def recover(core: Core, turns: Turns) -> set[str]:
         orphan_turns = await tx.orphaned_turns(live)
         orphan_entries = await tx.orphaned_entries(live)
         stuck = set(await tx.stuck_sessions())
+        eligible = set(await tx.eligible_sessions()) if sweep else set()
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
         _kill_agent_group(turn)
     recovered = sorted(set(by_session) | set(orphan_entries) | stuck)
     if not recovered:
+        await _drain(core, turns, sorted(eligible))
         return set()
     async with core.store.transaction() as tx:
         fresh_epoch = await tx.next_epoch()
@@ -53,10 +58,14 @@ async def recover(core: Core, turns: Turns) -> set[str]:
         )
         core.cancellations.adopt(session_id, fresh_epoch)
         log.warning("recovered session %s", session_id)
-    for session_id in recovered:
+    await _drain(core, turns, sorted(eligible | set(recovered)))
+    return set(recovered)
+
+
+async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
+    for session_id in session_ids:
         async with core.session_lock(session_id):
             await turns.auto_drain(session_id)
-    return set(recovered)
 
 
 def _kill_agent_group(turn: Turn) -> None:

@@ -205,6 +205,10 @@ class Turns:
             error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
             try:
                 async with self.core.store.transaction() as tx:
+                    # The lock row first, as in every transaction that changes a session:
+                    # one lock order everywhere, so recovery on another instance cannot
+                    # deadlock with this end (lock row, then turn, then session).
+                    await tx.lock(sid)
                     await tx.end_turn(
                         runner.turn.id,
                         status=status,

@@ -137,8 +137,8 @@ class Workflows:
             if step.new_session_on_enter:
                 return await self._transfer(task, step, source_id)
             async with self.core.store.transaction() as tx:
+                source = await tx.lock(source_id)  # the lock row first (one lock order)
                 moved = await tx.set_task_step(task.id, step.name, source_id)
-                source = await tx.lock(source_id)
                 if (
                     self.core.workflow.is_last(step.name)
                     and source.session.state is SessionState.WAITING_FOR_INPUT

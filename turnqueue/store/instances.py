@@ -12,13 +12,20 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, or_, select, true, update
+from sqlalchemy import ColumnElement, delete, false, func, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from turnqueue.domain import BUSY, Turn, utcnow
+from turnqueue.domain import BUSY, PROMPTABLE, Turn, utcnow
 from turnqueue.store.notify import CHANNEL
 from turnqueue.store.rows import RUNNING, turn_from
-from turnqueue.store.tables import instances, queue_entries, sessions, turns
+from turnqueue.store.tables import (
+    clarifications,
+    instances,
+    queue_entries,
+    queue_session_state,
+    sessions,
+    turns,
+)
 
 qe = queue_entries
 
@@ -96,6 +103,25 @@ class InstanceStatements:
         for session_id, entry_id in await self._conn.execute(stmt):
             found.setdefault(session_id, []).append(entry_id)
         return found
+
+    async def eligible_sessions(self) -> list[str]:
+        """Sessions whose queue could run now by the durable rules (promptable, no
+        clarification, auto-run not OFF, a visible entry): the start-up sweep drains them."""
+        has_entries = select(qe.c.id).where(
+            qe.c.session_id == sessions.c.id, qe.c.in_flight == false()
+        )
+        paused = select(queue_session_state.c.session_id).where(
+            queue_session_state.c.session_id == sessions.c.id,
+            queue_session_state.c.auto_run == false(),
+        )
+        asked = select(clarifications.c.id).where(clarifications.c.session_id == sessions.c.id)
+        stmt = select(sessions.c.id).where(
+            sessions.c.state.in_([s.value for s in PROMPTABLE]),
+            has_entries.exists(),
+            ~paused.exists(),
+            ~asked.exists(),
+        )
+        return sorted(str(sid) for sid in await self._conn.scalars(stmt))
 
     async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
         await self._conn.execute(

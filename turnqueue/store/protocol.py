@@ -95,6 +95,9 @@ class Tx(Protocol):
     async def stuck_sessions(self) -> list[str]:
         """Sessions RUNNING or STARTING without a RUNNING turn."""
 
+    async def eligible_sessions(self) -> list[str]:
+        """Sessions whose queue may run by the durable rules (the start-up sweep, Q9/M6)."""
+
     async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
         """Record where the turn's agent process group runs (M6 kills it after a crash)."""
 
