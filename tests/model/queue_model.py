@@ -25,8 +25,12 @@ What it models, rule by rule:
   source loses its policy row, reads ON again, and becomes COMPLETED; its running turn is stopped
   by an internal cancellation, so it ends CANCELLED); entering the last step completes a waiting
   session (a prompt reopens it); then one automatic drain on the task's current session;
-- M6/Q10 a restart: a crash leaves the running turn to recovery (FAILED ``interrupted``, then one
-  automatic drain); a graceful close stops it (FAILED) and nothing drains afterwards.
+- M6/Q10 a restart: a crash leaves the running turn to recovery (FAILED ``interrupted``); a
+  graceful close stops it (FAILED); then every queue left eligible drains once (start-up sweep).
+
+Where the SPEC is silent the model follows the engine and says so: cancel with nothing running
+withdraws a clarification but does not drain the queue it was holding (C9; see the xfail
+reproducer ``test_q9_c9_withdrawing_a_clarification_lets_an_auto_run_queue_run``).
 
 Where several refusals apply at once the SPEC does not fix which one is reported, so the model
 answers the set of acceptable codes.
@@ -315,20 +319,14 @@ class TaskModel:
         return self._auto_drain(self.current)
 
     # -- the server process -----------------------------------------------------------------------
-    def restart(self, crash: bool) -> ModelTurn | None:
-        """M6: a crash leaves the running turn to recovery; a graceful close stops it.
-
-        After a graceful close nothing drains: that is the engine's behaviour today, kept here
-        so the machine follows it; ``test_q9_m6_an_auto_run_queue_resumes_after_a_graceful_
-        restart`` (xfail, strict) records it as a bug against Q9."""
+    def restart(self, crash: bool) -> list[ModelTurn]:
+        """M6: a crash leaves the running turn to recovery (FAILED ``interrupted``); a graceful
+        close stops it (FAILED). Then the start-up sweep drains every queue left eligible
+        (Q9: ON means "run when eligible", after a restart too)."""
         s = self.current
-        if s.running is None:
-            return None  # nothing to recover: no drain
-        if crash:
-            self._end(s, TurnStatus.FAILED, error="interrupted")
-            return self._auto_drain(s)
-        self._end(s, TurnStatus.FAILED)
-        return None
+        if s.running is not None:
+            self._end(s, TurnStatus.FAILED, error="interrupted" if crash else None)
+        return [turn for session in self.sessions if (turn := self._auto_drain(session))]
 
     # -- what must hold whatever happened ---------------------------------------------------------
     def live_contents(self) -> list[str]:
