@@ -20,6 +20,9 @@ What it models, rule by rule:
   is told only whether the value given was stale);
 - clarifications (§1): the asking turn ends COMPLETED, nothing drains while one is pending,
   sendMessage/sendNow/drain answer CLARIFICATION_PENDING, answerClarification starts the answer;
+- W1/W2 a step with ``on_turn_complete = MOVE_TO_NEXT`` moves the task when a turn completes
+  (not when it asks, fails or is replaced), and on a user's cancel when it also sets
+  ``cancel_triggers_turn_complete``;
 - W1/W3 moving the task: entering a ``new_session_on_enter`` step transfers the queue to a new
   session (tail, in order, ids kept; destination auto-run = source AND ON, reason TRANSFER; the
   source loses its policy row, reads ON again, and becomes COMPLETED; its running turn is stopped
@@ -122,6 +125,8 @@ class ModelSession:
 class ModelStep:
     name: str
     new_session_on_enter: bool = False
+    move_on_complete: bool = False  # on_turn_complete = MOVE_TO_NEXT (W1)
+    cancel_completes: bool = False  # cancel_triggers_turn_complete (W2)
 
 
 class TaskModel:
@@ -268,8 +273,9 @@ class TaskModel:
             return None
         return self._start(s, s.entries.pop(0).content)  # targeted: does not read auto_run
 
-    def cancel(self) -> bool:
-        """A user's cancel; answers whether something was running (else NOTHING_RUNNING)."""
+    def cancel(self, new_session_id: str | None = None) -> bool:
+        """A user's cancel; answers whether something was running (else NOTHING_RUNNING).
+        ``new_session_id``: the session a W2 move's transfer created, if any."""
         s = self.current
         if s.running is None:
             s.clarification = None  # C9: withdraws a pending clarification, nothing else
@@ -277,6 +283,11 @@ class TaskModel:
         self._end(s, TurnStatus.CANCELLED)  # C8
         if s.entries:  # Q7: park the backlog
             s.auto_run, s.pause_reason = False, PauseReason.CANCEL
+        step = self._step()
+        following = self._following()
+        if step.cancel_completes and step.move_on_complete and following is not None:
+            self._enter(following, new_session_id)  # W2, then one drain (W1)
+            self._auto_drain(self.current)
         self._auto_drain(s)  # obeys the policy Q7 just set: never starts anything here
         return True
 
@@ -287,10 +298,17 @@ class TaskModel:
         return self._start(s, content)
 
     # -- the agent --------------------------------------------------------------------------------
-    def complete(self, question: str | None = None) -> ModelTurn | None:
+    def complete(
+        self, question: str | None = None, new_session_id: str | None = None
+    ) -> ModelTurn | None:
+        """The turn completes (asking ``question``). W1: a step that moves on completion moves
+        the task (no drain in the same breath), then one drain on its current session."""
         s = self.current
         self._end(s, TurnStatus.COMPLETED, question=question)
-        return self._auto_drain(s)  # Q4 (held by a new clarification)
+        following = self._following()
+        if question is None and self._step().move_on_complete and following is not None:
+            self._enter(following, new_session_id)
+        return self._auto_drain(self.current)  # Q4 (held by a new clarification)
 
     def fail(self) -> ModelTurn | None:
         s = self.current
@@ -298,9 +316,19 @@ class TaskModel:
         return self._auto_drain(s)
 
     # -- workflow ---------------------------------------------------------------------------------
+    def _step(self) -> ModelStep:
+        return next(s for s in self.steps if s.name == self.step)
+
+    def _following(self) -> ModelStep | None:
+        index = self.steps.index(self._step())
+        return self.steps[index + 1] if index + 1 < len(self.steps) else None
+
     def move(self, step_name: str, new_session_id: str | None) -> ModelTurn | None:
         """W1/W3: enter ``step_name``; ``new_session_id`` is the session a transfer created."""
-        step = next(s for s in self.steps if s.name == step_name)
+        self._enter(next(s for s in self.steps if s.name == step_name), new_session_id)
+        return self._auto_drain(self.current)
+
+    def _enter(self, step: ModelStep, new_session_id: str | None) -> None:
         self.step = step.name
         source = self.current
         if step.new_session_on_enter:
@@ -316,7 +344,6 @@ class TaskModel:
             self.sessions.append(destination)
         elif step.name == self.steps[-1].name and source.state is SessionState.WAITING_FOR_INPUT:
             source.state = SessionState.COMPLETED
-        return self._auto_drain(self.current)
 
     # -- the server process -----------------------------------------------------------------------
     def restart(self, crash: bool) -> list[ModelTurn]:

@@ -73,13 +73,23 @@ WORKFLOW = """
 name = "WORK"
 
 [[steps]]
+name = "PLAN"
+on_turn_complete = "MOVE_TO_NEXT"
+cancel_triggers_turn_complete = true
+
+[[steps]]
 name = "HANDOFF"
 new_session_on_enter = true
 
 [[steps]]
 name = "FINISH"
 """
-STEPS_OF_MODEL = [ModelStep("WORK"), ModelStep("HANDOFF", True), ModelStep("FINISH")]
+STEPS_OF_MODEL = [
+    ModelStep("WORK"),
+    ModelStep("PLAN", move_on_complete=True, cancel_completes=True),
+    ModelStep("HANDOFF", new_session_on_enter=True),
+    ModelStep("FINISH"),
+]
 
 #: what every run of this module did, printed at the end (figures for the README)
 TALLY: Counter[str] = Counter()
@@ -444,13 +454,23 @@ class EngineMachine(RuleBasedStateMachine):
 
     @rule()
     def cancel(self) -> None:
-        """Q7, C3–C5, C8, C9."""
-        result, was_running = self.apply(
-            "cancel",
-            lambda: self.engine_.cancel(PRINCIPAL, self.sid),
-            lambda _r: self.model.cancel(),
+        """Q7, C3–C5, C8, C9, W2."""
+
+        async def go() -> tuple[Any, str | None]:
+            result = await self.engine_.cancel(PRINCIPAL, self.sid)
+            task = await self.engine_.task(PRINCIPAL, self.task_id)
+            assert task is not None and task.current_session_id is not None
+            await settle(self.engine_, task.current_session_id)  # after a W2 transfer
+            return result, task.current_session_id
+
+        before = self.sid
+        both, was_running = self.apply(
+            "cancel", go, lambda r: self.model.cancel(r[1] if r else None)
         )
-        assert result is not None
+        assert both is not None
+        result = both[0]
+        if self.sid != before:
+            TALLY["W2:moved+transferred"] += 1
         if was_running:
             assert result.outcome in (CancelOutcome.STOPPED, CancelOutcome.ESCALATED), result
         else:
@@ -471,23 +491,32 @@ class EngineMachine(RuleBasedStateMachine):
             self.ledger[content] += 1
 
     # -- the agent ------------------------------------------------------------------------------
-    def _end_turn(self, name: str, end: Callable[[Any], None]) -> ModelTurn | None:
-        async def go() -> None:
+    def _end_turn(self, name: str, end: Callable[[Any], None]) -> str:
+        """End the running turn; answers the task's current session afterwards."""
+
+        async def go() -> str:
             runner = self.engine_.core.runners[self.sid]
             run = await self.agent.run_for(runner.turn.id)
             end(run)
-            await settle(self.engine_, self.sid)
+            # The runner's task also runs a W1 move (and its transfer) after the end.
+            assert runner.task is not None
+            await asyncio.wait_for(asyncio.shield(runner.task), 30)
+            task = await self.engine_.task(PRINCIPAL, self.task_id)
+            assert task is not None and task.current_session_id is not None
+            await settle(self.engine_, task.current_session_id)
+            return task.current_session_id
 
-        self.run(go())
-        TALLY[f"{name}:ok"] += 1
+        before = self.sid
+        current = self.run(go())
+        TALLY["W1:moved+transferred" if current != before else f"{name}:ok"] += 1
         TALLY["operations"] += 1
-        return None
+        return current
 
     @precondition(_running)
     @rule()
     def complete(self) -> None:
-        self._end_turn("agent.complete", lambda run: run.complete())
-        self.model.complete()
+        current = self._end_turn("agent.complete", lambda run: run.complete())
+        self.model.complete(None, current)
 
     @precondition(_running)
     @rule()
@@ -500,11 +529,11 @@ class EngineMachine(RuleBasedStateMachine):
     def ask(self) -> None:
         self.counter += 1
         question = f"q{self.counter}?"
-        self._end_turn("agent.ask", lambda run: run.complete(clarification=question))
-        self.model.complete(question)
+        current = self._end_turn("agent.ask", lambda run: run.complete(clarification=question))
+        self.model.complete(question, current)
 
     # -- workflow (W1, W3) and the process (M6) ------------------------------------------------
-    @rule(step=st.sampled_from(["WORK", "HANDOFF", "HANDOFF", "FINISH"]))
+    @rule(step=st.sampled_from(["WORK", "PLAN", "PLAN", "HANDOFF", "HANDOFF", "FINISH"]))
     def move(self, step: str) -> None:
         async def go() -> Any:
             result = await self.engine_.move_task(PRINCIPAL, self.task_id, step)
