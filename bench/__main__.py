@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import resource
 import sys
 import tempfile
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 from bench.common import Backend, Config, Row, backends
+from bench.prototypes import ENV, install
 from bench.report import write
 
 MODULES = {
@@ -44,11 +46,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="also profile P1 and P3 (pyinstrument)"
     )
+    parser.add_argument(
+        "--prototype",
+        default="",
+        help="measure with throwaway fixes applied (bench/prototypes.py): coalesce,multiplex",
+    )
     args = parser.parse_args(argv)
     ids = [i.strip().upper() for i in args.only.split(",") if i.strip()] or list(MODULES)
     unknown = [i for i in ids if i not in MODULES]
     if unknown:
         parser.error(f"unknown benchmark ids: {', '.join(unknown)}")
+    prototypes = [p.strip() for p in args.prototype.split(",") if p.strip()]
+    if prototypes:
+        os.environ[ENV] = ",".join(prototypes)  # inherited by the server subprocesses
+        install(prototypes)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="tqbench-") as workdir:
@@ -58,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             out=args.out,
             profile=args.profile,
             workdir=Path(workdir),
+            label="-prototype-" + "-".join(prototypes) if prototypes else "",
         )
         for backend in backends(cfg.workdir):
             started = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Sequence
 from datetime import date
@@ -38,25 +39,22 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def write(backend: str, rows: Sequence[Row], cfg: Config, elapsed: float) -> Path:
-    mode = (
-        "smoke (tiny counts, 1 repetition; times mean nothing)"
-        if cfg.smoke
-        else (f"full (medians of {cfg.reps} repetitions)")
-    )
+    if cfg.smoke:
+        mode = "smoke (tiny counts, 1 repetition; the times mean nothing)"
+    else:
+        mode = f"full (medians of {cfg.reps} repetitions)"
+    if cfg.label:
+        mode += f"; with the prototypes {cfg.label.removeprefix('-prototype-')} applied"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     text = (
         f"# turnqueue benchmarks — {backend}, {date.today().isoformat()}\n\n"
-        f"Mode: {mode}. Machine: {platform.machine()}, {_cpus()} CPUs, Python "
-        f"{platform.python_version()}. Took {elapsed:.0f} s.\n\n{table(rows)}\n"
+        f"Mode: {mode}. Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}; load average at the end {load}. "
+        f"Took {elapsed:.0f} s.\n\n{table(rows)}\n"
     )
     cfg.out.mkdir(parents=True, exist_ok=True)
-    suffix = "-smoke" if cfg.smoke else ""
+    suffix = ("-smoke" if cfg.smoke else "") + cfg.label
     path = cfg.out / f"{date.today().isoformat()}-{backend}{suffix}.md"
     path.write_text(text)
     print(text, flush=True)
     return path
-
-
-def _cpus() -> int:
-    import os
-
-    return os.cpu_count() or 0
