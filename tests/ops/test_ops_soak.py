@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from ops_helpers import Client, ProcServer, poll
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 SOAK_SECONDS = float(os.environ.get("TURNQUEUE_SOAK_SECONDS", "15"))
 PROTOCOL = "graphql-transport-ws"
@@ -58,10 +59,16 @@ class SoakFigures:
     fast_revisions: int = 0
     fast_max_lag_ms: float = 0
     slow_resynced: bool = False
+    #: the slow reader was instead dropped by the server's WebSocket keepalive (uvicorn pings
+    #: every 20 s and closes after 20 s without a pong, which a reader of nothing cannot send)
+    slow_dropped: bool = False
     errors: list[str] = field(default_factory=list)
 
 
 async def ws_open(base: str, **kwargs: Any) -> ClientConnection:
+    # No client keepalive: a loaded test process would time its own pings out (and the slow
+    # reader, which reads nothing, cannot read pongs); the server is what is under test.
+    kwargs.setdefault("ping_interval", None)
     ws = await connect(
         base.replace("http://", "ws://") + "/graphql",
         subprotocols=[PROTOCOL],  # type: ignore[list-item]
@@ -243,7 +250,7 @@ async def slow_and_fast(client: Client, base: str, figures: SoakFigures, steps: 
             )  # fmt: skip
             revision = payload["queue"]["revision"]
             while seen[-1] < revision:  # lockstep: a stalled fast reader times out here
-                frame = json.loads(await asyncio.wait_for(fast.recv(), 10))
+                frame = json.loads(await asyncio.wait_for(fast.recv(), 20))
                 assert frame["type"] == "next", ("the fast reader was cut off", frame)
                 seen.append(frame["payload"]["data"]["queueStatusChanged"]["revision"])
             assert seen[-1] == revision, ("R3: a revision was skipped", seen[-3:], revision)
@@ -253,7 +260,11 @@ async def slow_and_fast(client: Client, base: str, figures: SoakFigures, steps: 
         # The slow reader now reads: what it was sent before it fell behind, then RESYNC
         # (an execution error in a ``next`` frame, then ``complete``: graphql-transport-ws).
         for _ in range(steps + 2):
-            frame = json.loads(await asyncio.wait_for(slow.recv(), 10))
+            try:
+                frame = json.loads(await asyncio.wait_for(slow.recv(), 10))
+            except ConnectionClosed:
+                figures.slow_dropped = True
+                break
             assert frame["type"] == "next", ("ended without RESYNC", frame)
             errors = frame["payload"].get("errors")
             if errors:
@@ -344,10 +355,10 @@ async def test_r3_s3_u3_soak_subscribers_churn_without_leaks(tmp_path: Path) -> 
     finally:
         server.stop()
     print(f"\nSOAK-FIGURES {json.dumps(vars(figures))}")
-    assert not problems(figures, min_connections=300), vars(figures)
+    assert not problems(figures, min_connections=300, may_drop_slow=False), vars(figures)
 
 
-def problems(figures: SoakFigures, min_connections: int) -> list[str]:
+def problems(figures: SoakFigures, min_connections: int, may_drop_slow: bool) -> list[str]:
     """What is wrong after a soak (empty when it passed); shared with ``scripts/soak.py``."""
     found = []
     if figures.errors:
@@ -360,6 +371,8 @@ def problems(figures: SoakFigures, min_connections: int) -> list[str]:
         found.append(f"task leak: {figures.tasks_before} -> {figures.tasks_after}")
     if figures.rss_after_mb * 2**20 > figures.rss_before_mb * 2**20 + RSS_MARGIN:
         found.append(f"memory grew: {figures.rss_before_mb} -> {figures.rss_after_mb} MB")
-    if figures.fast_revisions < 100 or not figures.slow_resynced:
-        found.append("the slow reader was not resynced or the fast one fell short")
+    if figures.fast_revisions < 100:
+        found.append("the fast reader fell short")
+    if not (figures.slow_resynced or (may_drop_slow and figures.slow_dropped)):
+        found.append("the slow reader was neither resynced nor dropped")
     return found
