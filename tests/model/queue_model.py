@@ -31,9 +31,9 @@ What it models, rule by rule:
 - M6/Q10 a restart: a crash leaves the running turn to recovery (FAILED ``interrupted``); a
   graceful close stops it (FAILED); then every queue left eligible drains once (start-up sweep).
 
-Where the SPEC is silent the model follows the engine and says so: cancel with nothing running
-withdraws a clarification but does not drain the queue it was holding (C9; see the xfail
-reproducer ``test_q9_c9_withdrawing_a_clarification_lets_an_auto_run_queue_run``).
+Cancel with nothing running withdraws a clarification (C9); the queue it was holding is then
+eligible and drains once (Q9: ON means run when eligible; see
+``test_q9_c9_withdrawing_a_clarification_lets_an_auto_run_queue_run``).
 
 Where several refusals apply at once the SPEC does not fix which one is reported, so the model
 answers the set of acceptable codes.
@@ -278,7 +278,9 @@ class TaskModel:
         ``new_session_id``: the session a W2 move's transfer created, if any."""
         s = self.current
         if s.running is None:
-            s.clarification = None  # C9: withdraws a pending clarification, nothing else
+            if s.clarification is not None:
+                s.clarification = None  # C9: withdraws a pending clarification ...
+                self._auto_drain(s)  # ... which held the queue (Q9)
             return False
         self._end(s, TurnStatus.CANCELLED)  # C8
         if s.entries:  # Q7: park the backlog

@@ -709,14 +709,6 @@ async def test_q9_m6_an_auto_run_queue_resumes_after_a_graceful_restart(database
         await store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG (Q9, C9): cancel with nothing running withdraws a pending clarification but does "
-        "not drain: the queue it was holding stays idle with autoRun ON and heldBy [] until "
-        "some other trigger (Cancels._nothing_running returns before any auto_drain)."
-    ),
-)
 async def test_q9_c9_withdrawing_a_clarification_lets_an_auto_run_queue_run(
     database_url: str,
 ) -> None:
@@ -734,10 +726,12 @@ async def test_q9_c9_withdrawing_a_clarification_lets_an_auto_run_queue_run(
         assert held.auto_run is True and [e.content for e in held.entries] == ["queued"]
         outcome = await engine.cancel(PRINCIPAL, session.id)  # C9: withdraws the question
         assert outcome.outcome is CancelOutcome.NOTHING_RUNNING
-        status = await engine.queue_status(session.id)
-        assert status.auto_run is True and status.held_by == ()  # eligible by every rule
-        # Q9 "ON means run when eligible": the held queue should run now.
+        # Q9 "ON means run when eligible": the held queue runs now. (A bug this test found:
+        # the withdrawal used to leave the queue idle with autoRun ON and nothing holding it.)
         assert session.id in engine.core.runners, "the queue stays idle with autoRun ON"
+        assert (await agent.next_run()).prompt == "queued"
+        status = await engine.queue_status(session.id)
+        assert status.auto_run is True and status.held_by == ("BUSY",)
     finally:
         await engine.aclose()
         await store.close()

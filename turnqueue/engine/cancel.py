@@ -99,7 +99,11 @@ class Cancels:
         return outcome
 
     async def _nothing_running(self, session_id: str) -> CancelOutcome:
-        """C9: no reference, no transition, auto-run untouched; withdraw a clarification."""
+        """C9: no reference, no transition, auto-run untouched; withdraw a clarification.
+
+        Called under the session lock. A withdrawn clarification no longer holds the queue,
+        so an automatic drain follows (Q9: ON means run when eligible)."""
+        withdrawn = False
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
             if view.running_turn_id is not None and session_id not in self.core.runners:
@@ -117,9 +121,12 @@ class Cancels:
                     self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
                 return CancelOutcome.STOPPED
             if await tx.clear_clarification(session_id) is not None:
+                withdrawn = True
                 revision = await tx.bump_queue_revision(session_id)
                 self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
                 self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+        if withdrawn:
+            await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
     async def _park_backlog(self, session_id: str) -> None:
