@@ -121,7 +121,21 @@ def bench_routes(app: Starlette) -> list[Any]:
         rss = psutil.Process().memory_info().rss
         return JSONResponse({"rss": rss, "sockets": len(sockets)})
 
+    async def allocations(_request: Request) -> JSONResponse:
+        """With PYTHONTRACEMALLOC set: the first call takes a snapshot, the next ones answer the
+        20 source lines whose live allocations grew most since it (P5's investigation)."""
+        import tracemalloc
+
+        gc.collect()
+        snapshot = tracemalloc.take_snapshot()
+        if "snapshot" not in profiler:
+            profiler["snapshot"] = snapshot
+            return JSONResponse({"top": []})
+        diff = snapshot.compare_to(profiler["snapshot"], "lineno")
+        return JSONResponse({"top": [str(stat) for stat in diff[:20]]})
+
     return [
+        Route("/bench/allocations", allocations, methods=["POST"]),
         Route("/bench/setup", setup, methods=["POST"]),
         Route("/bench/plain/set-auto-run", plain_set_auto_run, methods=["POST"]),
         WebSocketRoute("/bench/ws", bare_ws),
