@@ -427,8 +427,9 @@ async def test_q10_m6_r2_sigkill_torture_loses_nothing(database_url: str, tmp_pa
 
 
 # -- graceful shutdown (SIGTERM) -------------------------------------------------------------------
-async def _db_counts(database_url: str) -> tuple[int, int]:
-    """(RUNNING turns, in-flight entries), read from the database itself."""
+async def _db_state(database_url: str) -> tuple[int, int, dict[str, list[str]]]:
+    """(RUNNING turns, in-flight entries, each session's queued contents in order), read from
+    the database itself while no server runs."""
     engine = create_async_engine(async_database_url(database_url))
     try:
         async with engine.connect() as conn:
@@ -438,9 +439,17 @@ async def _db_counts(database_url: str) -> tuple[int, int]:
             in_flight = await conn.scalar(
                 select(func.count()).select_from(queue_entries).where(queue_entries.c.in_flight)
             )
+            rows = await conn.execute(
+                select(queue_entries.c.session_id, queue_entries.c.content).order_by(
+                    queue_entries.c.session_id, queue_entries.c.position
+                )
+            )
+            queued: dict[str, list[str]] = {}
+            for session_id, content in rows:
+                queued.setdefault(session_id, []).append(content)
     finally:
         await engine.dispose()
-    return int(running or 0), int(in_flight or 0)
+    return int(running or 0), int(in_flight or 0), queued
 
 
 QUEUES_Q = """query($s: ID!) { session(id: $s) { state
@@ -452,7 +461,8 @@ async def test_m6_sigterm_stops_turns_and_hands_back_queued_work(
     database_url: str, tmp_path: Path
 ) -> None:
     """Graceful shutdown: the running turns end (not RUNNING), no entry is left in flight, the
-    queues survive as they were, and the restarted server serves them."""
+    queues survive as they were, and the restarted server serves them (Q9: the eligible one
+    runs its head again, the paused one stays as it was)."""
     async with process(
         database_url, tmp_path / "term.log", TURNQUEUE_SCRIPTED_TURN_SECONDS="30"
     ) as server:
@@ -470,7 +480,9 @@ async def test_m6_sigterm_stops_turns_and_hands_back_queued_work(
         # uvicorn re-raises the signal after a clean shutdown: -15, or 0 on older versions.
         assert server.term() in (0, -15)
         assert "Application shutdown complete" in server.log_text()
-        assert await _db_counts(database_url) == (0, 0)
+        running, in_flight, queued = await _db_state(database_url)
+        assert (running, in_flight) == (0, 0)
+        assert queued == {busy: ["a", "b"], paused: ["held"]}
 
         await server.start()
         client = server.client()
@@ -478,12 +490,16 @@ async def test_m6_sigterm_stops_turns_and_hands_back_queued_work(
             after = {sid: await client.data(QUEUES_Q, s=sid) for sid in (busy, paused)}
         finally:
             await client.aclose()
-    for sid in (busy, paused):
-        assert after[sid]["session"]["queue"] == before[sid]["session"]["queue"]
-        assert after[sid]["session"]["state"] == "WAITING_FOR_INPUT"
-    ended = after[busy]["session"]["turns"][-1]
+    assert after[paused]["session"] == before[paused]["session"]
+    session = after[busy]["session"]
+    ended = session["turns"][0]
     assert ended["prompt"] == "long" and ended["status"] in ("CANCELLED", "FAILED"), ended
     assert ended["error"]
+    later = [t["prompt"] for t in session["turns"][1:]]
+    queued_now = [e["content"] for e in session["queue"]["entries"]]
+    assert later + queued_now == ["a", "b"]  # each once, in order (Q10)
+    ids = {e["content"]: e["id"] for e in before[busy]["session"]["queue"]["entries"]}
+    assert all(e["id"] == ids[e["content"]] for e in session["queue"]["entries"])
 
 
 async def test_m6_q9_after_a_graceful_restart_an_eligible_queue_runs(
