@@ -117,7 +117,7 @@ async def _procrastinate_rate(url: str, jobs_per_producer: int) -> float:
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    per_session = cfg.n(2, 10)
+    per_session = cfg.n(1, 10)
     ours: list[float] = []
     base: list[float] = []
     async with backend.database() as url:

@@ -27,7 +27,7 @@ SUBSCRIPTION = """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
   revision autoRun pauseReason heldBy count entries { id position content source } } }"""
 MUTATION = """mutation($input: UpdateQueueEntryInput!) { updateQueueEntry(input: $input) {
   queue { revision } userErrors { code message } } }"""
-CONNECT_BATCH = 50
+CONNECT_BATCH = 100
 
 
 class Sink:
@@ -136,7 +136,7 @@ async def _events(
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
     n = cfg.n(100, 1000)
-    events = cfg.n(2, 5)
+    events = cfg.n(1, 5)
     results: dict[str, list[dict[str, float]]] = {"tq": [], "bare": []}
     async with backend.database() as url, ServerProcess(url) as server:
         setup = await server.call(

@@ -44,14 +44,14 @@ async def _rate(port: int, path: str, sessions: list[str], requests: int, graphq
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    requests = cfg.n(15, 400)
+    requests = cfg.n(10, 400)
     ours: list[float] = []
     base: list[float] = []
     async with backend.database() as url, ServerProcess(url) as server:
         setup = await server.call("/bench/setup", json.dumps({"sessions": CLIENTS}).encode())
         sessions = [s["id"] for s in setup["sessions"]]
-        await _rate(server.port, "/graphql", sessions, 10, True)  # warm-up
-        await _rate(server.port, "/bench/plain/set-auto-run", sessions, 10, False)
+        await _rate(server.port, "/graphql", sessions, 3, True)  # warm-up
+        await _rate(server.port, "/bench/plain/set-auto-run", sessions, 3, False)
         for rep in range(cfg.reps):
             steps = [(ours, "/graphql", True), (base, "/bench/plain/set-auto-run", False)]
             for sink, path, graphql in steps if rep % 2 == 0 else steps[::-1]:
