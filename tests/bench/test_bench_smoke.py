@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The bench extra (pip install -e '.[dev,bench]'); without it there is nothing to run.
+for module in ("psutil", "procrastinate", "pyinstrument", "websockets"):
+    pytest.importorskip(module, reason="the bench extra is not installed")
 IDS = ("P1", "P2", "P3", "P4", "P5", "P6")
 
 
