@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 from sqlalchemy import insert
 from sqlalchemy.engine import make_url
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from bench.common import Backend, Config, Row, median, seed_sessions
 from turnqueue.settings import Settings

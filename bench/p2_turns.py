@@ -110,7 +110,7 @@ async def _procrastinate_rate(url: str, jobs_per_producer: int) -> float:
             600,
         )
         elapsed = time.perf_counter() - started
-        done = await app.job_manager.list_jobs_async(status="succeeded")
+        done = list(await app.job_manager.list_jobs_async(status="succeeded"))
         if len(done) != SESSIONS * jobs_per_producer:
             raise RuntimeError(f"procrastinate ran {len(done)} jobs")
     return SESSIONS * jobs_per_producer / elapsed

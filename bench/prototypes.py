@@ -237,8 +237,8 @@ def install_prebuilt() -> None:
 
     SqlTx.view = view  # type: ignore[method-assign]
     SqlTx.lock = lock  # type: ignore[method-assign]
-    SqlTx.list_entries = list_entries  # type: ignore[method-assign]
-    SqlTx.reserve_head = reserve_head  # type: ignore[method-assign]
+    SqlTx.list_entries = list_entries  # type: ignore[method-assign, assignment]
+    SqlTx.reserve_head = reserve_head  # type: ignore[method-assign, assignment]
     SqlTx.start_turn = start_turn  # type: ignore[method-assign]
     SqlTx.bump_queue_revision = bump_queue_revision  # type: ignore[method-assign]
 
@@ -264,7 +264,7 @@ def _frame(operation_id: str, payload: str) -> PreEncoded:
 
 
 def install_multiplex() -> None:
-    from graphql import parse, print_ast
+    from graphql import FieldNode, OperationDefinitionNode, parse, print_ast
     from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
         BaseGraphQLTransportWSHandler,
     )
@@ -280,13 +280,13 @@ def install_multiplex() -> None:
         if query not in normalised:
             try:
                 doc = parse(query)
-                ops = [d for d in doc.definitions if getattr(d, "operation", None) is not None]
-                fields = ops[0].selection_set.selections if len(ops) == 1 else []
+                ops = [d for d in doc.definitions if isinstance(d, OperationDefinitionNode)]
+                fields = ops[0].selection_set.selections if len(ops) == 1 else ()
                 allowed = (
                     ops
                     and ops[0].operation.value == "subscription"
                     and len(fields) == 1
-                    and getattr(fields[0], "name", None) is not None
+                    and isinstance(fields[0], FieldNode)
                     and fields[0].name.value == "queueStatusChanged"
                 )
                 normalised[query] = print_ast(doc) if allowed else None
@@ -298,7 +298,7 @@ def install_multiplex() -> None:
         variables = json.dumps(operation.variables or {}, sort_keys=True)
         return (text, variables, operation.operation_name, principal)
 
-    class MultiplexHandler(BaseGraphQLTransportWSHandler):  # type: ignore[type-arg]
+    class MultiplexHandler(BaseGraphQLTransportWSHandler):
         async def run_operation(self, operation: Any) -> None:
             key = group_key(operation, getattr(self.context, "principal", None))
             if key is None:
@@ -357,5 +357,5 @@ def install_multiplex() -> None:
             return data.text
         return original_encode(self, data)
 
-    TurnqueueGraphQL.graphql_transport_ws_handler_class = MultiplexHandler
+    TurnqueueGraphQL.graphql_transport_ws_handler_class = MultiplexHandler  # type: ignore[misc, assignment]
     TurnqueueGraphQL.encode_json = encode_json  # type: ignore[method-assign]
