@@ -51,6 +51,7 @@ TOKEN = "tok-fuzz"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 MASKED = "Unexpected error."
 QUIET_TIMEOUT = 20.0
+NUL = False  # generate U+0000 in strings (see operations())
 
 #: What an error message must never show a client (S3).
 LEAK = re.compile(
@@ -256,12 +257,16 @@ def operations(world: World) -> st.SearchStrategy[str]:
         "Revision": revision_values(world),
         "DateTime": st.datetimes().map(lambda d: nodes.String(d.isoformat())),
     }
+    # U+0000 in strings is off while the PostgreSQL bug it found is open: it is pinned by
+    # test_s3_m3_a_nul_character_is_stored_or_refused_never_a_fault (xfail, strict); set
+    # NUL back to True once that passes.
+    options: dict[str, Any] = {"custom_scalars": scalars, "allow_x00": NUL}
     return st.one_of(
-        mutations(SCHEMA, custom_scalars=scalars),
-        mutations(SCHEMA, custom_scalars=scalars),
-        mutations(SCHEMA, custom_scalars=scalars, mode=Mode.NEGATIVE),
-        queries(SCHEMA, custom_scalars=scalars),
-        queries(SCHEMA, custom_scalars=scalars, mode=Mode.NEGATIVE),
+        mutations(SCHEMA, **options),
+        mutations(SCHEMA, **options),
+        mutations(SCHEMA, **options, mode=Mode.NEGATIVE),
+        queries(SCHEMA, **options),
+        queries(SCHEMA, **options, mode=Mode.NEGATIVE),
     )
 
 
@@ -584,3 +589,61 @@ def test_fuzz_leak_detector_catches_internals() -> None:
         assert LEAK.search(text), text
     for text in (MASKED, "Cannot query field 'x' on type 'Query'.", "session not found"):
         assert not LEAK.search(text), text
+
+
+NUL_CASES = {
+    "createTask.title": (
+        "mutation($v: String!) { createTask(input: {title: $v}) "
+        "{ task { title } userErrors { code } } }",
+        "createTask",
+    ),
+    "enqueueMessage.content": (
+        "mutation($s: ID!, $v: String!) { enqueueMessage(input: {sessionId: $s, content: $v}) "
+        "{ entry { content } userErrors { code } } }",
+        "enqueueMessage",
+    ),
+    "sendMessage.content": (
+        "mutation($s: ID!, $v: String!) { sendMessage(input: {sessionId: $s, content: $v}) "
+        "{ turn { prompt } userErrors { code } } }",
+        "sendMessage",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NUL_CASES))
+def test_s3_m3_a_nul_character_is_stored_or_refused_never_a_fault(
+    server_url: str, case: str, database_url: str, request: pytest.FixtureRequest
+) -> None:
+    """Found by the fuzzer on PostgreSQL: a string holding U+0000 (valid JSON, valid GraphQL)
+    must be stored as sent or refused with INVALID_INPUT, the same on both stores (M3, S3) —
+    never an unexpected (masked) error."""
+    if database_url.startswith("postgresql"):
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "BUG (S3, M3): on PostgreSQL a U+0000 in a title/content reaches the "
+                    "database (text cannot hold NUL: asyncpg CharacterNotInRepertoireError) and "
+                    "fails as 'Unexpected error.'; turnqueue.engine.core.check_content and "
+                    "Engine.create_task's title check do not refuse it; SQLite stores it"
+                ),
+            )
+        )
+    query, field_name = NUL_CASES[case]
+    value = "a\u0000b"
+    with httpx.Client(headers=HEADERS, timeout=30) as client:
+        world = World(client, server_url, [])
+        create = 'mutation { createTask(input: {title: "t"}) { session { id } } }'
+        session_id = world.data(create)["createTask"]["session"]["id"]
+        variables = {"v": value} if case.startswith("createTask") else {"s": session_id, "v": value}
+        body = world.post(query, variables).json()
+        assert "errors" not in body, body  # never a fault
+        payload = body["data"][field_name]
+        codes = [e["code"] for e in payload["userErrors"]]
+        echoed = [
+            text
+            for key, item in payload.items()
+            if key != "userErrors" and isinstance(item, dict)
+            for text in item.values()
+        ]
+        assert codes == ["INVALID_INPUT"] or (codes == [] and echoed == [value]), payload
