@@ -32,6 +32,7 @@ from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.queue import QueueOps, SendNowResult
 from turnqueue.engine.recovery import recover
+from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
@@ -58,6 +59,7 @@ class Engine:
         self.cancels = Cancels(core, self.turns)
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
+        self.shared_reads = SharedReads(core.bus, core.queue_status)
 
     @classmethod
     async def open(
@@ -159,6 +161,11 @@ class Engine:
 
     async def queue_status(self, session_id: str) -> QueueStatus:
         return await self.core.queue_status(session_id)
+
+    async def queue_status_after(self, session_id: str, revision: int) -> QueueStatus:
+        """For subscribers: a snapshot including the event ``revision``, one read shared by
+        every subscriber of the session."""
+        return await self.shared_reads.queue_status_after(session_id, revision)
 
     def cancellation(self, session_id: str) -> CancellationStatus:
         return self.core.cancellations.status(session_id)

@@ -54,13 +54,15 @@ async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueSt
     sub = ctx.engine.subscribe(session_id, [EventKind.QUEUE])
     try:
         last = -1
+        status = await ctx.engine.queue_status(session_id)
         while True:
-            status = await ctx.engine.queue_status(session_id)
             if status.revision > last:
                 last = status.revision
                 ctx.renew_loaders()
                 yield QueueStatus.from_domain(status)
-            await _next_event(sub)
+            event = await _next_event(sub)
+            # Every subscriber of the session shares one read per event.
+            status = await ctx.engine.queue_status_after(session_id, event.revision)
     finally:
         sub.close()
 
