@@ -47,7 +47,9 @@ async def test_r3_a_read_started_before_an_event_never_serves_it() -> None:
     db.committed = 1
     bus.publish(Event(EventKind.QUEUE, "s", 1))
     early = asyncio.create_task(shared.queue_status_after("s", 1))
-    await asyncio.sleep(0)  # that read has started and saw revision 1
+    for _ in range(10):  # let that read start (it sees revision 1)
+        await asyncio.sleep(0)
+    assert db.reads == 1
     db.committed = 2
     bus.publish(Event(EventKind.QUEUE, "s", 2))
     late = asyncio.create_task(shared.queue_status_after("s", 2))
