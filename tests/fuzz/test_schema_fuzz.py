@@ -51,7 +51,7 @@ TOKEN = "tok-fuzz"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 MASKED = "Unexpected error."
 QUIET_TIMEOUT = 20.0
-NUL = False  # generate U+0000 in strings (see operations())
+NUL = True  # generate U+0000 in strings (see operations())
 
 #: What an error message must never show a client (S3).
 LEAK = re.compile(
@@ -614,21 +614,9 @@ NUL_CASES = {
 def test_s3_m3_a_nul_character_is_stored_or_refused_never_a_fault(
     server_url: str, case: str, database_url: str, request: pytest.FixtureRequest
 ) -> None:
-    """Found by the fuzzer on PostgreSQL: a string holding U+0000 (valid JSON, valid GraphQL)
-    must be stored as sent or refused with INVALID_INPUT, the same on both stores (M3, S3) —
-    never an unexpected (masked) error."""
-    if database_url.startswith("postgresql"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "BUG (S3, M3): on PostgreSQL a U+0000 in a title/content reaches the "
-                    "database (text cannot hold NUL: asyncpg CharacterNotInRepertoireError) and "
-                    "fails as 'Unexpected error.'; turnqueue.engine.core.check_content and "
-                    "Engine.create_task's title check do not refuse it; SQLite stores it"
-                ),
-            )
-        )
+    """Found by the fuzzer on PostgreSQL (then fixed): a string holding U+0000 (valid JSON,
+    valid GraphQL) must be stored as sent or refused with INVALID_INPUT, the same on both
+    stores (M3, S3) — never an unexpected (masked) error."""
     query, field_name = NUL_CASES[case]
     value = "a\u0000b"
     with httpx.Client(headers=HEADERS, timeout=30) as client:

@@ -196,6 +196,8 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
 
     if not content.strip():
         raise InvalidInput(f"{field} must not be empty", [field])
+    if "\x00" in content:  # PostgreSQL text cannot hold it: refused alike on both stores (M3)
+        raise InvalidInput(f"{field} must not contain NUL characters", [field])
     size = len(content.encode("utf-8", "surrogatepass"))
     if size > limit:
         raise InvalidInput(f"{field} is {size} bytes; the limit is {limit}", [field])

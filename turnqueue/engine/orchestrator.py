@@ -203,6 +203,7 @@ class Engine:
         title = title.strip()
         if not title or len(title) > 500:
             raise InvalidInput("title must be 1 to 500 characters", ["title"])
+        check_content(title, self.core.settings.max_content_bytes, "title")
         agent_name = agent if agent is not None else self.core.settings.agent
         if agent_name not in self.core.agents:
             names = ", ".join(sorted(self.core.agents))
