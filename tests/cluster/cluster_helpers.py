@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncGenerator
@@ -13,17 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from gql import Client, gql
+from clients import WAIT, Client, free_port
+from gql import Client as GqlClient
+from gql import gql
 from gql.client import AsyncClientSession
 from gql.transport.websockets import WebsocketsTransport
-
-WAIT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -80,22 +73,12 @@ class Server:
         self._log.close()
 
     async def gql(self, query: str, **variables: Any) -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=WAIT) as http:
-            response = await http.post(self.url, json={"query": query, "variables": variables})
-        body: dict[str, Any] = response.json()
-        assert "errors" not in body, body
-        data: dict[str, Any] = body["data"]
-        return data
+        async with Client(self.url.removesuffix("/graphql")) as client:
+            return await client.data(query, **variables)
 
     async def mutate(self, name: str, selection: str, **input: Any) -> dict[str, Any]:
-        input_type = name[0].upper() + name[1:] + "Input"
-        query = (
-            f"mutation($input: {input_type}!) {{ {name}(input: $input) "
-            f"{{ {selection} userErrors {{ code message }} }} }}"
-        )
-        payload: dict[str, Any] = (await self.gql(query, input=input))[name]
-        assert payload["userErrors"] == [], payload
-        return payload
+        async with Client(self.url.removesuffix("/graphql")) as client:
+            return await client.ok(name, selection, **input)
 
     async def create_session(self) -> str:
         payload = await self.mutate("createTask", "session { id }", title="cluster")
@@ -128,7 +111,7 @@ class Subscriber:
         self._transport = WebsocketsTransport(
             url=server.ws_url, subprotocols=[WebsocketsTransport.GRAPHQLWS_SUBPROTOCOL]
         )
-        self._client = Client(transport=self._transport)
+        self._client = GqlClient(transport=self._transport)
         self._query = query
         self._variables = variables
         self._session: AsyncClientSession | None = None

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -21,6 +20,8 @@ from typing import Any
 
 import httpx
 import uvicorn
+from clients import WAIT, free_port
+from clients import Client as BaseClient
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 
@@ -30,14 +31,7 @@ from turnqueue.app import create_app
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
 
-WAIT = 20.0
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Metrics:
@@ -58,67 +52,11 @@ class Metrics:
         return sum(v for (n, _), v in self.samples.items() if n == name)
 
 
-class Client:
-    """GraphQL over HTTP against ``base`` (no token unless given)."""
-
-    def __init__(self, base: str, token: str | None = None) -> None:
-        self.base = base
-        self.url = f"{base}/graphql"
-        self.ws_url = self.url.replace("http://", "ws://")
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.AsyncClient(timeout=WAIT, headers=self._headers)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-    async def gql(self, query: str, **variables: Any) -> dict[str, Any]:
-        """The whole answer (``data`` and/or ``errors``); transport errors propagate."""
-        response = await self.http.post(self.url, json={"query": query, "variables": variables})
-        body: dict[str, Any] = response.json()
-        return body
-
-    async def data(self, query: str, **variables: Any) -> dict[str, Any]:
-        body = await self.gql(query, **variables)
-        assert "errors" not in body, body
-        data: dict[str, Any] = body["data"]
-        return data
-
-    async def mutate(self, name: str, selection: str, **input: Any) -> dict[str, Any]:
-        """The payload of ``name(input:)`` with ``userErrors { code message }`` (not checked)."""
-        input_type = name[0].upper() + name[1:] + "Input"
-        query = (
-            f"mutation($input: {input_type}!) {{ {name}(input: $input) "
-            f"{{ {selection} userErrors {{ code message }} }} }}"
-        )
-        payload: dict[str, Any] = (await self.data(query, input=input))[name]
-        return payload
-
-    async def ok(self, name: str, selection: str, **input: Any) -> dict[str, Any]:
-        payload = await self.mutate(name, selection, **input)
-        assert payload["userErrors"] == [], payload
-        return payload
-
-    async def create_session(self, agent: str | None = None) -> str:
-        payload = await self.ok("createTask", "session { id }", title="ops", agent=agent)
-        session_id: str = payload["session"]["id"]
-        return session_id
-
+class Client(BaseClient):
     async def metrics(self) -> Metrics:
         response = await self.http.get(f"{self.base}/metrics")
         assert response.status_code == 200, response.text
         return Metrics(response.text)
-
-
-async def poll(check: Any, what: str, timeout: float = WAIT, every: float = 0.05) -> Any:
-    """Bounded polling of a condition owned by another task or process; returns its value."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(every)
 
 
 # -- in-process ------------------------------------------------------------------------------------

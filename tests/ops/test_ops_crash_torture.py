@@ -27,7 +27,8 @@ from typing import Any
 
 import httpx
 import pytest
-from ops_helpers import Client, ProcServer, poll
+from clients import poll
+from ops_helpers import Client, ProcServer
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 

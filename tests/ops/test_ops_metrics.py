@@ -11,10 +11,11 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from clients import poll
 from gql import Client as GqlClient
 from gql import gql
 from gql.transport.websockets import WebsocketsTransport
-from ops_helpers import Client, InProc, Metrics, ProcServer, inproc_server, poll
+from ops_helpers import Client, InProc, Metrics, ProcServer, inproc_server
 from sqlalchemy.engine import make_url
 
 from turnqueue.errors import StoreError

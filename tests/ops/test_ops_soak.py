@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_helpers import Client, ProcServer, poll
+from clients import poll
+from ops_helpers import Client, ProcServer
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
