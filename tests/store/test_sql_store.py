@@ -458,3 +458,19 @@ async def test_reads_do_not_wait_for_an_open_write_transaction(store: SqlStore) 
     assert seen == [(1, "committed")]
     assert current is None
     assert await visible(store, sid) == [(1, "committed"), (2, "uncommitted")]
+
+
+async def test_m6_stuck_sessions_spare_a_session_that_is_still_starting(store: SqlStore) -> None:
+    """A STARTING session is normal while an instance prepares it; only one older than the
+    grace period (a lease) counts as stuck. RUNNING without a RUNNING turn is always stuck."""
+    async with store.transaction() as tx:
+        task = await tx.create_task(title="t", owner="alice", workflow_step="A")
+        starting = await tx.create_session(task_id=task.id, agent="x", state=SessionState.STARTING)
+        running = await tx.create_session(task_id=task.id, agent="x", state=SessionState.RUNNING)
+        busy = await tx.create_session(
+            task_id=task.id, agent="x", state=SessionState.WAITING_FOR_INPUT
+        )
+        await tx.start_turn(busy.id, prompt="p", source=MessageSource.USER)
+    async with store.read() as tx:
+        assert set(await tx.stuck_sessions(60.0)) == {running.id}
+        assert set(await tx.stuck_sessions(0.0)) == {running.id, starting.id}

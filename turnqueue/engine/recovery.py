@@ -40,7 +40,9 @@ async def recover(core: Core, turns: Turns, *, sweep: bool = False) -> set[str]:
     async with core.store.read() as tx:
         orphan_turns = await tx.orphaned_turns(live)
         orphan_entries = await tx.orphaned_entries(live)
-        stuck = set(await tx.stuck_sessions())
+        # At start-up on a single-process store nothing else can be mid-way: no grace period.
+        grace = core.settings.lease_seconds if core.cluster is not None else 0.0
+        stuck = set(await tx.stuck_sessions(grace))
         eligible = set(await tx.eligible_sessions()) if sweep else set()
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, delete, false, func, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from turnqueue.domain import BUSY, PROMPTABLE, Turn, utcnow
+from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
 from turnqueue.store.notify import CHANNEL
 from turnqueue.store.rows import RUNNING, turn_from
 from turnqueue.store.tables import (
@@ -128,12 +128,21 @@ class InstanceStatements:
             update(turns).where(turns.c.id == turn_id).values(agent_host=host, agent_pgid=pgid)
         )
 
-    async def stuck_sessions(self) -> list[str]:
-        """Sessions left RUNNING or STARTING with no RUNNING turn (a crash between the two)."""
+    async def stuck_sessions(self, lease_seconds: float) -> list[str]:
+        """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.
+
+        Hazard: STARTING is a normal state while a live instance prepares a new session's agent
+        (between two transactions of ``createTask``); only one that outlived a lease is stuck."""
         running = select(turns.c.id).where(
             turns.c.session_id == sessions.c.id, turns.c.status == RUNNING
         )
+        cutoff = utcnow() - timedelta(seconds=lease_seconds)
         stmt = select(sessions.c.id).where(
-            sessions.c.state.in_([s.value for s in BUSY]), ~running.exists()
+            or_(
+                sessions.c.state == SessionState.RUNNING.value,
+                (sessions.c.state == SessionState.STARTING.value)
+                & (sessions.c.updated_at < cutoff),
+            ),
+            ~running.exists(),
         )
         return [str(sid) for sid in await self._conn.scalars(stmt)]

@@ -92,7 +92,7 @@ class Tx(Protocol):
     async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
         """In-flight entry ids reserved by no instance in ``live``, by session."""
 
-    async def stuck_sessions(self) -> list[str]:
+    async def stuck_sessions(self, lease_seconds: float) -> list[str]:
         """Sessions RUNNING or STARTING without a RUNNING turn."""
 
     async def eligible_sessions(self) -> list[str]:
