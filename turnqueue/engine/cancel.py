@@ -116,15 +116,13 @@ class Cancels:
                         error="agent gone",
                         session_state=SessionState.WAITING_FOR_INPUT,
                     )
-                    revision = await tx.bump_queue_revision(session_id)
+                    await self.core.queue_changed(tx, session_id)
                     self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
-                    self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
                 return CancelOutcome.STOPPED
             if await tx.clear_clarification(session_id) is not None:
                 withdrawn = True
-                revision = await tx.bump_queue_revision(session_id)
+                await self.core.queue_changed(tx, session_id)
                 self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
-                self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
         if withdrawn:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
@@ -135,8 +133,7 @@ class Cancels:
             if view.queued == 0:
                 return
             await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
-            revision = await tx.bump_queue_revision(session_id)
-            self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+            await self.core.queue_changed(tx, session_id)
 
     async def stop(self, runner: TurnRunner) -> CancelOutcome:
         """The stop ladder: SIGINT, wait; SIGTERM, wait; SIGKILL, wait; then abandon the agent.

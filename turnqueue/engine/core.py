@@ -31,7 +31,7 @@ from turnqueue.domain import (
     Workflow,
 )
 from turnqueue.engine.cancellation import CancellationRegistry
-from turnqueue.errors import Conflict, ErrorCode, UserFacingError
+from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
 from turnqueue.metrics import NULL_METRICS, Metrics
 from turnqueue.settings import Settings
 from turnqueue.store import SessionView, Store, Tx
@@ -112,6 +112,11 @@ class Core:
             # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
             tx.notify(self.cluster.durable_payload(kind, session_id, revision))
 
+    async def queue_changed(self, tx: Tx, session_id: str) -> None:
+        """The queue status changed in ``tx``: one revision (Q13), published after commit."""
+        revision = await tx.bump_queue_revision(session_id)
+        self.publish_after(tx, EventKind.QUEUE, session_id, revision)
+
     def _on_cancellation_transition(self, status: CancellationStatus) -> None:
         # Runs inside the registry's critical section: synchronous, in transition order.
         self.bus.publish(Event(EventKind.CANCELLATION, status.session_id, status.revision, status))
@@ -172,8 +177,7 @@ class Core:
         try:
             async with self.store.transaction() as tx:
                 await tx.lock(session_id)
-                revision = await tx.bump_queue_revision(session_id)
-                self.publish_after(tx, EventKind.QUEUE, session_id, revision)
+                await self.queue_changed(tx, session_id)
         except Exception:
             # A missed bump would leave heldBy stale; tell subscribers to resync instead.
             log.exception("could not record a hold change of session %s", session_id)
@@ -192,8 +196,6 @@ def check_expected(view: SessionView, expected_revision: int | None) -> None:
 
 def check_content(content: str, limit: int, field: str = "content") -> str:
     """S3: content must be non-blank and at most ``limit`` bytes of UTF-8."""
-    from turnqueue.errors import InvalidInput
-
     if not content.strip():
         raise InvalidInput(f"{field} must not be empty", [field])
     if "\x00" in content:  # PostgreSQL text cannot hold it: refused alike on both stores (M3)

@@ -13,7 +13,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from turnqueue.bus import EventKind
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
@@ -30,7 +29,7 @@ from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity, check_expected
 from turnqueue.engine.turns import DrainResult, Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
-from turnqueue.store import SessionView, Tx
+from turnqueue.store import SessionView
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +43,6 @@ class QueueOps:
         self.core = core
         self.turns = turns
         self.cancels = cancels
-
-    async def _changed(self, tx: Tx, session_id: str) -> None:
-        revision = await tx.bump_queue_revision(session_id)
-        self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
 
     async def enqueue(
         self,
@@ -63,7 +58,7 @@ class QueueOps:
                 check_expected(view, expected_revision)
                 check_capacity(view, self.core.settings.queue_limit)
                 entry = await tx.add_entry(session_id, content=content, source=source)
-                await self._changed(tx, session_id)
+                await self.core.queue_changed(tx, session_id)
             result, turn = await self.turns.auto_drain(session_id)
         return entry, turn if result is DrainResult.STARTED else None
 
@@ -79,7 +74,7 @@ class QueueOps:
                     ErrorCode.NOT_EDITABLE, f"a {entry.source} entry cannot be edited", ["entryId"]
                 )
             await tx.update_entry(entry_id, content=content)
-            await self._changed(tx, session_id)
+            await self.core.queue_changed(tx, session_id)
 
     async def remove_entry(
         self, session_id: str, entry_id: str, expected_revision: int | None
@@ -89,14 +84,14 @@ class QueueOps:
             check_expected(view, expected_revision)
             _visible(await tx.list_entries(session_id), entry_id)
             await tx.remove_entries(session_id, [entry_id])
-            await self._changed(tx, session_id)
+            await self.core.queue_changed(tx, session_id)
 
     async def clear(self, session_id: str, expected_revision: int | None) -> None:
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
             check_expected(view, expected_revision)
             if await tx.remove_entries(session_id, None):
-                await self._changed(tx, session_id)
+                await self.core.queue_changed(tx, session_id)
 
     async def reorder(
         self, session_id: str, ordered_ids: Sequence[str], expected_revision: int | None
@@ -113,7 +108,7 @@ class QueueOps:
                 )
             if list(ordered_ids) != visible:
                 await tx.reorder_entries(session_id, ordered_ids)
-                await self._changed(tx, session_id)
+                await self.core.queue_changed(tx, session_id)
 
     async def set_auto_run(
         self, session_id: str, auto_run: bool, expected_revision: int | None
@@ -125,7 +120,7 @@ class QueueOps:
             reason = None if auto_run else PauseReason.USER
             if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
                 await tx.set_policy(session_id, auto_run=auto_run, pause_reason=reason)
-                await self._changed(tx, session_id)
+                await self.core.queue_changed(tx, session_id)
         if not auto_run:
             return None
         async with self.core.session_lock(session_id):
@@ -141,7 +136,7 @@ class QueueOps:
                 _check_promptable(view)
                 if not view.policy.auto_run:
                     await tx.set_policy(session_id, auto_run=True, pause_reason=None)
-                    await self._changed(tx, session_id)
+                    await self.core.queue_changed(tx, session_id)
             return await self.turns.targeted_head(session_id)
 
     # -- Send Now (Q5) --------------------------------------------------------------------------
@@ -264,7 +259,7 @@ class QueueOps:
             if [e.id for e in claimed] != ids:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
             await tx.set_policy(session_id, auto_run=True, pause_reason=None)
-            await self._changed(tx, session_id)
+            await self.core.queue_changed(tx, session_id)
         return claimed, view.policy.auto_run, view.running_turn_id
 
     async def _unclaim(self, session_id: str, claimed: list[QueueEntry], auto_run: bool) -> None:
@@ -273,7 +268,7 @@ class QueueOps:
             await tx.release_entries(session_id, [e.id for e in claimed])
             if not auto_run:  # the policy is as it was (Q5)
                 await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.USER)
-            await self._changed(tx, session_id)
+            await self.core.queue_changed(tx, session_id)
 
     async def _deliver(self, session_id: str, claimed: list[QueueEntry]) -> Turn | None:
         """Start the claimed entries as one turn; on any failure they go back (Q10)."""
@@ -293,7 +288,7 @@ class QueueOps:
             async with self.core.store.transaction() as tx:
                 await tx.lock(session_id)
                 if await tx.release_entries(session_id, [e.id for e in claimed]):
-                    await self._changed(tx, session_id)
+                    await self.core.queue_changed(tx, session_id)
             raise
         self.turns.launch(turn, view.session.agent)
         return turn

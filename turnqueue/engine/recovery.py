@@ -102,6 +102,5 @@ async def _recover_session(
         if not turn_ids and view.running_turn_id is None and not view.session.promptable:
             if view.session.state in (SessionState.RUNNING, SessionState.STARTING):
                 await tx.set_session_state(session_id, SessionState.WAITING_FOR_INPUT)
-        revision = await tx.bump_queue_revision(session_id)
-        core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+        await core.queue_changed(tx, session_id)
         core.publish_after(tx, EventKind.SESSION, session_id, 0)

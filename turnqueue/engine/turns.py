@@ -80,18 +80,31 @@ class Turns:
         turn = await tx.start_turn(
             view.session.id, prompt=prompt, source=source, consume=consume, owner=self.core.instance
         )
-        revision = await tx.bump_queue_revision(view.session.id)  # BUSY is now a hold
+        await self.core.queue_changed(tx, view.session.id)  # BUSY is now a hold
         self.core.publish_after(tx, EventKind.SESSION, view.session.id, 0)
-        self.core.publish_after(tx, EventKind.QUEUE, view.session.id, revision)
         return turn
 
     async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
         """An *automatic* reservation (Q3): obeys auto-run. Caller holds the session lock."""
-        result, turn = await self._auto_drain(session_id)
-        self.core.metrics.reservation("automatic", result.value)
+        return await self._reserve(session_id, automatic=True)
+
+    async def targeted_head(self, session_id: str) -> Turn | None:
+        """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds.
+        Caller holds the session lock."""
+        _, turn = await self._reserve(session_id, automatic=False)
+        return turn
+
+    async def _reserve(
+        self, session_id: str, *, automatic: bool
+    ) -> tuple[DrainResult, Turn | None]:
+        result, turn = await self._reserve_head(session_id, automatic)
+        self.core.metrics.reservation("automatic" if automatic else "targeted", result.value)
         return result, turn
 
-    async def _auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
+    async def _reserve_head(
+        self, session_id: str, automatic: bool
+    ) -> tuple[DrainResult, Turn | None]:
+        # The policy is read in the same transaction that reserves, under the lock row (Q3).
         if self.core.closing or self.core.runtime_holds(session_id):
             return DrainResult.HELD, None
         async with self.core.store.transaction() as tx:
@@ -100,7 +113,7 @@ class Turns:
                 return DrainResult.HELD, None
             if view.queued == 0:
                 return DrainResult.EMPTY, None
-            if not view.policy.auto_run:
+            if automatic and not view.policy.auto_run:
                 return DrainResult.PAUSED, None
             entry = await tx.reserve_head(session_id, owner=self.core.instance)
             if entry is None:
@@ -108,25 +121,6 @@ class Turns:
             turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
         self.launch(turn, view.session.agent)
         return DrainResult.STARTED, turn
-
-    async def targeted_head(self, session_id: str) -> Turn | None:
-        """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds."""
-        if self.core.runtime_holds(session_id):
-            self.core.metrics.reservation("targeted", DrainResult.HELD.value)
-            return None
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            if self.blocked(view):
-                self.core.metrics.reservation("targeted", DrainResult.HELD.value)
-                return None
-            entry = await tx.reserve_head(session_id, owner=self.core.instance)
-            if entry is None:
-                self.core.metrics.reservation("targeted", DrainResult.EMPTY.value)
-                return None
-            turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
-        self.launch(turn, view.session.agent)
-        self.core.metrics.reservation("targeted", DrainResult.STARTED.value)
-        return turn
 
     async def send_message(self, session_id: str, content: str) -> Admission:
         """Start a turn when the session is free (targeted), queue it when busy."""
@@ -145,8 +139,7 @@ class Turns:
                     entry = await tx.add_entry(
                         session_id, content=content, source=MessageSource.USER
                     )
-                    revision = await tx.bump_queue_revision(session_id)
-                    self.core.publish_after(tx, EventKind.QUEUE, session_id, revision)
+                    await self.core.queue_changed(tx, session_id)
                     return Admission(entry=entry)
                 else:
                     raise Conflict(
@@ -218,9 +211,8 @@ class Turns:
                     )
                     if question is not None:
                         await tx.set_clarification(sid, turn_id=runner.turn.id, question=question)
-                    revision = await tx.bump_queue_revision(sid)
+                    await self.core.queue_changed(tx, sid)
                     self.core.publish_after(tx, EventKind.SESSION, sid, 0)
-                    self.core.publish_after(tx, EventKind.QUEUE, sid, revision)
                     done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, status)
                     tx.after_commit(
                         lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))

@@ -172,8 +172,7 @@ class Workflows:
             await tx.set_session_state(source_id, SessionState.COMPLETED)
             moved = await tx.set_task_step(task.id, step.name, destination.id)
             for sid in (source_id, destination.id):
-                revision = await tx.bump_queue_revision(sid)
-                self.core.publish_after(tx, EventKind.QUEUE, sid, revision)
+                await self.core.queue_changed(tx, sid)
                 self.core.publish_after(tx, EventKind.SESSION, sid, 0)
         return moved
 
