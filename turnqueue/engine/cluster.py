@@ -44,14 +44,13 @@ class OwnerUnreachable(Exception):
 class Cluster:
     def __init__(self, core: Core, url: str) -> None:
         self.core = core
-        self.instance = core.cancellations.epoch
+        self.instance = core.instance
         self.lease = core.settings.lease_seconds
-        self._url = url
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.handlers: dict[str, Handler] = {}
-        #: called each heartbeat, with whether an instance vanished since the last one
-        self.on_orphans: Callable[[bool], Awaitable[None]] | None = None
+        #: called each heartbeat with the live instances and whether one vanished since the last
+        self.on_orphans: Callable[[set[int], bool], Awaitable[None]] | None = None
         self._last_live: set[int] = set()
         #: called when this instance learns it was declared dead
         self.on_expelled: Callable[[], Awaitable[None]] | None = None
@@ -226,7 +225,7 @@ class Cluster:
                 lost = bool(self._last_live - live)
                 self._last_live = live
                 if self.on_orphans is not None:
-                    await self.on_orphans(lost)
+                    await self.on_orphans(live, lost)
             except Exception:
                 log.exception("heartbeat failed")
 

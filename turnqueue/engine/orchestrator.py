@@ -91,11 +91,11 @@ class Engine:
         self.core.cluster = cluster
         await cluster.start()
 
-    async def _adopt_orphans(self, lost: bool) -> None:
+    async def _adopt_orphans(self, live: set[int], lost: bool) -> None:
         """Each heartbeat: recover what dead instances left; when one has just died, also
         sweep for queues it left eligible without running (a crash after a turn's end)."""
         if not self.core.closing:
-            await recover(self.core, self.turns, sweep=lost)
+            await recover(self.core, self.turns, sweep=lost, live=live)
 
     async def _expelled(self) -> None:
         """The others declared this instance dead and recovered its turns: let them go."""

@@ -30,13 +30,15 @@ from turnqueue.engine.turns import Turns
 log = logging.getLogger(__name__)
 
 
-async def recover(core: Core, turns: Turns, *, sweep: bool = False) -> set[str]:
+async def recover(
+    core: Core, turns: Turns, *, sweep: bool = False, live: set[int] | None = None
+) -> set[str]:
     """Recover the orphans; with ``sweep`` also drain every queue left eligible (a graceful
     shutdown stops turns without draining, and a crash can fall between a turn's end and its
     drain, Q4): ON means "run when eligible" (Q9) after a restart too."""
-    live = {core.instance}
-    if core.cluster is not None:
-        live |= await core.cluster.live()
+    if live is None:  # the heartbeat passes what it has just read
+        live = await core.cluster.live() if core.cluster is not None else set()
+    live = live | {core.instance}
     async with core.store.read() as tx:
         orphan_turns = await tx.orphaned_turns(live)
         orphan_entries = await tx.orphaned_entries(live)
