@@ -10,14 +10,54 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import case, delete, false, func, insert, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    bindparam,
+    case,
+    delete,
+    false,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
-from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, entries_from, entry_from, select_visible
-from turnqueue.store.tables import queue_entries
+from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, VISIBLE_ENTRIES, entries_from, entry_from
+from turnqueue.store.tables import UtcDateTime, queue_entries
 
 qe = queue_entries
+
+# -- prebuilt statements (see turnqueue.store.rows) ---------------------------------------------
+#: The tail is computed over in-flight entries too, so nothing visible sorts after it.
+_TAIL = select(
+    func.coalesce(func.max(qe.c.position), 0),
+    func.count().filter(VISIBLE),
+).where(qe.c.session_id == bindparam("p_session_id"))
+_head = qe.alias("head")
+# One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent reservation
+# that did not take the lock row (a caller bug) re-checks it on PostgreSQL and reserves nothing
+# instead of the same entry twice.
+_RESERVE_HEAD = (
+    update(qe)
+    .where(
+        qe.c.id
+        == select(_head.c.id)
+        .where(_head.c.session_id == bindparam("p_session_id"), _head.c.in_flight == false())
+        .order_by(_head.c.position, _head.c.id)
+        .limit(1)
+        .scalar_subquery(),
+        VISIBLE,
+    )
+    .values(
+        in_flight=True,
+        reserved_at=bindparam("p_now", type_=UtcDateTime),
+        reserved_by=bindparam("p_owner", type_=BigInteger),
+    )
+    .returning(*qe.c)
+)
 
 
 class EntryStatements:
@@ -26,29 +66,24 @@ class EntryStatements:
     _conn: AsyncConnection
 
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
-        return entries_from((await self._conn.execute(select_visible(session_id))).all())
+        result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
+        return entries_from(result.all())
 
     async def add_entry(
         self, session_id: str, *, content: str, source: MessageSource
     ) -> QueueEntry:
-        # The tail is computed over in-flight entries too, so nothing visible sorts after it.
-        stats = select(
-            func.coalesce(func.max(qe.c.position), 0),
-            func.count().filter(VISIBLE),
-        ).where(qe.c.session_id == session_id)
-        tail, visible = (await self._conn.execute(stats)).one()
+        tail, visible = (await self._conn.execute(_TAIL, {"p_session_id": session_id})).one()
         entry = QueueEntry(new_id(), session_id, int(visible) + 1, content, source, utcnow())
-        await self._conn.execute(
-            insert(qe).values(
-                id=entry.id,
-                session_id=session_id,
-                position=int(tail) + 1,
-                content=content,
-                source=source.value,
-                queued_at=entry.queued_at,
-                in_flight=False,
-            )
-        )
+        values = {
+            "id": entry.id,
+            "session_id": session_id,
+            "position": int(tail) + 1,
+            "content": content,
+            "source": source.value,
+            "queued_at": entry.queued_at,
+            "in_flight": False,
+        }
+        await self._conn.execute(insert(qe), values)
         return entry
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
@@ -91,23 +126,8 @@ class EntryStatements:
         )
 
     async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
-        head_alias = qe.alias("head")
-        head = (
-            select(head_alias.c.id)
-            .where(head_alias.c.session_id == session_id, head_alias.c.in_flight == false())
-            .order_by(head_alias.c.position, head_alias.c.id)
-            .limit(1)
-            .scalar_subquery()
-        )
-        # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent
-        # reservation that did not take the lock row (a caller bug) re-checks it on PostgreSQL
-        # and reserves nothing instead of the same entry twice.
-        result = await self._conn.execute(
-            update(qe)
-            .where(qe.c.id == head, VISIBLE)
-            .values(in_flight=True, reserved_at=utcnow(), reserved_by=owner)
-            .returning(*qe.c)
-        )
+        params = {"p_session_id": session_id, "p_now": utcnow(), "p_owner": owner}
+        result = await self._conn.execute(_RESERVE_HEAD, params)
         row = result.one_or_none()
         return entry_from(row, 1) if row is not None else None
 
@@ -115,7 +135,7 @@ class EntryStatements:
         self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None
     ) -> list[QueueEntry]:
         wanted = set(entry_ids)
-        visible = (await self._conn.execute(select_visible(session_id))).all()
+        visible = (await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})).all()
         # Ordinals are the places the entries had before the claim; FIFO order.
         claimed = [entry for entry in entries_from(visible) if entry.id in wanted]
         if not claimed:

@@ -12,7 +12,20 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Insert, delete, func, insert, literal, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    Insert,
+    String,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -33,8 +46,8 @@ from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.rows import (
     RUNNING,
-    select_sessions,
-    select_view,
+    SESSION,
+    VIEW,
     session_from,
     task_from,
     turn_from,
@@ -55,6 +68,71 @@ from turnqueue.store.tables import (
 
 log = logging.getLogger(__name__)
 qe = queue_entries
+locks = queue_session_locks
+
+# -- prebuilt statements (see turnqueue.store.rows): executed with a parameter dict -------------
+_LOCK = (
+    select(locks.c.session_id)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .with_for_update()
+)
+_BUMP_QUEUE = (
+    update(locks)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .values(revision=locks.c.revision + 1)
+    .returning(locks.c.revision)
+)
+
+
+def _bump_session_statement(*, with_state: bool) -> Any:
+    values: dict[str, Any] = {
+        "revision": sessions.c.revision + 1,
+        "updated_at": bindparam("p_now", type_=UtcDateTime),
+    }
+    if with_state:
+        values["state"] = bindparam("p_state", type_=String)
+    return (
+        update(sessions)
+        .where(sessions.c.id == bindparam("p_session_id"))
+        .values(**values)
+        .returning(sessions.c.revision)
+    )
+
+
+_BUMP_SESSION = _bump_session_statement(with_state=False)
+_BUMP_SESSION_STATE = _bump_session_statement(with_state=True)
+_TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
+#: The next per-session ``seq`` is computed in the INSERT itself.
+_INSERT_TURN = insert(turns).from_select(
+    [*_TURN_COLUMNS, "owner"],
+    select(
+        bindparam("p_turn_id", type_=String),
+        bindparam("p_session_id", type_=String),
+        func.coalesce(func.max(turns.c.seq), 0) + 1,
+        bindparam("p_prompt", type_=Text),
+        bindparam("p_source", type_=String),
+        RUNNING,
+        literal_column("''", String),
+        bindparam("p_now", type_=UtcDateTime),
+        bindparam("p_owner", type_=BigInteger),
+    ).where(turns.c.session_id == bindparam("p_session_id")),
+)
+_CONSUME = delete(qe).where(
+    qe.c.id.in_(bindparam("p_ids", expanding=True)), qe.c.in_flight == true()
+)
+_END_TURN = (
+    update(turns)
+    .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
+    .values(
+        status=bindparam("p_status", type_=String),
+        output=bindparam("p_output", type_=Text),
+        error=bindparam("p_error", type_=Text),
+        ended_at=bindparam("p_now", type_=UtcDateTime),
+    )
+    .returning(*turns.c)
+)
+_TURN = select(turns).where(turns.c.id == bindparam("p_turn_id"))
+_TASK = select(tasks).where(tasks.c.id == bindparam("p_task_id"))
 
 
 class SqlTx(EntryStatements, InstanceStatements):
@@ -85,13 +163,14 @@ class SqlTx(EntryStatements, InstanceStatements):
         updates = {k: stmt.excluded[k] for k in values if k not in keys}
         return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
 
-    async def _bump_session(self, session_id: str, **values: Any) -> int:
-        result = await self._conn.execute(
-            update(sessions)
-            .where(sessions.c.id == session_id)
-            .values(revision=sessions.c.revision + 1, updated_at=utcnow(), **values)
-            .returning(sessions.c.revision)
-        )
+    async def _bump_session(self, session_id: str, state: SessionState | None = None) -> int:
+        params: dict[str, Any] = {"p_session_id": session_id, "p_now": utcnow()}
+        if state is None:
+            result = await self._conn.execute(_BUMP_SESSION, params)
+        else:
+            result = await self._conn.execute(
+                _BUMP_SESSION_STATE, {**params, "p_state": state.value}
+            )
         revision = result.scalar_one_or_none()
         if revision is None:
             raise KeyError(session_id)
@@ -111,16 +190,15 @@ class SqlTx(EntryStatements, InstanceStatements):
     # -- tasks and sessions -----------------------------------------------------------------
     async def create_task(self, *, title: str, owner: str, workflow_step: str) -> Task:
         task = Task(new_id(), title, owner, workflow_step, None, utcnow())
-        await self._conn.execute(
-            insert(tasks).values(
-                id=task.id,
-                title=title,
-                owner=owner,
-                workflow_step=workflow_step,
-                current_session_id=None,
-                created_at=task.created_at,
-            )
-        )
+        values = {
+            "id": task.id,
+            "title": title,
+            "owner": owner,
+            "workflow_step": workflow_step,
+            "current_session_id": None,
+            "created_at": task.created_at,
+        }
+        await self._conn.execute(insert(tasks), values)
         return task
 
     async def set_task_step(self, task_id: str, step: str, current_session_id: str) -> Task:
@@ -147,33 +225,29 @@ class SqlTx(EntryStatements, InstanceStatements):
         if owner is None:
             raise KeyError(task_id)
         session = Session(session_id, task_id, owner, agent, state, 1, now, now)
-        await self._conn.execute(
-            insert(sessions).values(
-                id=session_id,
-                task_id=task_id,
-                agent=agent,
-                state=state.value,
-                revision=1,
-                created_at=now,
-                updated_at=now,
-            )
-        )
-        await self._conn.execute(
-            insert(queue_session_locks).values(session_id=session_id, revision=0)
-        )
+        values = {
+            "id": session_id,
+            "task_id": task_id,
+            "agent": agent,
+            "state": state.value,
+            "revision": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        await self._conn.execute(insert(sessions), values)
+        await self._conn.execute(insert(locks), {"session_id": session_id, "revision": 0})
         return session
 
     async def get_task(self, task_id: str) -> Task | None:
-        row = (await self._conn.execute(select(tasks).where(tasks.c.id == task_id))).one_or_none()
+        row = (await self._conn.execute(_TASK, {"p_task_id": task_id})).one_or_none()
         return task_from(row) if row is not None else None
 
     async def get_session(self, session_id: str) -> Session | None:
-        stmt = select_sessions().where(sessions.c.id == session_id)
-        row = (await self._conn.execute(stmt)).one_or_none()
+        row = (await self._conn.execute(SESSION, {"p_session_id": session_id})).one_or_none()
         return session_from(row) if row is not None else None
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
-        await self._bump_session(session_id, state=state.value)
+        await self._bump_session(session_id, state)
         session = await self.get_session(session_id)
         assert session is not None
         return session
@@ -186,10 +260,7 @@ class SqlTx(EntryStatements, InstanceStatements):
             # re-reads only the locked row and would return the *old* policy, entries and
             # clarification. The view below is a new statement, so it sees what the previous
             # holder committed.
-            locks = queue_session_locks
-            locked = await self._conn.scalar(
-                select(locks.c.session_id).where(locks.c.session_id == session_id).with_for_update()
-            )
+            locked = await self._conn.scalar(_LOCK, {"p_session_id": session_id})
             if locked is None:
                 raise KeyError(session_id)
         # SQLite: the transaction began IMMEDIATE behind the writer lock; it is the only writer.
@@ -199,7 +270,7 @@ class SqlTx(EntryStatements, InstanceStatements):
         return view
 
     async def view(self, session_id: str) -> SessionView | None:
-        row = (await self._conn.execute(select_view(session_id))).one_or_none()
+        row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
         return view_from(row) if row is not None else None
 
     # -- turns ------------------------------------------------------------------------------
@@ -212,47 +283,23 @@ class SqlTx(EntryStatements, InstanceStatements):
         consume: Sequence[str] = (),
         owner: int | None = None,
     ) -> Turn:
-        await self._bump_session(session_id, state=SessionState.RUNNING.value)
+        await self._bump_session(session_id, SessionState.RUNNING)
+        now = utcnow()
         turn = Turn(
-            new_id(),
-            session_id,
-            prompt,
-            source,
-            TurnStatus.RUNNING,
-            "",
-            None,
-            utcnow(),
-            None,
-            owner,
+            new_id(), session_id, prompt, source, TurnStatus.RUNNING, "", None, now, None, owner
         )
-        next_seq = select(
-            literal(turn.id),
-            literal(session_id),
-            func.coalesce(func.max(turns.c.seq), 0) + 1,
-            literal(prompt),
-            literal(source.value),
-            literal(TurnStatus.RUNNING.value),
-            literal(""),
-            literal(turn.started_at, UtcDateTime),
-            literal(owner, BigInteger),
-        ).where(turns.c.session_id == session_id)
-        cols = [
-            "id",
-            "session_id",
-            "seq",
-            "prompt",
-            "source",
-            "status",
-            "output",
-            "started_at",
-            "owner",
-        ]
-        await self._conn.execute(insert(turns).from_select(cols, next_seq))
+        params = {
+            "p_turn_id": turn.id,
+            "p_session_id": session_id,
+            "p_prompt": prompt,
+            "p_source": source.value,
+            "p_now": now,
+            "p_owner": owner,
+        }
+        await self._conn.execute(_INSERT_TURN, params)
         if consume:
             # Q10: the reserved entries disappear in the same transaction as the turn appears.
-            await self._conn.execute(
-                delete(qe).where(qe.c.id.in_(list(consume)), qe.c.in_flight == true())
-            )
+            await self._conn.execute(_CONSUME, {"p_ids": list(consume)})
         return turn
 
     async def end_turn(
@@ -264,26 +311,27 @@ class SqlTx(EntryStatements, InstanceStatements):
         error: str | None,
         session_state: SessionState,
     ) -> tuple[Turn, Session]:
-        result = await self._conn.execute(
-            update(turns)
-            .where(turns.c.id == turn_id, turns.c.status == RUNNING)
-            .values(status=status.value, output=output, error=error, ended_at=utcnow())
-            .returning(*turns.c)
-        )
-        row = result.one_or_none()
+        params = {
+            "p_turn_id": turn_id,
+            "p_status": status.value,
+            "p_output": output,
+            "p_error": error,
+            "p_now": utcnow(),
+        }
+        row = (await self._conn.execute(_END_TURN, params)).one_or_none()
         if row is None:  # already ended (or unknown): idempotent, nothing changes
             turn = await self.get_turn(turn_id)
             if turn is None:
                 raise KeyError(turn_id)
         else:
             turn = turn_from(row)
-            await self._bump_session(turn.session_id, state=session_state.value)
+            await self._bump_session(turn.session_id, session_state)
         session = await self.get_session(turn.session_id)
         assert session is not None
         return turn, session
 
     async def get_turn(self, turn_id: str) -> Turn | None:
-        row = (await self._conn.execute(select(turns).where(turns.c.id == turn_id))).one_or_none()
+        row = (await self._conn.execute(_TURN, {"p_turn_id": turn_id})).one_or_none()
         return turn_from(row) if row is not None else None
 
     async def running_turns(self) -> list[Turn]:
@@ -336,13 +384,7 @@ class SqlTx(EntryStatements, InstanceStatements):
         )
 
     async def bump_queue_revision(self, session_id: str) -> int:
-        locks = queue_session_locks
-        value = await self._conn.scalar(
-            update(locks)
-            .where(locks.c.session_id == session_id)
-            .values(revision=locks.c.revision + 1)
-            .returning(locks.c.revision)
-        )
+        value = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
         if value is None:
             raise KeyError(session_id)
         return int(value)
