@@ -11,18 +11,19 @@ import logging
 from collections.abc import Callable
 
 import strawberry
-from graphql import GraphQLError
+from graphql import ASTValidationRule, GraphQLError
 from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import (
+    AddValidationRules,
     DisableIntrospection,
     MaskErrors,
-    MaxAliasesLimiter,
     MaxTokensLimiter,
     ParserCache,
-    QueryDepthLimiter,
     SchemaExtension,
     ValidationCache,
 )
+from strawberry.extensions.max_aliases import create_validator as max_aliases_rule
+from strawberry.extensions.query_depth_limiter import create_validator as max_depth_rule
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
@@ -67,11 +68,18 @@ class TurnqueueSchema(strawberry.Schema):
 
 
 def extensions(settings: Settings) -> list[type[SchemaExtension] | Callable[[], SchemaExtension]]:
+    # The depth and alias rules (S3) are built once per schema. Strawberry's QueryDepthLimiter
+    # and MaxAliasesLimiter build a new rule *class* per operation: it stays alive as long as
+    # the operation (every idle subscription kept one, bench P5), and it made every
+    # ValidationCache key new, so that cache never hit.
+    limits: list[type[ASTValidationRule]] = [
+        max_depth_rule(settings.max_query_depth, should_ignore=None),
+        max_aliases_rule(settings.max_aliases),
+    ]
     chosen: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
         lambda: ParserCache(maxsize=256),
-        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: AddValidationRules(limits),
         lambda: ValidationCache(maxsize=256),
         FreshReads,
         lambda: MaskErrors(should_mask_error=is_unexpected, error_message=MASKED_MESSAGE),

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeVar
 
 from starlette.requests import Request
@@ -30,23 +31,48 @@ V = TypeVar("V")
 
 
 class Loaders:
-    """One operation's DataLoaders (batched and cached for that operation only)."""
+    """One operation's DataLoaders (batched and cached for that operation only).
+
+    Each loader is created on first use: most operations (and every idle subscription) need
+    one or two of them, and a DataLoader is not small. ``cached_property`` creates it
+    synchronously, so concurrent resolvers of one operation still share a single loader.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.task = DataLoader[str, domain.Task | None](load_fn=self._tasks)
-        self.session = DataLoader[str, domain.Session | None](load_fn=self._sessions)
-        self.sessions_of_task = DataLoader[str, list[domain.Session]](
-            load_fn=self._sessions_of_tasks
-        )
-        self.queue_status = DataLoader[str, domain.QueueStatus](load_fn=self._queue_statuses)
-        self.clarification = DataLoader[str, domain.Clarification | None](
-            load_fn=self._clarifications
-        )
-        self.current_turn = DataLoader[str, domain.Turn | None](load_fn=self._current_turns)
-        self.turns = DataLoader[tuple[str, int], list[domain.Turn]](load_fn=self._turns)
+
+    @cached_property
+    def task(self) -> DataLoader[str, domain.Task | None]:
+        return DataLoader(load_fn=self._tasks)
+
+    @cached_property
+    def session(self) -> DataLoader[str, domain.Session | None]:
+        return DataLoader(load_fn=self._sessions)
+
+    @cached_property
+    def sessions_of_task(self) -> DataLoader[str, list[domain.Session]]:
+        return DataLoader(load_fn=self._sessions_of_tasks)
+
+    @cached_property
+    def queue_status(self) -> DataLoader[str, domain.QueueStatus]:
+        return DataLoader(load_fn=self._queue_statuses)
+
+    @cached_property
+    def clarification(self) -> DataLoader[str, domain.Clarification | None]:
+        return DataLoader(load_fn=self._clarifications)
+
+    @cached_property
+    def current_turn(self) -> DataLoader[str, domain.Turn | None]:
+        return DataLoader(load_fn=self._current_turns)
+
+    @cached_property
+    def turns(self) -> DataLoader[tuple[str, int], list[domain.Turn]]:
+        return DataLoader(load_fn=self._turns)
+
+    @cached_property
+    def cancellation(self) -> DataLoader[str, domain.CancellationStatus]:
         # Read once per operation so pending and its revision agree across fields (C2).
-        self.cancellation = DataLoader[str, domain.CancellationStatus](load_fn=self._cancellations)
+        return DataLoader(load_fn=self._cancellations)
 
     async def _tasks(self, ids: list[str]) -> list[domain.Task | None]:
         found = await self.engine.store.tasks(ids)
@@ -90,7 +116,8 @@ class Context:
 
     engine: Engine
     principal: str | None
-    request: Request | WebSocket
+    #: None for the shared executions of turnqueue.fanout, which belong to no connection
+    request: Request | WebSocket | None = None
     response: Response | WebSocket | None = None
     #: set by Strawberry from the ``connection_init`` payload (WebSocket only)
     connection_params: dict[str, object] | None = field(default=None)
