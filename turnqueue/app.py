@@ -22,6 +22,7 @@ from turnqueue.agents import Agent
 from turnqueue.api import build_schema
 from turnqueue.bus import EventBus
 from turnqueue.engine.orchestrator import Engine
+from turnqueue.fanout import FanOut
 from turnqueue.metrics import CONTENT_TYPE_LATEST, PrometheusMetrics
 from turnqueue.settings import Settings
 from turnqueue.transport import TurnqueueGraphQL
@@ -44,7 +45,10 @@ class _Runtime:
 
 def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> Starlette:
     runtime = _Runtime()
-    view = TurnqueueGraphQL(build_schema(settings), settings, runtime.get_engine)
+    schema = build_schema(settings)
+    # Shared executions of identical snapshot subscriptions; its leads stop in the lifespan.
+    fanout = FanOut(schema, settings.max_tokens) if settings.subscription_fanout else None
+    view = TurnqueueGraphQL(schema, settings, runtime.get_engine, fanout)
     metrics = PrometheusMetrics()  # a registry of its own per app (U3)
 
     @asynccontextmanager
@@ -59,11 +63,14 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             runtime.engine = await Engine.open(settings, store, bus, agents=agents)
             app.state.engine = runtime.engine  # for operators' tooling and in-process tests
             app.state.metrics = metrics
+            app.state.fanout = fanout  # for in-process tests
             metrics.bind(runtime.engine)
             try:
                 yield
             finally:
                 try:
+                    if fanout is not None:
+                        await fanout.aclose()  # before the engine its leads read from
                     await runtime.engine.aclose()  # /readyz answers 503 from here on
                 finally:
                     metrics.unbind()

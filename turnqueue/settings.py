@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=256_000, gt=0)
     introspection: bool = True
     subscriber_buffer: int = Field(default=256, gt=0)
+    #: identical snapshot subscriptions share one execution (turnqueue/fanout.py)
+    subscription_fanout: bool = True
     db_pool_size: int = Field(default=10, gt=0)
     db_timeout: float = Field(default=30.0, gt=0)
     lease_seconds: float = Field(default=10.0, gt=0)

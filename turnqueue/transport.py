@@ -7,6 +7,7 @@ malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text 
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
 handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
+Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turnqueue.fanout`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import Any
 
 from cross_web import HTTPException
@@ -26,9 +28,15 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema import BaseSchema
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import CompleteMessage
 from strawberry.types.unset import UnsetType
 
 from turnqueue.engine.orchestrator import Engine
+from turnqueue.fanout import FanOut, PreEncoded
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
 
@@ -104,9 +112,50 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
+class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws with snapshot subscriptions served by the app's :class:`FanOut`.
+
+    Only ``run_operation`` (the task of one subscribe message) is overridden: the handshake,
+    pings, ``max_subscriptions_per_connection``, ``complete`` (which cancels this task) and the
+    cleanup on disconnect stay Strawberry's. ``run_operation`` is not a documented hook:
+    Strawberry is pinned, and tests/api/test_api_fanout.py compares the frames of both paths.
+    """
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        fanout = self.view.fanout if isinstance(self.view, TurnqueueGraphQL) else None
+        key = None
+        if fanout is not None:
+            key = fanout.key(
+                operation.query,
+                operation.variables,
+                operation.operation_name,
+                self.context.principal,
+            )
+        if fanout is None or key is None:
+            await super().run_operation(operation)
+            return
+        try:
+            await fanout.serve(key, operation, self.context.engine)
+        except Exception as error:
+            # As Strawberry's run_operation: log, tell the client, forget the operation.
+            await self.handle_task_exception(error)
+            with suppress(Exception):
+                await operation.send_operation_message(
+                    CompleteMessage(id=operation.id, type="complete")
+                )
+            self.operations.pop(operation.id, None)
+            raise
+
+
 class TurnqueueGraphQL(GraphQL[Context, None]):
+    graphql_transport_ws_handler_class = FanOutTransportWSHandler
+
     def __init__(
-        self, schema: BaseSchema, settings: Settings, engine: Callable[[], Engine]
+        self,
+        schema: BaseSchema,
+        settings: Settings,
+        engine: Callable[[], Engine],
+        fanout: FanOut | None = None,
     ) -> None:
         super().__init__(
             schema,
@@ -120,6 +169,13 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         self.settings = settings
         self.auth = Authenticator(settings.tokens)
         self._engine = engine
+        #: None: every subscription executes on its own (Strawberry's ordinary path)
+        self.fanout = fanout
+
+    def encode_json(self, data: object) -> str | bytes:
+        if isinstance(data, PreEncoded):  # a fan-out frame, encoded once for its whole group
+            return data.text
+        return super().encode_json(data)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

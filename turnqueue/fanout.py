@@ -1,0 +1,411 @@
+"""Multiplexed subscription fan-out: identical snapshot subscriptions share one execution.
+
+Without it every WebSocket subscriber of a session runs its own GraphQL subscription: its own bus
+subscription, snapshot reads, GraphQL execution and JSON encoding of every event (bench P3:
+0.01x a bare broadcast with 1,000 subscribers). Here the subscriptions that are identical —
+same normalised document, variables, operation name and principal — form a *group*. The group
+executes once (its *lead*, a task owned by :class:`FanOut`) and every *member* is sent the same
+encoded payload, framed with its own operation id. Clients still speak plain
+graphql-transport-ws and see the frames the ordinary path would send them.
+
+Only snapshot subscriptions are grouped (:data:`SNAPSHOT_FIELDS`): every payload is a full state
+carrying a revision, so a member that joins late is first sent the group's newest payload, which
+is the current state (R3: snapshot first; anything newer is still to come from the lead), and a
+member that cannot keep up may skip states that a newer one replaces. ``turnOutput`` (chunks are
+deltas) and anything not recognised take Strawberry's own path unchanged
+(``transport.FanOutTransportWSHandler``).
+
+Ownership: :class:`FanOut` is created by the composition root (``app.create_app``) and closed in
+the lifespan. A lead is cancelled when its last member leaves or when the FanOut closes (its bus
+subscription is closed by the stream's ``finally``); it runs with a context of its own, so it
+never depends on the connection of the member that started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections.abc import Mapping
+from contextlib import aclosing
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple, cast
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    parse,
+    print_ast,
+)
+from graphql.error import GraphQLFormattedError
+from strawberry.schema import BaseSchema
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    CompleteMessage,
+    ErrorMessage,
+    NextMessage,
+)
+from strawberry.types.execution import ExecutionResult, PreExecutionError
+
+from turnqueue.resolvers.context import Context
+
+if TYPE_CHECKING:
+    from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
+
+    from turnqueue.engine.orchestrator import Engine
+
+log = logging.getLogger(__name__)
+
+#: What may be selected below a grouped root field: field name -> what may be selected below it
+#: (None: anything). A field is grouped only if *every* value it selects changes with a revision
+#: its stream watches; otherwise a late joiner's replayed payload could be older than a fresh
+#: read (e.g. ``currentTurn { output }`` grows without a revision, R1).
+Allowed = Mapping[str, "Allowed | None"]
+
+_TURN: Allowed = dict.fromkeys(
+    ("__typename", "id", "sessionId", "prompt", "source", "status", "error", "startedAt", "endedAt")
+)
+
+#: ``sessionChanged`` yields on a session or cancellation revision: only the Session's own row,
+#: its clarification, its turns' start and end, and its cancellation move with those.
+#: ``queue``, ``autoRun``, ``task`` and turn ``output`` do not: such selections are not grouped.
+_SESSION: Allowed = {
+    **dict.fromkeys(
+        (
+            "__typename",
+            "id",
+            "taskId",
+            "agent",
+            "state",
+            "revision",
+            "promptable",
+            "createdAt",
+            "updatedAt",
+            "cancellationPending",
+            "cancellationRevision",
+            "cancellation",
+            "clarification",
+        )
+    ),
+    "currentTurn": _TURN,
+    "turns": _TURN,
+}
+
+#: The grouped root fields. QueueStatus (Q13) and CancellationStatus (C2) are covered by their
+#: revision as a whole.
+SNAPSHOT_FIELDS: Mapping[str, Allowed | None] = {
+    "queueStatusChanged": None,
+    "cancellationChanged": None,
+    "sessionChanged": _SESSION,
+}
+
+
+class GroupKey(NamedTuple):
+    document: str  # normalised (printed) document
+    variables: str  # JSON, sorted keys
+    operation_name: str | None
+    principal: str  # S2: a member only ever receives what its own principal may see
+
+
+class PreEncoded(dict[str, object]):
+    """A ``next`` message whose JSON text is already built.
+
+    ``TurnqueueGraphQL.encode_json`` sends ``text`` as is; the dict keys are what Strawberry's
+    ``Operation.send_operation_message`` reads.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, operation_id: str, payload: str) -> None:
+        super().__init__(id=operation_id, type="next")
+        # The very text json.dumps gives {"id": …, "type": "next", "payload": …}.
+        self.text = (
+            '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":' + payload + "}"
+        )
+
+
+def encode_payload(result: ExecutionResult) -> str:
+    """A ``next`` payload as Strawberry's ``Operation.send_next`` builds it, encoded as the view's
+    default ``encode_json`` does."""
+    payload: dict[str, object] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        payload["extensions"] = result.extensions
+    return json.dumps(payload, separators=(",", ":"))
+
+
+class _Member:
+    """One client operation of a group, with a latest-wins slot.
+
+    Hazard (slow consumers): the lead never awaits a member. It puts each payload in the member's
+    slot, replacing one not yet sent, and the member's own task (Strawberry's operation task)
+    sends it. A client that does not read therefore blocks only its own task, in its socket's
+    bounded send, and holds at most one payload (a reference to the text shared by the group):
+    it skips states, never falls behind, and gets the newest state once it reads again. This is
+    safe because every payload is a full state carrying a revision, and clients keep the
+    highest revision (R3); the ordinary streams skip intermediate revisions in the same way.
+    """
+
+    __slots__ = ("ended", "errors", "operation", "pending", "skipped", "waiter")
+
+    def __init__(self, operation: Operation[Context, None]) -> None:
+        self.operation = operation
+        self.pending: str | None = None  # the newest payload not sent yet
+        self.ended = False  # the lead ended: after ``pending``, send ``complete`` or ``error``
+        self.errors: list[GraphQLFormattedError] | None = None  # for an ``error`` message
+        self.skipped = 0  # payloads replaced before they were sent (a slow consumer)
+        self.waiter: asyncio.Future[None] | None = None
+
+    def offer(self, payload: str) -> None:
+        if self.pending is not None:
+            self.skipped += 1
+        self.pending = payload
+        self._wake()
+
+    def finish(self, errors: list[GraphQLFormattedError] | None) -> None:
+        self.ended, self.errors = True, errors
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def deliver(self) -> None:
+        """Send the slot's payloads, in order, then the end; returns after the end was sent."""
+        operation = self.operation
+        while True:
+            if self.pending is not None:
+                payload, self.pending = self.pending, None
+                await operation.send_operation_message(
+                    cast("NextMessage", PreEncoded(operation.id, payload))
+                )
+            elif self.ended:
+                if self.errors is None:
+                    await operation.send_operation_message(
+                        CompleteMessage(id=operation.id, type="complete")
+                    )
+                else:
+                    await operation.send_operation_message(
+                        ErrorMessage(id=operation.id, type="error", payload=self.errors)
+                    )
+                return
+            else:
+                self.waiter = asyncio.get_running_loop().create_future()
+                await self.waiter
+                self.waiter = None
+
+
+class _Group:
+    __slots__ = ("key", "last", "lead", "members")
+
+    def __init__(self, key: GroupKey) -> None:
+        self.key = key
+        self.members: dict[_Member, None] = {}  # an insertion-ordered set
+        self.last: str | None = None  # the newest payload, replayed to a late joiner
+        self.lead: asyncio.Task[None] | None = None
+
+
+class FanOut:
+    """The registry of subscription groups of one app, and the owner of their lead tasks."""
+
+    def __init__(self, schema: BaseSchema, max_tokens: int) -> None:
+        self._schema = schema
+        self._max_tokens = max_tokens
+        self._groups: dict[GroupKey, _Group] = {}
+        self._closed = False
+        # Bounded: the document text comes from clients.
+        self._normalise = lru_cache(maxsize=256)(self._normalise_uncached)
+
+    # -- which operations are grouped -------------------------------------------------------------
+    def key(
+        self,
+        query: str,
+        variables: object,
+        operation_name: str | None,
+        principal: str | None,
+    ) -> GroupKey | None:
+        """The group of an operation, or None when it takes Strawberry's ordinary path."""
+        if self._closed or principal is None or not isinstance(query, str):
+            return None
+        if variables is not None and not isinstance(variables, dict):
+            return None
+        normalised = self._normalise(query, operation_name)
+        if normalised is None:
+            return None
+        try:
+            variables_text = json.dumps(variables or {}, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
+        return GroupKey(normalised, variables_text, operation_name, principal)
+
+    def _normalise_uncached(self, query: str, operation_name: str | None) -> str | None:
+        try:
+            document = parse(query, no_location=True, max_tokens=self._max_tokens)
+        except GraphQLError:
+            return None  # Strawberry's own path answers it (close 4400 or an error message)
+        return print_ast(document) if _is_snapshot_subscription(document, operation_name) else None
+
+    # -- members ------------------------------------------------------------------------------
+    async def serve(
+        self, key: GroupKey, operation: Operation[Context, None], engine: Engine
+    ) -> None:
+        """Run one member until its group ends (or until its task is cancelled: the client sent
+        ``complete`` or went away)."""
+        group = self._groups.get(key)
+        if group is None:
+            group = self._start(key, operation, engine)
+        member = _Member(operation)
+        group.members[member] = None
+        # Hazard (R3, snapshot first): the replay happens with no await since the member joined,
+        # so the lead cannot publish in between; everything it publishes from now on is newer.
+        if group.last is not None:
+            member.offer(group.last)
+        try:
+            await member.deliver()
+        finally:
+            del group.members[member]
+            if not group.members:
+                self._forget(group)
+                if group.lead is not None:
+                    group.lead.cancel()  # nobody left to serve
+
+    def _start(self, key: GroupKey, operation: Operation[Context, None], engine: Engine) -> _Group:
+        group = _Group(key)
+        # The lead's context is its own (no request, no connection): it outlives any member.
+        context = Context(engine=engine, principal=key.principal)
+        group.lead = asyncio.create_task(
+            self._lead(
+                group, operation.query, operation.variables, operation.operation_name, context
+            ),
+            name=f"turnqueue.fanout lead {key.variables[:120]}",
+            context=contextvars.Context(),  # nothing inherited from the first member's task
+        )
+        self._groups[key] = group
+        return group
+
+    def _forget(self, group: _Group) -> None:
+        """Take ``group`` out of the registry (new subscribers then start a new group)."""
+        if self._groups.get(group.key) is group:
+            del self._groups[group.key]
+
+    # -- the lead -----------------------------------------------------------------------------
+    async def _lead(
+        self,
+        group: _Group,
+        query: str,
+        variables: dict[str, object] | None,
+        operation_name: str | None,
+        context: Context,
+    ) -> None:
+        errors: list[GraphQLFormattedError] | None = None  # None: members get ``complete``
+        try:
+            source = await self._schema.stream(
+                query,
+                variable_values=variables,
+                context_value=context,
+                root_value=None,
+                operation_name=operation_name,
+            )
+            async with aclosing(source):
+                first = True
+                async for result in source:
+                    # As Strawberry's handler: an error before execution (validation,
+                    # NOT_FOUND from the resolver) is an ``error`` message. Those that make it
+                    # close the socket (syntax, unknown operation name) never reach a group.
+                    if first and isinstance(result, PreExecutionError):
+                        errors = [error.formatted for error in result.errors or ()]
+                        break
+                    if not isinstance(result, ExecutionResult):  # incremental delivery
+                        message = "Incremental delivery is not supported over graphql-transport-ws"
+                        errors = [GraphQLError(message).formatted]
+                        break
+                    first = False
+                    group.last = payload = encode_payload(result)
+                    if result.errors:
+                        # RESYNC (or a masked fault): this group's state is not one to replay
+                        # to newcomers; they start a group of their own.
+                        self._forget(group)
+                    for member in group.members:
+                        member.offer(payload)
+        except Exception:
+            # As Strawberry's handler does for a failed operation: log it, then ``complete``.
+            log.exception("subscription fan-out failed for %s", group.key.variables[:120])
+        finally:
+            self._forget(group)
+            for member in group.members:
+                member.finish(errors)
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def group_count(self) -> int:
+        return len(self._groups)
+
+    async def aclose(self) -> None:
+        """App shutdown: stop every lead (their members are sent ``complete``)."""
+        self._closed = True
+        leads = [g.lead for g in self._groups.values() if g.lead is not None]
+        for lead in leads:
+            lead.cancel()
+        await asyncio.gather(*leads, return_exceptions=True)
+
+
+def _is_snapshot_subscription(document: DocumentNode, operation_name: str | None) -> bool:
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) != 1 or operations[0].operation is not OperationType.SUBSCRIPTION:
+        return False
+    operation = operations[0]
+    name = operation.name.value if operation.name else None
+    if operation_name is not None and operation_name != name:
+        return False  # Strawberry closes the socket for it (4400)
+    roots = operation.selection_set.selections
+    if len(roots) != 1 or not isinstance(roots[0], FieldNode):
+        return False
+    root = roots[0]
+    if root.name.value not in SNAPSHOT_FIELDS:
+        return False
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    allowed = SNAPSHOT_FIELDS[root.name.value]
+    return allowed is None or _selects_only(root.selection_set, allowed, fragments, set())
+
+
+def _selects_only(
+    selection_set: SelectionSetNode | None,
+    allowed: Allowed,
+    fragments: Mapping[str, FragmentDefinitionNode],
+    entered: set[str],
+) -> bool:
+    """Whether ``selection_set`` (through its fragments) selects only ``allowed`` fields."""
+    if selection_set is None:
+        return True
+    for selection in selection_set.selections:
+        if isinstance(selection, FieldNode):
+            name = selection.name.value
+            if name not in allowed:
+                return False
+            below = allowed[name]
+            if below is not None and not _selects_only(
+                selection.selection_set, below, fragments, entered
+            ):
+                return False
+        elif isinstance(selection, InlineFragmentNode):
+            if not _selects_only(selection.selection_set, allowed, fragments, entered):
+                return False
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            fragment = fragments.get(name)
+            if fragment is None or name in entered:  # unknown or cyclic: not ours to judge
+                return False
+            if not _selects_only(fragment.selection_set, allowed, fragments, entered | {name}):
+                return False
+        else:
+            return False
+    return True
