@@ -47,7 +47,11 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
     runtime = _Runtime()
     schema = build_schema(settings)
     # Shared executions of identical snapshot subscriptions; its leads stop in the lifespan.
-    fanout = FanOut(schema, settings.max_tokens) if settings.subscription_fanout else None
+    fanout = (
+        FanOut(schema, settings.max_tokens, settings.subscriber_buffer)
+        if settings.subscription_fanout
+        else None
+    )
     view = TurnqueueGraphQL(schema, settings, runtime.get_engine, fanout)
     metrics = PrometheusMetrics()  # a registry of its own per app (U3)
 

@@ -55,6 +55,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.subscriptions import resync_error
 
 if TYPE_CHECKING:
     from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
@@ -114,6 +115,13 @@ class GroupKey(NamedTuple):
     principal: str  # S2: a member only ever receives what its own principal may see
 
 
+class FanOutStats(NamedTuple):
+    groups: int
+    members: int
+    pending: int  # members holding a payload not sent yet (at most one each)
+    skipped: int  # payloads replaced before they were sent (slow consumers)
+
+
 class PreEncoded(dict[str, object]):
     """A ``next`` message whose JSON text is already built.
 
@@ -143,15 +151,16 @@ def encode_payload(result: ExecutionResult) -> str:
 
 
 class _Member:
-    """One client operation of a group, with a latest-wins slot.
+    """One client operation of a group, with a one-payload slot.
 
     Hazard (slow consumers): the lead never awaits a member. It puts each payload in the member's
-    slot, replacing one not yet sent, and the member's own task (Strawberry's operation task)
-    sends it. A client that does not read therefore blocks only its own task, in its socket's
-    bounded send, and holds at most one payload (a reference to the text shared by the group):
-    it skips states, never falls behind, and gets the newest state once it reads again. This is
-    safe because every payload is a full state carrying a revision, and clients keep the
-    highest revision (R3); the ordinary streams skip intermediate revisions in the same way.
+    slot and the member's own task (Strawberry's operation task) sends it, so a client that does
+    not read blocks only its own task, in its socket's bounded send. A payload not sent yet is
+    replaced by a newer one (a full state with a revision: clients keep the highest, and the
+    ordinary streams skip intermediate revisions in the same way), so a member holds at most one
+    payload, a reference to the text its group shares. A member that had more than ``limit``
+    payloads replaced since it last took one is too slow (the ordinary path's bus buffer would
+    have overflowed by then): it leaves the group and is sent RESYNC (R3), so it resubscribes.
     """
 
     __slots__ = ("ended", "errors", "operation", "pending", "skipped", "waiter")
@@ -159,20 +168,30 @@ class _Member:
     def __init__(self, operation: Operation[Context, None]) -> None:
         self.operation = operation
         self.pending: str | None = None  # the newest payload not sent yet
-        self.ended = False  # the lead ended: after ``pending``, send ``complete`` or ``error``
+        self.ended = False  # nothing more comes: after ``pending``, ``complete`` or ``error``
         self.errors: list[GraphQLFormattedError] | None = None  # for an ``error`` message
-        self.skipped = 0  # payloads replaced before they were sent (a slow consumer)
+        self.skipped = 0  # payloads replaced since the member last took one
         self.waiter: asyncio.Future[None] | None = None
 
-    def offer(self, payload: str) -> None:
+    def offer(self, payload: str, limit: int, resync: str) -> bool:
+        """Put ``payload`` in the slot; False when the member is too slow and must leave."""
+        if self.ended:
+            return False
         if self.pending is not None:
             self.skipped += 1
+            if self.skipped > limit:
+                # The RESYNC ``next`` as the ordinary stream sends it, then ``complete``.
+                self.pending, self.ended = resync, True
+                self._wake()
+                return False
         self.pending = payload
         self._wake()
+        return True
 
     def finish(self, errors: list[GraphQLFormattedError] | None) -> None:
-        self.ended, self.errors = True, errors
-        self._wake()
+        if not self.ended:
+            self.ended, self.errors = True, errors
+            self._wake()
 
     def _wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -183,7 +202,7 @@ class _Member:
         operation = self.operation
         while True:
             if self.pending is not None:
-                payload, self.pending = self.pending, None
+                payload, self.pending, self.skipped = self.pending, None, 0
                 await operation.send_operation_message(
                     cast("NextMessage", PreEncoded(operation.id, payload))
                 )
@@ -216,10 +235,13 @@ class _Group:
 class FanOut:
     """The registry of subscription groups of one app, and the owner of their lead tasks."""
 
-    def __init__(self, schema: BaseSchema, max_tokens: int) -> None:
+    def __init__(self, schema: BaseSchema, max_tokens: int, buffer: int) -> None:
         self._schema = schema
         self._max_tokens = max_tokens
-        self._groups: dict[GroupKey, _Group] = {}
+        self._buffer = buffer  # payloads a member may fall behind (Settings.subscriber_buffer)
+        self._resync = encode_payload(ExecutionResult(data=None, errors=[resync_error()]))
+        self._groups: dict[GroupKey, _Group] = {}  # the groups newcomers join
+        self._leads: set[asyncio.Task[None]] = set()  # every running lead, joinable or not
         self._closed = False
         # Bounded: the document text comes from clients.
         self._normalise = lru_cache(maxsize=256)(self._normalise_uncached)
@@ -263,15 +285,15 @@ class FanOut:
         if group is None:
             group = self._start(key, operation, engine)
         member = _Member(operation)
+        # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
+        # happen with no await in between, so the lead cannot publish in between: everything
+        # it publishes from now on is newer.
+        member.pending = group.last
         group.members[member] = None
-        # Hazard (R3, snapshot first): the replay happens with no await since the member joined,
-        # so the lead cannot publish in between; everything it publishes from now on is newer.
-        if group.last is not None:
-            member.offer(group.last)
         try:
             await member.deliver()
         finally:
-            del group.members[member]
+            group.members.pop(member, None)  # the lead takes out a member that lagged
             if not group.members:
                 self._forget(group)
                 if group.lead is not None:
@@ -288,6 +310,8 @@ class FanOut:
             name=f"turnqueue.fanout lead {key.variables[:120]}",
             context=contextvars.Context(),  # nothing inherited from the first member's task
         )
+        self._leads.add(group.lead)
+        group.lead.add_done_callback(self._leads.discard)
         self._groups[key] = group
         return group
 
@@ -333,8 +357,13 @@ class FanOut:
                         # RESYNC (or a masked fault): this group's state is not one to replay
                         # to newcomers; they start a group of their own.
                         self._forget(group)
-                    for member in group.members:
-                        member.offer(payload)
+                    lagged = [
+                        m for m in group.members if not m.offer(payload, self._buffer, self._resync)
+                    ]
+                    for member in lagged:
+                        del group.members[member]
+                    if not group.members:
+                        return  # every member was too slow: nobody left to serve
         except Exception:
             # As Strawberry's handler does for a failed operation: log it, then ``complete``.
             log.exception("subscription fan-out failed for %s", group.key.variables[:120])
@@ -344,13 +373,23 @@ class FanOut:
                 member.finish(errors)
 
     # -- life cycle ---------------------------------------------------------------------------
-    def group_count(self) -> int:
-        return len(self._groups)
+    def stats(self) -> FanOutStats:
+        """The groups open to newcomers and their members (for metrics and tests)."""
+        members = [m for g in self._groups.values() for m in g.members]
+        return FanOutStats(
+            groups=len(self._groups),
+            members=len(members),
+            pending=sum(m.pending is not None for m in members),
+            skipped=sum(m.skipped for m in members),
+        )
+
+    def leads(self) -> list[asyncio.Task[None]]:
+        return list(self._leads)
 
     async def aclose(self) -> None:
         """App shutdown: stop every lead (their members are sent ``complete``)."""
         self._closed = True
-        leads = [g.lead for g in self._groups.values() if g.lead is not None]
+        leads = self.leads()
         for lead in leads:
             lead.cancel()
         await asyncio.gather(*leads, return_exceptions=True)
