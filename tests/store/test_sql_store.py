@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC
+from typing import Any
 
 import pytest
 
@@ -474,3 +475,100 @@ async def test_m6_stuck_sessions_spare_a_session_that_is_still_starting(store: S
     async with store.read() as tx:
         assert set(await tx.stuck_sessions(60.0)) == {running.id}
         assert set(await tx.stuck_sessions(0.0)) == {running.id, starting.id}
+
+
+async def _assert_counted(tx: Tx, *session_ids: str) -> None:
+    """The view's ``queued`` (the lock row's trigger-kept counter) equals the visible entries."""
+    for sid in session_ids:
+        view = await tx.view(sid)
+        assert view is not None
+        assert view.queued == len(await tx.list_entries(sid)), sid
+
+
+async def test_p6_queued_counter_follows_every_entry_change(store: SqlStore) -> None:
+    """``SessionView.queued`` is read from a counter (bench P6), not counted: every way an entry
+    appears, goes in flight, returns, moves or disappears keeps it exact (Q10, Q11, W3)."""
+    src, dst = await new_session(store), await new_session(store)
+    a, b, c, d, e = await add(store, src, "a", "b", "c", "d", "e")
+    await add(store, dst, "x")
+    async with store.transaction() as tx:
+        await _assert_counted(tx, src, dst)
+        assert (await tx.lock(src)).queued == 5
+        head = await tx.reserve_head(src)  # a in flight
+        await tx.claim_entries(src, [c, d])
+        await _assert_counted(tx, src)
+        await tx.update_entry(b, content="b2")
+        await tx.reorder_entries(src, [e, b])
+        await _assert_counted(tx, src)
+        assert head is not None
+        await tx.start_turn(src, prompt=head.content, source=USER, consume=[a])
+        await tx.release_entries(src, [c])
+        await _assert_counted(tx, src)
+        assert await tx.move_entries(src, dst) == 4  # b, c, e visible and d in flight
+        await _assert_counted(tx, src, dst)
+        assert (await tx.lock(dst)).queued == 4
+        await tx.release_entries(src, [d])  # by id: d returns to its new queue
+        await tx.remove_entries(dst, [b])
+        await _assert_counted(tx, src, dst)
+        assert await tx.remove_entries(dst, None) == 4
+        await _assert_counted(tx, src, dst)
+        await tx.add_entry(dst, content="y", source=USER)
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.add_entry(dst, content="rolled back", source=USER)
+            await tx.reserve_head(dst)
+            raise RuntimeError("roll back")
+    async with store.read() as tx:
+        await _assert_counted(tx, src, dst)
+        assert (await tx.view(dst)).queued == 1  # type: ignore[union-attr]
+
+
+async def test_p6_queued_counter_counts_rows_written_outside_the_store(store: SqlStore) -> None:
+    """The counter is kept by the database (triggers), so a seed script or an operator's bulk
+    INSERT/UPDATE/DELETE cannot make it drift."""
+    from sqlalchemy import delete, insert, update
+
+    from turnqueue.domain import utcnow
+    from turnqueue.store.tables import queue_entries as qe
+
+    sid, other = await new_session(store), await new_session(store)
+    now = utcnow()
+    rows = [
+        {
+            "id": f"{sid[:8]}-bulk-{i}",
+            "session_id": sid,
+            "position": i,
+            "content": f"m{i}",
+            "source": "USER",
+            "queued_at": now,
+            "in_flight": i % 4 == 0,
+        }
+        for i in range(1, 41)
+    ]
+    async with store.engine.begin() as conn:
+        await conn.execute(insert(qe), rows)
+    async with store.read() as tx:
+        await _assert_counted(tx, sid)
+        assert (await tx.view(sid)).queued == 30  # type: ignore[union-attr]
+    async with store.engine.begin() as conn:
+        await conn.execute(insert(qe).from_select(list(rows[0]), _copy_of(qe, sid, other)))
+        await conn.execute(update(qe).where(qe.c.session_id == sid).values(in_flight=False))
+        await conn.execute(delete(qe).where(qe.c.session_id == other, qe.c.position > 30))
+    async with store.read() as tx:
+        await _assert_counted(tx, sid, other)
+        assert [(await tx.view(s)).queued for s in (sid, other)] == [40, 23]  # type: ignore[union-attr]
+
+
+def _copy_of(qe: Any, source: str, destination: str) -> Any:
+    """SELECT of the source's entries as new entries of the destination (one INSERT … SELECT)."""
+    from sqlalchemy import literal, select
+
+    return select(
+        literal(destination[:8] + "-copy-") + qe.c.id,
+        literal(destination),
+        qe.c.position,
+        qe.c.content,
+        qe.c.source,
+        qe.c.queued_at,
+        qe.c.in_flight,
+    ).where(qe.c.session_id == source)

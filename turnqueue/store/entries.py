@@ -26,16 +26,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
 from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, VISIBLE_ENTRIES, entries_from, entry_from
-from turnqueue.store.tables import UtcDateTime, queue_entries
+from turnqueue.store.tables import UtcDateTime, queue_entries, queue_session_locks
 
 qe = queue_entries
+locks = queue_session_locks
 
 # -- prebuilt statements (see turnqueue.store.rows) ---------------------------------------------
-#: The tail is computed over in-flight entries too, so nothing visible sorts after it.
+#: (tail sort key, visible count). The tail is over in-flight entries too, so nothing visible
+#: sorts after it; the count is the lock row's trigger-kept counter (no scan of the queue).
 _TAIL = select(
-    func.coalesce(func.max(qe.c.position), 0),
-    func.count().filter(VISIBLE),
-).where(qe.c.session_id == bindparam("p_session_id"))
+    select(func.coalesce(func.max(qe.c.position), 0))
+    .where(qe.c.session_id == bindparam("p_session_id"))
+    .scalar_subquery(),
+    select(locks.c.queued).where(locks.c.session_id == bindparam("p_session_id")).scalar_subquery(),
+)
 _head = qe.alias("head")
 # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent reservation
 # that did not take the lock row (a caller bug) re-checks it on PostgreSQL and reserves nothing
@@ -73,7 +77,8 @@ class EntryStatements:
         self, session_id: str, *, content: str, source: MessageSource
     ) -> QueueEntry:
         tail, visible = (await self._conn.execute(_TAIL, {"p_session_id": session_id})).one()
-        entry = QueueEntry(new_id(), session_id, int(visible) + 1, content, source, utcnow())
+        # No lock row (visible None): the INSERT below fails on the foreign key.
+        entry = QueueEntry(new_id(), session_id, int(visible or 0) + 1, content, source, utcnow())
         values = {
             "id": entry.id,
             "session_id": session_id,

@@ -17,7 +17,6 @@ from sqlalchemy import (
     String,
     bindparam,
     false,
-    func,
     literal_column,
     select,
 )
@@ -131,12 +130,6 @@ def select_view(session_id: Any) -> Select[Any]:
     """Everything :class:`SessionView` needs in one statement, driven by the lock row;
     ``session_id`` is a value or a ``bindparam``."""
     locks, state, clar = queue_session_locks, queue_session_state, clarifications
-    queued = (
-        select(func.count())
-        .select_from(queue_entries)
-        .where(queue_entries.c.session_id == locks.c.session_id, VISIBLE)
-        .scalar_subquery()
-    )
 
     def running_turn(column: Any) -> Any:
         return (
@@ -160,7 +153,8 @@ def select_view(session_id: Any) -> Select[Any]:
             clar.c.turn_id.label("clarification_turn_id"),
             clar.c.question.label("clarification_question"),
             clar.c.asked_at.label("clarification_asked_at"),
-            queued.label("queued"),
+            # Kept by triggers (tables.py): counting the queue here made a lock O(queue length).
+            locks.c.queued,
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),
         )

@@ -10,6 +10,9 @@ Transactions (the hazards live here):
   connection were released, so a callback may itself open a transaction.
 * Nested ``transaction()`` calls from the same task are not supported (on SQLite they deadlock
   on the writer lock).
+* ``SessionView.queued`` is the lock row's ``queued`` column, kept by database triggers on
+  ``queue_entries`` (migration 0004) in the same statement as the entry change: no store code
+  writes it, and a migration that recreates ``queue_entries`` must recreate the triggers.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     false,
+    text,
     true,
 )
 from sqlalchemy.types import TypeDecorator
@@ -112,10 +113,12 @@ turns = Table(
     Column("agent_host", String(255), nullable=True),
     Column("agent_pgid", Integer, nullable=True),
     Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
-    # Recovery (M6) scans RUNNING turns; queries must use the literal 'RUNNING' to hit it.
+    # The view's "newest RUNNING turn" and recovery (M6); queries must use the literal
+    # 'RUNNING' to hit it.
     Index(
         "ix_turns_running",
         "session_id",
+        "seq",
         postgresql_where="status = 'RUNNING'",
         sqlite_where="status = 'RUNNING'",
     ),
@@ -136,6 +139,16 @@ queue_entries = Table(
     # The instance that reserved it: if that instance dies, the entry goes back (Q10, M6).
     Column("reserved_by", BigInteger, nullable=True),
     Index("ix_queue_entries_session_id_position", "session_id", "position"),
+    # The visible queue in FIFO order (head, listing); each dialect spells the predicate the
+    # way ``in_flight == false()`` renders, so the partial index is used.
+    Index(
+        "ix_queue_entries_visible",
+        "session_id",
+        "position",
+        "id",
+        postgresql_where="NOT in_flight",
+        sqlite_where="in_flight = 0",
+    ),
     Index(
         "ix_queue_entries_in_flight",
         "session_id",
@@ -155,6 +168,9 @@ queue_session_locks = Table(
         primary_key=True,
     ),
     Column("revision", BigInteger, nullable=False),
+    # Visible (not in-flight) entries of the session, so the view need not count the queue.
+    # Kept by triggers on queue_entries (migration 0004), never written by the store.
+    Column("queued", BigInteger, nullable=False, server_default=text("0")),
 )
 
 queue_session_state = Table(
