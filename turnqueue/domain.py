@@ -227,5 +227,10 @@ class Workflow:
         index = names.index(name)
         return self.steps[index + 1] if index + 1 < len(self.steps) else None
 
+    @property
+    def moves_on_complete(self) -> bool:
+        """Whether any step moves its task on when a turn completes (W1)."""
+        return any(s.on_turn_complete is OnTurnComplete.MOVE_TO_NEXT for s in self.steps)
+
     def is_last(self, name: str) -> bool:
         return bool(self.steps) and self.steps[-1].name == name

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from turnqueue.domain import (
@@ -58,9 +58,16 @@ class QueueOps:
                 check_expected(view, expected_revision)
                 check_capacity(view, self.core.settings.queue_limit)
                 entry = await tx.add_entry(session_id, content=content, source=source)
-                await self.core.queue_changed(tx, session_id)
-            result, turn = await self.turns.auto_drain(session_id)
-        return entry, turn if result is DrainResult.STARTED else None
+                # The drain after enqueueMessage (Q3, automatic) runs in this same transaction:
+                # one lock row, one commit, one queue revision for "queued and started".
+                view = replace(view, queued=view.queued + 1)
+                result, turn = await self.turns.reserve_in(tx, view, automatic=True)
+                if turn is None:
+                    await self.core.queue_changed(tx, session_id)
+            if turn is not None:
+                self.turns.launch(turn, view.session.agent)
+            self.core.metrics.reservation("automatic", result.value)
+        return entry, turn
 
     async def update_entry(
         self, session_id: str, entry_id: str, content: str, expected_revision: int | None

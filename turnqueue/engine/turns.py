@@ -104,22 +104,31 @@ class Turns:
     async def _reserve_head(
         self, session_id: str, automatic: bool
     ) -> tuple[DrainResult, Turn | None]:
-        # The policy is read in the same transaction that reserves, under the lock row (Q3).
         if self.core.closing or self.core.runtime_holds(session_id):
             return DrainResult.HELD, None
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
-            if self.blocked(view):
-                return DrainResult.HELD, None
-            if view.queued == 0:
-                return DrainResult.EMPTY, None
-            if automatic and not view.policy.auto_run:
-                return DrainResult.PAUSED, None
-            entry = await tx.reserve_head(session_id, owner=self.core.instance)
-            if entry is None:
-                return DrainResult.EMPTY, None
-            turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
-        self.launch(turn, view.session.agent)
+            result, turn = await self.reserve_in(tx, view, automatic=automatic)
+        if turn is not None:
+            self.launch(turn, view.session.agent)
+        return result, turn
+
+    async def reserve_in(
+        self, tx: Tx, view: SessionView, *, automatic: bool
+    ) -> tuple[DrainResult, Turn | None]:
+        """The Q3 decision and reservation inside the caller's transaction, which has taken
+        the lock row (``view``): the policy is read in the transaction that reserves. The
+        caller launches the returned turn after COMMIT."""
+        if self.core.closing or self.blocked(view):
+            return DrainResult.HELD, None
+        if view.queued == 0:
+            return DrainResult.EMPTY, None
+        if automatic and not view.policy.auto_run:
+            return DrainResult.PAUSED, None
+        entry = await tx.reserve_head(view.session.id, owner=self.core.instance)
+        if entry is None:
+            return DrainResult.EMPTY, None
+        turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
         return DrainResult.STARTED, turn
 
     async def send_message(self, session_id: str, content: str) -> Admission:

@@ -83,6 +83,8 @@ class Workflows:
         return task, session
 
     async def moves_on_complete(self, session_id: str) -> bool:
+        if not self.core.workflow.moves_on_complete:
+            return False  # no step moves on completion: no read per turn end
         task, _ = await self._task_of(session_id)
         step = self.core.workflow.step(task.workflow_step)
         return (
