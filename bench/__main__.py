@@ -1,11 +1,10 @@
-"""``python -m bench [--smoke] [--only P1,P3] [--out bench/results] [--profile]``."""
+"""``python -m bench [--smoke] [--only P1,P3] [--out bench/results] [--profile] [--label NAME]``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import importlib
-import os
 import resource
 import sys
 import tempfile
@@ -13,7 +12,6 @@ import time
 from pathlib import Path
 
 from bench.common import Backend, Config, Row, backends
-from bench.prototypes import ENV, install
 from bench.report import write
 
 MODULES = {
@@ -47,19 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="also profile P1 and P3 (pyinstrument)"
     )
     parser.add_argument(
-        "--prototype",
+        "--label",
         default="",
-        help="measure with throwaway fixes applied (bench/prototypes.py): coalesce,multiplex",
+        help="appended to the results file name, e.g. 'before' for a before/after comparison",
     )
     args = parser.parse_args(argv)
     ids = [i.strip().upper() for i in args.only.split(",") if i.strip()] or list(MODULES)
     unknown = [i for i in ids if i not in MODULES]
     if unknown:
         parser.error(f"unknown benchmark ids: {', '.join(unknown)}")
-    prototypes = [p.strip() for p in args.prototype.split(",") if p.strip()]
-    if prototypes:
-        os.environ[ENV] = ",".join(prototypes)  # inherited by the server subprocesses
-        install(prototypes)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="tqbench-") as workdir:
@@ -69,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             out=args.out,
             profile=args.profile,
             workdir=Path(workdir),
-            label="-prototype-" + "-".join(prototypes) if prototypes else "",
+            label=f"-{args.label}" if args.label else "",
         )
         for backend in backends(cfg.workdir):
             started = time.perf_counter()

@@ -38,7 +38,7 @@ class Config:
     out: Path
     profile: bool
     workdir: Path
-    label: str = ""  # appended to the results file name (e.g. "-prototype-multiplex")
+    label: str = ""  # appended to the results file name (e.g. "-before")
 
     def n(self, smoke: int, full: int) -> int:
         """A count: tiny in smoke mode, the real one otherwise."""

@@ -43,8 +43,6 @@ def write(backend: str, rows: Sequence[Row], cfg: Config, elapsed: float) -> Pat
         mode = "smoke (tiny counts, 1 repetition; the times mean nothing)"
     else:
         mode = f"full (medians of {cfg.reps} repetitions)"
-    if cfg.label:
-        mode += f"; with the prototypes {cfg.label.removeprefix('-prototype-')} applied"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     text = (
         f"# turnqueue benchmarks — {backend}, {date.today().isoformat()}\n\n"

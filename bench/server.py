@@ -31,7 +31,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from bench.prototypes import install, names_from_env
 from turnqueue.app import create_app
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
@@ -190,7 +189,6 @@ def main() -> None:
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    install(names_from_env())  # --prototype: before/after measurements only
     asyncio.run(serve(args.db))
 
 
