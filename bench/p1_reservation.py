@@ -36,8 +36,7 @@ SELECT sessions.id, sessions.task_id, sessions.agent, sessions.state, sessions.r
   sessions.created_at, sessions.updated_at, tasks.owner, queue_session_locks.revision,
   queue_session_state.auto_run, queue_session_state.pause_reason, clarifications.id,
   clarifications.turn_id, clarifications.question, clarifications.asked_at,
-  (SELECT count(*) FROM queue_entries WHERE queue_entries.session_id =
-     queue_session_locks.session_id AND queue_entries.in_flight = {false}) AS queued,
+  queue_session_locks.queued,
   (SELECT turns.id FROM turns WHERE turns.session_id = queue_session_locks.session_id
      AND turns.status = 'RUNNING' ORDER BY turns.seq DESC LIMIT 1) AS running_turn_id,
   (SELECT turns.owner FROM turns WHERE turns.session_id = queue_session_locks.session_id
