@@ -7,6 +7,7 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ from turnqueue.store import Store
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 200
+#: Sessions whose owner is remembered (about 100 bytes each).
+OWNER_CACHE_SIZE = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,9 @@ class Engine:
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
         self.shared_reads = SharedReads(core.bus, core.queue_status)
+        # Hazard: correct only because a session's owner is fixed at creation and sessions are
+        # never deleted. If either ever changes, this cache must be invalidated there.
+        self._owners: OrderedDict[str, str] = OrderedDict()
 
     @classmethod
     async def open(
@@ -125,14 +131,34 @@ class Engine:
     async def authorize_session(
         self, principal: str, session_id: str, field: str = "sessionId"
     ) -> Session:
+        """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
         if not is_valid_id(session_id):
             raise InvalidInput(f"{field} is not a valid id", [field])
         async with self.core.store.read() as tx:
             session = await tx.get_session(session_id)
         if session is None or session.owner != principal:
             raise NotFound("session", [field])
+        self._remember_owner(session_id, session.owner)
         bind(session_id=session_id)  # the rest of this request's logs carry it
         return session
+
+    async def check_session(self, principal: str, session_id: str) -> None:
+        """:meth:`authorize_session` for callers that do not need the session: the owner is
+        remembered, so a busy session's mutations cost no read for authorisation."""
+        owner = self._owners.get(session_id)
+        if owner is None:
+            await self.authorize_session(principal, session_id)
+            return
+        if owner != principal:
+            raise NotFound("session", ["sessionId"])
+        self._owners.move_to_end(session_id)
+        bind(session_id=session_id)
+
+    def _remember_owner(self, session_id: str, owner: str) -> None:
+        self._owners[session_id] = owner
+        self._owners.move_to_end(session_id)
+        if len(self._owners) > OWNER_CACHE_SIZE:
+            self._owners.popitem(last=False)
 
     async def authorize_task(self, principal: str, task_id: str) -> Task:
         if not is_valid_id(task_id):
@@ -225,21 +251,21 @@ class Engine:
         return task, session
 
     async def send_message(self, principal: str, session_id: str, content: str) -> Admission:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         return await self.turns.send_message(session_id, content)
 
     async def enqueue(
         self, principal: str, session_id: str, content: str, expected_revision: int | None
     ) -> tuple[QueueEntry, Turn | None]:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         return await self.queue.enqueue(session_id, content, expected_revision, MessageSource.USER)
 
     async def update_entry(
         self, principal: str, session_id: str, entry_id: str, content: str, expected: int | None
     ) -> QueueStatus:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         _check_entry_id(entry_id)
         check_content(content, self.core.settings.max_content_bytes)
         await self.queue.update_entry(session_id, entry_id, content, expected)
@@ -248,7 +274,7 @@ class Engine:
     async def remove_entry(
         self, principal: str, session_id: str, entry_id: str, expected: int | None
     ) -> QueueStatus:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         _check_entry_id(entry_id)
         await self.queue.remove_entry(session_id, entry_id, expected)
         return await self.queue_status(session_id)
@@ -256,19 +282,19 @@ class Engine:
     async def clear_queue(
         self, principal: str, session_id: str, expected: int | None
     ) -> QueueStatus:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         await self.queue.clear(session_id, expected)
         return await self.queue_status(session_id)
 
     async def reorder_queue(
         self, principal: str, session_id: str, ordered_ids: Sequence[str], expected: int | None
     ) -> QueueStatus:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         await self.queue.reorder(session_id, ordered_ids, expected)
         return await self.queue_status(session_id)
 
     async def cancel(self, principal: str, session_id: str) -> CancelResult:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         outcome = await self.cancels.cancel(session_id)
         session = await self.authorize_session(principal, session_id)
         return CancelResult(session, self.cancellation(session_id), outcome)
@@ -276,7 +302,7 @@ class Engine:
     async def set_auto_run(
         self, principal: str, session_id: str, auto_run: bool, expected: int | None
     ) -> Turn | None:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         return await self.queue.set_auto_run(session_id, auto_run, expected)
 
     async def send_now(
@@ -287,19 +313,19 @@ class Engine:
         entry_id: str | None,
         expected: int | None,
     ) -> SendNowResult:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         if entry_id is not None:
             _check_entry_id(entry_id)
         return await self.queue.send_now(session_id, scope, entry_id, expected)
 
     async def drain(self, principal: str, session_id: str, expected: int | None) -> Turn | None:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         return await self.queue.drain(session_id, expected)
 
     async def answer_clarification(
         self, principal: str, session_id: str, answer: str, clarification_id: str | None
     ) -> Session:
-        await self.authorize_session(principal, session_id)
+        await self.check_session(principal, session_id)
         check_content(answer, self.core.settings.max_content_bytes, "answer")
         if clarification_id is not None and not is_valid_id(clarification_id):
             raise InvalidInput("clarificationId is not a valid id", ["clarificationId"])
