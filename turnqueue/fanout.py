@@ -271,9 +271,11 @@ class FanOut:
     def _normalise_uncached(self, query: str, operation_name: str | None) -> str | None:
         try:
             document = parse(query, no_location=True, max_tokens=self._max_tokens)
-        except GraphQLError:
+            if not _is_snapshot_subscription(document, operation_name):
+                return None
+            return print_ast(document)
+        except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
             return None  # Strawberry's own path answers it (close 4400 or an error message)
-        return print_ast(document) if _is_snapshot_subscription(document, operation_name) else None
 
     # -- members ------------------------------------------------------------------------------
     async def serve(
