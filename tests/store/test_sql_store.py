@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC
 from typing import Any
@@ -572,3 +573,67 @@ def _copy_of(qe: Any, source: str, destination: str) -> Any:
         qe.c.queued_at,
         qe.c.in_flight,
     ).where(qe.c.session_id == source)
+
+
+async def test_a_cancelled_writer_leaves_nothing_and_blocks_nobody(store: SqlStore) -> None:
+    """A task cancelled at any point of a write transaction (SQLite: its statements may still be
+    queued on, or running in, the writer thread) is rolled back, and the next writer runs."""
+    sid = await new_session(store)
+    (kept,) = await add(store, sid, "kept")
+
+    async def doomed(i: int) -> None:
+        async with store.transaction() as tx:
+            await tx.lock(sid)
+            await tx.add_entry(sid, content=f"doomed {i}", source=USER)
+            await tx.reserve_head(sid)
+            await tx.bump_queue_revision(sid)
+            await asyncio.sleep(30)
+
+    for yields in range(8):  # cancelled after 0, 1, 2, … turns of the event loop
+        task = asyncio.create_task(doomed(yields))
+        for _ in range(yields):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert await visible(store, sid) == [(1, "kept")]
+    async with store.transaction() as tx:
+        view = await tx.lock(sid)
+        assert (view.policy.revision, view.queued) == (0, 1)
+        assert await tx.in_flight_sessions() == []
+        await tx.add_entry(sid, content="next", source=USER)
+    assert await visible(store, sid) == [(1, "kept"), (2, "next")]
+    assert kept
+
+
+async def test_a_failed_statement_rolls_back_and_the_writer_goes_on(store: SqlStore) -> None:
+    sid = await new_session(store)
+    with pytest.raises(StoreError):
+        async with store.transaction() as tx:
+            await tx.add_entry(sid, content="before the error", source=USER)
+            await tx.add_entry("00000000-0000-0000-0000-000000000000", content="x", source=USER)
+    await add(store, sid, "after")
+    assert await visible(store, sid) == [(1, "after")]
+
+
+async def test_sqlite_writes_run_on_one_named_thread_that_close_ends(database_url: str) -> None:
+    """The writer thread (SQLite) has an owner (the store), a name, and one way to end: close."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite only: PostgreSQL writes use the asyncpg pool")
+
+    def writers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "turnqueue-sqlite-writer"}
+
+    before = writers()
+    store = await open_store(Settings(database_url=database_url))
+    try:
+        assert writers() == before  # started by the first write, not by opening
+        sid = await new_session(store)
+        await asyncio.gather(*(add(store, sid, f"m{i}") for i in range(5)))
+        (mine,) = writers() - before
+    finally:
+        await store.close()
+    assert not mine.is_alive()
+    with pytest.raises(StoreError):
+        async with store.transaction() as tx:
+            await tx.lock(sid)

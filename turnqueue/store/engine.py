@@ -1,4 +1,5 @@
-"""Creating the ``AsyncEngine`` for SQLite (aiosqlite) or PostgreSQL (asyncpg).
+"""Creating the ``AsyncEngine`` for SQLite (aiosqlite) or PostgreSQL (asyncpg), and on SQLite the
+synchronous (pysqlite) engine of the store's writer thread.
 
 SQLite hazards handled here:
 
@@ -6,7 +7,8 @@ SQLite hazards handled here:
   event emits ours, so a SELECT is inside the transaction too (SQLAlchemy's documented recipe).
 * Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
   transaction never fails half-way when upgrading from a read lock). A connection opts in with
-  the execution option :data:`IMMEDIATE`; reads use a deferred ``BEGIN`` (a WAL snapshot).
+  the execution option :data:`IMMEDIATE` (the writer engine sets it on all its connections);
+  reads use a deferred ``BEGIN`` (a WAL snapshot). Both engines share these listeners.
 * Within one process every write transaction additionally holds one ``asyncio.Lock`` (see
   :class:`turnqueue.store.sql.SqlStore`) so concurrent tasks wait in line instead of spinning on
   SQLITE_BUSY; the busy timeout only covers other processes.
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy import event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -41,7 +44,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
 def create_engine_for_url(url: str, *, pool_size: int = 5, timeout: float = 30.0) -> AsyncEngine:
     url = async_database_url(url)
     if url.startswith("sqlite"):
-        return _sqlite_engine(url, busy_timeout_ms=int(timeout * 1000) or SQLITE_BUSY_TIMEOUT_MS)
+        return _sqlite_engine(url, busy_timeout_ms=_busy_timeout_ms(timeout))
     return create_async_engine(
         url,
         pool_size=pool_size,
@@ -56,8 +59,30 @@ def create_engine_for_url(url: str, *, pool_size: int = 5, timeout: float = 30.0
 
 def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    _configure_sqlite(engine.sync_engine, busy_timeout_ms=busy_timeout_ms)
+    return engine
 
-    @event.listens_for(engine.sync_engine, "connect")
+
+def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
+    """A synchronous (pysqlite) engine for the store's writer thread
+    (``turnqueue.store.conn.WriterThread``): same pragmas, and every transaction of its
+    connections begins ``IMMEDIATE``."""
+    busy_timeout_ms = _busy_timeout_ms(timeout)
+    engine = sa_create_engine(
+        make_url(url).set(drivername="sqlite+pysqlite"),
+        connect_args={"timeout": busy_timeout_ms / 1000},
+        execution_options={IMMEDIATE: True},
+    )
+    _configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
+    return engine
+
+
+def _busy_timeout_ms(timeout: float) -> int:
+    return int(timeout * 1000) or SQLITE_BUSY_TIMEOUT_MS
+
+
+def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         # Take transaction control away from the driver (we emit BEGIN ourselves below).
         dbapi_connection.isolation_level = None
@@ -70,12 +95,10 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
         finally:
             cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(IMMEDIATE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
 
 
 def _ensure_wal(cursor: Any) -> None:

@@ -22,9 +22,9 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
+from turnqueue.store.conn import Conn
 from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, VISIBLE_ENTRIES, entries_from, entry_from
 from turnqueue.store.tables import UtcDateTime, queue_entries, queue_session_locks
 
@@ -67,7 +67,7 @@ _RESERVE_HEAD = (
 class EntryStatements:
     """Mixin: needs ``self._conn``, the transaction's connection."""
 
-    _conn: AsyncConnection
+    _conn: Conn
 
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})

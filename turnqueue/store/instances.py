@@ -13,9 +13,9 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, false, func, or_, select, true, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
+from turnqueue.store.conn import Conn
 from turnqueue.store.notify import CHANNEL
 from turnqueue.store.rows import RUNNING, turn_from
 from turnqueue.store.tables import (
@@ -38,7 +38,7 @@ def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
 class InstanceStatements:
     """Mixin: needs ``self._conn`` and ``self._pg``."""
 
-    _conn: AsyncConnection
+    _conn: Conn
     _pg: bool
     _notifications: list[str]
 

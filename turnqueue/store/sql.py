@@ -2,10 +2,13 @@
 
 Transactions (the hazards live here):
 
-* ``transaction()`` on SQLite holds ``self._writer`` (one ``asyncio.Lock``) from before
+* ``transaction()`` on SQLite holds ``self._write_lock`` (one ``asyncio.Lock``) from before
   ``BEGIN IMMEDIATE`` until after COMMIT/ROLLBACK, so the process has one writer at a time and
-  concurrent tasks queue instead of failing with "database is locked". On PostgreSQL there is no
-  process lock: serialisation is the ``FOR UPDATE`` lock row taken by :meth:`SqlTx.lock`.
+  concurrent tasks queue instead of failing with "database is locked". Its statements run on the
+  store's writer thread (one connection, one hop per statement; its hazards are in
+  ``turnqueue.store.conn``); reads use aiosqlite connections of the engine (WAL snapshots).
+  On PostgreSQL there is no process lock: serialisation is the ``FOR UPDATE`` lock row taken by
+  :meth:`SqlTx.lock`.
 * ``after_commit`` callbacks run only after a successful COMMIT, *after* the writer lock and the
   connection were released, so a callback may itself open a transaction.
 * Nested ``transaction()`` calls from the same task are not supported (on SQLite they deadlock
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, func, literal, select
@@ -29,7 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from turnqueue.domain import Session, Task, Turn
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
-from turnqueue.store.engine import IMMEDIATE, create_engine
+from turnqueue.store.conn import AsyncConn, WriterConn, WriterThread, finish
+from turnqueue.store.engine import create_engine, create_sqlite_writer_engine
 from turnqueue.store.notify import CHANNEL
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
@@ -42,11 +47,15 @@ MAX_PAGE = 200
 
 
 class SqlStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, timeout: float = 30.0) -> None:
         self._engine = engine
         self.dialect = engine.dialect.name
         self._sqlite = self.dialect == "sqlite"
-        self._writer = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
+        self._writer: WriterThread | None = None
+        if self._sqlite:
+            url = engine.url.render_as_string(hide_password=False)
+            self._writer = WriterThread(create_sqlite_writer_engine(url, timeout=timeout))
 
     @property
     def engine(self) -> AsyncEngine:
@@ -77,15 +86,31 @@ class SqlStore:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqlTx]:
-        writer: contextlib.AbstractAsyncContextManager[Any] = (
-            self._writer if self._sqlite else contextlib.nullcontext()
-        )
-        async with writer, self._begin(write=True) as tx:
+        writing = self._begin(write=True) if self._writer is None else self._write(self._writer)
+        async with writing as tx:
             yield tx
             # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
             await tx.flush_notifications()
         # Only reached when the block and COMMIT succeeded; runs outside the writer lock.
         await tx.run_after_commit()
+
+    @contextlib.asynccontextmanager
+    async def _write(self, writer: WriterThread) -> AsyncIterator[SqlTx]:
+        """SQLite: a write transaction on the writer thread (see ``turnqueue.store.conn``)."""
+        if writer.closed:
+            raise StoreError("the store is closed")
+        async with self._write_lock:
+            try:
+                try:
+                    yield SqlTx(WriterConn(writer), pg=False)
+                except BaseException:
+                    # Queued before the lock is released: it runs before the next transaction's
+                    # statements even if this task is cancelled again while waiting for it.
+                    await writer.call(partial(finish, commit=False))
+                    raise
+                await writer.call(partial(finish, commit=True))
+            except SQLAlchemyError as exc:
+                raise StoreError(f"database error: {exc}") from exc
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
@@ -100,20 +125,20 @@ class SqlStore:
                 async with conn.begin():
                     # An exception from the caller's block propagates through here and rolls
                     # back; the ``after_commit`` callbacks are then dropped with the SqlTx.
-                    yield SqlTx(conn)
+                    yield SqlTx(AsyncConn(conn), pg=not self._sqlite)
         except SQLAlchemyError as exc:
             raise StoreError(f"database error: {exc}") from exc
 
     async def _configure(self, conn: AsyncConnection, *, write: bool) -> None:
-        if self._sqlite:
-            if write:
-                await conn.execution_options(**{IMMEDIATE: True})
-        elif not write:
+        # SQLite writes never come here (``_write``); its reads keep the deferred BEGIN.
+        if not self._sqlite and not write:
             await conn.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
 
     async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer.close()
         await self._engine.dispose()
 
     # -- reads used by queries ----------------------------------------------------------------
@@ -179,7 +204,7 @@ class SqlStore:
 
 async def open_store(settings: Settings) -> SqlStore:
     """Create the engine and the store. It does not migrate (see ``turnqueue.store.migrate``)."""
-    return SqlStore(create_engine(settings))
+    return SqlStore(create_engine(settings), timeout=settings.db_timeout)
 
 
 if TYPE_CHECKING:  # mypy proves the classes implement the protocols structurally

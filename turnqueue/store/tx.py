@@ -27,7 +27,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.domain import (
     Clarification,
@@ -41,6 +40,7 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
+from turnqueue.store.conn import Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.protocol import SessionView
@@ -136,9 +136,9 @@ _TASK = select(tasks).where(tasks.c.id == bindparam("p_task_id"))
 
 
 class SqlTx(EntryStatements, InstanceStatements):
-    def __init__(self, conn: AsyncConnection) -> None:
+    def __init__(self, conn: Conn, *, pg: bool) -> None:
         self._conn = conn
-        self._pg = conn.dialect.name == "postgresql"
+        self._pg = pg
         self._callbacks: list[Callable[[], object]] = []
         self._notifications: list[str] = []
 
