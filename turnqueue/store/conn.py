@@ -86,6 +86,10 @@ class Buffered:
 class Conn(Protocol):
     async def execute(self, statement: Executable, params: Params = None) -> Buffered: ...
 
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` with a synchronous connection: several statements in one thread hop (SQLite
+        writes) or one greenlet switch (asyncpg). ``fn`` must only run statements."""
+
     async def scalar(self, statement: Executable, params: Params = None) -> Any: ...
 
     async def scalars(self, statement: Executable, params: Params = None) -> list[Any]: ...
@@ -101,6 +105,9 @@ class AsyncConn:
 
     async def execute(self, statement: Executable, params: Params = None) -> Buffered:
         return Buffered.of(await self._conn.execute(statement, params))
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        return await self._conn.run_sync(fn)
 
     async def scalar(self, statement: Executable, params: Params = None) -> Any:
         return (await self.execute(statement, params)).scalar()
@@ -207,6 +214,9 @@ class WriterConn:
 
     async def execute(self, statement: Executable, params: Params = None) -> Buffered:
         return await self._writer.call(lambda conn: Buffered.of(conn.execute(statement, params)))
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        return await self._writer.call(fn)
 
     async def scalar(self, statement: Executable, params: Params = None) -> Any:
         return (await self.execute(statement, params)).scalar()

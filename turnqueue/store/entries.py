@@ -22,6 +22,7 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.engine import Connection
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
 from turnqueue.store.conn import Conn
@@ -76,20 +77,23 @@ class EntryStatements:
     async def add_entry(
         self, session_id: str, *, content: str, source: MessageSource
     ) -> QueueEntry:
-        tail, visible = (await self._conn.execute(_TAIL, {"p_session_id": session_id})).one()
-        # No lock row (visible None): the INSERT below fails on the foreign key.
-        entry = QueueEntry(new_id(), session_id, int(visible or 0) + 1, content, source, utcnow())
+        entry_id, queued_at = new_id(), utcnow()
         values = {
-            "id": entry.id,
+            "id": entry_id,
             "session_id": session_id,
-            "position": int(tail) + 1,
             "content": content,
             "source": source.value,
-            "queued_at": entry.queued_at,
+            "queued_at": queued_at,
             "in_flight": False,
         }
-        await self._conn.execute(insert(qe), values)
-        return entry
+
+        def statements(conn: Connection) -> int:  # one hop (see turnqueue.store.tx)
+            tail, visible = conn.execute(_TAIL, {"p_session_id": session_id}).one()
+            conn.execute(insert(qe), {**values, "position": int(tail) + 1})
+            return int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
+
+        ordinal = await self._conn.run(statements)
+        return QueueEntry(entry_id, session_id, ordinal, content, source, queued_at)
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
         result = await self._conn.execute(

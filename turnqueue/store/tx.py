@@ -1,8 +1,12 @@
 """``SqlTx``: the :class:`~turnqueue.store.protocol.Tx` interface in SQLAlchemy Core.
 
-One ``SqlTx`` wraps one ``AsyncConnection`` inside a transaction owned by
+One ``SqlTx`` wraps one :class:`~turnqueue.store.conn.Conn` inside a transaction owned by
 :class:`~turnqueue.store.sql.SqlStore`. Nothing here commits. The dialect differences
 (``FOR UPDATE``, the epoch source, upserts) are the ``_pg`` branches of this class and nowhere else.
+
+The hot methods that run several statements (``lock``, ``start_turn``, ``end_turn``,
+``add_entry``) run them in one ``Conn.run`` block: one hop to SQLite's writer thread, one
+greenlet switch on asyncpg. A block only runs statements (no awaits, no callbacks).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 
 from turnqueue.domain import (
     Clarification,
@@ -40,7 +45,7 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import AnyRow, Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.protocol import SessionView
@@ -253,21 +258,25 @@ class SqlTx(EntryStatements, InstanceStatements):
         return session
 
     async def lock(self, session_id: str) -> SessionView:
-        if self._pg:
+        params = {"p_session_id": session_id}
+        pg = self._pg
+
+        def statements(conn: Connection) -> AnyRow | None:
             # Q3: the lock row serialises every reservation and policy write of this session.
-            # HAZARD: it must be its own statement. Under READ COMMITTED a statement's snapshot
-            # is taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock
-            # re-reads only the locked row and would return the *old* policy, entries and
-            # clarification. The view below is a new statement, so it sees what the previous
-            # holder committed.
-            locked = await self._conn.scalar(_LOCK, {"p_session_id": session_id})
-            if locked is None:
-                raise KeyError(session_id)
-        # SQLite: the transaction began IMMEDIATE behind the writer lock; it is the only writer.
-        view = await self.view(session_id)
-        if view is None:
+            # HAZARD: on PostgreSQL it must be its own statement. Under READ COMMITTED a
+            # statement's snapshot is taken when it starts; a joined SELECT … FOR UPDATE that
+            # waited for the lock re-reads only the locked row and would return the *old*
+            # policy, entries and clarification. The view below is a new statement, so it sees
+            # what the previous holder committed.
+            if pg and conn.execute(_LOCK, params).scalar() is None:
+                return None
+            # SQLite: the transaction began IMMEDIATE behind the writer lock: the only writer.
+            return conn.execute(VIEW, params).one_or_none()
+
+        row = await self._conn.run(statements)
+        if row is None:
             raise KeyError(session_id)
-        return view
+        return view_from(row)
 
     async def view(self, session_id: str) -> SessionView | None:
         row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
@@ -283,7 +292,6 @@ class SqlTx(EntryStatements, InstanceStatements):
         consume: Sequence[str] = (),
         owner: int | None = None,
     ) -> Turn:
-        await self._bump_session(session_id, SessionState.RUNNING)
         now = utcnow()
         turn = Turn(
             new_id(), session_id, prompt, source, TurnStatus.RUNNING, "", None, now, None, owner
@@ -295,11 +303,18 @@ class SqlTx(EntryStatements, InstanceStatements):
             "p_source": source.value,
             "p_now": now,
             "p_owner": owner,
+            "p_state": SessionState.RUNNING.value,
         }
-        await self._conn.execute(_INSERT_TURN, params)
-        if consume:
-            # Q10: the reserved entries disappear in the same transaction as the turn appears.
-            await self._conn.execute(_CONSUME, {"p_ids": list(consume)})
+
+        def statements(conn: Connection) -> None:  # one hop (see Conn.run)
+            if conn.execute(_BUMP_SESSION_STATE, params).scalar_one_or_none() is None:
+                raise KeyError(session_id)
+            conn.execute(_INSERT_TURN, params)
+            if consume:
+                # Q10: the reserved entries disappear in the same transaction as the turn appears.
+                conn.execute(_CONSUME, {"p_ids": list(consume)})
+
+        await self._conn.run(statements)
         return turn
 
     async def end_turn(
@@ -317,18 +332,23 @@ class SqlTx(EntryStatements, InstanceStatements):
             "p_output": output,
             "p_error": error,
             "p_now": utcnow(),
+            "p_state": session_state.value,
         }
-        row = (await self._conn.execute(_END_TURN, params)).one_or_none()
-        if row is None:  # already ended (or unknown): idempotent, nothing changes
-            turn = await self.get_turn(turn_id)
-            if turn is None:
-                raise KeyError(turn_id)
-        else:
-            turn = turn_from(row)
-            await self._bump_session(turn.session_id, session_state)
-        session = await self.get_session(turn.session_id)
-        assert session is not None
-        return turn, session
+
+        def statements(conn: Connection) -> tuple[AnyRow, AnyRow]:
+            row = conn.execute(_END_TURN, params).one_or_none()
+            if row is None:  # already ended (or unknown): idempotent, nothing changes
+                row = conn.execute(_TURN, params).one_or_none()
+                if row is None:
+                    raise KeyError(turn_id)
+            else:
+                bump = {**params, "p_session_id": row.session_id}
+                if conn.execute(_BUMP_SESSION_STATE, bump).scalar_one_or_none() is None:
+                    raise KeyError(row.session_id)
+            return row, conn.execute(SESSION, {"p_session_id": row.session_id}).one()
+
+        turn_row, session_row = await self._conn.run(statements)
+        return turn_from(turn_row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         row = (await self._conn.execute(_TURN, {"p_turn_id": turn_id})).one_or_none()
