@@ -158,6 +158,9 @@ async def test_m4_a_killed_listen_connection_is_recovered_with_a_resync(
 ) -> None:
     a, b = await servers(2)
     sid = await a.create_session()
+    # Paused, so the entry enqueued below stays queued (an idle session would start it in the
+    # enqueue's own transaction, and the relayed snapshot would show an empty queue).
+    await a.mutate("setAutoRun", "queue { revision }", sessionId=sid, autoRun=False)
     async with Subscriber(b, QUEUE_SUB, s=sid) as sub:
         await sub.next()
         conn = await asyncpg.connect(asyncpg_dsn(pg_database_url))
