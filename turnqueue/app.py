@@ -69,6 +69,8 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             app.state.metrics = metrics
             app.state.fanout = fanout  # for in-process tests
             metrics.bind(runtime.engine)
+            if fanout is not None:
+                metrics.observe_fanout(fanout)
             try:
                 yield
             finally:

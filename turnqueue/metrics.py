@@ -44,6 +44,7 @@ from sqlalchemy import func, select
 if TYPE_CHECKING:
     from turnqueue.bus import Event, EventBus, EventKind, Subscription
     from turnqueue.engine.orchestrator import Engine
+    from turnqueue.fanout import FanOut
 
 __all__ = ["CONTENT_TYPE_LATEST", "NULL_METRICS", "Metrics", "NullMetrics", "PrometheusMetrics"]
 
@@ -148,6 +149,16 @@ class PrometheusMetrics:
         self.subscriptions = Gauge(
             "turnqueue_subscriptions", "Open event subscriptions (bus subscribers)", registry=r
         )
+        self.fanout_groups = Gauge(
+            "turnqueue_subscription_groups",
+            "Shared subscription groups (one execution each, fanned out to their members)",
+            registry=r,
+        )
+        self.fanout_members = Gauge(
+            "turnqueue_subscription_members",
+            "WebSocket subscriptions served by a shared group",
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "turnqueue_queue_depth", "Queued entries over all sessions (visible)", registry=r
         )
@@ -193,6 +204,10 @@ class PrometheusMetrics:
         bus.add_listener(self._published)
         _time_deliveries(bus, self._delivered)
         logging.getLogger("turnqueue").addHandler(self._error_handler)
+
+    def observe_fanout(self, fanout: FanOut) -> None:
+        self.fanout_groups.set_function(lambda: fanout.stats().groups)
+        self.fanout_members.set_function(lambda: fanout.stats().members)
 
     def unbind(self) -> None:
         logging.getLogger("turnqueue").removeHandler(self._error_handler)

@@ -28,6 +28,8 @@ FAMILIES = [
     "turnqueue_cancellations",
     "turnqueue_cancellation_duration_seconds",
     "turnqueue_subscriptions",
+    "turnqueue_subscription_groups",
+    "turnqueue_subscription_members",
     "turnqueue_event_delivery_seconds",
     "turnqueue_events_published",
     "turnqueue_errors",
@@ -152,6 +154,17 @@ async def test_u3_subscription_gauge_and_delivery_latency(database_url: str) -> 
             assert subscribed.value("turnqueue_subscriptions") == (
                 base.value("turnqueue_subscriptions") + 1
             )
+            # A second identical subscription joins the first one's group (one execution,
+            # one bus subscription): members count the sockets, groups the executions.
+            second = session.subscribe(request)
+            await second.__anext__()
+            joined = await scrape(server)
+            assert joined.value("turnqueue_subscription_members") == 2
+            assert joined.value("turnqueue_subscription_groups") == 1
+            assert (
+                joined.value("turnqueue_subscriptions") == base.value("turnqueue_subscriptions") + 1
+            )
+            await second.aclose()
             await c.ok("setAutoRun", "queue { revision }", sessionId=sid, autoRun=False)
             await stream.__anext__()
             delivered = await scrape(server)
