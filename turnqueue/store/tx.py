@@ -125,6 +125,8 @@ _INSERT_TURN = insert(turns).from_select(
 _CONSUME = delete(qe).where(
     qe.c.id.in_(bindparam("p_ids", expanding=True)), qe.c.in_flight == true()
 )
+#: The usual case, one entry: no expanding IN (it is re-rendered on every execution).
+_CONSUME_ONE = delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true())
 _END_TURN = (
     update(turns)
     .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
@@ -312,7 +314,10 @@ class SqlTx(EntryStatements, InstanceStatements):
             conn.execute(_INSERT_TURN, params)
             if consume:
                 # Q10: the reserved entries disappear in the same transaction as the turn appears.
-                conn.execute(_CONSUME, {"p_ids": list(consume)})
+                if len(consume) == 1:
+                    conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
+                else:
+                    conn.execute(_CONSUME, {"p_ids": list(consume)})
 
         await self._conn.run(statements)
         return turn
