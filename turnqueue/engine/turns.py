@@ -64,13 +64,15 @@ class Turns:
         self.core.metrics.turn_started()
         return runner
 
-    def blocked(self, view: SessionView) -> bool:
+    def blocked(self, view: SessionView, ending: TurnRunner | None = None) -> bool:
+        """Q9 holds; ``ending`` is a runner whose end is being written (it holds nothing)."""
         sid = view.session.id
+        runner = self.core.runners.get(sid)
         return bool(
             view.session.state not in PROMPTABLE
             or view.clarification is not None
             or view.running_turn_id is not None
-            or sid in self.core.runners
+            or (runner is not None and runner is not ending)
             or self.core.runtime_holds(sid)
         )
 
@@ -114,12 +116,12 @@ class Turns:
         return result, turn
 
     async def reserve_in(
-        self, tx: Tx, view: SessionView, *, automatic: bool
+        self, tx: Tx, view: SessionView, *, automatic: bool, ending: TurnRunner | None = None
     ) -> tuple[DrainResult, Turn | None]:
         """The Q3 decision and reservation inside the caller's transaction, which has taken
         the lock row (``view``): the policy is read in the transaction that reserves. The
         caller launches the returned turn after COMMIT."""
-        if self.core.closing or self.blocked(view):
+        if self.core.closing or self.blocked(view, ending):
             return DrainResult.HELD, None
         if view.queued == 0:
             return DrainResult.EMPTY, None
@@ -193,6 +195,8 @@ class Turns:
         sid = runner.session_id
         status = TurnStatus.FAILED
         moving = False
+        drained: DrainResult | None = None
+        following: tuple[Turn, str] | None = None  # the next turn (Q4) and its agent
         async with self.core.session_lock(sid):
             runner.ending = True
             # C8: pending wins. Read under the lock, so no cancellation can be accepted between
@@ -205,6 +209,8 @@ class Turns:
                 status = TurnStatus.COMPLETED
             question = result.clarification if status is TurnStatus.COMPLETED else None
             error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
+            if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
+                moving = await self.moves_on_complete(sid)
             try:
                 async with self.core.store.transaction() as tx:
                     # The lock row first, as in every transaction that changes a session:
@@ -226,11 +232,22 @@ class Turns:
                     tx.after_commit(
                         lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
                     )
+                    if not pending and not moving:
+                        # Q4 in the end's own transaction (one commit per turn end): the view
+                        # is read again after the end was written, under the same lock row;
+                        # this runner, whose end this is, holds nothing. A task that moves
+                        # steps drains later, once the move has committed (W1).
+                        after = await tx.lock(sid)
+                        drained, turn = await self.reserve_in(
+                            tx, after, automatic=True, ending=runner
+                        )
+                        following = (turn, after.session.agent) if turn is not None else None
             except Exception:
                 # The turn stays RUNNING in the database; recovery (M6) ends it later.
                 log.exception("could not record the end of turn %s", runner.turn.id)
                 status = TurnStatus.FAILED
-                pending = True  # do not drain on top of an unknown state
+                drained = following = None
+                moving = False  # do not drain on top of an unknown state
             finally:
                 if self.core.runners.get(sid) is runner:
                     del self.core.runners[sid]
@@ -238,12 +255,12 @@ class Turns:
                 runner.finished.set()
                 self.core.metrics.turn_ended(status.value)
                 log.info("turn %s ended %s", runner.turn.id, status.value)  # ids from context
-            if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
-                moving = await self.moves_on_complete(sid)
-                if moving:
-                    # W1: hold the queue until the step change has committed.
-                    self.core.transitions.add(sid)
-            if not pending and not moving:
-                await self.auto_drain(sid)  # Q4: at most one entry per turn end
+            if drained is not None:
+                self.core.metrics.reservation("automatic", drained.value)
+            if following is not None:
+                self.launch(*following)
+            if moving:
+                # W1: hold the queue until the step change has committed.
+                self.core.transitions.add(sid)
         if moving and self.on_completed is not None:
             await self.on_completed(sid)
