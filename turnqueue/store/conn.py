@@ -6,7 +6,8 @@ Every statement returns a :class:`Buffered` result (rows already fetched), which
 * :class:`WriterConn` — SQLite write transactions on :class:`WriterThread`, one dedicated thread
   that owns a synchronous SQLAlchemy connection (pysqlite). A statement is compiled, executed
   and fetched there in **one** thread hop; aiosqlite makes several per statement (cursor,
-  execute, fetch, close) and builds the statement on the event loop (bench P1).
+  execute, fetch, close) and builds the statement on the event loop (bench P1). ``Conn.run``
+  runs a block of statements (a synchronous function) in one hop.
 
 Hazards of the writer thread (see also ``turnqueue.store.sql``):
 
@@ -15,6 +16,8 @@ Hazards of the writer thread (see also ``turnqueue.store.sql``):
   and the ROLLBACK its transaction queues afterwards runs after it. ``SqlStore`` queues that
   ROLLBACK (synchronously, before its first ``await``) before it releases the writer lock, so
   the next transaction's statements always come after it.
+* A caller cancelled while its COMMIT is queued or running gets ``CancelledError``, but the
+  COMMIT still happens and its ``after_commit`` callbacks do not run (as with aiosqlite).
 * The connection autobegins (``BEGIN IMMEDIATE``, see ``turnqueue.store.engine``) on the first
   statement of a transaction, so BEGIN costs no hop of its own; COMMIT and ROLLBACK are one hop.
 * ``SqlStore.close`` is the only shutdown path: it stops the thread after the calls already
