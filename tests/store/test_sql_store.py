@@ -637,3 +637,35 @@ async def test_sqlite_writes_run_on_one_named_thread_that_close_ends(database_ur
     with pytest.raises(StoreError):
         async with store.transaction() as tx:
             await tx.lock(sid)
+
+
+async def test_m4_notifications_are_sent_at_commit_in_order_and_never_on_rollback(
+    pg_database_url: str,
+) -> None:
+    """M4: a transaction's notifications (one statement for all of them) reach a listener at
+    COMMIT, in the order they were added; a rolled-back transaction sends none."""
+    import asyncpg
+
+    from turnqueue.store.notify import CHANNEL, asyncpg_dsn
+
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await asyncpg.connect(asyncpg_dsn(pg_database_url))
+    await listener.add_listener(CHANNEL, lambda *args: heard.put_nowait(args[-1]))
+    store = await open_store(Settings(database_url=pg_database_url))
+    try:
+        with pytest.raises(RuntimeError):
+            async with store.transaction() as tx:
+                tx.notify("rolled back")
+                raise RuntimeError("abort")
+        async with store.transaction() as tx:
+            for payload in ("first", "second", "third"):
+                tx.notify(payload)
+            assert heard.empty()  # nothing before COMMIT
+        received = [await asyncio.wait_for(heard.get(), 10) for _ in range(3)]
+        assert received == ["first", "second", "third"]
+        async with store.transaction() as tx:
+            tx.notify("marker")
+        assert await asyncio.wait_for(heard.get(), 10) == "marker"  # nothing from the rollback
+    finally:
+        await store.close()
+        await listener.close()

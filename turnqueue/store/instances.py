@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, false, func, or_, select, true, update
+from sqlalchemy import ColumnElement, delete, false, or_, select, text, true, update
 
 from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
 from turnqueue.store.conn import Conn
@@ -28,6 +28,14 @@ from turnqueue.store.tables import (
 )
 
 qe = queue_entries
+
+#: Every notification of a transaction in one round trip. Hazard (order): PostgreSQL evaluates
+#: volatile select-list functions after ORDER BY (since 9.6), so they are sent in list order,
+#: and delivered in the order sent.
+NOTIFY_ALL = text(
+    "SELECT pg_notify(:channel, n.payload) "
+    "FROM unnest(CAST(:payloads AS text[])) WITH ORDINALITY AS n(payload, i) ORDER BY n.i"
+)
 
 
 def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
@@ -53,8 +61,7 @@ class InstanceStatements:
         """Called by the store right before COMMIT (PostgreSQL delivers them at COMMIT)."""
         if self._notifications:
             payloads, self._notifications = self._notifications, []
-            for payload in payloads:
-                await self._conn.execute(select(func.pg_notify(CHANNEL, payload)))
+            await self._conn.execute(NOTIFY_ALL, {"channel": CHANNEL, "payloads": payloads})
 
     async def register_instance(self, instance: int) -> None:
         now = utcnow()
