@@ -237,11 +237,12 @@ class Turns:
                         # is read again after the end was written, under the same lock row;
                         # this runner, whose end this is, holds nothing. A task that moves
                         # steps drains later, once the move has committed (W1).
-                        after = await tx.lock(sid)
-                        drained, turn = await self.reserve_in(
-                            tx, after, automatic=True, ending=runner
-                        )
-                        following = (turn, after.session.agent) if turn is not None else None
+                        after = await tx.view(sid)  # the lock row is held since tx.lock
+                        if after is not None:
+                            drained, turn = await self.reserve_in(
+                                tx, after, automatic=True, ending=runner
+                            )
+                            following = (turn, after.session.agent) if turn else None
             except Exception:
                 # The turn stays RUNNING in the database; recovery (M6) ends it later.
                 log.exception("could not record the end of turn %s", runner.turn.id)
