@@ -56,16 +56,20 @@ class Cluster:
         self.on_expelled: Callable[[], Awaitable[None]] | None = None
         self._listener = Listener(url, self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
+        #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
+        self._beat = asyncio.Event()
+        self._lost = False
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        async with self.core.store.transaction() as tx:
+        async with self.core.store.lease() as tx:
             await tx.register_instance(self.instance)
         await self._listener.start()
         self.core.bus.add_listener(self._forward_runtime_event)
         self._tasks = [
             asyncio.create_task(self._send_loop(), name="cluster-outbox"),
             asyncio.create_task(self._heartbeat_loop(), name="cluster-heartbeat"),
+            asyncio.create_task(self._recovery_loop(), name="cluster-recovery"),
         ]
 
     async def aclose(self) -> None:
@@ -76,7 +80,7 @@ class Cluster:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._listener.aclose()
         with contextlib.suppress(Exception):
-            async with self.core.store.transaction() as tx:
+            async with self.core.store.lease() as tx:
                 await tx.unregister_instance(self.instance)
 
     async def live(self) -> set[int]:
@@ -209,25 +213,42 @@ class Cluster:
 
     # -- liveness -------------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
+        """Refresh the lease every third of it, on the store's lease connection only.
+
+        Hazard: nothing here may wait for a pooled connection or for recovery, or a busy
+        instance would miss its lease and be declared dead; recovery runs in its own loop."""
         interval = self.lease / 3
         while True:
             await asyncio.sleep(interval)
             try:
-                async with self.core.store.transaction() as tx:
+                async with self.core.store.lease() as tx:
                     alive = await tx.heartbeat(self.instance, self.lease)
                 if not alive:
                     log.error("this instance was declared dead by the others; re-registering")
                     if self.on_expelled is not None:
-                        await self.on_expelled()
-                    async with self.core.store.transaction() as tx:
+                        await self.on_expelled()  # let its turns go before it is live again
+                    async with self.core.store.lease() as tx:
                         await tx.register_instance(self.instance)
-                live = await self.live()
-                lost = bool(self._last_live - live)
+                async with self.core.store.lease() as tx:
+                    live = await tx.live_instances(self.lease)
+                self._lost = self._lost or bool(self._last_live - live)
                 self._last_live = live
+                self._beat.set()
+            except Exception:
+                log.exception("heartbeat failed")
+
+    async def _recovery_loop(self) -> None:
+        """After each heartbeat: recover what dead instances left (M6)."""
+        while True:
+            await self._beat.wait()
+            self._beat.clear()
+            live, lost, self._lost = self._last_live, self._lost, False
+            try:
                 if self.on_orphans is not None:
                     await self.on_orphans(live, lost)
             except Exception:
-                log.exception("heartbeat failed")
+                log.exception("recovery after a heartbeat failed")
+                self._lost = self._lost or lost  # try the sweep again after the next beat
 
 
 def _dump(message: dict[str, Any]) -> str:

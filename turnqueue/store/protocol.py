@@ -230,6 +230,10 @@ class Store(Protocol):
     def read(self) -> AbstractAsyncContextManager[Tx]:
         """A read-only transaction (a consistent snapshot on PostgreSQL, WAL read on SQLite)."""
 
+    def lease(self) -> AbstractAsyncContextManager[Tx]:
+        """A write transaction for the instance lease (M6), on a connection that request
+        traffic cannot take (PostgreSQL); the same as :meth:`transaction` on SQLite."""
+
     async def close(self) -> None: ...
 
     @property

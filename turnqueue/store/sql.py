@@ -34,7 +34,11 @@ from turnqueue.domain import Session, Task, Turn
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.conn import AsyncConn, WriterConn, WriterThread, finish
-from turnqueue.store.engine import create_engine, create_sqlite_writer_engine
+from turnqueue.store.engine import (
+    create_engine,
+    create_engine_for_url,
+    create_sqlite_writer_engine,
+)
 from turnqueue.store.notify import CHANNEL
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
@@ -53,9 +57,14 @@ class SqlStore:
         self._sqlite = self.dialect == "sqlite"
         self._write_lock = asyncio.Lock()
         self._writer: WriterThread | None = None
+        self._lease_engine: AsyncEngine | None = None
+        url = engine.url.render_as_string(hide_password=False)
         if self._sqlite:
-            url = engine.url.render_as_string(hide_password=False)
             self._writer = WriterThread(create_sqlite_writer_engine(url, timeout=timeout))
+        else:
+            # Hazard: a heartbeat waiting behind request traffic for a pooled connection would
+            # let the others declare this busy instance dead (M6). The lease has its own.
+            self._lease_engine = create_engine_for_url(url, pool_size=1, timeout=timeout)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -118,9 +127,20 @@ class SqlStore:
             yield tx
 
     @contextlib.asynccontextmanager
-    async def _begin(self, *, write: bool) -> AsyncIterator[SqlTx]:
+    async def lease(self) -> AsyncIterator[SqlTx]:
+        if self._lease_engine is None:
+            async with self.transaction() as tx:
+                yield tx
+            return
+        async with self._begin(write=True, engine=self._lease_engine) as tx:
+            yield tx
+
+    @contextlib.asynccontextmanager
+    async def _begin(
+        self, *, write: bool, engine: AsyncEngine | None = None
+    ) -> AsyncIterator[SqlTx]:
         try:
-            async with self._engine.connect() as conn:
+            async with (engine or self._engine).connect() as conn:
                 await self._configure(conn, write=write)
                 async with conn.begin():
                     # An exception from the caller's block propagates through here and rolls
@@ -139,6 +159,8 @@ class SqlStore:
     async def close(self) -> None:
         if self._writer is not None:
             await self._writer.close()
+        if self._lease_engine is not None:
+            await self._lease_engine.dispose()
         await self._engine.dispose()
 
     # -- reads used by queries ----------------------------------------------------------------
