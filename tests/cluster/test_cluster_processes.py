@@ -180,3 +180,35 @@ async def test_m4_a_killed_listen_connection_is_recovered_with_a_resync(
         after = (await sub.next())["queueStatusChanged"]  # relayed again
     assert after["revision"] > before["revision"]
     assert after["entries"] == [{"content": "after"}]
+
+
+OUTPUT_SUB = """subscription($s: ID!) { turnOutput(sessionId: $s) {
+  turnId offset text done } }"""
+
+
+async def test_m4_turn_output_on_b_starts_with_the_output_so_far_on_a(
+    servers: StartServers,
+) -> None:
+    """M4/R1: a turnOutput subscriber on an instance that does not run the turn gets the
+    output so far first (the owner stores it on request), then the relayed chunks, with no gap
+    and no overlap: the pieces concatenate to the turn's final output."""
+    a, b = await servers(2, TURNQUEUE_SCRIPTED_TURN_SECONDS="3")
+    sid = await a.create_session()
+    await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="stream please")
+    async with Subscriber(a, OUTPUT_SUB, s=sid) as on_a:
+        seen_on_a = ""
+        while not seen_on_a:  # some output exists on A before B subscribes
+            chunk = (await on_a.next())["turnOutput"]
+            seen_on_a += chunk["text"]
+        async with Subscriber(b, OUTPUT_SUB, s=sid) as on_b:
+            pieces = [(await on_b.next())["turnOutput"]]
+            while not pieces[-1]["done"]:
+                pieces.append((await on_b.next())["turnOutput"])
+    first = pieces[0]
+    assert first["offset"] == 0 and first["text"].startswith(seen_on_a)
+    end = 0
+    for piece in pieces:
+        assert piece["offset"] == end, pieces  # contiguous: nothing missing, nothing repeated
+        end += len(piece["text"])
+    data = await b.gql("query($s: ID!) { session(id: $s) { turns(last: 1) { output } } }", s=sid)
+    assert "".join(p["text"] for p in pieces) == data["session"]["turns"][-1]["output"] != ""
