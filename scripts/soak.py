@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "ops"))
+sys.path[:0] = [str(REPO / "tests" / "ops"), str(REPO / "tests")]  # as pytest's rootdir conftest
 
 from ops_helpers import ProcServer  # noqa: E402
 from test_ops_soak import problems, soak  # noqa: E402

@@ -377,3 +377,21 @@ def problems(figures: SoakFigures, min_connections: int, may_drop_slow: bool) ->
     if not (figures.slow_resynced or (may_drop_slow and figures.slow_dropped)):
         found.append("the slow reader was neither resynced nor dropped")
     return found
+
+
+@pytest.mark.parametrize("script", ["soak.py", "reliability.py"])
+def test_the_reliability_scripts_import_what_they_use(script: str) -> None:
+    """``scripts/`` reuse these tests' helpers outside pytest: they must still import them
+    (``scripts/soak.py`` once broke when the shared client moved to ``tests/clients.py``)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(repo / "scripts" / script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
