@@ -396,3 +396,23 @@ async def test_s3_bad_content_is_invalid_input_and_changes_nothing(engine: Engin
         await engine.enqueue("mallory", session.id, "x", None)
     assert info.value.code is ErrorCode.NOT_FOUND
     assert await engine.queue_status(session.id) == before
+
+
+async def test_q9_q4_an_unreadable_workflow_guard_records_the_end_and_holds_the_queue(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q9: a guard that cannot be checked holds: when the workflow step cannot be read at a
+    turn's end, the end is still recorded (COMPLETED) and the next entry is not started."""
+    sid, run = await busy_session(engine, agent)
+    await enqueue(engine, sid, "second")
+
+    async def unreadable(session_id: str) -> bool:
+        raise RuntimeError("the database is gone")
+
+    engine.turns.moves_on_complete = unreadable
+    run.complete()
+    await settle(engine, sid)
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.COMPLETED and turn.prompt == "first"
+    assert agent.no_new_run()
+    assert [e.content for e in (await engine.queue_status(sid)).entries] == ["second"]

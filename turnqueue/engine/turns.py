@@ -195,6 +195,7 @@ class Turns:
         sid = runner.session_id
         status = TurnStatus.FAILED
         moving = False
+        unchecked = False  # the workflow guard could not be read (Q9: it holds)
         drained: DrainResult | None = None
         following: tuple[Turn, str] | None = None  # the next turn (Q4) and its agent
         async with self.core.session_lock(sid):
@@ -210,7 +211,12 @@ class Turns:
             question = result.clarification if status is TurnStatus.COMPLETED else None
             error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
             if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
-                moving = await self.moves_on_complete(sid)
+                try:
+                    moving = await self.moves_on_complete(sid)
+                except Exception:
+                    # The end is still recorded below; only the drain waits (Q9).
+                    log.exception("could not read the workflow step of session %s", sid)
+                    unchecked = True
             try:
                 async with self.core.store.transaction() as tx:
                     # The lock row first, as in every transaction that changes a session:
@@ -232,7 +238,7 @@ class Turns:
                     tx.after_commit(
                         lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
                     )
-                    if not pending and not moving:
+                    if not pending and not moving and not unchecked:
                         # Q4 in the end's own transaction (one commit per turn end): the view
                         # is read again after the end was written, under the same lock row;
                         # this runner, whose end this is, holds nothing. A task that moves
