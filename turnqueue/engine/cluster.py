@@ -223,14 +223,14 @@ class Cluster:
             try:
                 async with self.core.store.lease() as tx:
                     alive = await tx.heartbeat(self.instance, self.lease)
+                    live = await tx.live_instances(self.lease) if alive else set()
                 if not alive:
                     log.error("this instance was declared dead by the others; re-registering")
                     if self.on_expelled is not None:
                         await self.on_expelled()  # let its turns go before it is live again
                     async with self.core.store.lease() as tx:
                         await tx.register_instance(self.instance)
-                async with self.core.store.lease() as tx:
-                    live = await tx.live_instances(self.lease)
+                        live = await tx.live_instances(self.lease)
                 self._lost = self._lost or bool(self._last_live - live)
                 self._last_live = live
                 self._beat.set()

@@ -253,8 +253,8 @@ class Turns:
                 # The turn stays RUNNING in the database; recovery (M6) ends it later.
                 log.exception("could not record the end of turn %s", runner.turn.id)
                 status = TurnStatus.FAILED
-                drained = following = None
-                moving = False  # do not drain on top of an unknown state
+                drained = following = None  # nothing was reserved: it rolled back with the end
+                moving = False  # no step change on top of an unknown state
             finally:
                 if self.core.runners.get(sid) is runner:
                     del self.core.runners[sid]

@@ -98,7 +98,22 @@ class Conn(Protocol):
     async def scalars(self, statement: Executable, params: Params = None) -> list[Any]: ...
 
 
-class AsyncConn:
+class _Shortcuts:
+    """``scalar`` and ``scalars`` of a :class:`Conn`, from its ``execute``."""
+
+    __slots__ = ()
+
+    async def execute(self, statement: Executable, params: Params = None) -> Buffered:
+        raise NotImplementedError
+
+    async def scalar(self, statement: Executable, params: Params = None) -> Any:
+        return (await self.execute(statement, params)).scalar()
+
+    async def scalars(self, statement: Executable, params: Params = None) -> list[Any]:
+        return (await self.execute(statement, params)).scalars()
+
+
+class AsyncConn(_Shortcuts):
     """:class:`Conn` over an ``AsyncConnection`` (its drivers buffer the rows already)."""
 
     __slots__ = ("_conn",)
@@ -111,12 +126,6 @@ class AsyncConn:
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         return await self._conn.run_sync(fn)
-
-    async def scalar(self, statement: Executable, params: Params = None) -> Any:
-        return (await self.execute(statement, params)).scalar()
-
-    async def scalars(self, statement: Executable, params: Params = None) -> list[Any]:
-        return (await self.execute(statement, params)).scalars()
 
 
 _Call = tuple[Callable[[Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
@@ -207,7 +216,7 @@ def finish(conn: Connection, *, commit: bool) -> None:
         raise
 
 
-class WriterConn:
+class WriterConn(_Shortcuts):
     """:class:`Conn` of one write transaction on the :class:`WriterThread`."""
 
     __slots__ = ("_writer",)
@@ -220,9 +229,3 @@ class WriterConn:
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         return await self._writer.call(fn)
-
-    async def scalar(self, statement: Executable, params: Params = None) -> Any:
-        return (await self.execute(statement, params)).scalar()
-
-    async def scalars(self, statement: Executable, params: Params = None) -> list[Any]:
-        return (await self.execute(statement, params)).scalars()
