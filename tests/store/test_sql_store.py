@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from datetime import UTC
 from typing import Any
@@ -616,27 +615,87 @@ async def test_a_failed_statement_rolls_back_and_the_writer_goes_on(store: SqlSt
     assert await visible(store, sid) == [(1, "after")]
 
 
-async def test_sqlite_writes_run_on_one_named_thread_that_close_ends(database_url: str) -> None:
-    """The writer thread (SQLite) has an owner (the store), a name, and one way to end: close."""
+def _sqlite_path(database_url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    path = make_url(database_url).database
+    assert path
+    return path
+
+
+async def test_sqlite_write_waits_for_another_process_without_blocking_the_loop(
+    database_url: str,
+) -> None:
+    """SQLite writes run on the event loop: while another connection (another process, e.g.
+    ``turnqueue migrate``) holds the write lock, a write transaction waits for it without
+    blocking the loop, then commits; after ``close`` a write raises StoreError."""
     if not database_url.startswith("sqlite"):
-        pytest.skip("SQLite only: PostgreSQL writes use the asyncpg pool")
+        pytest.skip("SQLite only")
+    import sqlite3
 
-    def writers() -> set[threading.Thread]:
-        return {t for t in threading.enumerate() if t.name == "turnqueue-sqlite-writer"}
-
-    before = writers()
     store = await open_store(Settings(database_url=database_url))
     try:
-        assert writers() == before  # started by the first write, not by opening
         sid = await new_session(store)
-        await asyncio.gather(*(add(store, sid, f"m{i}") for i in range(5)))
-        (mine,) = writers() - before
+        other = sqlite3.connect(_sqlite_path(database_url), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # the other process's write lock
+        waiting = asyncio.create_task(add(store, sid, "after the other writer"))
+        ticks = 0
+        while ticks < 20:  # the loop keeps running while the write waits
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert not waiting.done()
+        other.execute("ROLLBACK")
+        other.close()
+        await asyncio.wait_for(waiting, 10)
+        assert await visible(store, sid) == [(1, "after the other writer")]
     finally:
         await store.close()
-    assert not mine.is_alive()
     with pytest.raises(StoreError):
         async with store.transaction() as tx:
             await tx.lock(sid)
+
+
+async def test_sqlite_writer_gives_up_after_the_timeout_and_changes_nothing(
+    database_url: str,
+) -> None:
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite only")
+    import sqlite3
+
+    store = await open_store(Settings(database_url=database_url, db_timeout=0.2))
+    try:
+        sid = await new_session(store)
+        other = sqlite3.connect(_sqlite_path(database_url), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match="locked"):
+                await add(store, sid, "never")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert await visible(store, sid) == []
+        await add(store, sid, "now")
+        assert await visible(store, sid) == [(1, "now")]
+    finally:
+        await store.close()
+
+
+async def test_a_task_writing_in_a_loop_does_not_starve_the_others(store: SqlStore) -> None:
+    """Statements never suspend on SQLite (they run on the loop), so each write transaction
+    yields once: a task writing back to back still lets another task run in between."""
+    sid = await new_session(store)
+
+    async def write() -> None:
+        for i in range(20):
+            await add(store, sid, f"m{i}")
+
+    writing = asyncio.create_task(write())
+    ticks = 0
+    while not writing.done():
+        await asyncio.sleep(0)
+        ticks += 1
+    await writing
+    assert ticks >= 20  # at least once per write transaction
 
 
 async def test_m4_notifications_are_sent_at_commit_in_order_and_never_on_rollback(

@@ -1,48 +1,34 @@
-"""How :class:`~turnqueue.store.tx.SqlTx` reaches the database: :class:`Conn`.
+r"""How :class:`~turnqueue.store.tx.SqlTx` reaches the database: :class:`Conn`.
 
 Every statement returns a :class:`Buffered` result (rows already fetched), whichever way it ran:
 
-* :class:`AsyncConn` — an ``AsyncConnection`` (PostgreSQL/asyncpg; SQLite reads on aiosqlite).
-* :class:`WriterConn` — SQLite write transactions on :class:`WriterThread`, one dedicated thread
-  that owns a synchronous SQLAlchemy connection (pysqlite). A statement is compiled, executed
-  and fetched there in **one** thread hop; aiosqlite makes several per statement (cursor,
-  execute, fetch, close) and builds the statement on the event loop (bench P1). ``Conn.run``
-  runs a block of statements (a synchronous function) in one hop.
-
-Hazards of the writer thread (see also ``turnqueue.store.sql``):
-
-* One connection, one thread, calls run strictly in the order they were queued. A caller that is
-  cancelled while its statement is queued or running does not stop it: the statement still runs,
-  and the ROLLBACK its transaction queues afterwards runs after it. ``SqlStore`` queues that
-  ROLLBACK (synchronously, before its first ``await``) before it releases the writer lock, so
-  the next transaction's statements always come after it.
-* A caller cancelled while its COMMIT is queued or running gets ``CancelledError``, but the
-  COMMIT still happens and its ``after_commit`` callbacks do not run (as with aiosqlite).
-* The connection autobegins (``BEGIN IMMEDIATE``, see ``turnqueue.store.engine``) on the first
-  statement of a transaction, so BEGIN costs no hop of its own; COMMIT and ROLLBACK are one hop.
-* ``SqlStore.close`` is the only shutdown path: it stops the thread after the calls already
-  queued; a call queued after that raises ``StoreError`` instead of waiting forever.
+* :class:`DriverConn` — PostgreSQL: the asyncpg connection itself; statements run as
+  precompiled :class:`~turnqueue.store.statement.Plan`\ s (no SQLAlchemy execution; see
+  ``turnqueue.store.statement`` for why).
+* :class:`SqliteConn` — SQLite write transactions: the ``sqlite3`` connection of
+  :class:`SqliteWriter`, statements run synchronously on the event loop (why, and its hazards:
+  ``turnqueue.store.sql``).
+* :class:`AsyncConn` — an SQLAlchemy ``AsyncConnection`` (SQLite reads on aiosqlite).
 """
 
 from __future__ import annotations
 
-import asyncio
-import queue
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+import sqlite3
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
-from sqlalchemy import Executable, Row
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import Executable
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import MultipleResultsFound, NoResultFound
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.errors import StoreError
+from turnqueue.store.statement import Plan, Statement, plan_for
 
-T = TypeVar("T")
-#: A row of any width (``Row[Any]`` would be a one-column row to the type checker).
-AnyRow = Row[*tuple[Any, ...]]
-Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+#: A result row: a :class:`~turnqueue.store.statement.Record` or SQLAlchemy's ``Row``; both
+#: offer ``row[0]``, ``row.name`` and ``row._mapping["name"]``.
+AnyRow = Any
+Params = Mapping[str, Any] | None
 
 
 class Buffered:
@@ -87,15 +73,15 @@ class Buffered:
 
 
 class Conn(Protocol):
-    async def execute(self, statement: Executable, params: Params = None) -> Buffered: ...
+    async def execute(
+        self, statement: Statement | Executable, params: Params = None
+    ) -> Buffered: ...
 
-    async def run(self, fn: Callable[[Connection], T]) -> T:
-        """``fn`` with a synchronous connection: several statements in one thread hop (SQLite
-        writes) or one greenlet switch (asyncpg). ``fn`` must only run statements."""
+    async def scalar(self, statement: Statement | Executable, params: Params = None) -> Any: ...
 
-    async def scalar(self, statement: Executable, params: Params = None) -> Any: ...
-
-    async def scalars(self, statement: Executable, params: Params = None) -> list[Any]: ...
+    async def scalars(
+        self, statement: Statement | Executable, params: Params = None
+    ) -> list[Any]: ...
 
 
 class _Shortcuts:
@@ -103,129 +89,120 @@ class _Shortcuts:
 
     __slots__ = ()
 
-    async def execute(self, statement: Executable, params: Params = None) -> Buffered:
+    async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
         raise NotImplementedError
 
-    async def scalar(self, statement: Executable, params: Params = None) -> Any:
+    async def scalar(self, statement: Statement | Executable, params: Params = None) -> Any:
         return (await self.execute(statement, params)).scalar()
 
-    async def scalars(self, statement: Executable, params: Params = None) -> list[Any]:
+    async def scalars(self, statement: Statement | Executable, params: Params = None) -> list[Any]:
         return (await self.execute(statement, params)).scalars()
 
 
 class AsyncConn(_Shortcuts):
-    """:class:`Conn` over an ``AsyncConnection`` (its drivers buffer the rows already)."""
+    """:class:`Conn` over an SQLAlchemy ``AsyncConnection`` (its drivers buffer the rows)."""
 
     __slots__ = ("_conn",)
 
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
 
-    async def execute(self, statement: Executable, params: Params = None) -> Buffered:
-        return Buffered.of(await self._conn.execute(statement, params))
-
-    async def run(self, fn: Callable[[Connection], T]) -> T:
-        return await self._conn.run_sync(fn)
+    async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
+        clause = statement.clause if isinstance(statement, Statement) else statement
+        return Buffered.of(await self._conn.execute(clause, params))
 
 
-_Call = tuple[Callable[[Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
+def _rowcount(status: str) -> int:
+    """Rows affected, from a PostgreSQL command tag (``UPDATE 3``, ``INSERT 0 1``)."""
+    last = status.rpartition(" ")[2]
+    return int(last) if last.isdigit() else -1
 
 
-def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():  # the caller gave up; the work was done anyway (see hazards)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+class DriverConn(_Shortcuts):
+    """:class:`Conn` on an asyncpg connection, inside a transaction its owner started."""
+
+    __slots__ = ("_dialect", "_driver")
+
+    def __init__(self, driver: Any, dialect: Dialect) -> None:
+        self._driver = driver
+        self._dialect = dialect
+
+    async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
+        plan = plan_for(statement, self._dialect, params)
+        args = plan.args(params)
+        if plan.record is None:
+            return Buffered([], _rowcount(await self._driver.execute(plan.sql, *args)))
+        rows = plan.rows(await self._driver.fetch(plan.sql, *args))
+        return Buffered(rows, len(rows))
 
 
-class WriterThread:
-    """The thread that owns SQLite's write connection. Owned and closed by ``SqlStore``."""
+class SqliteWriter:
+    """SQLite's one write connection (``sqlite3``), used from the event loop. Owned and closed
+    by ``SqlStore``; opened by the first write.
 
-    def __init__(self, engine: Engine, *, name: str = "turnqueue-sqlite-writer") -> None:
+    ``engine`` (pysqlite) makes the connection with the store's pragmas and driver settings;
+    statements run on the ``sqlite3`` connection directly (:func:`run_sqlite`)."""
+
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._closed = False
+        self.dialect = engine.dialect
+        self._pooled: Any = None
+        self.closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def call(self, fn: Callable[[Connection], T]) -> asyncio.Future[T]:
-        """Queue ``fn(connection)`` now (synchronously) and return its future."""
-        if self._closed:
+    def connection(self) -> sqlite3.Connection:
+        if self.closed:
             raise StoreError("the store is closed")
-        if not self._thread.is_alive():
-            self._thread.start()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._calls.put((fn, future, loop))
-        return future
+        if self._pooled is None:
+            self._pooled = self._engine.raw_connection()
+            # Never wait inside a statement (it would block the event loop): the store waits
+            # for the write lock itself, between attempts at BEGIN IMMEDIATE (see store.sql).
+            self._pooled.driver_connection.execute("PRAGMA busy_timeout=0")
+        conn: sqlite3.Connection = self._pooled.driver_connection
+        return conn
 
-    async def close(self) -> None:
-        """Run what is queued, close the connection and end the thread."""
-        if self._closed:
+    def close(self) -> None:
+        if self.closed:
             return
-        started = self._thread.is_alive()
-        self._closed = True
-        if not started:
-            self._engine.dispose()
-            return
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._calls.put((lambda _conn: None, done, loop))
-        self._calls.put(None)
-        await done
-        self._thread.join()  # it is past its last call: returns at once
-
-    def _run(self) -> None:
-        conn: Connection | None = None
-        try:
-            while (item := self._calls.get()) is not None:
-                fn, future, loop = item
-                result: Any = None
-                error: BaseException | None = None
-                try:
-                    if conn is None:
-                        conn = self._engine.connect()
-                    result = fn(conn)
-                except BaseException as exc:  # handed to the caller, never lost
-                    error = exc
-                try:
-                    loop.call_soon_threadsafe(_resolve, future, result, error)
-                except RuntimeError:  # that event loop is closed: nobody is waiting
-                    pass
-        finally:
-            if conn is not None:
-                conn.close()
-            self._engine.dispose()
+        self.closed = True
+        if self._pooled is not None:
+            self._pooled.close()
+        self._engine.dispose()
 
 
-def finish(conn: Connection, *, commit: bool) -> None:
-    """End the writer connection's transaction (if one began): COMMIT, or ROLLBACK. A failed
+def run_sqlite(conn: sqlite3.Connection, plan: Plan, params: Params) -> Buffered:
+    """One statement on the write connection, its rows fetched."""
+    cursor = conn.execute(plan.sql, plan.args(params))
+    if plan.record is None:
+        return Buffered([], cursor.rowcount)
+    rows = plan.rows(cursor.fetchall())
+    return Buffered(rows, len(rows))
+
+
+def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
+    """End the write connection's transaction (if one is open): COMMIT, or ROLLBACK. A failed
     COMMIT is rolled back before its error is raised, so the connection is clean again."""
+    if not conn.in_transaction:
+        return
     if not commit:
-        conn.rollback()
+        conn.execute("ROLLBACK")
         return
     try:
-        conn.commit()
+        conn.execute("COMMIT")
     except BaseException:
-        conn.rollback()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
 
 
-class WriterConn(_Shortcuts):
-    """:class:`Conn` of one write transaction on the :class:`WriterThread`."""
+class SqliteConn(_Shortcuts):
+    """:class:`Conn` of one SQLite write transaction: statements run synchronously on the
+    event loop (see ``turnqueue.store.sql`` for why and for the hazards)."""
 
-    __slots__ = ("_writer",)
+    __slots__ = ("_conn", "_dialect")
 
-    def __init__(self, writer: WriterThread) -> None:
-        self._writer = writer
+    def __init__(self, conn: sqlite3.Connection, dialect: Dialect) -> None:
+        self._conn = conn
+        self._dialect = dialect
 
-    async def execute(self, statement: Executable, params: Params = None) -> Buffered:
-        return await self._writer.call(lambda conn: Buffered.of(conn.execute(statement, params)))
-
-    async def run(self, fn: Callable[[Connection], T]) -> T:
-        return await self._writer.call(fn)
+    async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
+        return run_sqlite(self._conn, plan_for(statement, self._dialect, params), params)

@@ -1,5 +1,5 @@
 """Creating the ``AsyncEngine`` for SQLite (aiosqlite) or PostgreSQL (asyncpg), and on SQLite the
-synchronous (pysqlite) engine of the store's writer thread.
+synchronous (pysqlite) engine of the store's write connection.
 
 SQLite hazards handled here:
 
@@ -7,8 +7,9 @@ SQLite hazards handled here:
   event emits ours, so a SELECT is inside the transaction too (SQLAlchemy's documented recipe).
 * Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
   transaction never fails half-way when upgrading from a read lock). A connection opts in with
-  the execution option :data:`IMMEDIATE` (the writer engine sets it on all its connections);
-  reads use a deferred ``BEGIN`` (a WAL snapshot). Both engines share these listeners.
+  the execution option :data:`IMMEDIATE` (migrations); reads use a deferred ``BEGIN`` (a WAL
+  snapshot). The store's write connection begins its own transactions (``store.sql``). Both
+  engines share these listeners.
 * Within one process every write transaction additionally holds one ``asyncio.Lock`` (see
   :class:`turnqueue.store.sql.SqlStore`) so concurrent tasks wait in line instead of spinning on
   SQLITE_BUSY; the busy timeout only covers other processes.
@@ -64,14 +65,12 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
 
 
 def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
-    """A synchronous (pysqlite) engine for the store's writer thread
-    (``turnqueue.store.conn.WriterThread``): same pragmas, and every transaction of its
-    connections begins ``IMMEDIATE``."""
+    """A synchronous (pysqlite) engine for the store's write connection
+    (``turnqueue.store.conn.SqliteWriter``), with the same pragmas."""
     busy_timeout_ms = _busy_timeout_ms(timeout)
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),
         connect_args={"timeout": busy_timeout_ms / 1000},
-        execution_options={IMMEDIATE: True},
     )
     _configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
     return engine

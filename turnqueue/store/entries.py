@@ -12,6 +12,8 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    String,
+    Text,
     bindparam,
     case,
     delete,
@@ -22,11 +24,11 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import Connection
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
 from turnqueue.store.conn import Conn
 from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, VISIBLE_ENTRIES, entries_from, entry_from
+from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, queue_entries, queue_session_locks
 
 qe = queue_entries
@@ -35,17 +37,32 @@ locks = queue_session_locks
 # -- prebuilt statements (see turnqueue.store.rows) ---------------------------------------------
 #: (tail sort key, visible count). The tail is over in-flight entries too, so nothing visible
 #: sorts after it; the count is the lock row's trigger-kept counter (no scan of the queue).
-_TAIL = select(
-    select(func.coalesce(func.max(qe.c.position), 0))
-    .where(qe.c.session_id == bindparam("p_session_id"))
-    .scalar_subquery(),
-    select(locks.c.queued).where(locks.c.session_id == bindparam("p_session_id")).scalar_subquery(),
+_TAIL = Statement(
+    select(
+        select(func.coalesce(func.max(qe.c.position), 0))
+        .where(qe.c.session_id == bindparam("p_session_id"))
+        .scalar_subquery(),
+        select(locks.c.queued)
+        .where(locks.c.session_id == bindparam("p_session_id"))
+        .scalar_subquery(),
+    )
+)
+_INSERT_ENTRY = Statement(
+    insert(qe).values(
+        id=bindparam("p_id", type_=String),
+        session_id=bindparam("p_session_id", type_=String),
+        position=bindparam("p_position", type_=BigInteger),
+        content=bindparam("p_content", type_=Text),
+        source=bindparam("p_source", type_=String),
+        queued_at=bindparam("p_now", type_=UtcDateTime),
+        in_flight=false(),
+    )
 )
 _head = qe.alias("head")
 # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent reservation
 # that did not take the lock row (a caller bug) re-checks it on PostgreSQL and reserves nothing
 # instead of the same entry twice.
-_RESERVE_HEAD = (
+_RESERVE_HEAD = Statement(
     update(qe)
     .where(
         qe.c.id
@@ -64,6 +81,23 @@ _RESERVE_HEAD = (
     .returning(*qe.c)
 )
 
+_UPDATE_ENTRY = Statement(
+    update(qe)
+    .where(qe.c.id == bindparam("p_id"), VISIBLE)
+    .values(content=bindparam("p_content", type_=Text))
+    .returning(*qe.c)
+)
+_position = bindparam("p_position", type_=BigInteger)
+#: Visible entries ahead of one (its ordinal - 1).
+_COUNT_BEFORE = Statement(
+    select(func.count()).where(
+        qe.c.session_id == bindparam("p_session_id"),
+        VISIBLE,
+        (qe.c.position < _position)
+        | ((qe.c.position == _position) & (qe.c.id < bindparam("p_id", type_=String))),
+    )
+)
+
 
 class EntryStatements:
     """Mixin: needs ``self._conn``, the transaction's connection."""
@@ -78,39 +112,26 @@ class EntryStatements:
         self, session_id: str, *, content: str, source: MessageSource
     ) -> QueueEntry:
         entry_id, queued_at = new_id(), utcnow()
-        values = {
-            "id": entry_id,
-            "session_id": session_id,
-            "content": content,
-            "source": source.value,
-            "queued_at": queued_at,
-            "in_flight": False,
+        params = {
+            "p_id": entry_id,
+            "p_session_id": session_id,
+            "p_content": content,
+            "p_source": source.value,
+            "p_now": queued_at,
         }
 
-        def statements(conn: Connection) -> int:  # one hop (see turnqueue.store.tx)
-            tail, visible = conn.execute(_TAIL, {"p_session_id": session_id}).one()
-            conn.execute(insert(qe), {**values, "position": int(tail) + 1})
-            return int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
-
-        ordinal = await self._conn.run(statements)
+        tail, visible = (await self._conn.execute(_TAIL, params)).one()
+        await self._conn.execute(_INSERT_ENTRY, {**params, "p_position": int(tail) + 1})
+        ordinal = int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
         return QueueEntry(entry_id, session_id, ordinal, content, source, queued_at)
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
-        result = await self._conn.execute(
-            update(qe).where(qe.c.id == entry_id, VISIBLE).values(content=content).returning(*qe.c)
-        )
-        row = result.one_or_none()
+        params = {"p_id": entry_id, "p_content": content}
+        row = (await self._conn.execute(_UPDATE_ENTRY, params)).one_or_none()
         if row is None:
             raise KeyError(entry_id)
-        m = row._mapping
-        before = await self._conn.scalar(
-            select(func.count()).where(
-                qe.c.session_id == m["session_id"],
-                VISIBLE,
-                (qe.c.position < m["position"])
-                | ((qe.c.position == m["position"]) & (qe.c.id < m["id"])),
-            )
-        )
+        params = {"p_id": row.id, "p_session_id": row.session_id, "p_position": row.position}
+        before = await self._conn.scalar(_COUNT_BEFORE, params)
         return entry_from(row, int(before or 0) + 1)
 
     async def remove_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:

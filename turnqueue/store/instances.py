@@ -18,6 +18,7 @@ from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
 from turnqueue.store.conn import Conn
 from turnqueue.store.notify import CHANNEL
 from turnqueue.store.rows import RUNNING, turn_from
+from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
     clarifications,
     instances,
@@ -32,9 +33,11 @@ qe = queue_entries
 #: Every notification of a transaction in one round trip. Hazard (order): PostgreSQL evaluates
 #: volatile select-list functions after ORDER BY (since 9.6), so they are sent in list order,
 #: and delivered in the order sent.
-NOTIFY_ALL = text(
-    "SELECT pg_notify(:channel, n.payload) "
-    "FROM unnest(CAST(:payloads AS text[])) WITH ORDINALITY AS n(payload, i) ORDER BY n.i"
+NOTIFY_ALL = Statement(
+    text(
+        "SELECT pg_notify(:channel, n.payload) "
+        "FROM unnest(CAST(:payloads AS text[])) WITH ORDINALITY AS n(payload, i) ORDER BY n.i"
+    )
 )
 
 

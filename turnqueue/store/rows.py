@@ -1,8 +1,9 @@
 """Row ↔ domain conversion and the few shared SELECTs of the SQL store.
 
-Hot statements are built once at import with named ``bindparam``s and executed with a parameter
-dict: building a SQLAlchemy statement costs more than running it (bench P1, P3). Prebuilt
-statements keep the literals that partial indexes need (``'RUNNING'``, ``in_flight = false``).
+Hot statements are built once at import with named ``bindparam``s (a
+:class:`~turnqueue.store.statement.Statement`) and executed with a parameter dict: building a
+SQLAlchemy statement costs more than running it (bench P1, P3). Prebuilt statements keep the
+literals that partial indexes need (``'RUNNING'``, ``in_flight = false``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from turnqueue.domain import (
     TurnStatus,
 )
 from turnqueue.store.protocol import SessionView
+from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
     clarifications,
     queue_entries,
@@ -117,18 +119,8 @@ def select_sessions() -> Select[Any]:
     return select(*sessions.c, tasks.c.owner).join(tasks, tasks.c.id == sessions.c.task_id)
 
 
-def select_visible(session_id: Any) -> Select[Any]:
-    """Visible entries of a session, FIFO; ``session_id`` is a value or a ``bindparam``."""
-    return (
-        select(queue_entries)
-        .where(queue_entries.c.session_id == session_id, VISIBLE)
-        .order_by(*ENTRY_ORDER)
-    )
-
-
-def select_view(session_id: Any) -> Select[Any]:
-    """Everything :class:`SessionView` needs in one statement, driven by the lock row;
-    ``session_id`` is a value or a ``bindparam``."""
+def _select_view() -> Select[Any]:
+    """Everything :class:`SessionView` needs in one statement, driven by the lock row."""
     locks, state, clar = queue_session_locks, queue_session_state, clarifications
 
     def running_turn(column: Any) -> Any:
@@ -164,15 +156,20 @@ def select_view(session_id: Any) -> Select[Any]:
             .outerjoin(state, state.c.session_id == locks.c.session_id)
             .outerjoin(clar, clar.c.session_id == locks.c.session_id)
         )
-        .where(locks.c.session_id == session_id)
+        .where(locks.c.session_id == bindparam("p_session_id"))
     )
 
 
 #: Prebuilt: execute with ``{"p_session_id": …}``. Prebuilt parameter names start with ``p_``
 #: because SQLAlchemy reserves column names for the parameters of INSERT and UPDATE.
-VIEW = select_view(bindparam("p_session_id"))
-VISIBLE_ENTRIES = select_visible(bindparam("p_session_id"))
-SESSION = select_sessions().where(sessions.c.id == bindparam("p_session_id"))
+VIEW = Statement(_select_view())
+#: Visible entries of a session, FIFO.
+VISIBLE_ENTRIES = Statement(
+    select(queue_entries)
+    .where(queue_entries.c.session_id == bindparam("p_session_id"), VISIBLE)
+    .order_by(*ENTRY_ORDER)
+)
+SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
 def view_from(row: Row[Any]) -> SessionView:

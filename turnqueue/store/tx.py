@@ -1,12 +1,11 @@
-"""``SqlTx``: the :class:`~turnqueue.store.protocol.Tx` interface in SQLAlchemy Core.
+r"""``SqlTx``: the :class:`~turnqueue.store.protocol.Tx` interface in SQLAlchemy Core.
 
 One ``SqlTx`` wraps one :class:`~turnqueue.store.conn.Conn` inside a transaction owned by
 :class:`~turnqueue.store.sql.SqlStore`. Nothing here commits. The dialect differences
 (``FOR UPDATE``, the epoch source, upserts) are the ``_pg`` branches of this class and nowhere else.
 
-The hot methods that run several statements (``lock``, ``start_turn``, ``end_turn``,
-``add_entry``) run them in one ``Conn.run`` block: one hop to SQLite's writer thread, one
-greenlet switch on asyncpg. A block only runs statements (no awaits, no callbacks).
+Statements on the hot paths are :class:`~turnqueue.store.statement.Statement`\ s, built once
+and compiled once per dialect; the others are compiled on each call.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Insert,
     String,
     Text,
@@ -31,7 +31,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
 
 from turnqueue.domain import (
     Clarification,
@@ -45,7 +44,7 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
-from turnqueue.store.conn import AnyRow, Conn
+from turnqueue.store.conn import Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.protocol import SessionView
@@ -58,6 +57,7 @@ from turnqueue.store.rows import (
     turn_from,
     view_from,
 )
+from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
     UtcDateTime,
     clarifications,
@@ -76,12 +76,12 @@ qe = queue_entries
 locks = queue_session_locks
 
 # -- prebuilt statements (see turnqueue.store.rows): executed with a parameter dict -------------
-_LOCK = (
+_LOCK = Statement(
     select(locks.c.session_id)
     .where(locks.c.session_id == bindparam("p_session_id"))
     .with_for_update()
 )
-_BUMP_QUEUE = (
+_BUMP_QUEUE = Statement(
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
     .values(revision=locks.c.revision + 1)
@@ -89,14 +89,14 @@ _BUMP_QUEUE = (
 )
 
 
-def _bump_session_statement(*, with_state: bool) -> Any:
+def _bump_session_statement(*, with_state: bool) -> Statement:
     values: dict[str, Any] = {
         "revision": sessions.c.revision + 1,
         "updated_at": bindparam("p_now", type_=UtcDateTime),
     }
     if with_state:
         values["state"] = bindparam("p_state", type_=String)
-    return (
+    return Statement(
         update(sessions)
         .where(sessions.c.id == bindparam("p_session_id"))
         .values(**values)
@@ -108,26 +108,25 @@ _BUMP_SESSION = _bump_session_statement(with_state=False)
 _BUMP_SESSION_STATE = _bump_session_statement(with_state=True)
 _TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
 #: The next per-session ``seq`` is computed in the INSERT itself.
-_INSERT_TURN = insert(turns).from_select(
-    [*_TURN_COLUMNS, "owner"],
-    select(
-        bindparam("p_turn_id", type_=String),
-        bindparam("p_session_id", type_=String),
-        func.coalesce(func.max(turns.c.seq), 0) + 1,
-        bindparam("p_prompt", type_=Text),
-        bindparam("p_source", type_=String),
-        RUNNING,
-        literal_column("''", String),
-        bindparam("p_now", type_=UtcDateTime),
-        bindparam("p_owner", type_=BigInteger),
-    ).where(turns.c.session_id == bindparam("p_session_id")),
+_INSERT_TURN = Statement(
+    insert(turns).from_select(
+        [*_TURN_COLUMNS, "owner"],
+        select(
+            bindparam("p_turn_id", type_=String),
+            bindparam("p_session_id", type_=String),
+            func.coalesce(func.max(turns.c.seq), 0) + 1,
+            bindparam("p_prompt", type_=Text),
+            bindparam("p_source", type_=String),
+            RUNNING,
+            literal_column("''", String),
+            bindparam("p_now", type_=UtcDateTime),
+            bindparam("p_owner", type_=BigInteger),
+        ).where(turns.c.session_id == bindparam("p_session_id")),
+    )
 )
-_CONSUME = delete(qe).where(
-    qe.c.id.in_(bindparam("p_ids", expanding=True)), qe.c.in_flight == true()
-)
-#: The usual case, one entry: no expanding IN (it is re-rendered on every execution).
-_CONSUME_ONE = delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true())
-_END_TURN = (
+#: The usual case, one entry (several: an IN list compiled per call, see statement.py).
+_CONSUME_ONE = Statement(delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true()))
+_END_TURN = Statement(
     update(turns)
     .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
     .values(
@@ -138,8 +137,34 @@ _END_TURN = (
     )
     .returning(*turns.c)
 )
-_TURN = select(turns).where(turns.c.id == bindparam("p_turn_id"))
-_TASK = select(tasks).where(tasks.c.id == bindparam("p_task_id"))
+_TURN = Statement(select(turns).where(turns.c.id == bindparam("p_turn_id")))
+_TASK = Statement(select(tasks).where(tasks.c.id == bindparam("p_task_id")))
+
+
+def _upsert(table: Any, keys: list[str], *, pg: bool, **values: Any) -> Insert:
+    dialect_insert = postgresql.insert if pg else sqlite.insert
+    stmt = dialect_insert(table).values(**values)
+    updates = {k: stmt.excluded[k] for k in values if k not in keys}
+    return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
+
+
+#: Q1, Q14: the policy row, by dialect (``pg``).
+_SET_POLICY = {
+    pg: Statement(
+        _upsert(
+            queue_session_state,
+            ["session_id"],
+            pg=pg,
+            session_id=bindparam("p_session_id", type_=String),
+            auto_run=bindparam("p_auto_run", type_=Boolean),
+            pause_reason=bindparam("p_pause_reason", type_=String),
+        )
+    )
+    for pg in (False, True)
+}
+_DELETE_POLICY = Statement(
+    delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
+)
 
 
 class SqlTx(EntryStatements, InstanceStatements):
@@ -163,12 +188,6 @@ class SqlTx(EntryStatements, InstanceStatements):
                     await result
             except Exception:
                 log.exception("after_commit callback %r failed", callback)
-
-    def _upsert(self, table: Any, values: dict[str, Any], keys: list[str]) -> Insert:
-        dialect_insert = postgresql.insert if self._pg else sqlite.insert
-        stmt = dialect_insert(table).values(**values)
-        updates = {k: stmt.excluded[k] for k in values if k not in keys}
-        return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
 
     async def _bump_session(self, session_id: str, state: SessionState | None = None) -> int:
         params: dict[str, Any] = {"p_session_id": session_id, "p_now": utcnow()}
@@ -261,21 +280,16 @@ class SqlTx(EntryStatements, InstanceStatements):
 
     async def lock(self, session_id: str) -> SessionView:
         params = {"p_session_id": session_id}
-        pg = self._pg
-
-        def statements(conn: Connection) -> AnyRow | None:
-            # Q3: the lock row serialises every reservation and policy write of this session.
-            # HAZARD: on PostgreSQL it must be its own statement. Under READ COMMITTED a
-            # statement's snapshot is taken when it starts; a joined SELECT … FOR UPDATE that
-            # waited for the lock re-reads only the locked row and would return the *old*
-            # policy, entries and clarification. The view below is a new statement, so it sees
-            # what the previous holder committed.
-            if pg and conn.execute(_LOCK, params).scalar() is None:
-                return None
-            # SQLite: the transaction began IMMEDIATE behind the writer lock: the only writer.
-            return conn.execute(VIEW, params).one_or_none()
-
-        row = await self._conn.run(statements)
+        # Q3: the lock row serialises every reservation and policy write of this session.
+        # HAZARD: on PostgreSQL it must be its own statement. Under READ COMMITTED a statement's
+        # snapshot is taken when it starts; a joined SELECT … FOR UPDATE that waited for the
+        # lock re-reads only the locked row and would return the *old* policy, entries and
+        # clarification. The view below is a new statement, so it sees what the previous
+        # holder committed.
+        # SQLite: the transaction began IMMEDIATE behind the writer lock: the only writer.
+        if self._pg and await self._conn.scalar(_LOCK, params) is None:
+            raise KeyError(session_id)
+        row = (await self._conn.execute(VIEW, params)).one_or_none()
         if row is None:
             raise KeyError(session_id)
         return view_from(row)
@@ -308,18 +322,16 @@ class SqlTx(EntryStatements, InstanceStatements):
             "p_state": SessionState.RUNNING.value,
         }
 
-        def statements(conn: Connection) -> None:  # one hop (see Conn.run)
-            if conn.execute(_BUMP_SESSION_STATE, params).scalar_one_or_none() is None:
-                raise KeyError(session_id)
-            conn.execute(_INSERT_TURN, params)
-            if consume:
-                # Q10: the reserved entries disappear in the same transaction as the turn appears.
-                if len(consume) == 1:
-                    conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
-                else:
-                    conn.execute(_CONSUME, {"p_ids": list(consume)})
-
-        await self._conn.run(statements)
+        if (await self._conn.execute(_BUMP_SESSION_STATE, params)).scalar_one_or_none() is None:
+            raise KeyError(session_id)
+        await self._conn.execute(_INSERT_TURN, params)
+        # Q10: the reserved entries disappear in the same transaction as the turn appears.
+        if len(consume) == 1:
+            await self._conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
+        elif consume:
+            await self._conn.execute(
+                delete(qe).where(qe.c.id.in_(list(consume)), qe.c.in_flight == true())
+            )
         return turn
 
     async def end_turn(
@@ -340,20 +352,18 @@ class SqlTx(EntryStatements, InstanceStatements):
             "p_state": session_state.value,
         }
 
-        def statements(conn: Connection) -> tuple[AnyRow, AnyRow]:
-            row = conn.execute(_END_TURN, params).one_or_none()
-            if row is None:  # already ended (or unknown): idempotent, nothing changes
-                row = conn.execute(_TURN, params).one_or_none()
-                if row is None:
-                    raise KeyError(turn_id)
-            else:
-                bump = {**params, "p_session_id": row.session_id}
-                if conn.execute(_BUMP_SESSION_STATE, bump).scalar_one_or_none() is None:
-                    raise KeyError(row.session_id)
-            return row, conn.execute(SESSION, {"p_session_id": row.session_id}).one()
-
-        turn_row, session_row = await self._conn.run(statements)
-        return turn_from(turn_row), session_from(session_row)
+        conn = self._conn
+        row = (await conn.execute(_END_TURN, params)).one_or_none()
+        if row is None:  # already ended (or unknown): idempotent, nothing changes
+            row = (await conn.execute(_TURN, params)).one_or_none()
+            if row is None:
+                raise KeyError(turn_id)
+        else:
+            bump = {**params, "p_session_id": row.session_id}
+            if (await conn.execute(_BUMP_SESSION_STATE, bump)).scalar_one_or_none() is None:
+                raise KeyError(row.session_id)
+        session_row = (await conn.execute(SESSION, {"p_session_id": row.session_id})).one()
+        return turn_from(row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         row = (await self._conn.execute(_TURN, {"p_turn_id": turn_id})).one_or_none()
@@ -375,7 +385,7 @@ class SqlTx(EntryStatements, InstanceStatements):
             "question": question,
             "asked_at": clarification.asked_at,
         }
-        await self._conn.execute(self._upsert(clarifications, values, ["session_id"]))
+        await self._conn.execute(_upsert(clarifications, ["session_id"], pg=self._pg, **values))
         await self._bump_session(session_id)
         return clarification
 
@@ -396,17 +406,15 @@ class SqlTx(EntryStatements, InstanceStatements):
     async def set_policy(
         self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
     ) -> None:
-        values = {
-            "session_id": session_id,
-            "auto_run": auto_run,
-            "pause_reason": pause_reason.value if pause_reason is not None else None,
+        params = {
+            "p_session_id": session_id,
+            "p_auto_run": auto_run,
+            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
         }
-        await self._conn.execute(self._upsert(queue_session_state, values, ["session_id"]))
+        await self._conn.execute(_SET_POLICY[self._pg], params)
 
     async def delete_policy(self, session_id: str) -> None:
-        await self._conn.execute(
-            delete(queue_session_state).where(queue_session_state.c.session_id == session_id)
-        )
+        await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
 
     async def bump_queue_revision(self, session_id: str) -> int:
         value = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})

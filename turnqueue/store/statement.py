@@ -1,0 +1,178 @@
+"""SQL written in SQLAlchemy Core, compiled once per dialect, run on the driver connection.
+
+Why this exists (bench P1, ``bench/results/README.md``): on the hot path SQLAlchemy's execution
+(cache key, execution context, parameter and result processing through its generic machinery)
+cost more CPU than the statement itself — about 264 µs against 149 µs per statement on raw
+asyncpg, and 3.5× raw ``sqlite3`` on SQLite. Statements are still *written* with SQLAlchemy Core
+against ``tables.py`` (one schema, one way to build SQL); only their execution goes to the
+driver: a :class:`Plan` is the compiled SQL string, its positional parameter order, the values
+bound in the statement, and the dialect's own bind and result processors (the very functions
+SQLAlchemy applies: ``UtcDateTime``, SQLite's datetime text and booleans). encode/databases runs
+Core statements on asyncpg the same way.
+
+* :class:`Statement` wraps a statement built once at import; its plan is compiled on first use
+  per dialect and kept. Any other statement is compiled on each call (:meth:`Plan.compile`).
+* Rows are :class:`Record` tuples: ``row[0]``, ``row.name`` and ``row._mapping["name"]``, as
+  with SQLAlchemy's ``Row``; a name that appears twice resolves to its first column.
+
+Limits (checked by the tests of the store, which run every statement through here):
+
+* Python-side column defaults are not applied (``tables.py`` only has server defaults).
+* An expanding ``IN`` needs its values when it is compiled: a prebuilt :class:`Statement` must
+  not contain one (build that statement per call; it is then compiled with its values).
+* ``executemany`` (a list of parameter sets) is not supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sqlalchemy import Executable, Select, TextClause
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.dml import UpdateBase
+
+Processor = Callable[[Any], Any]
+
+
+class Record(tuple[Any, ...]):
+    """A result row; each :class:`Plan` makes a subclass that knows its column names."""
+
+    __slots__ = ()
+    _keys: ClassVar[tuple[str, ...]] = ()
+    _index: ClassVar[dict[str, int]] = {}
+
+    @property
+    def _mapping(self) -> dict[str, Any]:
+        return dict(zip(self._keys, self, strict=True))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[self._index[name]]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _record_type(keys: Sequence[str]) -> type[Record]:
+    index: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        index.setdefault(key, i)
+    return type("Record", (Record,), {"__slots__": (), "_keys": tuple(keys), "_index": index})
+
+
+def _result_columns(clause: Executable) -> Sequence[Any] | None:
+    """The columns a statement returns, or None when it returns no rows we read."""
+    if isinstance(clause, Select):
+        return list(clause.selected_columns)
+    if isinstance(clause, UpdateBase):
+        return list(clause.exported_columns) or None  # RETURNING, if any
+    if isinstance(clause, TextClause):
+        return None  # only NOTIFY here: run for its effect
+    raise TypeError(f"cannot run {type(clause).__name__} on the driver")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One statement compiled for one dialect, ready to run with a parameter dict."""
+
+    sql: str
+    #: Positional parameters: (name, bind processor or None), in placeholder order.
+    params: tuple[tuple[str, Processor | None], ...]
+    #: Values bound inside the statement itself (literals); a caller's parameters override them.
+    bound: Mapping[str, Any]
+    #: The row class, or None when the statement's rows are not read (run it for its status).
+    record: type[Record] | None
+    #: Result processors by column, or None when no column needs one.
+    results: tuple[Processor | None, ...] | None
+
+    @classmethod
+    def compile(
+        cls, clause: Executable, dialect: Dialect, keys: Iterable[str] | None = None
+    ) -> Plan:
+        """Compile ``clause``; ``keys`` are the parameter names an INSERT/UPDATE without
+        ``values()`` will be given (they choose its columns, as SQLAlchemy's execute does)."""
+        compiled = clause.compile(  # type: ignore[attr-defined]
+            dialect=dialect,
+            column_keys=list(keys) if keys is not None else None,
+            compile_kwargs={"render_postcompile": True},
+        )
+        binds = compiled.binds
+
+        def processor(name: str) -> Processor | None:
+            # An expanded IN parameter ``ids_1_2`` takes the type of its ``ids_1``.
+            bind = binds.get(name)
+            if bind is None:
+                bind = binds.get(name.rpartition("_")[0])
+            if bind is None:
+                return None
+            result: Processor | None = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            return result
+
+        names = list(compiled.positiontup or ())
+        columns = _result_columns(clause)
+        record = results = None
+        if columns is not None:
+            record = _record_type([column.key for column in columns])
+            found = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+            results = tuple(found) if any(found) else None
+        return cls(
+            sql=compiled.string,
+            params=tuple((name, processor(name)) for name in names),
+            bound={
+                name: value
+                for name, value in compiled.params.items()
+                if (bind := binds.get(name)) is None or not bind.required
+            },
+            record=record,
+            results=results,
+        )
+
+    def args(self, given: Mapping[str, Any] | None) -> list[Any]:
+        """The positional arguments for ``given`` parameters."""
+        values = {**self.bound, **given} if given else self.bound
+        args = []
+        for name, process in self.params:
+            try:
+                value = values[name]
+            except KeyError:
+                raise ValueError(f"no value for parameter {name!r} of: {self.sql}") from None
+            args.append(value if process is None or value is None else process(value))
+        return args
+
+    def rows(self, raw: Iterable[Iterable[Any]]) -> list[Record]:
+        """Driver rows (tuples, asyncpg records) as :class:`Record` rows, values processed."""
+        assert self.record is not None
+        make = self.record
+        results = self.results
+        if results is None:
+            return [make(row) for row in raw]
+        return [
+            make([v if p is None or v is None else p(v) for p, v in zip(results, row, strict=True)])
+            for row in raw
+        ]
+
+
+class Statement:
+    """A statement built once (at import); compiled once per dialect, on first use."""
+
+    __slots__ = ("_plans", "clause")
+
+    def __init__(self, clause: Executable) -> None:
+        self.clause = clause
+        self._plans: dict[str, Plan] = {}
+
+    def plan(self, dialect: Dialect) -> Plan:
+        # A benign race: two threads (SQLite's writer, the event loop) may both compile it.
+        plan = self._plans.get(dialect.name)
+        if plan is None:
+            plan = self._plans[dialect.name] = Plan.compile(self.clause, dialect)
+        return plan
+
+
+def plan_for(
+    statement: Statement | Executable, dialect: Dialect, params: Mapping[str, Any] | None
+) -> Plan:
+    if isinstance(statement, Statement):
+        return statement.plan(dialect)
+    return Plan.compile(statement, dialect, params.keys() if params else None)
