@@ -71,16 +71,23 @@ async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Sessi
     sub = ctx.engine.subscribe(session_id, [EventKind.SESSION, EventKind.CANCELLATION])
     try:
         last_session, last_cancellation = -1, -1
+        cancellation = ctx.engine.cancellation(session_id)
         while True:
             session = await _authorize(ctx, session_id)
-            cancellation = ctx.engine.cancellation(session_id)
             if session.revision > last_session or cancellation.revision > last_cancellation:
                 last_session = max(last_session, session.revision)
                 last_cancellation = max(last_cancellation, cancellation.revision)
                 # C6: the Session yielded carries exactly the cancellation compared here.
                 ctx.renew_loaders().cancellation.prime(session_id, cancellation)
                 yield Session.from_domain(session)
-            await _next_event(sub)
+            event = await _next_event(sub)
+            # C6: a transition is shown as its event carried it. Reading the flag now instead
+            # would skip "pending" whenever the cancel ends before the session read returns.
+            carried = event.cancellation
+            if carried is None and event.kind is EventKind.CANCELLATION:
+                carried = ctx.engine.cancellation(session_id)
+            if carried is not None and carried.revision > cancellation.revision:
+                cancellation = carried
     finally:
         sub.close()
 

@@ -130,15 +130,15 @@ class Plan:
 
     def args(self, given: Mapping[str, Any] | None) -> list[Any]:
         """The positional arguments for ``given`` parameters."""
-        values = {**self.bound, **given} if given else self.bound
-        args = []
-        for name, process in self.params:
-            try:
-                value = values[name]
-            except KeyError:
-                raise ValueError(f"no value for parameter {name!r} of: {self.sql}") from None
-            args.append(value if process is None or value is None else process(value))
-        return args
+        values = ({**self.bound, **given} if given else self.bound) if self.bound else given or {}
+        try:
+            return [
+                value if process is None or value is None else process(value)
+                for name, process in self.params
+                for value in (values[name],)
+            ]
+        except KeyError as missing:
+            raise ValueError(f"no value for parameter {missing} of: {self.sql}") from None
 
     def rows(self, raw: Iterable[Iterable[Any]]) -> list[Record]:
         """Driver rows (tuples, asyncpg records) as :class:`Record` rows, values processed."""
