@@ -47,7 +47,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
-from sqlalchemy import Select, func, literal, select
+from sqlalchemy import Select, literal, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -60,7 +60,6 @@ from turnqueue.store.engine import (
     create_engine_for_url,
     create_sqlite_writer_engine,
 )
-from turnqueue.store.notify import CHANNEL
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.tables import sessions, tasks, turns
@@ -107,10 +106,9 @@ class SqlStore:
         """Send runtime notifications now, in order (PostgreSQL; a no-op on SQLite)."""
         if self._sqlite or not payloads:
             return
-        async with self._engine.connect() as conn:
+        async with self.transaction() as tx:  # one statement for all (``SqlTx.notify``)
             for payload in payloads:
-                await conn.execute(select(func.pg_notify(CHANNEL, payload)))
-            await conn.commit()
+                tx.notify(payload)
 
     async def ping(self) -> None:
         """Readiness: one round trip to the database."""
