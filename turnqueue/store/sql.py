@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -115,48 +116,19 @@ class SqlStore:
         async with self._engine.connect() as conn:
             await conn.execute(select(literal(1)))
 
+    def transaction(self) -> AbstractAsyncContextManager[SqlTx]:
+        if self._writer is not None:
+            return _SqliteWrite(self._writer, self._write_lock, self._timeout)
+        return self._pg_write()
+
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqlTx]:
-        writing = self._pg(self._engine) if self._writer is None else self._write(self._writer)
-        async with writing as tx:
+    async def _pg_write(self) -> AsyncIterator[SqlTx]:
+        async with self._pg(self._engine) as tx:
             yield tx
             # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
             await tx.flush_notifications()
-        # Only reached when the block and COMMIT succeeded; runs outside the writer lock.
+        # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
-
-    @contextlib.asynccontextmanager
-    async def _write(self, writer: SqliteWriter) -> AsyncIterator[SqlTx]:
-        """SQLite: a write transaction on the event loop (see the hazards above)."""
-        await asyncio.sleep(0)  # statements never suspend: give the loop away once per write
-        async with self._write_lock:
-            try:
-                conn = writer.connection()
-                await self._begin_immediate(conn)
-                try:
-                    yield SqlTx(SqliteConn(conn, writer.dialect), pg=False)
-                except BaseException:
-                    finish(conn, commit=False)
-                    raise
-                finish(conn, commit=True)
-            except DATABASE_ERRORS as exc:
-                raise StoreError(f"database error: {exc}") from exc
-
-    async def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        """BEGIN IMMEDIATE, waiting (without blocking the loop) while another process writes."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        delay = 0.001
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
-                if not busy or loop.time() >= deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
@@ -278,6 +250,63 @@ class SqlStore:
         )
         rows = await self._all(stmt)
         return turn_from(rows[0]) if rows else None
+
+
+class _SqliteWrite:
+    """``SqlStore.transaction()`` on SQLite: a write transaction on the event loop (see the
+    hazards above). A class rather than a generator context manager: it is the whole
+    overhead of a write besides its statements (bench P1)."""
+
+    __slots__ = ("_conn", "_lock", "_timeout", "_tx", "_writer")
+
+    def __init__(self, writer: SqliteWriter, lock: asyncio.Lock, timeout: float) -> None:
+        self._writer = writer
+        self._lock = lock
+        self._timeout = timeout
+
+    async def __aenter__(self) -> SqlTx:
+        await asyncio.sleep(0)  # statements never suspend: give the loop away once per write
+        await self._lock.acquire()
+        try:
+            self._conn = conn = self._writer.connection()
+            await self._begin_immediate(conn)
+        except BaseException as exc:
+            self._lock.release()
+            if isinstance(exc, DATABASE_ERRORS):
+                raise StoreError(f"database error: {exc}") from exc
+            raise
+        self._tx = SqlTx(SqliteConn(conn, self._writer.dialect), pg=False)
+        return self._tx
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> None:
+        try:
+            finish(self._conn, commit=kind is None)
+        except DATABASE_ERRORS as exc:
+            raise StoreError(f"database error: {exc}") from exc
+        finally:
+            self._lock.release()
+        if isinstance(error, DATABASE_ERRORS):  # a statement of the block failed
+            raise StoreError(f"database error: {error}") from error
+        if kind is None:  # committed; callbacks run outside the writer lock
+            await self._tx.run_after_commit()
+
+    async def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, waiting (without blocking the loop) while another process writes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        delay = 0.001
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+                if not busy or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
 
 async def open_store(settings: Settings) -> SqlStore:
