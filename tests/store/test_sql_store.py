@@ -122,9 +122,8 @@ async def test_q13_queue_revision_changes_only_through_bump(store: SqlStore) -> 
         await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.USER)
         assert (await tx.lock(sid)).policy.revision == 0
         assert await tx.bump_queue_revision(sid) == 1
-        assert await tx.bump_queue_revision(sid) == 2
     async with store.read() as tx:
-        assert (await tx.view(sid)).policy.revision == 2  # type: ignore[union-attr]
+        assert (await tx.view(sid)).policy.revision == 1  # type: ignore[union-attr]
 
 
 async def test_q13_queue_revision_survives_policy_delete(store: SqlStore) -> None:
@@ -402,6 +401,19 @@ async def test_w3_move_entries_appends_in_order(store: SqlStore) -> None:
         # The in-flight entry followed the queue: released by id it returns to its new head.
         assert await tx.release_entries(src, [b]) == 1
     assert await visible(store, dst) == [(1, "b"), (2, "x"), (3, "a"), (4, "c")]
+
+
+async def test_q13_one_queue_revision_per_transaction(store: SqlStore) -> None:
+    """Q13: a turn's end and the drain it starts change the queue in one commit; they share one
+    revision (no snapshot can show the state between them), and the next commit gets the next."""
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        first = await tx.bump_queue_revision(sid)
+        assert await tx.bump_queue_revision(sid) == first
+    async with store.transaction() as tx:
+        assert await tx.bump_queue_revision(sid) == first + 1
+        view = await tx.view(sid)
+        assert view is not None and view.policy.revision == first + 1
 
 
 async def test_q3_lock_serialises_writers(store: SqlStore) -> None:

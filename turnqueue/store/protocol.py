@@ -19,8 +19,9 @@ writer and ``lock`` only reads.
 
 Revisions (R1): methods that change a session's state, turns or clarification bump the session's
 revision themselves and return the new value. Queue changes do *not* bump the queue revision by
-themselves: the engine calls :meth:`Tx.bump_queue_revision` once per transaction that changed the
-queue status (entries, policy, pause reason or holds), so one mutation is one revision.
+themselves: the engine calls :meth:`Tx.bump_queue_revision` in every transaction that changed the
+queue status (entries, policy, pause reason or holds), and the store bumps it once per
+transaction and session however often it is called, so one commit is one revision.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ class Tx(Protocol):
         """Remove the policy row (W3); the session then reads auto-run true again."""
 
     async def bump_queue_revision(self, session_id: str) -> int:
-        """Increment the durable queue revision kept on the lock row (never deleted)."""
+        """Increment the durable queue revision kept on the lock row (never deleted), once per
+        transaction: a second call in the same transaction returns the same revision."""
 
     # -- queue entries ----------------------------------------------------------------------
     async def list_entries(self, session_id: str) -> list[QueueEntry]:

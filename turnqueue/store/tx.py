@@ -106,6 +106,24 @@ def _bump_session_statement(*, with_state: bool) -> Statement:
 
 _BUMP_SESSION = _bump_session_statement(with_state=False)
 _BUMP_SESSION_STATE = _bump_session_statement(with_state=True)
+#: A turn's end: the session's new state and the whole session back (its task's owner by a
+#: subquery: SQLite's RETURNING cannot name an UPDATE … FROM table).
+_END_SESSION = Statement(
+    update(sessions)
+    .where(sessions.c.id == bindparam("p_session_id"))
+    .values(
+        revision=sessions.c.revision + 1,
+        updated_at=bindparam("p_now", type_=UtcDateTime),
+        state=bindparam("p_state", type_=String),
+    )
+    .returning(
+        *sessions.c,
+        select(tasks.c.owner)
+        .where(tasks.c.id == sessions.c.task_id)
+        .scalar_subquery()
+        .label("owner"),
+    )
+)
 _TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
 #: The next per-session ``seq`` is computed in the INSERT itself.
 _INSERT_TURN = Statement(
@@ -173,6 +191,7 @@ class SqlTx(EntryStatements, InstanceStatements):
         self._pg = pg
         self._callbacks: list[Callable[[], object]] = []
         self._notifications: list[str] = []
+        self._queue_revisions: dict[str, int] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
@@ -358,11 +377,12 @@ class SqlTx(EntryStatements, InstanceStatements):
             row = (await conn.execute(_TURN, params)).one_or_none()
             if row is None:
                 raise KeyError(turn_id)
+            session_row = (await conn.execute(SESSION, {"p_session_id": row.session_id})).one()
         else:
             bump = {**params, "p_session_id": row.session_id}
-            if (await conn.execute(_BUMP_SESSION_STATE, bump)).scalar_one_or_none() is None:
+            session_row = (await conn.execute(_END_SESSION, bump)).one_or_none()
+            if session_row is None:
                 raise KeyError(row.session_id)
-        session_row = (await conn.execute(SESSION, {"p_session_id": row.session_id})).one()
         return turn_from(row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
@@ -417,7 +437,13 @@ class SqlTx(EntryStatements, InstanceStatements):
         await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
 
     async def bump_queue_revision(self, session_id: str) -> int:
-        value = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
-        if value is None:
-            raise KeyError(session_id)
-        return int(value)
+        # One revision per transaction and session (Q13): a second change in the same
+        # transaction (a turn's end, then the turn its drain starts) commits with the first,
+        # so no snapshot can show the state between them; it shares the first's revision.
+        revision = self._queue_revisions.get(session_id)
+        if revision is None:
+            value = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
+            if value is None:
+                raise KeyError(session_id)
+            revision = self._queue_revisions[session_id] = int(value)
+        return revision
