@@ -21,6 +21,7 @@ from sqlalchemy import (
     Insert,
     String,
     Text,
+    Update,
     bindparam,
     delete,
     func,
@@ -89,14 +90,14 @@ _BUMP_QUEUE = Statement(
 )
 
 
-def _bump_session_statement(*, with_state: bool) -> Statement:
+def _session_bump(*, with_state: bool) -> Update:
     values: dict[str, Any] = {
         "revision": sessions.c.revision + 1,
         "updated_at": bindparam("p_now", type_=UtcDateTime),
     }
     if with_state:
         values["state"] = bindparam("p_state", type_=String)
-    return Statement(
+    return (
         update(sessions)
         .where(sessions.c.id == bindparam("p_session_id"))
         .values(**values)
@@ -104,8 +105,8 @@ def _bump_session_statement(*, with_state: bool) -> Statement:
     )
 
 
-_BUMP_SESSION = _bump_session_statement(with_state=False)
-_BUMP_SESSION_STATE = _bump_session_statement(with_state=True)
+_BUMP_SESSION = Statement(_session_bump(with_state=False))
+_BUMP_SESSION_STATE = Statement(_session_bump(with_state=True))
 #: A turn's end: the session's new state and the whole session back (its task's owner by a
 #: subquery: SQLite's RETURNING cannot name an UPDATE … FROM table).
 _END_SESSION = Statement(
@@ -126,24 +127,36 @@ _END_SESSION = Statement(
 )
 _TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
 #: The next per-session ``seq`` is computed in the INSERT itself.
-_INSERT_TURN = Statement(
-    insert(turns).from_select(
-        [*_TURN_COLUMNS, "owner"],
-        select(
-            bindparam("p_turn_id", type_=String),
-            bindparam("p_session_id", type_=String),
-            func.coalesce(func.max(turns.c.seq), 0) + 1,
-            bindparam("p_prompt", type_=Text),
-            bindparam("p_source", type_=String),
-            RUNNING,
-            literal_column("''", String),
-            bindparam("p_now", type_=UtcDateTime),
-            bindparam("p_owner", type_=BigInteger),
-        ).where(turns.c.session_id == bindparam("p_session_id")),
-    )
+_insert_turn = insert(turns).from_select(
+    [*_TURN_COLUMNS, "owner"],
+    select(
+        bindparam("p_turn_id", type_=String),
+        bindparam("p_session_id", type_=String),
+        func.coalesce(func.max(turns.c.seq), 0) + 1,
+        bindparam("p_prompt", type_=Text),
+        bindparam("p_source", type_=String),
+        RUNNING,
+        literal_column("''", String),
+        bindparam("p_now", type_=UtcDateTime),
+        bindparam("p_owner", type_=BigInteger),
+    ).where(turns.c.session_id == bindparam("p_session_id")),
 )
+_INSERT_TURN = Statement(_insert_turn)
 #: The usual case, one entry (several: an IN list compiled per call, see statement.py).
-_CONSUME_ONE = Statement(delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true()))
+_consume_one = delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true())
+_CONSUME_ONE = Statement(_consume_one)
+#: PostgreSQL: ``start_turn`` in one round trip, as one statement with data-modifying WITH
+#: clauses (SQLite has none; there a statement costs no round trip). All three see the same
+#: snapshot and touch different tables. Keyed by whether an entry is consumed.
+_START_TURN_PG = {
+    consumes: Statement(
+        select(_bumped.c.revision).add_cte(
+            _insert_turn.cte("started"), *([_consume_one.cte("consumed")] if consumes else [])
+        )
+    )
+    for consumes in (False, True)
+    for _bumped in [_session_bump(with_state=True).cte("bumped")]
+}
 _END_TURN = Statement(
     update(turns)
     .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
@@ -341,10 +354,15 @@ class SqlTx(EntryStatements, InstanceStatements):
             "p_state": SessionState.RUNNING.value,
         }
 
+        # Q10: the reserved entries disappear in the same transaction as the turn appears.
+        if self._pg and len(consume) <= 1:
+            one = {**params, "p_id": consume[0]} if consume else params
+            if await self._conn.scalar(_START_TURN_PG[bool(consume)], one) is None:
+                raise KeyError(session_id)
+            return turn
         if (await self._conn.execute(_BUMP_SESSION_STATE, params)).scalar_one_or_none() is None:
             raise KeyError(session_id)
         await self._conn.execute(_INSERT_TURN, params)
-        # Q10: the reserved entries disappear in the same transaction as the turn appears.
         if len(consume) == 1:
             await self._conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
         elif consume:
