@@ -37,25 +37,39 @@ locks = queue_session_locks
 # -- prebuilt statements (see turnqueue.store.rows) ---------------------------------------------
 #: (tail sort key, visible count). The tail is over in-flight entries too, so nothing visible
 #: sorts after it; the count is the lock row's trigger-kept counter (no scan of the queue).
-_TAIL = Statement(
-    select(
-        select(func.coalesce(func.max(qe.c.position), 0))
-        .where(qe.c.session_id == bindparam("p_session_id"))
-        .scalar_subquery(),
-        select(locks.c.queued)
-        .where(locks.c.session_id == bindparam("p_session_id"))
-        .scalar_subquery(),
-    )
+_tail = select(
+    select(func.coalesce(func.max(qe.c.position), 0))
+    .where(qe.c.session_id == bindparam("p_session_id"))
+    .scalar_subquery()
+    .label("tail"),
+    select(locks.c.queued)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .scalar_subquery()
+    .label("visible"),
 )
+_TAIL = Statement(_tail)
+_ENTRY_VALUES = {
+    "id": bindparam("p_id", type_=String),
+    "session_id": bindparam("p_session_id", type_=String),
+    "content": bindparam("p_content", type_=Text),
+    "source": bindparam("p_source", type_=String),
+    "queued_at": bindparam("p_now", type_=UtcDateTime),
+    "in_flight": false(),
+}
 _INSERT_ENTRY = Statement(
-    insert(qe).values(
-        id=bindparam("p_id", type_=String),
-        session_id=bindparam("p_session_id", type_=String),
-        position=bindparam("p_position", type_=BigInteger),
-        content=bindparam("p_content", type_=Text),
-        source=bindparam("p_source", type_=String),
-        queued_at=bindparam("p_now", type_=UtcDateTime),
-        in_flight=false(),
+    insert(qe).values(position=bindparam("p_position", type_=BigInteger), **_ENTRY_VALUES)
+)
+#: PostgreSQL: ``add_entry`` in one round trip (a data-modifying WITH; SQLite has none, and
+#: there a statement costs no round trip). Returns the visible count before the insert.
+_tail_cte = _tail.cte("tail")
+_ADD_ENTRY_PG = Statement(
+    select(_tail_cte.c.visible).add_cte(
+        insert(qe)
+        .from_select(
+            ["position", *_ENTRY_VALUES],
+            select(_tail_cte.c.tail + 1, *_ENTRY_VALUES.values()),
+        )
+        .cte("inserted")
     )
 )
 _head = qe.alias("head")
@@ -100,9 +114,10 @@ _COUNT_BEFORE = Statement(
 
 
 class EntryStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
+    """Mixin: needs ``self._conn``, the transaction's connection, and ``self._pg``."""
 
     _conn: Conn
+    _pg: bool
 
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
@@ -120,8 +135,11 @@ class EntryStatements:
             "p_now": queued_at,
         }
 
-        tail, visible = (await self._conn.execute(_TAIL, params)).one()
-        await self._conn.execute(_INSERT_ENTRY, {**params, "p_position": int(tail) + 1})
+        if self._pg:
+            visible = await self._conn.scalar(_ADD_ENTRY_PG, params)
+        else:
+            tail, visible = (await self._conn.execute(_TAIL, params)).one()
+            await self._conn.execute(_INSERT_ENTRY, {**params, "p_position": int(tail) + 1})
         ordinal = int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
         return QueueEntry(entry_id, session_id, ordinal, content, source, queued_at)
 
