@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnClause,
-    Row,
     Select,
     String,
     bindparam,
@@ -34,6 +33,7 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
+from turnqueue.store.conn import AnyRow
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
@@ -53,7 +53,18 @@ VISIBLE = queue_entries.c.in_flight == false()
 ENTRY_ORDER = (queue_entries.c.position, queue_entries.c.id)
 
 
-def task_from(row: Row[Any]) -> Task:
+class Prefixed:
+    """The columns of ``row`` whose names start with ``prefix``, without it: one table's part
+    of a row that joins two tables with the same column names."""
+
+    __slots__ = ("_mapping",)
+
+    def __init__(self, row: Any, prefix: str) -> None:
+        cut = len(prefix)
+        self._mapping = {k[cut:]: v for k, v in row._mapping.items() if k.startswith(prefix)}
+
+
+def task_from(row: AnyRow) -> Task:
     m = row._mapping
     return Task(
         id=m["id"],
@@ -65,7 +76,7 @@ def task_from(row: Row[Any]) -> Task:
     )
 
 
-def session_from(row: Row[Any]) -> Session:
+def session_from(row: AnyRow) -> Session:
     m = row._mapping
     return Session(
         id=m["id"],
@@ -79,7 +90,7 @@ def session_from(row: Row[Any]) -> Session:
     )
 
 
-def turn_from(row: Row[Any]) -> Turn:
+def turn_from(row: AnyRow) -> Turn:
     m = row._mapping
     return Turn(
         id=m["id"],
@@ -97,7 +108,7 @@ def turn_from(row: Row[Any]) -> Turn:
     )
 
 
-def entry_from(row: Row[Any], ordinal: int) -> QueueEntry:
+def entry_from(row: AnyRow, ordinal: int) -> QueueEntry:
     """``ordinal`` is the 1-based place among visible entries, never the stored sort key."""
     m = row._mapping
     return QueueEntry(
@@ -110,7 +121,7 @@ def entry_from(row: Row[Any], ordinal: int) -> QueueEntry:
     )
 
 
-def entries_from(rows: Sequence[Row[Any]]) -> list[QueueEntry]:
+def entries_from(rows: Sequence[AnyRow]) -> list[QueueEntry]:
     return [entry_from(row, i) for i, row in enumerate(rows, start=1)]
 
 
@@ -172,7 +183,7 @@ VISIBLE_ENTRIES = Statement(
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
-def view_from(row: Row[Any]) -> SessionView:
+def view_from(row: AnyRow) -> SessionView:
     m = row._mapping
     session = session_from(row)
     auto_run = m["auto_run"]

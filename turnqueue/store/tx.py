@@ -53,6 +53,7 @@ from turnqueue.store.rows import (
     RUNNING,
     SESSION,
     VIEW,
+    Prefixed,
     session_from,
     task_from,
     turn_from,
@@ -107,24 +108,30 @@ def _session_bump(*, with_state: bool) -> Update:
 
 _BUMP_SESSION = Statement(_session_bump(with_state=False))
 _BUMP_SESSION_STATE = Statement(_session_bump(with_state=True))
-#: A turn's end: the session's new state and the whole session back (its task's owner by a
-#: subquery: SQLite's RETURNING cannot name an UPDATE … FROM table).
-_END_SESSION = Statement(
-    update(sessions)
-    .where(sessions.c.id == bindparam("p_session_id"))
-    .values(
-        revision=sessions.c.revision + 1,
-        updated_at=bindparam("p_now", type_=UtcDateTime),
-        state=bindparam("p_state", type_=String),
+
+
+def _end_session(session_id: Any) -> Update:
+    """A turn's end: the session's new state, and the whole session back (its task's owner by a
+    subquery: SQLite's RETURNING cannot name an UPDATE … FROM table)."""
+    return (
+        update(sessions)
+        .where(sessions.c.id == session_id)
+        .values(
+            revision=sessions.c.revision + 1,
+            updated_at=bindparam("p_now", type_=UtcDateTime),
+            state=bindparam("p_state", type_=String),
+        )
+        .returning(
+            *sessions.c,
+            select(tasks.c.owner)
+            .where(tasks.c.id == sessions.c.task_id)
+            .scalar_subquery()
+            .label("owner"),
+        )
     )
-    .returning(
-        *sessions.c,
-        select(tasks.c.owner)
-        .where(tasks.c.id == sessions.c.task_id)
-        .scalar_subquery()
-        .label("owner"),
-    )
-)
+
+
+_END_SESSION = Statement(_end_session(bindparam("p_session_id")))
 _TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
 #: The next per-session ``seq`` is computed in the INSERT itself.
 _insert_turn = insert(turns).from_select(
@@ -157,7 +164,7 @@ _START_TURN_PG = {
     for consumes in (False, True)
     for _bumped in [_session_bump(with_state=True).cte("bumped")]
 }
-_END_TURN = Statement(
+_end_turn = (
     update(turns)
     .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
     .values(
@@ -167,6 +174,17 @@ _END_TURN = Statement(
         ended_at=bindparam("p_now", type_=UtcDateTime),
     )
     .returning(*turns.c)
+)
+_END_TURN = Statement(_end_turn)
+_ended = _end_turn.cte("ended")
+_ended_session = _end_session(_ended.c.session_id).cte("ended_session")
+#: PostgreSQL: ``end_turn`` in one round trip (a data-modifying WITH), the turn's columns
+#: prefixed ``turn_`` and the session's ``session_``. No row: the turn was not RUNNING.
+_END_TURN_PG = Statement(
+    select(
+        *(c.label(f"turn_{c.key}") for c in _ended.c),
+        *(c.label(f"session_{c.key}") for c in _ended_session.c),
+    ).select_from(_ended.join(_ended_session, true()))
 )
 _TURN = Statement(select(turns).where(turns.c.id == bindparam("p_turn_id")))
 _TASK = Statement(select(tasks).where(tasks.c.id == bindparam("p_task_id")))
@@ -390,7 +408,13 @@ class SqlTx(EntryStatements, InstanceStatements):
         }
 
         conn = self._conn
-        row = (await conn.execute(_END_TURN, params)).one_or_none()
+        if self._pg:
+            both = (await conn.execute(_END_TURN_PG, params)).one_or_none()
+            if both is not None:
+                return turn_from(Prefixed(both, "turn_")), session_from(Prefixed(both, "session_"))
+            row = None
+        else:
+            row = (await conn.execute(_END_TURN, params)).one_or_none()
         if row is None:  # already ended (or unknown): idempotent, nothing changes
             row = (await conn.execute(_TURN, params)).one_or_none()
             if row is None:
