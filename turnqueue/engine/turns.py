@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from turnqueue.bus import Event, EventKind
@@ -222,8 +222,8 @@ class Turns:
                     # The lock row first, as in every transaction that changes a session:
                     # one lock order everywhere, so recovery on another instance cannot
                     # deadlock with this end (lock row, then turn, then session).
-                    await tx.lock(sid)
-                    await tx.end_turn(
+                    before = await tx.lock(sid)
+                    _, session = await tx.end_turn(
                         runner.turn.id,
                         status=status,
                         output=ending.output,
@@ -239,11 +239,23 @@ class Turns:
                         lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
                     )
                     if not pending and not moving and not unchecked:
-                        # Q4 in the end's own transaction (one commit per turn end): the view
-                        # is read again after the end was written, under the same lock row;
-                        # this runner, whose end this is, holds nothing. A task that moves
-                        # steps drains later, once the move has committed (W1).
-                        after = await tx.view(sid)  # the lock row is held since tx.lock
+                        # Q4 in the end's own transaction (one commit per turn end), under
+                        # the same lock row; this runner, whose end this is, holds nothing. A
+                        # task that moves steps drains later, once the move has committed (W1).
+                        # The view after the end: when the locked view saw this turn running,
+                        # the end changed only the turn and the session (the lock row keeps
+                        # every other writer out), so it is that view with the new session
+                        # and no running turn; otherwise it is read again.
+                        after: SessionView | None
+                        if question is None and before.running_turn_id == runner.turn.id:
+                            after = replace(
+                                before,
+                                session=session,
+                                running_turn_id=None,
+                                running_turn_owner=None,
+                            )
+                        else:
+                            after = await tx.view(sid)
                         if after is not None:
                             drained, turn = await self.reserve_in(
                                 tx, after, automatic=True, ending=runner
