@@ -39,7 +39,6 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.process_collector import ProcessCollector
-from sqlalchemy import func, select
 
 if TYPE_CHECKING:
     from turnqueue.bus import Event, EventBus, EventKind, Subscription
@@ -226,24 +225,17 @@ class PrometheusMetrics:
 
     async def refresh(self) -> None:
         """Read the database-backed gauges (queue depth) before a scrape."""
-        from turnqueue.store.tables import queue_entries
-
-        engine = self._engine
-        sql = getattr(engine.store, "engine", None) if engine is not None else None
-        if sql is None:
+        if self._engine is None:
             return
-        stmt = select(queue_entries.c.in_flight, func.count()).group_by(queue_entries.c.in_flight)
         try:
             async with asyncio.timeout(5):
-                async with sql.connect() as conn:
-                    rows = (await conn.execute(stmt)).all()
+                visible, in_flight = await self._engine.store.queue_depth()
         except Exception as exc:
             log.warning("metrics: could not read the queue depth: %s", exc)
             self.ready.set(0)
             return
-        counts = {bool(flag): int(n) for flag, n in rows}
-        self.queue_depth.set(counts.get(False, 0))
-        self.in_flight.set(counts.get(True, 0))
+        self.queue_depth.set(visible)
+        self.in_flight.set(in_flight)
         self.ready.set(1)
 
     def render(self) -> bytes:

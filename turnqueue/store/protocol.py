@@ -254,6 +254,9 @@ class Store(Protocol):
 
     async def ping(self) -> None: ...
 
+    async def queue_depth(self) -> tuple[int, int]:
+        """(visible, in flight) queue entries over every session (metrics)."""
+
     # -- reads used by queries; no lock, no transaction of the caller's ----------------------
     async def list_tasks(self, owner: str, first: int) -> list[Task]: ...
 

@@ -24,18 +24,11 @@ Transactions (the hazards live here):
     cancelled between statements rolls back at once.
   - A WAL checkpoint (every ~1,000 pages written, by the committing connection) runs inside a
     COMMIT: a few milliseconds of disk I/O on the loop, now and then.
-* PostgreSQL transactions run on the asyncpg connection itself (``DriverConn``), checked out of
-  SQLAlchemy's pool: asyncpg's ``Transaction`` begins and ends them, not SQLAlchemy, which only
-  sees a connection that is idle again when it returns. Hazard: a connection whose BEGIN,
-  COMMIT or ROLLBACK failed or was cancelled may still be inside a transaction (or asyncpg may
-  think so) and would go back to the pool as if clean, so it is invalidated instead.
-* ``after_commit`` callbacks run only after a successful COMMIT, *after* the writer lock and the
-  connection were released, so a callback may itself open a transaction.
-* Nested ``transaction()`` calls from the same task are not supported (on SQLite they deadlock
-  on the writer lock).
-* ``SessionView.queued`` is the lock row's ``queued`` column, kept by database triggers on
-  ``queue_entries`` (migration 0004) in the same statement as the entry change: no store code
-  writes it, and a migration that recreates ``queue_entries`` must recreate the triggers.
+* PostgreSQL transactions run on asyncpg directly (``DriverConn``): an asyncpg pool (opened by
+  the first transaction) and asyncpg's transaction blocks. SQLAlchemy's pool is not used on
+  PostgreSQL: every checkout and return crossed a greenlet (about 14% of the CPU of a turn,
+  bench P2), and a connection whose BEGIN, COMMIT or ROLLBACK failed had to be invalidated by
+  hand. asyncpg's pool rolls back or closes such a connection on release.
 """
 
 from __future__ import annotations
@@ -48,7 +41,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
-from sqlalchemy import Select, literal, select
+from sqlalchemy import Select, func, literal, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -58,12 +51,12 @@ from turnqueue.settings import Settings
 from turnqueue.store.conn import AsyncConn, DriverConn, SqliteConn, SqliteWriter, finish
 from turnqueue.store.engine import (
     create_engine,
-    create_engine_for_url,
     create_sqlite_writer_engine,
 )
+from turnqueue.store.notify import asyncpg_dsn
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
-from turnqueue.store.tables import sessions, tasks, turns
+from turnqueue.store.tables import queue_entries, sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
 
 __all__ = ["SqlStore", "SqlTx", "open_store"]
@@ -73,22 +66,29 @@ MAX_PAGE = 200
 DATABASE_ERRORS = (SQLAlchemyError, sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
+async def _keep_session(_connection: Any) -> None:
+    """The pool's reset on release: asyncpg has already rolled back any transaction left open
+    (its ``Connection._reset``); nothing of ours changes session state, so asyncpg's default
+    reset query (``RESET ALL``, ``UNLISTEN *``, …) would be a wasted round trip per
+    transaction."""
+
+
 class SqlStore:
-    def __init__(self, engine: AsyncEngine, *, timeout: float = 30.0) -> None:
+    def __init__(self, engine: AsyncEngine, *, timeout: float = 30.0, pool_size: int = 5) -> None:
         self._engine = engine
         self.dialect = engine.dialect.name
         self._sqlite = self.dialect == "sqlite"
         self._write_lock = asyncio.Lock()
         self._timeout = timeout
+        self._pool_size = pool_size
         self._writer: SqliteWriter | None = None
-        self._lease_engine: AsyncEngine | None = None
-        url = engine.url.render_as_string(hide_password=False)
+        # PostgreSQL: asyncpg pools, opened by the first transaction; the lease has its own.
+        self._pools: dict[bool, Any] = {}
+        self._pools_lock = asyncio.Lock()
+        self._closed = False
         if self._sqlite:
+            url = engine.url.render_as_string(hide_password=False)
             self._writer = SqliteWriter(create_sqlite_writer_engine(url, timeout=timeout))
-        else:
-            # Hazard: a heartbeat waiting behind request traffic for a pooled connection would
-            # let the others declare this busy instance dead (M6). The lease has its own.
-            self._lease_engine = create_engine_for_url(url, pool_size=1, timeout=timeout)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -113,8 +113,15 @@ class SqlStore:
 
     async def ping(self) -> None:
         """Readiness: one round trip to the database."""
-        async with self._engine.connect() as conn:
-            await conn.execute(select(literal(1)))
+        if self._sqlite:
+            async with self._engine.connect() as conn:
+                await conn.execute(select(literal(1)))
+            return
+        try:
+            async with (await self._pool(lease=False)).acquire() as driver:
+                await driver.fetchval("SELECT 1")
+        except (*DATABASE_ERRORS, OSError) as exc:
+            raise StoreError(f"database error: {exc}") from exc
 
     def transaction(self) -> AbstractAsyncContextManager[SqlTx]:
         if self._writer is not None:
@@ -123,7 +130,7 @@ class SqlStore:
 
     @contextlib.asynccontextmanager
     async def _pg_write(self) -> AsyncIterator[SqlTx]:
-        async with self._pg(self._engine) as tx:
+        async with self._pg() as tx:
             yield tx
             # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
             await tx.flush_notifications()
@@ -132,17 +139,17 @@ class SqlStore:
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[SqlTx]:
-        reading = self._sqlite_read() if self._sqlite else self._pg(self._engine, read_only=True)
+        reading = self._sqlite_read() if self._sqlite else self._pg(read_only=True)
         async with reading as tx:
             yield tx
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[SqlTx]:
-        if self._lease_engine is None:
+        if self._sqlite:
             async with self.transaction() as tx:
                 yield tx
             return
-        async with self._pg(self._lease_engine) as tx:
+        async with self._pg(lease=True) as tx:
             yield tx
 
     @contextlib.asynccontextmanager
@@ -154,48 +161,68 @@ class SqlStore:
         except DATABASE_ERRORS as exc:
             raise StoreError(f"database error: {exc}") from exc
 
-    @contextlib.asynccontextmanager
-    async def _pg(self, engine: AsyncEngine, *, read_only: bool = False) -> AsyncIterator[SqlTx]:
-        """PostgreSQL: a transaction on the asyncpg connection (see the hazards above);
-        reads are REPEATABLE READ READ ONLY (one snapshot), writes READ COMMITTED."""
-        try:
-            async with engine.connect() as conn:
-                driver: Any = (await conn.get_raw_connection()).driver_connection
-                clean = False  # back to idle by our own ROLLBACK (else: invalidated)
-                try:
-                    transaction = driver.transaction(
-                        isolation="repeatable_read" if read_only else "read_committed",
-                        readonly=read_only,
+    async def _pool(self, *, lease: bool) -> Any:
+        """The asyncpg pool (``lease``: the instance lease's own one-connection pool).
+
+        Hazard: a heartbeat waiting behind request traffic for a pooled connection would let
+        the other instances declare this busy one dead (M6), hence the lease's own pool."""
+        pool = self._pools.get(lease)
+        if pool is None:
+            async with self._pools_lock:  # one pool even when the first calls race
+                if self._closed:
+                    raise StoreError("the store is closed")
+                pool = self._pools.get(lease)
+                if pool is None:
+                    pool = self._pools[lease] = await asyncpg.create_pool(
+                        asyncpg_dsn(self.url),
+                        min_size=0,
+                        max_size=1 if lease else 2 * self._pool_size,
+                        max_inactive_connection_lifetime=300,
+                        reset=_keep_session,
+                        timeout=self._timeout,
+                        command_timeout=self._timeout,
                     )
-                    await transaction.start()
-                    try:
-                        # An exception from the caller's block rolls back; the
-                        # ``after_commit`` callbacks are then dropped with the SqlTx.
-                        yield SqlTx(DriverConn(driver, engine.dialect), pg=True)
-                    except BaseException:
-                        await transaction.rollback()
-                        clean = True
-                        raise
-                    await transaction.commit()
-                except BaseException:
-                    if not clean:
-                        await conn.invalidate()
-                    raise
+        return pool
+
+    @contextlib.asynccontextmanager
+    async def _pg(self, *, lease: bool = False, read_only: bool = False) -> AsyncIterator[SqlTx]:
+        """PostgreSQL: a transaction on a pooled asyncpg connection; reads are REPEATABLE READ
+        READ ONLY (one snapshot), writes READ COMMITTED. asyncpg's transaction block rolls
+        back on any exception; a connection released inside a transaction anyway (its
+        ROLLBACK failed) is rolled back or closed by the pool before anyone else gets it."""
+        try:
+            async with (await self._pool(lease=lease)).acquire() as driver:
+                isolation = "repeatable_read" if read_only else "read_committed"
+                async with driver.transaction(isolation=isolation, readonly=read_only):
+                    # An exception from the caller's block rolls back; the
+                    # ``after_commit`` callbacks are then dropped with the SqlTx.
+                    yield SqlTx(DriverConn(driver, self._engine.dialect), pg=True)
         except (*DATABASE_ERRORS, OSError) as exc:
             raise StoreError(f"database error: {exc}") from exc
 
     async def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-        if self._lease_engine is not None:
-            await self._lease_engine.dispose()
+        async with self._pools_lock:
+            self._closed = True
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            try:
+                await asyncio.wait_for(pool.close(), self._timeout)
+            except TimeoutError:  # a connection still checked out: close it anyway
+                pool.terminate()
         await self._engine.dispose()
+
+    async def queue_depth(self) -> tuple[int, int]:
+        """(visible, in flight) entries over every session: the metrics' gauges."""
+        stmt = select(queue_entries.c.in_flight, func.count()).group_by(queue_entries.c.in_flight)
+        counts = {bool(flag): int(n) for flag, n in await self._all(stmt)}
+        return counts.get(False, 0), counts.get(True, 0)
 
     # -- reads used by queries ----------------------------------------------------------------
     async def _all(self, stmt: Select[Any]) -> Sequence[Any]:
-        async with self._engine.connect() as conn:
-            rows: Sequence[Any] = (await conn.execute(stmt)).all()
-            return rows
+        async with self.read() as tx:
+            return await tx.fetch(stmt)
 
     async def list_tasks(self, owner: str, first: int) -> list[Task]:
         stmt = (
@@ -311,7 +338,9 @@ class _SqliteWrite:
 
 async def open_store(settings: Settings) -> SqlStore:
     """Create the engine and the store. It does not migrate (see ``turnqueue.store.migrate``)."""
-    return SqlStore(create_engine(settings), timeout=settings.db_timeout)
+    return SqlStore(
+        create_engine(settings), timeout=settings.db_timeout, pool_size=settings.db_pool_size
+    )
 
 
 if TYPE_CHECKING:  # mypy proves the classes implement the protocols structurally

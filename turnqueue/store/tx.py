@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Executable,
     Insert,
     String,
     Text,
@@ -45,7 +46,7 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import AnyRow, Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.protocol import SessionView
@@ -251,6 +252,10 @@ class SqlTx(EntryStatements, InstanceStatements):
         if revision is None:
             raise KeyError(session_id)
         return int(revision)
+
+    async def fetch(self, statement: Executable) -> list[AnyRow]:
+        """The rows of a query the store built (its read helpers)."""
+        return (await self._conn.execute(statement)).all()
 
     # -- epochs (R2) ------------------------------------------------------------------------
     async def next_epoch(self) -> int:
