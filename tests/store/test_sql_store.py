@@ -587,8 +587,8 @@ def _copy_of(qe: Any, source: str, destination: str) -> Any:
 
 
 async def test_a_cancelled_writer_leaves_nothing_and_blocks_nobody(store: SqlStore) -> None:
-    """A task cancelled at any point of a write transaction (SQLite: its statements may still be
-    queued on, or running in, the writer thread) is rolled back, and the next writer runs."""
+    """A task cancelled at any point of a write transaction (PostgreSQL: possibly while a
+    statement is on the wire) is rolled back, and the next writer runs."""
     sid = await new_session(store)
     (kept,) = await add(store, sid, "kept")
 

@@ -176,7 +176,7 @@ class SqlStore:
                     pool = self._pools[lease] = await asyncpg.create_pool(
                         asyncpg_dsn(self.url),
                         min_size=0,
-                        max_size=1 if lease else 2 * self._pool_size,
+                        max_size=1 if lease else self._pool_size,
                         max_inactive_connection_lifetime=300,
                         reset=_keep_session,
                         timeout=self._timeout,
