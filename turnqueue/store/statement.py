@@ -163,7 +163,6 @@ class Statement:
         self._plans: dict[str, Plan] = {}
 
     def plan(self, dialect: Dialect) -> Plan:
-        # A benign race: two threads (SQLite's writer, the event loop) may both compile it.
         plan = self._plans.get(dialect.name)
         if plan is None:
             plan = self._plans[dialect.name] = Plan.compile(self.clause, dialect)
