@@ -6,7 +6,9 @@ are UUID strings, enums are stored as their string values, timestamps are timezo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -62,6 +64,31 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+    # SQLite: the text written and read in one step each, with the same format as SQLAlchemy's
+    # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff"), instead of its format string and a second
+    # processor (bench P1: timestamps are bound and read in every reservation).
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def to_text(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given to a UTC column")
+            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+        return to_text
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+
+        def from_text(value: str | None) -> datetime | None:
+            return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+        return from_text
 
 
 #: The durable epoch source on PostgreSQL (R2). SQLite uses the ``epochs`` table instead.
