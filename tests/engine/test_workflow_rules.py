@@ -149,6 +149,47 @@ async def test_moving_to_an_unknown_step_is_invalid_input(engine: Engine) -> Non
     assert info.value.code is ErrorCode.INVALID_INPUT
 
 
+async def _state(engine: Engine, session_id: str) -> SessionState:
+    async with engine.core.store.read() as tx:
+        session = await tx.get_session(session_id)
+    assert session is not None
+    return session.state
+
+
+async def test_reaching_the_last_step_while_a_turn_runs_completes_the_session_when_it_ends(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """SPEC §2 COMPLETED ("its task reached the workflow's last step"): moved there while a turn
+    runs, the session completes when that turn ends; a prompt then reopens it, and the end of
+    that turn leaves it WAITING_FOR_INPUT."""
+    task, session = await new_session(engine)
+    await engine.send_message(PRINCIPAL, session.id, "work")
+    run = await agent.next_run()
+    _, current = await engine.move_task(PRINCIPAL, task.id, "DONE")
+    assert current.state is SessionState.RUNNING  # the turn is not touched
+    run.complete()
+    await settle(engine, session.id)
+    assert await _state(engine, session.id) is SessionState.COMPLETED
+
+    await engine.send_message(PRINCIPAL, session.id, "one more thing")  # reopens it
+    (await agent.next_run()).complete()
+    await settle(engine, session.id)
+    assert await _state(engine, session.id) is SessionState.WAITING_FOR_INPUT
+
+
+async def test_leaving_the_last_step_before_the_turn_ends_takes_the_completion_back(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    task, session = await new_session(engine)
+    await engine.send_message(PRINCIPAL, session.id, "work")
+    run = await agent.next_run()
+    await engine.move_task(PRINCIPAL, task.id, "DONE")
+    await engine.move_task(PRINCIPAL, task.id, "REVIEW")
+    run.complete()
+    await settle(engine, session.id)
+    assert await _state(engine, session.id) is SessionState.WAITING_FOR_INPUT
+
+
 async def test_reaching_the_last_step_completes_the_session_and_a_prompt_reopens_it(
     engine: Engine, agent: ManualAgent
 ) -> None:

@@ -141,12 +141,16 @@ class Workflows:
             async with self.core.store.transaction() as tx:
                 source = await tx.lock(source_id)  # the lock row first (one lock order)
                 moved = await tx.set_task_step(task.id, step.name, source_id)
-                if (
-                    self.core.workflow.is_last(step.name)
-                    and source.session.state is SessionState.WAITING_FOR_INPUT
-                ):
+                last = self.core.workflow.is_last(step.name)
+                if last and source.session.state is SessionState.WAITING_FOR_INPUT:
                     await tx.set_session_state(source_id, SessionState.COMPLETED)
                     self.core.publish_after(tx, EventKind.SESSION, source_id, 0)
+                else:
+                    # Reaching the last step while a turn runs completes the session when that
+                    # turn ends (durably: the end may come after a restart, by recovery);
+                    # leaving the last step before then takes it back.
+                    running = source.session.state is SessionState.RUNNING
+                    await tx.set_complete_on_idle(source_id, last and running)
             return moved
         finally:
             self.core.transitions.discard(source_id)

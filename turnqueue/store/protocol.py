@@ -125,6 +125,10 @@ class Tx(Protocol):
 
     async def get_session(self, session_id: str) -> Session | None: ...
 
+    async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
+        """Whether the session becomes COMPLETED (not WAITING_FOR_INPUT) when its running turn
+        ends: its task reached the workflow's last step while the turn ran. The end clears it."""
+
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         """Set the state, bump the session revision and ``updated_at``."""
 

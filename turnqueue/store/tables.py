@@ -117,6 +117,8 @@ sessions = Table(
     Column("revision", BigInteger, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # The task reached the workflow's last step while a turn ran: COMPLETED when it ends (0005).
+    Column("complete_on_idle", Boolean, nullable=False, server_default=false()),
     Index("ix_sessions_task_id", "task_id"),
 )
 

@@ -23,8 +23,11 @@ from sqlalchemy import (
     String,
     Text,
     Update,
+    and_,
     bindparam,
+    case,
     delete,
+    false,
     func,
     insert,
     literal_column,
@@ -113,14 +116,19 @@ _BUMP_SESSION_STATE = Statement(_session_bump(with_state=True))
 
 def _end_session(session_id: Any) -> Update:
     """A turn's end: the session's new state, and the whole session back (its task's owner by a
-    subquery: SQLite's RETURNING cannot name an UPDATE … FROM table)."""
+    subquery: SQLite's RETURNING cannot name an UPDATE … FROM table). A session whose task
+    reached the workflow's last step while the turn ran completes instead of waiting for input
+    (``complete_on_idle``, set by :meth:`SqlTx.set_complete_on_idle`), whichever path ends it."""
+    state = bindparam("p_state", type_=String)
+    completes = and_(sessions.c.complete_on_idle, state == SessionState.WAITING_FOR_INPUT.value)
     return (
         update(sessions)
         .where(sessions.c.id == session_id)
         .values(
             revision=sessions.c.revision + 1,
             updated_at=bindparam("p_now", type_=UtcDateTime),
-            state=bindparam("p_state", type_=String),
+            state=case((completes, SessionState.COMPLETED.value), else_=state),
+            complete_on_idle=false(),
         )
         .returning(
             *sessions.c,
@@ -326,6 +334,11 @@ class SqlTx(EntryStatements, InstanceStatements):
     async def get_session(self, session_id: str) -> Session | None:
         row = (await self._conn.execute(SESSION, {"p_session_id": session_id})).one_or_none()
         return session_from(row) if row is not None else None
+
+    async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
+        await self._conn.execute(
+            update(sessions).where(sessions.c.id == session_id).values(complete_on_idle=complete)
+        )
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         await self._bump_session(session_id, state)
