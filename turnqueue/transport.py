@@ -25,6 +25,7 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema import BaseSchema
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -136,6 +137,11 @@ class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
             return
         try:
             await fanout.serve(key, operation, self.context.engine)
+        except WebSocketDisconnected:
+            # The client went away while being sent to: an ordinary end of a connection, with
+            # nobody left to tell. Logged as an error, every abrupt disconnect of a busy
+            # subscriber wrote a traceback (scripts/soak.py).
+            self.operations.pop(operation.id, None)
         except Exception as error:
             # As Strawberry's run_operation: log, tell the client, forget the operation.
             await self.handle_task_exception(error)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import os
 import socket
 import uuid
@@ -299,6 +300,34 @@ async def test_s3_fanout_unexpected_errors_are_masked_for_every_member(
             assert frame["type"] == "next" and frame["payload"]["data"] is None
             assert [e["message"] for e in frame["payload"]["errors"]] == ["Unexpected error."]
             assert await recv(ws) == {"id": "q", "type": "complete"}
+
+
+async def test_fanout_a_client_gone_mid_delivery_is_not_logged_as_an_error(
+    api: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A subscriber whose connection drops while it is being sent to ends quietly: abrupt
+    disconnects are ordinary, and each one used to log an error with a traceback."""
+    from strawberry.http.exceptions import WebSocketDisconnected
+
+    sid = await paused_session(api)
+    served = asyncio.Event()
+
+    async def gone(*_: Any) -> None:
+        served.set()
+        raise WebSocketDisconnected
+
+    monkeypatch.setattr(FanOut, "serve", gone)
+    with caplog.at_level(logging.ERROR):
+        async with raw(api) as ws:
+            await subscribe(ws, "q", QUEUE, s=sid)
+            await asyncio.wait_for(served.wait(), 10)
+            await ws.send(json.dumps({"type": "ping"}))
+            assert await recv(ws) == {"type": "pong"}  # the handler lives on
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    monkeypatch.undo()
+    async with raw(api) as ws:  # and the server serves on
+        await subscribe(ws, "q", QUEUE, s=sid)
+        assert (await recv(ws))["type"] == "next"
 
 
 async def _frames_of_a_script(api: Any) -> dict[str, list[str]]:
