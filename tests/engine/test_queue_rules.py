@@ -18,6 +18,17 @@ async def busy_session(engine: Engine, agent: ManualAgent) -> tuple[str, object]
     return session.id, run
 
 
+async def assert_first_completed_and_second_held(
+    engine: Engine, agent: ManualAgent, sid: str
+) -> None:
+    """Once the turn "first" has ended: it COMPLETED, nothing new runs, "second" still waits."""
+    await settle(engine, sid)
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.COMPLETED and turn.prompt == "first"
+    assert agent.no_new_run()
+    assert [e.content for e in (await engine.queue_status(sid)).entries] == ["second"]
+
+
 async def enqueue(engine: Engine, sid: str, *contents: str) -> list[str]:
     ids = []
     for content in contents:
@@ -47,11 +58,7 @@ async def test_q2_off_lets_the_active_turn_finish_and_holds_the_queue(
     assert await engine.set_auto_run(PRINCIPAL, sid, False, None) is None
     assert run.signals == []  # never cancels the active turn
     run.complete()
-    await settle(engine, sid)
-    turn = await engine.current_turn(sid)
-    assert turn is not None and turn.status is TurnStatus.COMPLETED and turn.prompt == "first"
-    assert agent.no_new_run()
-    assert [e.content for e in (await engine.queue_status(sid)).entries] == ["second"]
+    await assert_first_completed_and_second_held(engine, agent, sid)
 
 
 async def test_q2_on_starts_the_head_immediately_and_says_so(
@@ -411,8 +418,4 @@ async def test_q9_q4_an_unreadable_workflow_guard_records_the_end_and_holds_the_
 
     engine.turns.moves_on_complete = unreadable
     run.complete()
-    await settle(engine, sid)
-    turn = await engine.current_turn(sid)
-    assert turn is not None and turn.status is TurnStatus.COMPLETED and turn.prompt == "first"
-    assert agent.no_new_run()
-    assert [e.content for e in (await engine.queue_status(sid)).entries] == ["second"]
+    await assert_first_completed_and_second_held(engine, agent, sid)

@@ -156,38 +156,40 @@ async def _state(engine: Engine, session_id: str) -> SessionState:
     return session.state
 
 
+async def _turn_ends_after_moves(engine: Engine, agent: ManualAgent, *steps: str) -> str:
+    """A session whose task moves through ``steps`` while its turn runs; returns once that
+    turn has ended."""
+    task, session = await new_session(engine)
+    await engine.send_message(PRINCIPAL, session.id, "work")
+    run = await agent.next_run()
+    for step in steps:
+        _, current = await engine.move_task(PRINCIPAL, task.id, step)
+        assert current.state is SessionState.RUNNING  # the turn is not touched
+    run.complete()
+    await settle(engine, session.id)
+    return session.id
+
+
 async def test_reaching_the_last_step_while_a_turn_runs_completes_the_session_when_it_ends(
     engine: Engine, agent: ManualAgent
 ) -> None:
     """SPEC §2 COMPLETED ("its task reached the workflow's last step"): moved there while a turn
     runs, the session completes when that turn ends; a prompt then reopens it, and the end of
     that turn leaves it WAITING_FOR_INPUT."""
-    task, session = await new_session(engine)
-    await engine.send_message(PRINCIPAL, session.id, "work")
-    run = await agent.next_run()
-    _, current = await engine.move_task(PRINCIPAL, task.id, "DONE")
-    assert current.state is SessionState.RUNNING  # the turn is not touched
-    run.complete()
-    await settle(engine, session.id)
-    assert await _state(engine, session.id) is SessionState.COMPLETED
+    session_id = await _turn_ends_after_moves(engine, agent, "DONE")
+    assert await _state(engine, session_id) is SessionState.COMPLETED
 
-    await engine.send_message(PRINCIPAL, session.id, "one more thing")  # reopens it
+    await engine.send_message(PRINCIPAL, session_id, "one more thing")  # reopens it
     (await agent.next_run()).complete()
-    await settle(engine, session.id)
-    assert await _state(engine, session.id) is SessionState.WAITING_FOR_INPUT
+    await settle(engine, session_id)
+    assert await _state(engine, session_id) is SessionState.WAITING_FOR_INPUT
 
 
 async def test_leaving_the_last_step_before_the_turn_ends_takes_the_completion_back(
     engine: Engine, agent: ManualAgent
 ) -> None:
-    task, session = await new_session(engine)
-    await engine.send_message(PRINCIPAL, session.id, "work")
-    run = await agent.next_run()
-    await engine.move_task(PRINCIPAL, task.id, "DONE")
-    await engine.move_task(PRINCIPAL, task.id, "REVIEW")
-    run.complete()
-    await settle(engine, session.id)
-    assert await _state(engine, session.id) is SessionState.WAITING_FOR_INPUT
+    session_id = await _turn_ends_after_moves(engine, agent, "DONE", "REVIEW")
+    assert await _state(engine, session_id) is SessionState.WAITING_FOR_INPUT
 
 
 async def test_reaching_the_last_step_completes_the_session_and_a_prompt_reopens_it(

@@ -49,10 +49,7 @@ from turnqueue.domain import Session, Task, Turn
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.conn import AsyncConn, DriverConn, SqliteConn, SqliteWriter, finish
-from turnqueue.store.engine import (
-    create_engine,
-    create_sqlite_writer_engine,
-)
+from turnqueue.store.engine import create_engine, create_sqlite_writer_engine
 from turnqueue.store.notify import asyncpg_dsn
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
