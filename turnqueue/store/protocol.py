@@ -224,6 +224,10 @@ class Tx(Protocol):
         """Return in-flight entries (all of the session's when None) to the head of the queue,
         keeping their ids and their relative order (Q10). Returns how many."""
 
+    async def count_in_flight(self, session_id: str, entry_ids: Sequence[str]) -> int:
+        """How many of these entries are in flight in this session's queue (a Send Now checks
+        that its claim is still its own before it starts, W3)."""
+
     async def in_flight_sessions(self) -> list[str]:
         """Sessions that have in-flight entries (recovery, M6)."""
 
