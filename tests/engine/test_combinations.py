@@ -293,3 +293,31 @@ async def test_w2_prompt_arriving_as_the_cancel_ends_does_not_start_on_the_step_
     assert moved is not None and moved.workflow_step == "BUILD"
     assert (run.prompt, run.session_id) == ("late", moved.current_session_id)
     assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["plan it"]
+
+
+# -- Q13 × Q9: one revision, one heldBy ---------------------------------------------------------
+async def test_q13_a_queue_revision_is_never_served_with_two_held_by_values(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q13, Q9: a cancel makes CANCELLING a hold a moment before the transaction that bumps
+    the queue revision for it commits. A status read in that moment still shows the revision
+    it read with the holds that revision had; the new hold comes with the next revision."""
+    sid, _ = await busy_session(engine, agent)
+    before = await engine.queue_status(sid)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    touch = engine.core.touch_queue
+
+    async def touch_later(session_id: str) -> None:
+        entered.set()
+        await gate.wait()
+        await touch(session_id)
+
+    engine.core.touch_queue = touch_later  # type: ignore[method-assign]
+    cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+    await asyncio.wait_for(entered.wait(), WAIT)  # the reference is taken, not yet bumped
+    assert engine.core.cancellations.pending(sid)
+    during = await engine.queue_status(sid)
+    gate.set()
+    await cancel
+    assert during.revision == before.revision and during.held_by == before.held_by
+    assert (await engine.queue_status(sid)).revision > before.revision
