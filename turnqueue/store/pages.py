@@ -41,7 +41,7 @@ def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> Colum
     Spelled out (``a > x OR (a = x AND b > y)``) rather than as a row-value comparison, which
     SQLAlchemy binds without the columns' types (``UtcDateTime`` must format SQLite's text)."""
     column, value = columns[0], key[0]
-    strict = column > value if later else column < value
+    strict: ColumnElement[bool] = column > value if later else column < value
     if len(columns) == 1:
         return strict
     return or_(strict, and_(column == value, _beyond(columns[1:], key[1:], later=later)))
