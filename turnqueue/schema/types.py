@@ -181,7 +181,9 @@ class CancellationStatus:
     revision: Revision = strawberry.field(
         description="The cancellation revision: it grows on each change of `pending`, and only "
         "then (C2), and never goes back, not across restarts or instances (R2). Keep the "
-        "highest you have seen and ignore lower ones; 0 before the session's first cancellation."
+        "highest you have seen and ignore lower ones. 0 (with `pending` false) while the server "
+        "knows of no cancellation of the session, e.g. before the first: it never outranks a "
+        "real transition."
     )
 
     @classmethod
