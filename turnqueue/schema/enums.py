@@ -111,7 +111,8 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "QUEUE_EMPTY": "sendNow with scope ALL found no entries.",
             "QUEUE_CHANGED": "The queue is not as the request assumed: `expectedRevision` is "
             "not its current revision, `orderedIds` are not exactly its entries, or it changed "
-            "while sendNow claimed. Read it again and retry.",
+            "under a sendNow (its entries were taken, or moved to the task's new session by a "
+            "workflow step change). Read it again and retry.",
             "ENTRY_NOT_FOUND": "No such visible entry in this session's queue (it ran, was "
             "removed, or is being delivered).",
             "NOT_EDITABLE": "Only USER entries can be edited (Q12).",
