@@ -14,13 +14,8 @@ import pytest
 
 from turnqueue.api import print_schema_sdl
 from turnqueue.cli import main
-from turnqueue.contract import (
-    check_documents,
-    documents_in,
-    expand_paths,
-    load_schema,
-    script_documents,
-)
+from turnqueue.client_documents import documents_in, expand_paths, script_documents
+from turnqueue.contract import check_documents, load_schema
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "schema.graphql"
