@@ -99,7 +99,7 @@ def test_m2_choices_come_from_the_settings_type(capsys: pytest.CaptureFixture[st
 def test_m2_invalid_values_exit_2_naming_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--db-timeout", "soon"]) == 2
     assert "db_timeout" in capsys.readouterr().err
-    assert main(["serve", "--jwt-secret", "s", "--jwt-jwks-file", "k.json"]) == 2
+    assert main(["serve", "--jwt-secret", "s" * 32, "--jwt-jwks-file", "k.json"]) == 2
     assert "not both" in capsys.readouterr().err
 
 

@@ -107,7 +107,8 @@ class Settings(BaseSettings):
 
     # --- signed tokens (S5) ---
     jwt_secret: str = Field(
-        default="", description="accept HS256 JWTs signed with this shared secret"
+        default="",
+        description="accept HS256 JWTs signed with this shared secret (32 bytes or more)",
     )
     jwt_jwks_file: Path | None = Field(
         default=None,
@@ -145,6 +146,9 @@ class Settings(BaseSettings):
     def _one_jwt_key_source(self) -> Settings:
         if self.jwt_secret and self.jwt_jwks_file is not None:
             raise ValueError("set TURNQUEUE_JWT_SECRET or TURNQUEUE_JWT_JWKS_FILE, not both")
+        if self.jwt_secret and len(self.jwt_secret.encode()) < 32:
+            # RFC 7518 §3.2: an HS256 key is at least as long as the hash (256 bits).
+            raise ValueError("TURNQUEUE_JWT_SECRET must be at least 32 bytes long for HS256")
         return self
 
     @property

@@ -137,6 +137,8 @@ def test_s5_leeway_allows_a_little_clock_skew() -> None:
 def test_s5_configuration_errors_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not both"):
         Settings(jwt_secret=t.SECRET, jwt_jwks_file=tmp_path / "x.json")
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        Settings(jwt_secret="short")
     with pytest.raises(AuthConfigError, match="cannot read"):
         load_jwks(tmp_path / "missing.json")
     oct_key = tmp_path / "oct.json"
