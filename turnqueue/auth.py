@@ -168,6 +168,8 @@ class JwtVerifier:
             raise AuthenticationFailed("token is not valid yet") from error
         except jwt.PyJWTError as error:
             raise AuthenticationFailed(f"token is invalid: {error}") from error
+        except (TypeError, ValueError) as error:  # a malformed part PyJWT does not wrap
+            raise AuthenticationFailed("token is invalid") from error
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise AuthenticationFailed("token has no 'sub' claim")
