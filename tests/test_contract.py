@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from turnqueue.api import print_schema_sdl
 from turnqueue.cli import main
 from turnqueue.client_documents import documents_in, expand_paths, script_documents
 from turnqueue.contract import check_documents, load_schema
@@ -184,9 +183,3 @@ def test_g4_check_runs_as_the_real_command() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert " 0 error(s)" in done.stdout
-
-
-def test_u1_export_schema_still_writes_the_code_schema(tmp_path: Path) -> None:
-    target = tmp_path / "schema.graphql"
-    assert main(["export-schema", str(target)]) == 0
-    assert target.read_text(encoding="utf-8") == print_schema_sdl()
