@@ -6,7 +6,9 @@ import { createGraphiQLFetcher, type Fetcher, type FetcherOpts } from "@graphiql
 import { createClient, type Client } from "graphql-ws";
 
 /** The `Authorization` header's value among the editor's headers (any letter case). */
-export function authorizationOf(headers: FetcherOpts["headers"]): string | undefined {
+export function authorizationOf(
+  headers: FetcherOpts["headers"] | Record<string, unknown>,
+): string | undefined {
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (name.toLowerCase() === "authorization" && typeof value === "string") return value;
   }

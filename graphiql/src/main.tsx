@@ -11,6 +11,7 @@ import { createRoot } from "react-dom/client";
 
 import { defaultHeaders, readConfig } from "./config";
 import { turnqueueFetcher } from "./fetcher";
+import { RefetchSchemaOnAuthorization } from "./refetch";
 
 const DEFAULT_QUERY = `# turnqueue's GraphiQL, served by turnqueue itself
 # (no internet access needed).
@@ -19,7 +20,8 @@ const DEFAULT_QUERY = `# turnqueue's GraphiQL, served by turnqueue itself
 # Subscriptions run over WebSocket (graphql-transport-ws).
 # With tokens on, put yours in the Headers tab:
 #   {"Authorization": "Bearer <token>"}
-# It authenticates the WebSocket too (connection_init).
+# (the schema is then fetched again). It authenticates
+# the WebSocket too (connection_init).
 
 query Tasks {
   tasks(first: 10) {
@@ -49,6 +51,8 @@ createRoot(root).render(
       defaultEditorToolsVisibility={config.authRequired ? "headers" : false}
       isHeadersEditorEnabled
       inputValueDeprecation
-    />
+    >
+      {config.authRequired ? <RefetchSchemaOnAuthorization /> : null}
+    </GraphiQL>
   </StrictMode>,
 );

@@ -321,8 +321,9 @@ def test_g2_s1_header_editor_is_prefilled_and_its_token_authenticates_the_websoc
     offline: Offline, graphiql_dist: Path, tmp_path: Path
 ) -> None:
     """G2/S1: with tokens on, the header editor starts with the ``Authorization: Bearer
-    <token>`` placeholder (the page holds no token); the token typed there goes on HTTP requests
-    and as ``{"authorization": "Bearer …"}`` in the WebSocket's ``connection_init``."""
+    <token>`` placeholder (the page holds no token); once the token is typed there the schema is
+    fetched again (the explorer fills in), and the token goes on HTTP requests and as
+    ``{"authorization": "Bearer …"}`` in the WebSocket's ``connection_init``."""
     with run_server(
         tmp_path,
         TURNQUEUE_TOKENS=f"alice:{TOKEN}",
@@ -339,7 +340,13 @@ def test_g2_s1_header_editor_is_prefilled_and_its_token_authenticates_the_websoc
         run(page, "query Refused { tasks { title } }")  # the placeholder is refused
         expect(result(page)).to_contain_text("authentication required")
 
+        explorer = page.locator(".graphiql-plugin")
+        page.get_by_role("button", name="Show GraphiQL Explorer").click()
+        expect(explorer).to_be_visible()
+        expect(explorer).not_to_contain_text("tasks")  # no schema: the placeholder was refused
+
         set_editor(page, headers, json.dumps({"Authorization": f"Bearer {TOKEN}"}))
+        expect(explorer).to_contain_text("tasks")  # the schema, fetched again with the token
         run(
             page, f'subscription Follow {{ sessionChanged(sessionId: "{session_id}") {{ state }} }}'
         )
