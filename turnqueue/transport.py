@@ -20,7 +20,7 @@ from typing import Any
 
 from cross_web import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
@@ -41,6 +41,7 @@ from turnqueue.auth import AuthenticationFailed
 from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.fanout import FanOut, PreEncoded
+from turnqueue.graphiql import page_html
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
 
@@ -162,6 +163,13 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
         self.fanout = fanout
+        #: The bundled GraphiQL (G2); None when unbuilt: Strawberry's CDN page, with a warning
+        self.ide_html = page_html(auth_required=self.auth.enabled)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        if self.ide_html is None:
+            return await super().render_graphql_ide(request)
+        return HTMLResponse(self.ide_html, headers={"Cache-Control": "no-cache"})
 
     def encode_json(self, data: object) -> str | bytes:
         if isinstance(data, PreEncoded):  # a fan-out frame, encoded once for its whole group
