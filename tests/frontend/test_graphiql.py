@@ -207,6 +207,11 @@ def offline(browser: Any) -> Iterator[Offline]:
 def expect(target: Any) -> Any:
     from playwright.sync_api import expect as playwright_expect
 
+    # The 2-core CI machine runs other suites beside this one: Monaco can take more than
+    # Playwright's default 5 s to appear (seen once in a full run), so wait as long as the page's
+    # own default timeout.
+    playwright_expect.set_options(timeout=15_000)
+
     return playwright_expect(target)
 
 
