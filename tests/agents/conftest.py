@@ -1,33 +1,27 @@
-"""The agent tests run on both event loops the product can run on.
+"""The agent tests run on both event loops the product can run on (see tests/event_loops.py).
 
-``turnqueue serve`` runs uvicorn with its default loop, which is **uvloop** (``uvicorn[standard]``);
-an embedding application or ``pytest`` uses asyncio's own loop. The two differ where agents live —
-subprocess transports, pipes, child reaping — so every async test in ``tests/agents/`` runs once
-on each (ids ``[asyncio]`` and ``[uvloop]``), through pytest-asyncio's loop-factory hook.
-Tests that drive a real server process (``test_command_served.py``) need the loop only for their
-client, so they run once, on asyncio's loop.
+The agents are where the loops differ most — subprocess transports, pipes, child reaping — so
+every async test in ``tests/agents/`` runs on asyncio's loop and on uvloop (``[asyncio]``,
+``[uvloop]``). ``test_command_served.py`` drives real server processes, which run on uvloop
+whatever the test's loop is; its loop drives only the clients, so it runs once, on asyncio's.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
-import uvloop
+from event_loops import LoopFactory, loops_for
 
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-    "uvloop": uvloop.new_event_loop,
-}
-
-#: Modules whose loop is only a client's: they run once, on asyncio's loop.
-CLIENT_ONLY = {"test_command_served.py"}
+# test_command_served.py drives real servers with the cluster tests' helpers.
+CLUSTER = str(Path(__file__).resolve().parents[1] / "cluster")
+if CLUSTER not in sys.path:
+    sys.path.append(CLUSTER)
 
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
-    if item.path.name in CLIENT_ONLY:
-        return {"asyncio": LOOPS["asyncio"]}
-    return LOOPS
+) -> Mapping[str, LoopFactory]:
+    return loops_for(item, except_={"test_command_served.py"})
