@@ -67,9 +67,9 @@ class _Process(Protocol):
     documented methods of ``asyncio.SubprocessTransport``.
 
     Hazard: only asyncio's own loop gives an actual ``asyncio.SubprocessTransport``. uvloop (the
-    loop ``turnqueue serve`` runs on: uvicorn's default) gives a ``UVProcessTransport`` with the same
-    methods but no asyncio base class, and its pipes are no ``asyncio.WriteTransport`` either. So
-    the transport is typed by what it does, never checked with ``isinstance``.
+    loop ``turnqueue serve`` runs on: uvicorn's default) gives a ``UVProcessTransport`` with the
+    same methods but no asyncio base class, and its pipes are no ``asyncio.WriteTransport``
+    either. So the transport is typed by what it does, never checked with ``isinstance``.
     """
 
     def get_pid(self) -> int: ...
