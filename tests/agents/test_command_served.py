@@ -33,6 +33,11 @@ CURRENT_TURN = """query($s: ID!) { session(id: $s) { state cancellationPending
 
 Serve = Callable[..., Awaitable[Server]]
 
+#: The ladder's steps for these tests (seconds). The fake prints from its handler as soon as a
+#: trapped signal arrives; a step only has to outlast that (and a turn end's commit), so these are
+#: short but leave a loaded CI machine ample room. The outcome never depends on them being exact.
+STEP = "2.0"
+
 
 @pytest.fixture
 async def serve(database_url: str, tmp_path: Path) -> AsyncIterator[Serve]:
@@ -180,7 +185,7 @@ async def test_s2_c4_served_cancel_escalates_to_sigterm_when_sigint_is_trapped(
 ) -> None:
     """SPEC §2 cancel: SIGINT, then SIGTERM after the cancel timeout (C4: bounded). A process that
     traps SIGINT gets it (it says so) and dies of the SIGTERM: ESCALATED, CANCELLED."""
-    server = await serve(TURNQUEUE_CANCEL_TIMEOUT="1.0", TURNQUEUE_ESCALATION_TIMEOUT="5.0")
+    server = await serve(TURNQUEUE_CANCEL_TIMEOUT=STEP, TURNQUEUE_ESCALATION_TIMEOUT="5.0")
     sid = await server.create_session()
     turn_id = await send(server, sid, "ignore-int")
     outcome, rest = await cancel_when_ready(server, sid)
@@ -197,7 +202,7 @@ async def test_s2_c4_served_cancel_ends_in_sigkill_when_sigint_and_sigterm_are_t
 ) -> None:
     """SPEC §2 cancel: SIGINT, SIGTERM after the cancel timeout, SIGKILL after the escalation
     timeout. A process that traps both receives both (it says so) and only SIGKILL stops it."""
-    server = await serve(TURNQUEUE_CANCEL_TIMEOUT="1.0", TURNQUEUE_ESCALATION_TIMEOUT="1.0")
+    server = await serve(TURNQUEUE_CANCEL_TIMEOUT=STEP, TURNQUEUE_ESCALATION_TIMEOUT=STEP)
     sid = await server.create_session()
     turn_id = await send(server, sid, "ignore-int-term")
     outcome, rest = await cancel_when_ready(server, sid)
