@@ -102,6 +102,8 @@ async def test_s2_served_command_agent_runs_the_issue_reproduction(serve: Serve)
     """SPEC §2: the prompt goes to stdin (then closed), the lines printed are the output, status 0
     completes. Issue 12 §1.1's own reproduction: ``sh -c 'cat; echo done'`` under ``serve``."""
     server = await serve("sh -c 'cat; echo; echo done'")
+    assert server.process is not None  # the premise of this module: the server runs uvloop
+    assert "uvloop" in Path(f"/proc/{server.process.pid}/maps").read_text()
     sid = await server.create_session()
     turn_id = await send(server, sid, "hello")
     turn = await ended_turn(server, sid, turn_id)
