@@ -94,6 +94,11 @@ async def chunks_until(sub: Subscriber, stop: Callable[[list[dict[str, Any]]], b
     return chunks
 
 
+def runs_uvloop(pid: int) -> bool:
+    """Whether process ``pid`` has loaded uvloop (as uvicorn's default ``loop="auto"`` does)."""
+    return "uvloop" in Path(f"/proc/{pid}/maps").read_text()
+
+
 def text_of(chunks: list[dict[str, Any]]) -> str:
     return "".join(c["text"] for c in chunks)
 
@@ -102,8 +107,8 @@ async def test_s2_served_command_agent_runs_the_issue_reproduction(serve: Serve)
     """SPEC §2: the prompt goes to stdin (then closed), the lines printed are the output, status 0
     completes. Issue 12 §1.1's own reproduction: ``sh -c 'cat; echo done'`` under ``serve``."""
     server = await serve("sh -c 'cat; echo; echo done'")
-    assert server.process is not None  # the premise of this module: the server runs uvloop
-    assert "uvloop" in Path(f"/proc/{server.process.pid}/maps").read_text()
+    assert server.process is not None
+    assert runs_uvloop(server.process.pid)  # the premise of this module
     sid = await server.create_session()
     turn_id = await send(server, sid, "hello")
     turn = await ended_turn(server, sid, turn_id)
