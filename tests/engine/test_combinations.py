@@ -96,7 +96,10 @@ async def test_q5_refused_send_now_keeps_order_policy_and_pause_reason(
     assert (await message).turn is not None  # "third" started: the turn Send Now saw is gone
     with pytest.raises(UserFacingError) as info:
         await send_now
-    assert info.value.code is ErrorCode.TURN_CHANGED
+    assert (info.value.code, info.value.message) == (
+        ErrorCode.TURN_CHANGED,
+        "the active turn changed meanwhile",
+    )
     after = await engine.queue_status(sid)
     assert [e.id for e in after.entries] == ids
     assert (after.auto_run, after.pause_reason) == (False, PauseReason.CANCEL)
@@ -136,7 +139,10 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
     moved.set()
     with pytest.raises(UserFacingError) as info:
         await send_now
-    assert info.value.code is ErrorCode.QUEUE_CHANGED
+    assert (info.value.code, info.value.message) == (
+        ErrorCode.QUEUE_CHANGED,
+        "the entry moved to the task's new session with a workflow step change",
+    )
 
     b = await agent.next_run()
     assert (b.prompt, b.session_id) == ("B", destination.id)

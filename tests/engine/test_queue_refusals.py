@@ -114,6 +114,23 @@ async def test_q5_send_now_with_a_pending_clarification_is_refused(
     )
 
 
+async def test_q5_send_now_on_a_session_that_cannot_take_prompts_is_refused(
+    engine: Engine,
+) -> None:
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    (entry,) = await enqueue(engine, sid, "later")
+    async with engine.core.store.transaction() as tx:
+        await tx.lock(sid)
+        await tx.set_session_state(sid, SessionState.FAILED)
+    assert await refusal(engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry, None)) == (
+        ErrorCode.SESSION_NOT_PROMPTABLE,
+        "session is FAILED",
+        None,
+    )
+
+
 async def test_q5_send_now_keeps_the_source_of_one_entry_and_all_is_user(
     engine: Engine, agent: ManualAgent
 ) -> None:
