@@ -184,24 +184,59 @@ async def test_q10_a_turn_slipping_in_before_delivery_returns_the_claim_to_the_h
 async def test_q13_q9_replacement_bumps_the_queue_revision_as_cancelling_starts_and_ends(
     engine: Engine, agent: ManualAgent
 ) -> None:
-    """Q13, Q9: a Send Now replacing a stubborn turn publishes a queue revision whose status
-    holds CANCELLING while it stops the turn, and a later one without it once delivered."""
+    """Q13, Q9: a Send Now replacing a stubborn turn serves a new queue revision holding
+    CANCELLING while it stops the turn (bumped before the first signal), and once delivered
+    a later one, bumped by this process after the reference was released, without it."""
     sid, run = await busy_session(engine, agent)
     await engine.send_message(PRINCIPAL, sid, "/stubborn")  # queued behind "first"
     run.complete()
     stubborn = await agent.next_run()
     (entry,) = await enqueue(engine, sid, "B")
+    before = await engine.queue_status(sid)
     with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
         send_now = asyncio.create_task(
             engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry, None)
         )
-        await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # stopping it now
-        while True:
-            event = await next_event(sub, EventKind.QUEUE)
-            status = await engine.queue_status_after(sid, event.revision)  # type: ignore[attr-defined]
-            if HoldReason.CANCELLING in status.held_by:
-                break
-        result = await send_now
+        await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the interrupt it ignores
+        claim, hold = [await next_event(sub, EventKind.QUEUE) for _ in "ch"]
+        during = await engine.queue_status(sid)
+        assert not stubborn.done  # both were published before the first signal
+    assert before.revision < claim.revision < hold.revision == during.revision  # type: ignore[attr-defined]
+    assert HoldReason.CANCELLING in during.held_by
+    result = await send_now
     assert result.turn is not None and result.turn.prompt == "B"
     after = await engine.queue_status(sid)
-    assert after.revision > status.revision and HoldReason.CANCELLING not in after.held_by
+    assert after.revision > during.revision and HoldReason.CANCELLING not in after.held_by
+    assert engine.core.holds_at.get(sid, after.revision) == ()  # bumped after the release
+
+
+async def test_q3_enqueue_on_a_free_session_starts_it_in_the_same_transaction(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q3: the drain after enqueueMessage starts the entry on a free session with auto-run
+    ON, and answers the turn; with auto-run OFF it stays queued (PAUSED)."""
+    _, session = await new_session(engine)
+    sid = session.id
+    _, turn = await engine.enqueue(PRINCIPAL, sid, "now", None)
+    assert turn is not None and turn.prompt == "now"
+    assert (await agent.next_run()).prompt == "now"
+    assert (await engine.queue_status(sid)).entries == ()
+    assert [t.prompt for t in await engine.turns_of(sid, 5)] == ["now"]
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    _, held = await engine.enqueue(PRINCIPAL, sid, "later", None)
+    assert held is None
+
+
+async def test_q12_an_unknown_entry_is_entry_not_found_on_the_entry_id(engine: Engine) -> None:
+    _, session = await new_session(engine)
+    missing = "00000000-0000-4000-8000-000000000000"
+    for call in (
+        engine.update_entry(PRINCIPAL, session.id, missing, "x", None),
+        engine.remove_entry(PRINCIPAL, session.id, missing, None),
+        engine.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, missing, None),
+    ):
+        assert await refusal(call) == (
+            ErrorCode.ENTRY_NOT_FOUND,
+            "no such entry in this queue",
+            ["entryId"],
+        )
