@@ -46,6 +46,8 @@ from turnqueue.transport import LOCAL_PRINCIPAL
 
 #: P7's cancellation revisions start above any the engine has published for a bench session.
 CANCELLATION_BASE = 1_000
+#: P7: events a bus subscription may hold before ``/bench/events`` waits for it (buffer: 256).
+PACE = 64
 
 
 def _queue_json(status: Any) -> dict[str, Any]:
@@ -144,6 +146,16 @@ def bench_routes(app: Starlette) -> list[Any]:
         diff = snapshot.compare_to(profiler["snapshot"], "lineno")
         return JSONResponse({"top": [str(stat) for stat in diff[:20]]})
 
+    async def _drained(sid: str, most: int) -> None:
+        """Wait until no bus subscription of ``sid`` holds more than ``most`` events (bounded).
+        Reads the bus's private buffers: a bench tool, not product code."""
+        bus = engine().core.bus
+        for _ in range(60_000):  # at most ~60 s
+            subs = bus._subscribers.get(sid, ())
+            if all(sub._queue.qsize() <= most for sub in subs):
+                return
+            await asyncio.sleep(0.001)
+
     async def events(request: Request) -> JSONResponse:
         body = await request.json()
         sid, kind = str(body["session"]), str(body["kind"])
@@ -166,6 +178,11 @@ def bench_routes(app: Starlette) -> list[Any]:
             else:
                 return JSONResponse({"error": f"unknown kind {kind}"}, status_code=400)
             await asyncio.sleep(0)  # let the deliveries run, as between two real events
+            await _drained(sid, PACE)
+        # Nothing in flight when this answers: a stream may already have yielded the newest
+        # state (a shared read can return a newer snapshot than its event) while older events
+        # still wait in its bus buffer; the next batch would overflow it (RESYNC).
+        await _drained(sid, 0)
         if kind == "queue":
             marker = (await engine().queue_status(sid)).revision
         return JSONResponse({"marker": marker})
