@@ -4,7 +4,7 @@ The server (bench/server.py) runs in a subprocess; this process holds raw WebSoc
 (graphql-transport-ws, no GraphQL library) subscribed to one session, and reads the server's RSS
 with psutil (``/bench/gc``: a garbage collection first). For each subscription field and for
 fan-out on (the subscribers share one execution) and off (each runs its own), a fresh server is
-sent a warm-up of events (5,000; 50 in smoke), RSS is read, N more events are sent (10,000; 100
+sent a warm-up of events (5,000; 20 in smoke), RSS is read, N more events are sent (10,000; 40
 in smoke) and RSS is read again: the figure is the growth per event.
 
 Events come from ``/bench/events`` in batches of BATCH, one after the other inside the server;
@@ -203,7 +203,7 @@ async def _bare_events(
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    n, warm_up = cfg.n(100, 10_000), cfg.n(50, WARM_UP)
+    n, warm_up = cfg.n(40, 10_000), cfg.n(20, WARM_UP)
     rows: list[Row] = []
     sample = ""
     async with backend.database() as url:

@@ -16,7 +16,7 @@ for module in ("psutil", "procrastinate", "pyinstrument", "websockets"):
 IDS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_bench_smoke_writes_a_row_for_each_benchmark(tmp_path: Path) -> None:
     out = tmp_path / "results"
     done = subprocess.run(
@@ -24,7 +24,7 @@ def test_bench_smoke_writes_a_row_for_each_benchmark(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=400,  # P1–P7 on both stores on a loaded 2-core machine
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
