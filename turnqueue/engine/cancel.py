@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from turnqueue.agents import Signal
-from turnqueue.bus import EventKind
+from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancelKind, CancelOutcome, PauseReason, SessionState, TurnStatus
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
@@ -86,7 +86,7 @@ class Cancels:
                     self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
                 )
             try:
-                await self.core.touch_queue(session_id)  # CANCELLING is now a hold
+                await self._accepted(session_id, runner.turn.id)  # CANCELLING is now a hold
                 outcome = await self.stop(runner)
                 await self._park_backlog(session_id)  # Q7: before the reference is released
             finally:
@@ -127,9 +127,24 @@ class Cancels:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
+    async def _accepted(self, session_id: str, turn_id: str) -> None:
+        """Q7: mark the accepted explicit cancel durably, in the transaction that records the
+        CANCELLING hold (Q13), so that recovery parks the backlog if this instance dies before
+        ``_park_backlog`` (which clears the mark). A failure is told as ``touch_queue`` does."""
+        try:
+            async with self.core.store.transaction() as tx:
+                await tx.lock(session_id)
+                await tx.set_cancel_mark(session_id, turn_id)
+                await self.core.queue_changed(tx, session_id)
+        except Exception:
+            log.exception("could not record the cancel of session %s", session_id)
+            self.core.bus.publish(Event(EventKind.RESYNC, session_id))
+
     async def _park_backlog(self, session_id: str) -> None:
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
+            if view.cancel_mark is not None:
+                await tx.set_cancel_mark(session_id, None)  # decided here, atomically
             if view.queued == 0:
                 return
             await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
