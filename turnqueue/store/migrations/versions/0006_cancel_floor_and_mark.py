@@ -34,9 +34,17 @@ def upgrade() -> None:
         sa.Column("cancel_floor", sa.BigInteger(), nullable=False, server_default=sa.text("0")),
     )
     op.add_column("queue_session_locks", sa.Column("cancel_mark", sa.String(36), nullable=True))
+    op.create_index(
+        "ix_queue_session_locks_cancel_mark",
+        "queue_session_locks",
+        ["session_id"],
+        postgresql_where=sa.text("cancel_mark IS NOT NULL"),
+        sqlite_where=sa.text("cancel_mark IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_queue_session_locks_cancel_mark", "queue_session_locks")
     # SQLite ≥ 3.35 drops a column in place (see 0005).
     op.execute("ALTER TABLE queue_session_locks DROP COLUMN cancel_mark")
     op.execute("ALTER TABLE queue_session_locks DROP COLUMN cancel_floor")
