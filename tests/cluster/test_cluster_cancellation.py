@@ -113,7 +113,9 @@ async def test_c5_c7_a_relay_that_missed_the_cancel_ending_forgets_it_and_runs_t
     while the cancel ends. B still says pending while cut (it cannot know), and a message sent
     through B is queued behind that hold. Once LISTEN is back, B asks again: it answers A's
     ``pending: false`` at A's revision, holds nothing, and the queued message runs."""
-    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30", "TURNQUEUE_CANCEL_TIMEOUT": "4"}
+    # The cancel ends when A escalates, 6 s after accepting it: B relays and its LISTEN is cut
+    # well before (asserted below: a slower machine fails loudly, never passes by luck).
+    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30", "TURNQUEUE_CANCEL_TIMEOUT": "6"}
     a, _ = await cluster.start(**env)
     b, proxy = await cluster.start(proxied=True, **env)
     assert proxy is not None
