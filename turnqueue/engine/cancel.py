@@ -34,7 +34,9 @@ class Cancels:
         self._explicit: dict[str, asyncio.Task[CancelOutcome]] = {}
         #: sessions with a Send Now replacement under way (C3: an explicit cancel does not join it)
         self.replacements: set[str] = set()
-        #: W2 hook: run the step's turn-complete action after a user's cancel (when it says so)
+        #: W2 hooks: does a user's cancel move the task on (read before the cancellation's
+        #: reference is released), and the move itself (run after, under no lock)
+        self.moves_on_cancel: Callable[[str], Awaitable[bool]] | None = None
         self.on_cancelled: Callable[[str], Awaitable[None]] | None = None
 
     def busy(self, session_id: str) -> bool:
@@ -77,26 +79,64 @@ class Cancels:
         return outcome
 
     async def _explicit_stop(self, session_id: str) -> CancelOutcome:
+        moving = False
         with ExitStack() as stack:
             async with self.core.session_lock(session_id):
                 runner = self.core.runners.get(session_id)
-                if runner is None or runner.ending:
+                if runner is not None and not runner.ending:
+                    stack.enter_context(
+                        self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
+                    )
+                elif runner is not None or not await self._end_agent_gone(session_id, stack):
                     return await self._nothing_running(session_id)
-                stack.enter_context(
-                    self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
-                )
             try:
-                await self._accepted(session_id, runner.turn.id)  # CANCELLING is now a hold
-                outcome = await self.stop(runner)
+                outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
+                if runner is not None:
+                    # CANCELLING is now a hold; the accepted cancel is marked durably (Q7)
+                    await self._accepted(session_id, runner.turn.id)
+                    outcome = await self.stop(runner)
+                cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
                 await self._park_backlog(session_id)  # Q7: before the reference is released
+                # W2: a step change the cancel triggers holds the queue from before the
+                # reference is released until it has committed, so no prompt that arrives
+                # meanwhile (another client's enqueueMessage) starts on the step being left.
+                if cancelled and self.moves_on_cancel is not None:
+                    moving = await self.moves_on_cancel(session_id)
+                    if moving:
+                        self.core.transitions.add(session_id)
             finally:
                 stack.close()  # release (C5): pending may turn false here
                 await self.core.touch_queue(session_id)
-        if runner.final_status is TurnStatus.CANCELLED and self.on_cancelled is not None:
-            await self.on_cancelled(session_id)  # W2
+        if moving and self.on_cancelled is not None:
+            await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
+            return outcome
         async with self.core.session_lock(session_id):
             await self.turns.auto_drain(session_id)  # obeys the policy Q7 may just have set
         return outcome
+
+    async def _end_agent_gone(self, session_id: str, stack: ExitStack) -> bool:
+        """C5: a RUNNING turn whose agent is gone (no runner here, no live owner elsewhere)
+        ends here as a cancelled one, under an explicit reference that ``stack`` releases after
+        the Q7 park, like every other explicit cancel. False when there is no such turn.
+        Called under the session lock, with no runner for the session."""
+        async with self.core.store.read() as tx:
+            view = await tx.view(session_id)
+        if view is None or view.running_turn_id is None:
+            return False
+        stack.enter_context(self.core.cancellations.reference(session_id, CancelKind.EXPLICIT))
+        async with self.core.store.transaction() as tx:
+            view = await tx.lock(session_id)
+            if view.running_turn_id is not None:  # else recovery ended it meanwhile
+                await tx.end_turn(
+                    view.running_turn_id,
+                    status=TurnStatus.CANCELLED,
+                    output="",
+                    error="agent gone",
+                    session_state=SessionState.WAITING_FOR_INPUT,
+                )
+                await self.core.queue_changed(tx, session_id)
+                self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
+        return True
 
     async def _nothing_running(self, session_id: str) -> CancelOutcome:
         """C9: no reference, no transition, auto-run untouched; withdraw a clarification.
@@ -105,20 +145,7 @@ class Cancels:
         so an automatic drain follows (Q9: ON means run when eligible)."""
         withdrawn = False
         async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            if view.running_turn_id is not None and session_id not in self.core.runners:
-                # A RUNNING turn whose agent is gone (C5): end it here, as a cancelled one.
-                with self.core.cancellations.reference(session_id, CancelKind.EXPLICIT):
-                    await tx.end_turn(
-                        view.running_turn_id,
-                        status=TurnStatus.CANCELLED,
-                        output="",
-                        error="agent gone",
-                        session_state=SessionState.WAITING_FOR_INPUT,
-                    )
-                    await self.core.queue_changed(tx, session_id)
-                    self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
-                return CancelOutcome.STOPPED
+            await tx.lock(session_id)
             if await tx.clear_clarification(session_id) is not None:
                 withdrawn = True
                 await self.core.queue_changed(tx, session_id)
@@ -138,6 +165,7 @@ class Cancels:
                 await self.core.queue_changed(tx, session_id)
         except Exception:
             log.exception("could not record the cancel of session %s", session_id)
+            self.core.holds_at.forget(session_id)
             self.core.bus.publish(Event(EventKind.RESYNC, session_id))
 
     async def _park_backlog(self, session_id: str) -> None:

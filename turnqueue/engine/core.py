@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
@@ -70,6 +71,8 @@ class Core:
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
+        #: the runtime holds each recent queue revision was bumped with (see ``holds``)
+        self.holds_at = HoldsAt()
         #: operations observer (turnqueue.metrics); a no-op unless the app binds one
         self.metrics: Metrics = NULL_METRICS
 
@@ -120,6 +123,7 @@ class Core:
         hint = self.cancellations.floor_hint(session_id)
         revision, floor = await tx.bump_queue(session_id, hint)
         self.cancellations.raise_floor(session_id, floor)
+        self.holds_at.record(session_id, revision, tuple(self.runtime_holds(session_id)))
         self.publish_after(tx, EventKind.QUEUE, session_id, revision)
 
     def _on_cancellation_transition(self, status: CancellationStatus) -> None:
@@ -147,15 +151,25 @@ class Core:
         return holds
 
     def holds(self, view: SessionView) -> tuple[HoldReason, ...]:
+        """The holds served with ``view``'s queue revision (Q9, Q13).
+
+        Hazard: a runtime hold (CANCELLING, WORKFLOW_TRANSITION) changes in memory a moment
+        before the transaction that bumps the queue revision for it commits. Read live, a
+        status read in between would serve the old revision with the new hold — one revision,
+        two ``heldBy``s. So the runtime holds served with a revision are those recorded when
+        that revision was bumped; only a revision this process did not bump (another instance,
+        or before a restart) is served with the live ones."""
         sid = view.session.id
         holds: list[HoldReason] = []
-        if view.session.state in BUSY or sid in self.runners:
+        runner = self.runners.get(sid)
+        if view.session.state in BUSY or (runner is not None and not runner.ending):
             holds.append(HoldReason.BUSY)
         elif view.session.state not in PROMPTABLE:
             holds.append(HoldReason.NOT_PROMPTABLE)
         if view.clarification is not None:
             holds.append(HoldReason.CLARIFICATION)
-        holds.extend(self.runtime_holds(sid))
+        recorded = self.holds_at.get(sid, view.policy.revision)
+        holds.extend(recorded if recorded is not None else self.runtime_holds(sid))
         return tuple(holds)
 
     async def queue_status(self, session_id: str) -> QueueStatus:
@@ -186,7 +200,39 @@ class Core:
         except Exception:
             # A missed bump would leave heldBy stale; tell subscribers to resync instead.
             log.exception("could not record a hold change of session %s", session_id)
+            self.holds_at.forget(session_id)
             self.bus.publish(Event(EventKind.RESYNC, session_id))
+
+
+class HoldsAt:
+    """The runtime holds recorded with the last few queue revisions of each session, for the
+    most recently changed sessions (bounded: a miss falls back to the live holds)."""
+
+    PER_SESSION = 8
+    SESSIONS = 65_536
+
+    def __init__(self) -> None:
+        self._by_session: OrderedDict[str, dict[int, tuple[HoldReason, ...]]] = OrderedDict()
+
+    def record(self, session_id: str, revision: int, holds: tuple[HoldReason, ...]) -> None:
+        recent = self._by_session.pop(session_id, None) or {}
+        recent[revision] = holds  # a rolled-back revision is simply recorded again
+        while len(recent) > self.PER_SESSION:
+            del recent[min(recent)]
+        self._by_session[session_id] = recent
+        while len(self._by_session) > self.SESSIONS:
+            self._by_session.popitem(last=False)
+
+    def forget(self, session_id: str | None = None) -> None:
+        """Serve the live holds from now on (one session, or all after a missed NOTIFY)."""
+        if session_id is None:
+            self._by_session.clear()
+        else:
+            self._by_session.pop(session_id, None)
+
+    def get(self, session_id: str, revision: int) -> tuple[HoldReason, ...] | None:
+        recent = self._by_session.get(session_id)
+        return recent.get(revision) if recent is not None else None
 
 
 def check_expected(view: SessionView, expected_revision: int | None) -> None:

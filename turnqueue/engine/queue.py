@@ -214,15 +214,10 @@ class QueueOps:
     ) -> SendNowResult:
         with ExitStack() as stack:
             async with self.core.session_lock(session_id):
-                claimed, previous, running = await self._claim(
-                    session_id, scope, entry_id, expected_revision
+                claimed = await self._claim(
+                    session_id, scope, entry_id, expected_revision, observed_turn
                 )
                 runner = self.core.runners.get(session_id)
-                if (runner is not None and runner.turn.id != observed_turn) or (
-                    runner is None and running is not None  # started elsewhere meanwhile (M4)
-                ):
-                    await self._unclaim(session_id, claimed, previous)
-                    raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
                 if runner is not None:
                     # Held until the replacement is delivered: CANCELLING holds every other
                     # start (Q9), so nothing slips in between the stop and the delivery.
@@ -242,11 +237,20 @@ class QueueOps:
             return SendNowResult(turn, len(claimed))
 
     async def _claim(
-        self, session_id: str, scope: SendNowScope, entry_id: str | None, expected: int | None
-    ) -> tuple[list[QueueEntry], bool, str | None]:
+        self,
+        session_id: str,
+        scope: SendNowScope,
+        entry_id: str | None,
+        expected: int | None,
+        observed_turn: str | None,
+    ) -> list[QueueEntry]:
         """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10).
 
-        Returns the claim, the auto-run it replaced and the running turn seen under the lock."""
+        Every refusal is raised before this transaction writes anything, so it rolls back
+        whole: the queue keeps its order, its policy and its pause reason (Q5). That includes
+        TURN_CHANGED, which is why the active turn is checked here, under the session lock
+        (runners change only under it) and the lock row (a start on another instance, M4),
+        rather than after the claim and undone by hand."""
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
             check_expected(view, expected)
@@ -262,20 +266,17 @@ class QueueOps:
             else:
                 assert entry_id is not None
                 ids = [_visible(visible, entry_id).id]
+            runner = self.core.runners.get(session_id)
+            if (runner is not None and runner.turn.id != observed_turn) or (
+                runner is None and view.running_turn_id is not None  # started elsewhere (M4)
+            ):
+                raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
             claimed = await tx.claim_entries(session_id, ids, owner=self.core.instance)
             if [e.id for e in claimed] != ids:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
             await tx.set_policy(session_id, auto_run=True, pause_reason=None)
             await self.core.queue_changed(tx, session_id)
-        return claimed, view.policy.auto_run, view.running_turn_id
-
-    async def _unclaim(self, session_id: str, claimed: list[QueueEntry], auto_run: bool) -> None:
-        async with self.core.store.transaction() as tx:
-            await tx.lock(session_id)
-            await tx.release_entries(session_id, [e.id for e in claimed])
-            if not auto_run:  # the policy is as it was (Q5)
-                await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.USER)
-            await self.core.queue_changed(tx, session_id)
+        return claimed
 
     async def _deliver(self, session_id: str, claimed: list[QueueEntry]) -> Turn | None:
         """Start the claimed entries as one turn; on any failure they go back (Q10)."""
@@ -290,6 +291,14 @@ class QueueOps:
                     or session_id in self.core.runners
                 ):
                     raise Conflict(ErrorCode.TURN_CHANGED, "another turn started meanwhile")
+                # W3: a step change that moved the queue to a new session while the active turn
+                # was stopping took the claimed entries with it, released: they run there, at
+                # the head of its queue, and never here too (the lock row orders the two).
+                if await tx.count_in_flight(session_id, [e.id for e in claimed]) != len(claimed):
+                    raise Conflict(
+                        ErrorCode.QUEUE_CHANGED,
+                        "the entry moved to the task's new session with a workflow step change",
+                    )
                 turn = await self.turns.start_in(tx, view, prompt, source, [e.id for e in claimed])
         except BaseException:
             async with self.core.store.transaction() as tx:

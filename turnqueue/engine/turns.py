@@ -6,6 +6,7 @@ database lock row (``tx.lock``) is taken first in every transaction that reserve
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -191,95 +192,164 @@ class Turns:
             log.exception("could not record the process group of turn %s", runner.turn.id)
 
     # -- ending -------------------------------------------------------------------------------
+    def _decide(self, runner: TurnRunner, ending: Ending) -> _Decision:
+        """What the end means, decided once, under the session lock: C8 (pending wins) is read
+        here, so no cancellation can be accepted between this decision and its commit."""
+        pending = self.core.cancellations.pending(runner.session_id)
+        result = ending.result
+        if pending:
+            status = TurnStatus.CANCELLED
+        elif result.ok:
+            status = TurnStatus.COMPLETED
+        else:
+            status = TurnStatus.FAILED
+        question = result.clarification if status is TurnStatus.COMPLETED else None
+        error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
+        return _Decision(status, error, question, pending)
+
     async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:
+        """Record a turn's end, retrying until it commits (Q10, M6).
+
+        Hazard: an end that cannot commit (the database away, another process holding SQLite's
+        write lock past ``db_timeout``) must not be dropped: nothing else would end the turn
+        while this process lives (recovery only adopts a dead instance's turns), so the session
+        would stay RUNNING with no agent and its queue would never run. The runner stays
+        registered (BUSY) until the end commits; the session lock is released between attempts
+        so that readers and other sessions' work go on. Only a shutdown gives up: recovery at
+        the next start ends the turn then."""
         sid = runner.session_id
-        status = TurnStatus.FAILED
-        moving = False
-        unchecked = False  # the workflow guard could not be read (Q9: it holds)
-        drained: DrainResult | None = None
-        following: tuple[Turn, str] | None = None  # the next turn (Q4) and its agent
-        async with self.core.session_lock(sid):
-            runner.ending = True
-            # C8: pending wins. Read under the lock, so no cancellation can be accepted between
-            # this decision and the commit below.
-            pending = self.core.cancellations.pending(sid)
-            result = ending.result
-            if pending:
-                status = TurnStatus.CANCELLED
-            elif result.ok:
-                status = TurnStatus.COMPLETED
-            question = result.clarification if status is TurnStatus.COMPLETED else None
-            error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
-            if status is TurnStatus.COMPLETED and question is None and self.moves_on_complete:
+        decision: _Decision | None = None
+        delay = END_RETRY_FIRST
+        while True:
+            async with self.core.session_lock(sid):
+                if decision is None:
+                    runner.ending = True
+                    decision = await self._decide_moves(runner, self._decide(runner, ending))
                 try:
-                    moving = await self.moves_on_complete(sid)
+                    drained, following = await self._record_end(runner, ending, decision)
                 except Exception:
-                    # The end is still recorded below; only the drain waits (Q9).
-                    log.exception("could not read the workflow step of session %s", sid)
-                    unchecked = True
-            try:
-                async with self.core.store.transaction() as tx:
-                    # The lock row first, as in every transaction that changes a session:
-                    # one lock order everywhere, so recovery on another instance cannot
-                    # deadlock with this end (lock row, then turn, then session).
-                    before = await tx.lock(sid)
-                    _, session = await tx.end_turn(
-                        runner.turn.id,
-                        status=status,
-                        output=ending.output,
-                        error=error,
-                        session_state=SessionState.WAITING_FOR_INPUT,
-                    )
-                    if question is not None:
-                        await tx.set_clarification(sid, turn_id=runner.turn.id, question=question)
-                    await self.core.queue_changed(tx, sid)
-                    self.core.publish_after(tx, EventKind.SESSION, sid, 0)
-                    done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, status)
-                    tx.after_commit(
-                        lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
-                    )
-                    if not pending and not moving and not unchecked:
-                        # Q4 in the end's own transaction (one commit per turn end), under
-                        # the same lock row; this runner, whose end this is, holds nothing. A
-                        # task that moves steps drains later, once the move has committed (W1).
-                        # The view after the end: when the locked view saw this turn running,
-                        # the end changed only the turn and the session (the lock row keeps
-                        # every other writer out), so it is that view with the new session
-                        # and no running turn; otherwise it is read again.
-                        after: SessionView | None
-                        if question is None and before.running_turn_id == runner.turn.id:
-                            after = replace(
-                                before,
-                                session=session,
-                                running_turn_id=None,
-                                running_turn_owner=None,
-                            )
-                        else:
-                            after = await tx.view(sid)
-                        if after is not None:
-                            drained, turn = await self.reserve_in(
-                                tx, after, automatic=True, ending=runner
-                            )
-                            following = (turn, after.session.agent) if turn else None
-            except Exception:
-                # The turn stays RUNNING in the database; recovery (M6) ends it later.
-                log.exception("could not record the end of turn %s", runner.turn.id)
-                status = TurnStatus.FAILED
-                drained = following = None  # nothing was reserved: it rolled back with the end
-                moving = False  # no step change on top of an unknown state
-            finally:
-                if self.core.runners.get(sid) is runner:
-                    del self.core.runners[sid]
-                runner.final_status = status
-                runner.finished.set()
-                self.core.metrics.turn_ended(status.value)
-                log.info("turn %s ended %s", runner.turn.id, status.value)  # ids from context
-            if drained is not None:
-                self.core.metrics.reservation("automatic", drained.value)
-            if following is not None:
-                self.launch(*following)
-            if moving:
-                # W1: hold the queue until the step change has committed.
-                self.core.transitions.add(sid)
-        if moving and self.on_completed is not None:
+                    log.exception("could not record the end of turn %s", runner.turn.id)
+                    if not self.core.closing:
+                        committed = False
+                    else:
+                        # Given up at shutdown: the turn stays RUNNING in the database and
+                        # recovery (M6) ends it at the next start.
+                        decision = replace(decision, status=TurnStatus.FAILED, moving=False)
+                        self._finish(runner, decision, None, None)
+                        return
+                else:
+                    committed = True
+                if committed:
+                    self._finish(runner, decision, drained, following)
+                    break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, END_RETRY_MAX)
+        if decision.moving and self.on_completed is not None:
             await self.on_completed(sid)
+
+    async def _decide_moves(self, runner: TurnRunner, decision: _Decision) -> _Decision:
+        """W1: does this completion move the task on? A guard that cannot be read holds (Q9)."""
+        if (
+            decision.status is not TurnStatus.COMPLETED
+            or decision.question is not None
+            or self.moves_on_complete is None
+        ):
+            return decision
+        try:
+            return replace(decision, moving=await self.moves_on_complete(runner.session_id))
+        except Exception:
+            # The end is still recorded; only the drain waits (Q9).
+            log.exception("could not read the workflow step of session %s", runner.session_id)
+            return replace(decision, unchecked=True)
+
+    async def _record_end(
+        self, runner: TurnRunner, ending: Ending, decision: _Decision
+    ) -> tuple[DrainResult | None, tuple[Turn, str] | None]:
+        """The end's one transaction: the turn, the session, the clarification, and the next
+        entry (Q4). Returns the drain's result and the turn to launch after COMMIT."""
+        sid = runner.session_id
+        status, question = decision.status, decision.question
+        drained: DrainResult | None = None
+        following: tuple[Turn, str] | None = None
+        async with self.core.store.transaction() as tx:
+            # The lock row first, as in every transaction that changes a session: one lock
+            # order everywhere, so recovery on another instance cannot deadlock with this end
+            # (lock row, then turn, then session).
+            before = await tx.lock(sid)
+            _, session = await tx.end_turn(
+                runner.turn.id,
+                status=status,
+                output=ending.output,
+                error=decision.error,
+                session_state=SessionState.WAITING_FOR_INPUT,
+            )
+            if question is not None:
+                await tx.set_clarification(sid, turn_id=runner.turn.id, question=question)
+            await self.core.queue_changed(tx, sid)
+            self.core.publish_after(tx, EventKind.SESSION, sid, 0)
+            done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, status)
+            tx.after_commit(lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done)))
+            if decision.drains:
+                # Q4 in the end's own transaction (one commit per turn end), under the same
+                # lock row; this runner, whose end this is, holds nothing. A task that moves
+                # steps drains later, once the move has committed (W1). The view after the
+                # end: when the locked view saw this turn running, the end changed only the
+                # turn and the session (the lock row keeps every other writer out), so it is
+                # that view with the new session and no running turn; otherwise it is read
+                # again.
+                after: SessionView | None
+                if question is None and before.running_turn_id == runner.turn.id:
+                    after = replace(
+                        before, session=session, running_turn_id=None, running_turn_owner=None
+                    )
+                else:
+                    after = await tx.view(sid)
+                if after is not None:
+                    drained, turn = await self.reserve_in(tx, after, automatic=True, ending=runner)
+                    following = (turn, after.session.agent) if turn else None
+        return drained, following
+
+    def _finish(
+        self,
+        runner: TurnRunner,
+        decision: _Decision,
+        drained: DrainResult | None,
+        following: tuple[Turn, str] | None,
+    ) -> None:
+        """After the end committed (or was given up): forget the runner, launch the next turn,
+        hold the queue for a step change. Called under the session lock."""
+        sid = runner.session_id
+        if self.core.runners.get(sid) is runner:
+            del self.core.runners[sid]
+        runner.final_status = decision.status
+        runner.finished.set()
+        self.core.metrics.turn_ended(decision.status.value)
+        log.info("turn %s ended %s", runner.turn.id, decision.status.value)  # ids from context
+        if drained is not None:
+            self.core.metrics.reservation("automatic", drained.value)
+        if following is not None:
+            self.launch(*following)
+        if decision.moving:
+            # W1: hold the queue until the step change has committed.
+            self.core.transitions.add(sid)
+
+
+#: Back-off between attempts to record a turn's end that could not commit.
+END_RETRY_FIRST = 0.05
+END_RETRY_MAX = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """What a turn's end means (decided once, whatever the number of attempts to commit it)."""
+
+    status: TurnStatus
+    error: str | None
+    question: str | None
+    pending: bool  # a cancellation was pending (C8): recorded CANCELLED, nothing drains
+    moving: bool = False  # the task moves on (W1): it drains once the move has committed
+    unchecked: bool = False  # the workflow guard could not be read (Q9: it holds)
+
+    @property
+    def drains(self) -> bool:
+        return not (self.pending or self.moving or self.unchecked)

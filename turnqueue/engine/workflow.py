@@ -72,7 +72,8 @@ class Workflows:
         self.cancels = cancels
         turns.moves_on_complete = self.moves_on_complete
         turns.on_completed = self.on_completed
-        cancels.on_cancelled = self.on_cancelled
+        cancels.moves_on_cancel = self.moves_on_cancel
+        cancels.on_cancelled = self.on_completed
 
     async def _task_of(self, session_id: str) -> tuple[Task, Session]:
         async with self.core.store.read() as tx:
@@ -106,15 +107,15 @@ class Workflows:
             self.core.transitions.discard(session_id)
         await self._drain_current(task.id)
 
-    async def on_cancelled(self, session_id: str) -> None:
+    async def moves_on_cancel(self, session_id: str) -> bool:
         """W2: a user's cancel completes the step only when the step says so."""
         task, _ = await self._task_of(session_id)
         step = self.core.workflow.step(task.workflow_step)
-        if step is None or not step.cancel_triggers_turn_complete:
-            return
-        if step.on_turn_complete is OnTurnComplete.MOVE_TO_NEXT:
-            self.core.transitions.add(session_id)
-            await self.on_completed(session_id)
+        return (
+            step is not None
+            and step.cancel_triggers_turn_complete
+            and step.on_turn_complete is OnTurnComplete.MOVE_TO_NEXT
+        )
 
     async def move_task(self, task: Task, step_name: str) -> tuple[Task, Session]:
         step = self.core.workflow.step(step_name)

@@ -13,6 +13,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Annotated
 
 import strawberry
 from graphql import GraphQLError
@@ -22,9 +23,14 @@ from turnqueue.bus import Event, EventKind, SubscriberLagged
 from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.errors import UserFacingError
 from turnqueue.resolvers.context import Context
+from turnqueue.schema import fields as described
 from turnqueue.schema.types import CancellationStatus, QueueStatus, Session, TurnOutputChunk
 
 Info = strawberry.Info[Context, None]
+
+SessionId = Annotated[
+    strawberry.ID, strawberry.argument(description="The session (one of the caller's).")
+]
 
 RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snapshot"
 
@@ -143,32 +149,50 @@ async def _output_stream(ctx: Context, session_id: str) -> AsyncGenerator[TurnOu
         sub.close()
 
 
-@strawberry.type
+@strawberry.type(
+    description="Live state of one session over graphql-transport-ws. Each subscription sends "
+    "the current snapshot first, then every change, each with its revision (R3): keep the "
+    "highest per session and kind and ignore lower ones. A subscriber that falls behind gets an "
+    "error with `extensions.code` RESYNC and the stream ends: subscribe again for a fresh "
+    "snapshot. A session that is not the caller's is an error with code NOT_FOUND (S2)."
+)
 class Subscription:
-    @strawberry.subscription  # Snapshot first, then each transition (C1, C2).
+    @described.subscription(
+        "The session's cancellation state: the current one first, then each transition "
+        "of `pending` (C1, C2), ordered by `revision`."
+    )
     async def cancellation_changed(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[CancellationStatus, None]:
         await _authorize(info.context, session_id)
         return _cancellation_stream(info.context, session_id)
 
-    @strawberry.subscription  # Snapshot first, then each change (Q13).
+    @described.subscription(
+        "The session's queue: the current status first, then each new `revision` (Q13)."
+    )
     async def queue_status_changed(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[QueueStatus, None]:
         await _authorize(info.context, session_id)
         return _queue_stream(info.context, session_id)
 
-    @strawberry.subscription  # Snapshot first, then each session or cancellation change.
+    @described.subscription(
+        "The session: its current state first, then each new session `revision` or "
+        "cancellation transition (ordered by `revision` and `cancellationRevision`)."
+    )
     async def session_changed(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[Session, None]:
         await _authorize(info.context, session_id)
         return _session_stream(info.context, session_id)
 
-    @strawberry.subscription  # The current turn's output so far, then each chunk.
+    @described.subscription(
+        "The session's turn output: the current turn's text so far first (from offset 0), "
+        "then each chunk as the agent streams it, this turn's and later ones' (a new "
+        "`turnId` starts again at offset 0)."
+    )
     async def turn_output(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[TurnOutputChunk, None]:
         await _authorize(info.context, session_id)
         return _output_stream(info.context, session_id)

@@ -219,6 +219,12 @@ class EntryStatements:
             await self._set_positions(sid, positions, in_flight=False, reserved_at=None)
         return len(rows)
 
+    async def count_in_flight(self, session_id: str, entry_ids: Sequence[str]) -> int:
+        stmt = select(func.count()).where(
+            qe.c.session_id == session_id, qe.c.in_flight == true(), qe.c.id.in_(list(entry_ids))
+        )
+        return int(await self._conn.scalar(stmt) or 0)
+
     async def in_flight_sessions(self) -> list[str]:
         stmt = select(qe.c.session_id).where(qe.c.in_flight == true()).distinct()
         return sorted(str(sid) for sid in (await self._conn.scalars(stmt)))

@@ -1,0 +1,329 @@
+"""Where two features meet: Send Now × a refusal, Send Now × a workflow transfer, a turn end ×
+a database that will not commit, cancel × a turn whose agent is gone, cancel × a W2 step change.
+
+Each race is driven as real concurrent tasks whose order the test fixes through the engine's own
+locks and events (never by sleeping): a waiter queued on an ``asyncio.Lock`` is woken in FIFO
+order, so queueing tasks on the session lock in turn fixes the order they act in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from sqlalchemy.engine import make_url
+from test_queue_rules import busy_session, enqueue
+
+from turnqueue.bus import EventKind
+from turnqueue.domain import MessageSource, PauseReason, SendNowScope, SessionState, TurnStatus
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.errors import ErrorCode, StoreError, UserFacingError
+from turnqueue.settings import Settings
+from turnqueue.store.tx import SqlTx
+
+WORKFLOW = """
+[[steps]]
+name = "WORK"
+on_turn_complete = "NONE"
+cancel_triggers_turn_complete = false
+
+[[steps]]
+name = "HANDOFF"
+new_session_on_enter = true
+
+[[steps]]
+name = "DONE"
+"""
+
+CANCEL_MOVES = """
+[[steps]]
+name = "PLAN"
+on_turn_complete = "MOVE_TO_NEXT"
+cancel_triggers_turn_complete = true
+
+[[steps]]
+name = "BUILD"
+new_session_on_enter = true
+
+[[steps]]
+name = "DONE"
+"""
+
+
+async def waiting_on(lock: asyncio.Lock, count: int) -> None:
+    """Until ``count`` tasks wait on ``lock`` (bounded; asyncio wakes them in FIFO order)."""
+    async with asyncio.timeout(WAIT):
+        # No event tells that a task has queued on a lock: look at its waiters each step.
+        while len(getattr(lock, "_waiters", None) or ()) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0)
+
+
+async def with_workflow(open_engine: Any, settings: Settings, path: Path, text: str) -> Engine:
+    await asyncio.to_thread(path.write_text, text)
+    return await open_engine(settings.model_copy(update={"workflow_file": path}))  # type: ignore[no-any-return]
+
+
+# -- Q5: a refusal changes nothing --------------------------------------------------------------
+async def test_q5_refused_send_now_keeps_order_policy_and_pause_reason(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q5: a Send Now answered TURN_CHANGED (the active turn ended and a sendMessage started
+    another while the Send Now waited) leaves [A,B,C,D] in that order, auto-run OFF with reason
+    CANCEL — not C moved to the head and the reason rewritten to USER."""
+    sid, _ = await busy_session(engine, agent)
+    ids = await enqueue(engine, sid, "A", "B", "C", "D")
+    await engine.cancel(PRINCIPAL, sid)  # Q7 parks the backlog: OFF, reason CANCEL
+    await engine.send_message(PRINCIPAL, sid, "second")
+    second = await agent.next_run()
+    parked = await engine.queue_status(sid)
+    assert (parked.auto_run, parked.pause_reason) == (False, PauseReason.CANCEL)
+
+    lock = engine.core.session_lock(sid)
+    async with lock:  # the turn's end, a sendMessage and a sendNow arrive in this order
+        second.complete()
+        await waiting_on(lock, 1)
+        message = asyncio.create_task(engine.send_message(PRINCIPAL, sid, "third"))
+        await waiting_on(lock, 2)
+        send_now = asyncio.create_task(
+            engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, ids[2], None)
+        )
+        await waiting_on(lock, 3)
+    assert (await message).turn is not None  # "third" started: the turn Send Now saw is gone
+    with pytest.raises(UserFacingError) as info:
+        await send_now
+    assert (info.value.code, info.value.message) == (
+        ErrorCode.TURN_CHANGED,
+        "the active turn changed meanwhile",
+    )
+    after = await engine.queue_status(sid)
+    assert [e.id for e in after.entries] == ids
+    assert (after.auto_run, after.pause_reason) == (False, PauseReason.CANCEL)
+    assert after.revision == (await engine.queue_status(sid)).revision
+    run = await agent.next_run()
+    assert run.prompt == "third" and agent.no_new_run()
+
+
+# -- W3 × Q5: one entry runs once ---------------------------------------------------------------
+async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destination(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """W3: Send Now claims B and waits out a stubborn turn; meanwhile the task enters a step
+    with ``new_session_on_enter``. The transfer commits first, so B runs exactly once, at the
+    head of the new session; the Send Now answers QUEUE_CHANGED and the old session stays
+    COMPLETED with no turn running (it used to run B there too)."""
+    flow = await with_workflow(open_engine, engine_settings, tmp_path / "w.toml", WORKFLOW)
+    task, session = await new_session(flow)
+    await flow.send_message(PRINCIPAL, session.id, "/stubborn")
+    stubborn = await agent.next_run()
+    entry, _ = await flow.enqueue(PRINCIPAL, session.id, "B", None)
+    await flow.enqueue(PRINCIPAL, session.id, "C", None)
+
+    moved = asyncio.Event()
+    deliver = flow.queue._deliver
+
+    async def deliver_after_the_move(session_id: str, claimed: Any) -> Any:
+        await moved.wait()  # the transfer's commit comes first
+        return await deliver(session_id, claimed)
+
+    flow.queue._deliver = deliver_after_the_move  # type: ignore[method-assign]
+    send_now = asyncio.create_task(
+        flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
+    )
+    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the replacement is stopping it
+    moved_task, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
+    moved.set()
+    with pytest.raises(UserFacingError) as info:
+        await send_now
+    assert (info.value.code, info.value.message) == (
+        ErrorCode.QUEUE_CHANGED,
+        "the entry moved to the task's new session with a workflow step change",
+    )
+
+    b = await agent.next_run()
+    assert (b.prompt, b.session_id) == ("B", destination.id)
+    await settle(flow, session.id)
+    assert agent.no_new_run()
+    old = await flow.session(PRINCIPAL, session.id)
+    assert old is not None and old.state is SessionState.COMPLETED
+    assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["/stubborn"]
+    assert [e.content for e in (await flow.queue_status(destination.id)).entries] == ["C"]
+    assert moved_task.current_session_id == destination.id
+
+
+async def test_w3_send_now_delivered_before_a_transfer_runs_once_on_the_source(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """W3, the other order: B's turn started on the source before the transfer, so B ran
+    there (the transfer stops it) and is not run again on the destination."""
+    flow = await with_workflow(open_engine, engine_settings, tmp_path / "w.toml", WORKFLOW)
+    task, session = await new_session(flow)
+    await flow.send_message(PRINCIPAL, session.id, "first")
+    await agent.next_run()
+    entry, _ = await flow.enqueue(PRINCIPAL, session.id, "B", None)
+    result = await flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
+    assert result.turn is not None
+    b = await agent.next_run()
+    assert (b.prompt, b.session_id) == ("B", session.id)
+    _, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
+    await settle(flow, destination.id)
+    assert agent.no_new_run()
+    assert (await flow.queue_status(destination.id)).entries == ()
+    assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["first", "B"]
+
+
+# -- Q10 / M6: a turn end that cannot commit ----------------------------------------------------
+async def test_q10_m6_turn_end_that_fails_to_commit_is_retried_and_the_queue_runs_on(
+    engine: Engine, agent: ManualAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Q10, M6: the first attempts to record a turn's end fail (the database is away); the
+    end is retried until it commits — the turn COMPLETED, the session free, the next entry
+    started — instead of leaving the session RUNNING with no agent until a restart."""
+    sid, first = await busy_session(engine, agent)
+    await enqueue(engine, sid, "second")
+    failures = 3
+    end_turn = SqlTx.end_turn
+
+    async def flaky(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise StoreError("the database is away")
+        return await end_turn(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqlTx, "end_turn", flaky)
+    first.complete()
+    second = await agent.next_run()
+    assert second.prompt == "second" and failures == 0
+    turns = await engine.turns_of(sid, 10)
+    assert [(t.prompt, t.status) for t in turns] == [
+        ("first", TurnStatus.COMPLETED),
+        ("second", TurnStatus.RUNNING),
+    ]
+
+
+async def test_q10_q7_outside_writer_past_the_timeout_then_cancel_parks_and_drains(
+    database_url: str,
+    engine_settings: Settings,
+    open_engine: Any,
+    agent: ManualAgent,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Q10, Q7 on SQLite: another process holds the write lock past ``db_timeout`` when a turn
+    ends. While the end cannot commit the session stays busy (prompts queue); once the lock is
+    released the end commits and the queue runs on. An explicit cancel sent meanwhile is a
+    cancel like any other: afterwards the backlog is parked (CANCEL), nothing starts."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("an outside writer holding the lock is SQLite's fault (the PG half injects)")
+    engine = await open_engine(engine_settings.model_copy(update={"db_timeout": 0.2}))
+    sid, first = await busy_session(engine, agent)
+    await enqueue(engine, sid, "second")
+    other = sqlite3.connect(make_url(database_url).database or "", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the other process's write lock
+        with caplog.at_level(logging.ERROR, logger="turnqueue.engine.turns"):
+            first.complete()
+            async with asyncio.timeout(WAIT):
+                # The log is what tells an attempt failed (no event for it): look each step.
+                while "could not record the end" not in caplog.text:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+        status = await engine.queue_status(sid)  # readers go on meanwhile
+        assert [e.content for e in status.entries] == ["second"]
+        assert sid in engine.core.runners  # still busy: the end has not committed
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    second = await agent.next_run()
+    assert second.prompt == "second"
+    await enqueue(engine, sid, "third")
+    outcome = await engine.cancel(PRINCIPAL, sid)
+    assert outcome.outcome.value in {"STOPPED", "ESCALATED"}
+    await settle(engine, sid)
+    parked = await engine.queue_status(sid)
+    assert (parked.auto_run, parked.pause_reason) == (False, PauseReason.CANCEL)
+    assert [e.content for e in parked.entries] == ["third"] and agent.no_new_run()
+
+
+# -- C5 × Q7: a turn whose agent is gone --------------------------------------------------------
+async def test_c5_q7_cancel_of_a_turn_whose_agent_is_gone_parks_the_backlog(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C5, Q7: a RUNNING turn with no agent behind it (none in this process, no live owner)
+    is ended CANCELLED by an explicit cancel, which also parks the backlog (reason CANCEL)
+    before its reference is released, and pending goes true then false (C1)."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    await enqueue(engine, sid, "A", "B")
+    async with engine.core.store.transaction() as tx:  # a turn no agent runs
+        await tx.lock(sid)
+        ghost = await tx.start_turn(
+            sid, prompt="ghost", source=MessageSource.USER, owner=engine.core.instance
+        )
+    await engine.set_auto_run(PRINCIPAL, sid, True, None)  # held: the session is busy
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        result = await engine.cancel(PRINCIPAL, sid)
+        flags = [(await next_event(sub, EventKind.CANCELLATION)).cancellation.pending for _ in "ab"]  # type: ignore[attr-defined]
+    assert flags == [True, False]
+    assert result.outcome.value == "STOPPED" and not result.cancellation.pending
+    turn = await engine.current_turn(sid)
+    assert turn is not None and (turn.id, turn.status) == (ghost.id, TurnStatus.CANCELLED)
+    status = await engine.queue_status(sid)
+    assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
+    assert [e.content for e in status.entries] == ["A", "B"] and agent.no_new_run()
+
+
+# -- W2: the cancel's step change is atomic with the cancel -------------------------------------
+async def test_w2_prompt_arriving_as_the_cancel_ends_does_not_start_on_the_step_being_left(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """W2 × enqueueMessage: a user's cancel on a step whose cancel completes the turn moves
+    the task; another client's enqueueMessage arriving the moment the cancellation ends must
+    not start a turn on the old step — it runs on the new session once the move commits."""
+    flow = await with_workflow(open_engine, engine_settings, tmp_path / "w.toml", CANCEL_MOVES)
+    task, session = await new_session(flow)
+    await flow.send_message(PRINCIPAL, session.id, "plan it")
+    await agent.next_run()
+    with flow.subscribe(session.id, [EventKind.CANCELLATION]) as sub:
+        cancel = asyncio.create_task(flow.cancel(PRINCIPAL, session.id))
+        while (await next_event(sub, EventKind.CANCELLATION)).cancellation.pending:  # type: ignore[attr-defined]
+            pass
+        await flow.enqueue(PRINCIPAL, session.id, "late", None)  # as pending turns false
+        await cancel
+    run = await agent.next_run()
+    moved = await flow.task(PRINCIPAL, task.id)
+    assert moved is not None and moved.workflow_step == "BUILD"
+    assert (run.prompt, run.session_id) == ("late", moved.current_session_id)
+    assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["plan it"]
+
+
+# -- Q13 × Q9: one revision, one heldBy ---------------------------------------------------------
+async def test_q13_a_queue_revision_is_never_served_with_two_held_by_values(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q13, Q9: a cancel makes CANCELLING a hold a moment before the transaction that bumps
+    the queue revision for it commits. A status read in that moment still shows the revision
+    it read with the holds that revision had; the new hold comes with the next revision."""
+    sid, _ = await busy_session(engine, agent)
+    before = await engine.queue_status(sid)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    touch = engine.core.touch_queue
+
+    async def touch_later(session_id: str) -> None:
+        entered.set()
+        await gate.wait()
+        await touch(session_id)
+
+    engine.core.touch_queue = touch_later  # type: ignore[method-assign]
+    cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+    await asyncio.wait_for(entered.wait(), WAIT)  # the reference is taken, not yet bumped
+    assert engine.core.cancellations.pending(sid)
+    during = await engine.queue_status(sid)
+    gate.set()
+    await cancel
+    assert during.revision == before.revision and during.held_by == before.held_by
+    assert (await engine.queue_status(sid)).revision > before.revision
