@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from turnqueue.agents import Signal
-from turnqueue.bus import Event, EventKind
+from turnqueue.bus import EventKind
 from turnqueue.domain import CancelKind, CancelOutcome, PauseReason, SessionState, TurnStatus
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
@@ -84,6 +84,7 @@ class Cancels:
             async with self.core.session_lock(session_id):
                 runner = self.core.runners.get(session_id)
                 if runner is not None and not runner.ending:
+                    await self._mark_accepted(session_id, runner.turn.id)  # Q7, durable first
                     stack.enter_context(
                         self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
                     )
@@ -92,8 +93,7 @@ class Cancels:
             try:
                 outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
                 if runner is not None:
-                    # CANCELLING is now a hold; the accepted cancel is marked durably (Q7)
-                    await self._accepted(session_id, runner.turn.id)
+                    await self.core.touch_queue(session_id)  # CANCELLING is now a hold
                     outcome = await self.stop(runner)
                 cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
                 await self._park_backlog(session_id)  # Q7: before the reference is released
@@ -154,19 +154,14 @@ class Cancels:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
-    async def _accepted(self, session_id: str, turn_id: str) -> None:
-        """Q7: mark the accepted explicit cancel durably, in the transaction that records the
-        CANCELLING hold (Q13), so that recovery parks the backlog if this instance dies before
-        ``_park_backlog`` (which clears the mark). A failure is told as ``touch_queue`` does."""
-        try:
-            async with self.core.store.transaction() as tx:
-                await tx.lock(session_id)
-                await tx.set_cancel_mark(session_id, turn_id)
-                await self.core.queue_changed(tx, session_id)
-        except Exception:
-            log.exception("could not record the cancel of session %s", session_id)
-            self.core.holds_at.forget(session_id)
-            self.core.bus.publish(Event(EventKind.RESYNC, session_id))
+    async def _mark_accepted(self, session_id: str, turn_id: str) -> None:
+        """Q7: record the explicit cancel of ``turn_id`` durably before it is accepted, so that
+        recovery parks the backlog if this instance dies before ``_park_backlog`` (which clears
+        the mark in the transaction that parks). If it cannot be written, the cancel fails
+        with the store's error and nothing was accepted. Called under the session lock."""
+        async with self.core.store.transaction() as tx:
+            await tx.lock(session_id)
+            await tx.set_cancel_mark(session_id, turn_id)
 
     async def _park_backlog(self, session_id: str) -> None:
         async with self.core.store.transaction() as tx:
