@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import struct
 import subprocess
 import sys
 from collections.abc import AsyncGenerator
@@ -17,6 +18,9 @@ from gql import Client as GqlClient
 from gql import gql
 from gql.client import AsyncClientSession
 from gql.transport.websockets import WebsocketsTransport
+from sqlalchemy.engine import make_url
+
+from turnqueue.store.notify import LISTENER_NAME
 
 
 class Server:
@@ -132,3 +136,87 @@ class Subscriber:
         if self._agen is not None:
             await self._agen.aclose()
         await self._client.close_async()
+
+
+class PgProxy:
+    """A TCP proxy between one server process and PostgreSQL, to cut that process's LISTEN
+    connection and keep it cut for as long as a test needs (C7, R2).
+
+    ``hold()`` makes new *listener* connections (``application_name`` turnqueue-listen, read
+    from the startup message) wait, accepted but not forwarded, until ``release()``; every other
+    connection (the pools: requests, heartbeats) goes through at once. ``backends`` are this
+    proxy's upstream local ports, i.e. ``pg_stat_activity.client_port`` of the process's
+    backends, so a test can terminate exactly its LISTEN connection. The proxy declines TLS
+    (answers an SSLRequest with ``N``, as a server without TLS does) to read the startup."""
+
+    def __init__(self, database_url: str) -> None:
+        url = make_url(database_url)
+        self._upstream = (url.host or "127.0.0.1", url.port or 5432)
+        self._url = url
+        self._open = asyncio.Event()
+        self._open.set()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.backends: set[int] = set()
+
+    async def start(self) -> str:
+        """Listen on a free loopback port; returns the database URL to give the process."""
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        proxied = self._url.set(host="127.0.0.1", port=port)
+        return proxied.render_as_string(hide_password=False)
+
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            startup = await _startup(reader, writer)
+            if b"application_name\x00" + LISTENER_NAME.encode() + b"\x00" in startup:
+                await self._open.wait()
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+            self.backends.add(up_writer.get_extra_info("sockname")[1])
+            up_writer.write(startup)
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+SSL_REQUEST = 80877103
+
+
+async def _startup(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """The client's startup message (after declining an SSLRequest), whole."""
+    while True:
+        head = await reader.readexactly(8)
+        length, code = struct.unpack("!II", head)
+        if length == 8 and code == SSL_REQUEST:
+            writer.write(b"N")
+            await writer.drain()
+            continue
+        return head + await reader.readexactly(length - 8)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()

@@ -12,7 +12,7 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 from cluster_helpers import WAIT, Server, Subscriber
 
-from turnqueue.store.notify import asyncpg_dsn
+from turnqueue.store.notify import LISTENER_NAME, asyncpg_dsn
 
 StartServers = Callable[..., Awaitable[list[Server]]]
 
@@ -167,7 +167,8 @@ async def test_m4_a_killed_listen_connection_is_recovered_with_a_resync(
         try:
             killed = await conn.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+                "WHERE datname = current_database() AND application_name = $1",
+                LISTENER_NAME,  # not "query LIKE 'LISTEN%'": a listener's last query may be a ping
             )
         finally:
             await conn.close()

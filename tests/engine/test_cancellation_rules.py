@@ -9,7 +9,14 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event
 
 from turnqueue.agents import Signal
 from turnqueue.bus import EventKind
-from turnqueue.domain import CancelKind, CancellationStatus, CancelOutcome, SendNowScope, TurnStatus
+from turnqueue.domain import (
+    CancelKind,
+    CancellationStatus,
+    CancelOutcome,
+    PauseReason,
+    SendNowScope,
+    TurnStatus,
+)
 from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
@@ -237,3 +244,182 @@ async def test_q9_cancelling_is_a_hold_and_is_listed(engine: Engine, agent: Manu
         assert admission.entry is not None  # queued, not started
         await cancel
     assert "CANCELLING" not in (await engine.queue_status(sid)).held_by
+
+
+# -- several instances and dying owners (C5, C7, R2, Q7) -------------------------------------------
+
+
+def test_r2_a_transition_continues_above_what_another_instance_published() -> None:
+    """R2: an older process (epoch 1) owning a later turn continues above the revisions a newer
+    one (epoch 2) published for the session, whether it heard them (relay) or read the durable
+    floor (raise_floor); the floor it stores reserves the release of a reference it holds."""
+    seen: list[CancellationStatus] = []
+    older = CancellationRegistry(1, seen.append)
+    newer = 2 << 32
+    older.relay(CancellationStatus("s", False, newer + 2), origin=2)
+    with older.reference("s", CancelKind.EXPLICIT):
+        assert older.floor_hint("s") == newer + 4  # the release's revision is reserved
+    older.raise_floor("t", newer + 7)  # never heard: the durable high-water mark
+    with older.reference("t", CancelKind.EXPLICIT):
+        pass
+    assert [(s.pending, s.revision) for s in seen] == [
+        (True, newer + 3),
+        (False, newer + 4),
+        (True, newer + 8),
+        (False, newer + 9),
+    ]
+
+
+def test_c7_a_relayed_hold_that_clears_owes_the_queue_a_drain() -> None:
+    """C7/Q9: a queue held by a relayed ``pending`` is owed a drain when the value clears
+    (relayed false, or forgotten because its publisher is gone); one never held is not."""
+    registry = CancellationRegistry(1, lambda _: None)
+    high = 9 << 32  # published by a newer instance (epoch 9)
+    registry.relay(CancellationStatus("s", True, 10), origin=5)
+    registry.relay(CancellationStatus("u", True, 10), origin=5)
+    assert registry.pending("s") is True  # a hold was read from the relayed value
+    assert registry.relay(CancellationStatus("s", False, 11), origin=5) is True
+    assert registry.relay(CancellationStatus("u", False, 11), origin=5) is False  # never held
+    registry.relay(CancellationStatus("v", True, high), origin=5)
+    assert registry.pending("v") is True
+    assert registry.relayed_pending() == {"v": 5}
+    assert registry.forget_origins({6}) == ["v"]  # its publisher is no longer live
+    assert registry.status("v") == CancellationStatus("v", False, 0)
+    with registry.reference("v", CancelKind.EXPLICIT):  # the floor outlives the forgetting
+        assert registry.status("v").revision == high + 1
+
+
+def _pg_only(database_url: str) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("several instances share a database only on PostgreSQL (M4)")
+
+
+def _gate(engine: Engine) -> list[bool]:
+    """Drop every notification this instance's LISTEN connection would hand it while the
+    returned flag is ``[False]``: the connection is cut, as far as the engine can tell."""
+    assert engine.core.cluster is not None
+    listener = engine.core.cluster._listener
+    deliver = listener._on_message
+    open_ = [True]
+
+    def gated(payload: str) -> None:
+        if open_[0]:
+            deliver(payload)
+
+    listener._on_message = gated  # type: ignore[method-assign]
+    return open_
+
+
+async def _until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Poll a condition owned by other tasks (NOTIFY round trips), with a bounded deadline."""
+    for _ in range(int(WAIT / 0.02)):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_c5_c7_relayed_pending_missed_during_an_outage_clears_and_the_held_queue_runs(
+    database_url: str, engine_settings, open_engine, agent: ManualAgent
+) -> None:
+    """C5/C7: B relays A's ``pending: true``; B's LISTEN is cut while A's cancel ends. Once
+    LISTEN is back (resync) B asks again and answers what A says, with A's revision; the
+    message B queued meanwhile on the idle session (its relayed hold) then runs (Q9)."""
+    _pg_only(database_url)
+    # The stop waits out the ignored interrupt until the test ends the turn itself.
+    a = await open_engine(engine_settings.model_copy(update={"cancel_timeout": 60}))
+    agent_b = ManualAgent()
+    b = await open_engine(agent_=agent_b)
+    sid, run = await busy(a, agent, "/stubborn")
+    with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
+        cancel = asyncio.create_task(a.cancel(PRINCIPAL, sid))
+        await next_event(on_a, EventKind.CANCELLATION)  # accepted on A
+    await _until(lambda: b.cancellation(sid).pending, "B to relay pending")
+    listening = _gate(b)
+    listening[0] = False
+    run.fail("stopped at last")  # the cancel ends while B hears nothing
+    result = await asyncio.wait_for(cancel, WAIT)
+    assert result.cancellation.pending is False and result.outcome is CancelOutcome.STOPPED
+    assert b.cancellation(sid).pending is True  # missed: what main answered forever
+    admission = await b.send_message(PRINCIPAL, sid, "through B")
+    assert admission.entry is not None  # held by the stale relayed value, on an idle session
+    listening[0] = True
+    b.core.cluster._on_resync()  # type: ignore[union-attr]  # LISTEN is back
+    following = await agent_b.next_run()  # the held queue runs on
+    assert following.prompt == "through B"
+    assert b.cancellation(sid) == a.cancellation(sid) == result.cancellation
+    assert "CANCELLING" not in (await b.queue_status(sid)).held_by
+    following.complete()
+
+
+async def test_r2_an_older_instance_owning_a_later_turn_continues_above_the_newer_one(
+    database_url: str, open_engine, agent: ManualAgent
+) -> None:
+    """R2: A starts first, B second (a newer epoch). B owns and cancels turn 1 while A hears
+    nothing (its LISTEN cut); A then owns and cancels turn 2: its revisions still exceed B's,
+    read from the durable floor its turn start took over."""
+    _pg_only(database_url)
+    a = await open_engine()
+    agent_b = ManualAgent()
+    b = await open_engine(agent_=agent_b)
+    assert b.core.instance > a.core.instance
+    listening = _gate(a)
+    listening[0] = False
+    _, session = await new_session(b)
+    sid = session.id
+    await b.send_message(PRINCIPAL, sid, "turn 1")
+    await agent_b.next_run()
+    first = await b.cancel(PRINCIPAL, sid)
+    assert a.cancellation(sid).revision == 0  # A heard none of it
+    await a.send_message(PRINCIPAL, sid, "turn 2")
+    await agent.next_run()
+    with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
+        second = await a.cancel(PRINCIPAL, sid)
+        started = await next_event(on_a, EventKind.CANCELLATION)
+    assert started.cancellation.pending is True  # type: ignore[attr-defined]
+    assert first.cancellation.revision < started.revision < second.cancellation.revision  # type: ignore[attr-defined]
+
+
+async def test_q7_an_explicit_cancel_whose_owner_dies_mid_cancel_still_parks_the_backlog(
+    engine_settings, open_engine, agent: ManualAgent
+) -> None:
+    """Q7: the owner dies after accepting an explicit cancel (the stubborn turn ignored the
+    interrupt) and before it parked the backlog. Recovery parks it instead of draining: the
+    turn fails as interrupted (M6), the entries stay queued in order, paused with reason
+    CANCEL, and nothing starts until the user resumes."""
+    slow = engine_settings.model_copy(update={"cancel_timeout": 60, "cancel_operation_timeout": 90})
+    engine = await open_engine(slow)
+    sid, _run = await busy(engine, agent, "/stubborn")
+    for content in ("next-1", "next-2"):
+        await engine.enqueue(PRINCIPAL, sid, content, None)
+    before = (await engine.queue_status(sid)).revision
+    cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+    for _ in range(int(WAIT / 0.01)):  # accepted durably: the hold's revision is committed
+        if (await engine.queue_status(sid)).revision > before:
+            break
+        await asyncio.sleep(0.01)
+    assert "CANCELLING" in (await engine.queue_status(sid)).held_by
+    await crash(engine)  # mid-cancel: the stop is still waiting out the interrupt
+    second = ManualAgent()
+    restarted = await open_engine(slow, agent_=second)
+    turns = await restarted.turns_of(sid, 5)
+    assert [(t.status, t.error) for t in turns] == [(TurnStatus.FAILED, "interrupted")]
+    status = await restarted.queue_status(sid)
+    assert [e.content for e in status.entries] == ["next-1", "next-2"]
+    assert status.auto_run is False and status.pause_reason is PauseReason.CANCEL
+    assert second.no_new_run()
+    resumed = await restarted.set_auto_run(PRINCIPAL, sid, True, None)  # the user resumes
+    assert resumed is not None and resumed.prompt == "next-1"
+    assert (await second.next_run()).prompt == "next-1"
+    cancel.cancel()  # the dead engine's leftovers
+    await asyncio.gather(cancel, return_exceptions=True)
+    for run in agent.runs:
+        run.fail("process died")
+
+
+async def crash(engine: Engine) -> None:
+    """The process dies (see tests/engine/test_recovery.py): its runtime forgets its turns."""
+    engine.core.closing = True
+    engine.core.runners.clear()
+    if engine.core.cluster is not None:
+        await engine.core.cluster.aclose()

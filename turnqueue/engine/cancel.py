@@ -84,6 +84,7 @@ class Cancels:
             async with self.core.session_lock(session_id):
                 runner = self.core.runners.get(session_id)
                 if runner is not None and not runner.ending:
+                    await self._mark_accepted(session_id, runner.turn.id)  # Q7, durable first
                     stack.enter_context(
                         self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
                     )
@@ -153,9 +154,20 @@ class Cancels:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
+    async def _mark_accepted(self, session_id: str, turn_id: str) -> None:
+        """Q7: record the explicit cancel of ``turn_id`` durably before it is accepted, so that
+        recovery parks the backlog if this instance dies before ``_park_backlog`` (which clears
+        the mark in the transaction that parks). If it cannot be written, the cancel fails
+        with the store's error and nothing was accepted. Called under the session lock."""
+        async with self.core.store.transaction() as tx:
+            await tx.lock(session_id)
+            await tx.set_cancel_mark(session_id, turn_id)
+
     async def _park_backlog(self, session_id: str) -> None:
         async with self.core.store.transaction() as tx:
             view = await tx.lock(session_id)
+            if view.cancel_mark is not None:
+                await tx.set_cancel_mark(session_id, None)  # decided here, atomically
             if view.queued == 0:
                 return
             await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)

@@ -1,16 +1,37 @@
-"""The cancellation-pending projection (C1, C2, C7, R2).
+"""The cancellation-pending projection (C1, C2, C5, C7, R2).
 
 Each session has a runtime reference count of accepted cancellation operations of every kind. The
 first reference sets ``pending``, the last clears it, and each of those two transitions — and only
 those — increases the session's cancellation revision.
 
-Revisions are ``epoch << 32 | counter``. The epoch comes from a durable database sequence at
-process start (R2), so every revision this process issues is larger than every revision any earlier
+Revisions start at ``epoch << 32``. The epoch comes from a durable database sequence at process
+start (R2), so every revision this process issues is larger than every revision any earlier
 process issued. A process that knows nothing of a session answers ``(False, 0)``, which can never
 outrank a real transition; a process that is not the owner relays what it heard (C7, ``relay``).
 When a process recovers a session whose owner died (M6), it ``adopt``s it with a fresh epoch and
 publishes ``(False, epoch << 32)``, which outranks whatever the dead owner said, so no client keeps
 a stale ``pending: true``.
+
+R2 across instances: a session's turns can be owned by different instances over time, and an
+older instance (a smaller epoch) may own a later turn. Its revisions must still exceed every
+revision any instance published for the session, so each transition continues above the
+session's *floor*: the highest revision known to have been published (or reserved) for it by
+anyone. The floor has two sources:
+
+- what this process heard (``relay``), which suffices while its LISTEN connection is up;
+- a durable high-water mark on the session's lock row (``raise_floor``), which covers what it
+  did not hear (it was down, or its LISTEN was cut). Every transaction that changes a session's
+  queue status writes ``floor_hint`` there and reads the stored value back (``Core.queue_changed``).
+  While a reference is held the hint *reserves* the release's revision too (``revision + 1``):
+  the owner's turn-end transaction writes it before the end commits, and the next owner's turn
+  start reads it under the same lock row after that commit, so even a release published after
+  the next turn started elsewhere stays below what the next owner issues.
+
+C7 for relays: a relaying process that may have missed a transition must not keep answering, or
+holding a queue with, what it relayed. ``relayed_pending`` lists what to ask the owners again after
+a LISTEN outage (``engine.cluster``); ``forget`` and ``forget_origins`` drop relayed values whose
+owner cannot confirm them (it died). A drain is owed to every session whose queue a relayed
+``pending`` held (``pending`` records it): when that relayed value clears, the caller drains.
 
 Hazard: count, revision and the publication happen in one synchronous critical section (no
 ``await`` inside), so transitions are published in the order they happened, and a snapshot
@@ -19,7 +40,7 @@ Hazard: count, revision and the publication happen in one synchronous critical s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -31,10 +52,16 @@ COUNTER_BITS = 32
 
 @dataclass(slots=True)
 class _Entry:
-    base: int
+    #: the last revision this process issued for the session (its epoch's base before any)
+    revision: int
     count: int = 0
-    counter: int = 0
     kinds: list[CancelKind] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Relayed:
+    status: CancellationStatus
+    origin: int  # the instance that published it (0: unknown)
 
 
 class CancellationRegistry:
@@ -44,41 +71,122 @@ class CancellationRegistry:
         self._epoch = epoch
         self._base = epoch << COUNTER_BITS
         self._entries: dict[str, _Entry] = {}
-        self._relayed: dict[str, CancellationStatus] = {}
+        self._relayed: dict[str, _Relayed] = {}
+        #: R2: the highest revision published (or reserved) for a session by another process
+        self._floor: dict[str, int] = {}
+        #: sessions whose queue a relayed ``pending`` held: a drain is owed when it clears
+        self._held: set[str] = set()
         self._on_transition = on_transition
 
     @property
     def epoch(self) -> int:
         return self._epoch
 
+    # -- reading --------------------------------------------------------------------------------
     def status(self, session_id: str) -> CancellationStatus:
         entry = self._entries.get(session_id)
         relayed = self._relayed.get(session_id)
         if entry is not None:
-            local = CancellationStatus(session_id, entry.count > 0, entry.base + entry.counter)
+            local = CancellationStatus(session_id, entry.count > 0, entry.revision)
             # After a turn of ours, the session may have moved to another owner: the newest wins.
-            if relayed is None or entry.count > 0 or local.revision >= relayed.revision:
+            if relayed is None or entry.count > 0 or local.revision >= relayed.status.revision:
                 return local
         if relayed is not None:
-            return relayed
+            return relayed.status
         return CancellationStatus(session_id, False, 0)
 
     def pending(self, session_id: str) -> bool:
-        """Whether a cancellation is under way, here or (as relayed) at the owner."""
-        return self.status(session_id).pending
+        """Whether a cancellation is under way, here or (as relayed) at the owner: a hold (Q9).
 
+        A hold that comes from a relayed value is remembered, so that the queue it held is
+        drained when the value clears (the owner's own drain may have run before it)."""
+        status = self.status(session_id)
+        entry = self._entries.get(session_id)
+        if status.pending and (entry is None or entry.count == 0):
+            self._held.add(session_id)  # pending only as relayed
+        return status.pending
+
+    def own(self, session_id: str) -> CancellationStatus | None:
+        """This process's own projection of the session (never a relayed one), if any."""
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return None
+        return CancellationStatus(session_id, entry.count > 0, entry.revision)
+
+    def own_pending(self) -> list[CancellationStatus]:
+        """Every session with a cancellation of this process under way (C7: asked by others)."""
+        return [
+            CancellationStatus(sid, True, e.revision) for sid, e in self._entries.items() if e.count
+        ]
+
+    def kinds(self, session_id: str) -> tuple[CancelKind, ...]:
+        entry = self._entries.get(session_id)
+        return tuple(entry.kinds or ()) if entry else ()
+
+    # -- R2: the floor ----------------------------------------------------------------------------
+    def floor_hint(self, session_id: str) -> int:
+        """The highest revision known for the session, including one reserved for the release
+        of a reference held here: what the durable high-water mark must be at least."""
+        hint = self._floor.get(session_id, 0)
+        entry = self._entries.get(session_id)
+        if entry is not None:
+            hint = max(hint, entry.revision + (1 if entry.count else 0))
+        return hint
+
+    def raise_floor(self, session_id: str, floor: int) -> None:
+        """The durable high-water mark read back from the store: continue above it."""
+        if floor > self.floor_hint(session_id):  # not merely what this process wrote itself
+            self._floor[session_id] = floor
+
+    # -- relaying (C7) ----------------------------------------------------------------------------
+    def relay(self, status: CancellationStatus, origin: int = 0) -> bool:
+        """Remember a transition published by the owning process (C7); never invent one.
+
+        Returns True when it cleared a relayed ``pending`` that held this session's queue: the
+        caller owes that queue a drain."""
+        sid = status.session_id
+        if status.revision > self._floor.get(sid, 0):
+            self._floor[sid] = status.revision
+        current = self._relayed.get(sid)
+        if current is not None and status.revision <= current.status.revision:
+            return False
+        self._relayed[sid] = _Relayed(status, origin)
+        return not status.pending and self._release_hold(sid)
+
+    def relayed_pending(self) -> dict[str, int]:
+        """Relayed sessions answered as pending, with the instance that said so."""
+        return {sid: r.origin for sid, r in self._relayed.items() if r.status.pending}
+
+    def forget(self, session_id: str) -> bool:
+        """Drop what was relayed for the session (its owner cannot confirm it: C7). The floor
+        stays (R2). Returns True when a drain is owed (a relayed hold cleared)."""
+        relayed = self._relayed.pop(session_id, None)
+        return relayed is not None and relayed.status.pending and self._release_hold(session_id)
+
+    def forget_origins(self, live: Iterable[int]) -> list[str]:
+        """Forget every relayed ``pending`` whose publisher is no longer live (C5, C7: the owner
+        died). Returns the sessions owed a drain."""
+        alive = set(live)
+        gone = [sid for sid, origin in self.relayed_pending().items() if origin not in alive]
+        return [sid for sid in gone if self.forget(sid)]
+
+    def _release_hold(self, session_id: str) -> bool:
+        if session_id in self._held and not self.status(session_id).pending:
+            self._held.discard(session_id)
+            return True
+        return False
+
+    # -- owning -----------------------------------------------------------------------------------
     def adopt(self, session_id: str, epoch: int) -> None:
         """A recovered session (M6): clear it with a revision above anything said before."""
         entry = self._entries.get(session_id)
         if entry is not None and entry.count > 0:
             return  # a live cancellation of ours: it clears itself
-        entry = self._entries[session_id] = _Entry(base=epoch << COUNTER_BITS)
+        base = max(epoch << COUNTER_BITS, self._floor.get(session_id, 0))
+        entry = self._entries[session_id] = _Entry(revision=base)
         self._relayed.pop(session_id, None)
-        self._on_transition(CancellationStatus(session_id, False, entry.base))
-
-    def kinds(self, session_id: str) -> tuple[CancelKind, ...]:
-        entry = self._entries.get(session_id)
-        return tuple(entry.kinds or ()) if entry else ()
+        self._held.discard(session_id)
+        self._on_transition(CancellationStatus(session_id, False, entry.revision))
 
     @contextmanager
     def reference(self, session_id: str, kind: CancelKind) -> Iterator[None]:
@@ -89,16 +197,10 @@ class CancellationRegistry:
         finally:
             self._release(session_id, kind)
 
-    def relay(self, status: CancellationStatus) -> None:
-        """Remember a transition published by the owning process (C7); never invent one."""
-        current = self._relayed.get(status.session_id)
-        if current is None or status.revision > current.revision:
-            self._relayed[status.session_id] = status
-
     def _acquire(self, session_id: str, kind: CancelKind) -> None:
         entry = self._entries.get(session_id)
         if entry is None:
-            entry = self._entries[session_id] = _Entry(base=self._base)
+            entry = self._entries[session_id] = _Entry(revision=self._base)
         entry.kinds = [*(entry.kinds or ()), kind]
         entry.count += 1
         if entry.count == 1:
@@ -113,9 +215,9 @@ class CancellationRegistry:
             self._transition(session_id, entry)
 
     def _transition(self, session_id: str, entry: _Entry) -> None:
-        entry.counter += 1
-        if entry.counter >= 2**COUNTER_BITS:
-            raise OverflowError("cancellation counter exhausted for this epoch")
-        self._on_transition(
-            CancellationStatus(session_id, entry.count > 0, entry.base + entry.counter)
-        )
+        # R2: above our own last revision and above anything anyone published for the session.
+        revision = max(entry.revision, self._floor.get(session_id, 0)) + 1
+        if revision > MAX_REVISION:
+            raise OverflowError("cancellation revisions exhausted")
+        entry.revision = revision
+        self._on_transition(CancellationStatus(session_id, entry.count > 0, revision))

@@ -13,6 +13,15 @@ Messages travel on one NOTIFY channel as compact JSON:
   re-issued with a revision of the receiver's own.
 - ``cmd`` / ``re``: a request to the owner and its reply.
 
+C7 after a LISTEN outage: what was relayed as ``pending`` may be stale (the release was lost with
+the connection). Once LISTEN is back, every live instance is asked what it owns now
+(``cancellations``): a newer value replaces the stale one; one its publisher no longer confirms is
+forgotten; one whose publisher does not answer stays a hold (Q9: a guard that cannot be checked
+holds) and is asked again after each heartbeat, until the publisher answers or is declared dead
+(recovery then forgets it, after parking what it must, M6/Q7). A queue that a relayed ``pending``
+held is drained when it clears (``on_released``): the owner's own drain may have run before an
+entry queued here committed.
+
 Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
 (its row is gone) and abandons its turns, whose ends the adopter has already recorded.
 """
@@ -23,7 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from turnqueue.bus import Event, EventKind
@@ -37,6 +46,12 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
+#: C7 confirmations: sessions asked about per request, own cancellations reported per reply
+#: (each keeps a NOTIFY payload well under its limit).
+ASK_CHUNK = 60
+MAX_REPORTED = 100
+
+
 class OwnerUnreachable(Exception):
     """The owning instance did not answer in time."""
 
@@ -48,7 +63,12 @@ class Cluster:
         self.lease = core.settings.lease_seconds
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.handlers: dict[str, Handler] = {}
+        self.handlers: dict[str, Handler] = {"cancellations": self._serve_cancellations}
+        #: called when a relayed hold cleared (C7): the queue it held is owed a drain
+        self.on_released: Callable[[str], Coroutine[Any, Any, None]] | None = None
+        #: relayed ``pending`` values to confirm after a LISTEN outage: {session: revision}
+        self._unconfirmed: dict[str, int] = {}
+        self._confirming: asyncio.Task[None] | None = None
         #: called each heartbeat with the live instances and whether one vanished since the last
         self.on_orphans: Callable[[set[int], bool], Awaitable[None]] | None = None
         self._last_live: set[int] = set()
@@ -197,7 +217,8 @@ class Cluster:
         sid = m["s"]
         if kind is EventKind.CANCELLATION:
             status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
-            self.core.cancellations.relay(status)
+            if self.core.cancellations.relay(status, int(m.get("o", 0))):
+                self._released(sid)
             event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
         elif kind is EventKind.OUTPUT:
             chunk = OutputChunk(sid, m["u"], int(m["f"]), m["x"], bool(m["d"]), TurnStatus(m["st"]))
@@ -207,9 +228,85 @@ class Cluster:
         self.core.bus.publish(event)
 
     def _on_resync(self) -> None:
-        """Notifications were lost while LISTEN was down: every subscriber re-reads."""
+        """Notifications were lost while LISTEN was down: every subscriber re-reads, and what
+        was relayed as pending is confirmed with the owners (C7)."""
+        registry = self.core.cancellations
+        for session_id in registry.relayed_pending():
+            self._unconfirmed[session_id] = registry.status(session_id).revision
+        self._confirm_soon(always=True)
         for session_id in self.core.bus.sessions():
             self.core.bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
+
+    def _released(self, session_id: str) -> None:
+        if self.on_released is not None and not self.core.closing:
+            self.core.spawn(self.on_released(session_id), name=f"released:{session_id}")
+
+    # -- C7: confirming relayed values after an outage ----------------------------------------
+    def _confirm_soon(self, always: bool = False) -> None:
+        if not (always or self._unconfirmed):
+            return
+        if self._confirming is None or self._confirming.done():
+            self._confirming = self.core.spawn(self._confirm(), name="cluster-confirm")
+
+    async def _serve_cancellations(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What this instance owns for the sessions asked about, and every cancellation of its
+        own under way (another instance may have missed its start)."""
+        registry = self.core.cancellations
+        found = {sid: st for sid in args.get("ss", []) if (st := registry.own(str(sid)))}
+        pending = registry.own_pending()
+        if len(pending) > MAX_REPORTED:
+            log.warning("%d cancellations under way; reporting %d", len(pending), MAX_REPORTED)
+        for status in pending[:MAX_REPORTED]:
+            found.setdefault(status.session_id, status)
+        return {"st": [[st.session_id, st.pending, st.revision] for st in found.values()]}
+
+    async def _ask(self, instance: int, session_ids: list[str]) -> list[CancellationStatus] | None:
+        timeout = max(2.0, self.lease)
+        statuses: list[CancellationStatus] = []
+        chunks = [session_ids[i : i + ASK_CHUNK] for i in range(0, len(session_ids), ASK_CHUNK)]
+        try:
+            for chunk in chunks or [[]]:
+                reply = await self.call(instance, "cancellations", {"ss": chunk}, timeout)
+                statuses += [CancellationStatus(s, bool(p), int(r)) for s, p, r in reply["st"]]
+        except (OwnerUnreachable, UserFacingError) as exc:
+            log.warning("instance %s did not confirm its cancellations: %s", instance, exc)
+            return None
+        return statuses
+
+    async def _confirm(self) -> None:
+        registry = self.core.cancellations
+        asked = dict(self._unconfirmed)
+        others = sorted(await self.live() - {self.instance})
+        replies = await asyncio.gather(*(self._ask(i, sorted(asked)) for i in others))
+        answered = {i for i, reply in zip(others, replies, strict=True) if reply is not None}
+        reported: dict[str, int] = {}
+        before: dict[str, CancellationStatus] = {sid: registry.status(sid) for sid in asked}
+        for instance, reply in zip(others, replies, strict=True):
+            for status in reply or ():
+                sid = status.session_id
+                before.setdefault(sid, registry.status(sid))
+                registry.relay(status, instance)
+                reported[sid] = max(reported.get(sid, 0), status.revision)
+        origins = registry.relayed_pending()
+        for sid, revision in asked.items():
+            if self._unconfirmed.get(sid) != revision:
+                continue  # asked again meanwhile (another outage): that pass decides
+            if registry.status(sid).revision > revision or reported.get(sid, 0) >= revision:
+                del self._unconfirmed[sid]  # newer news, or its owner still says so
+            elif sid not in origins or origins[sid] in answered:
+                registry.forget(sid)  # its publisher answered without it: it is over
+                del self._unconfirmed[sid]
+            # else: its publisher did not answer; asked again after the next heartbeat
+        for sid, old in before.items():
+            new = registry.status(sid)
+            if new == old:
+                continue
+            self.core.bus.publish(
+                Event(EventKind.CANCELLATION, sid, new.revision, cancellation=new, relayed=True)
+            )
+            await self.core.touch_queue(sid)  # heldBy changed here (Q13)
+            if old.pending and not new.pending:
+                self._released(sid)
 
     # -- liveness -------------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
@@ -243,6 +340,7 @@ class Cluster:
             await self._beat.wait()
             self._beat.clear()
             live, lost, self._lost = self._last_live, self._lost, False
+            self._confirm_soon()  # C7: what a publisher did not confirm yet, asked again
             try:
                 if self.on_orphans is not None:
                     await self.on_orphans(live, lost)

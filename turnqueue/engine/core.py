@@ -116,8 +116,13 @@ class Core:
             tx.notify(self.cluster.durable_payload(kind, session_id, revision))
 
     async def queue_changed(self, tx: Tx, session_id: str) -> None:
-        """The queue status changed in ``tx``: one revision (Q13), published after commit."""
-        revision = await tx.bump_queue_revision(session_id)
+        """The queue status changed in ``tx``: one revision (Q13), published after commit.
+
+        R2: the same statement raises the session's durable cancellation floor to what this
+        process knows (and reserves) and reads back what others stored: see ``cancellation``."""
+        hint = self.cancellations.floor_hint(session_id)
+        revision, floor = await tx.bump_queue(session_id, hint)
+        self.cancellations.raise_floor(session_id, floor)
         self.holds_at.record(session_id, revision, tuple(self.runtime_holds(session_id)))
         self.publish_after(tx, EventKind.QUEUE, session_id, revision)
 

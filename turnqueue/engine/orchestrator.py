@@ -33,7 +33,7 @@ from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster, OwnerUnreachable
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.queue import QueueOps, SendNowResult
-from turnqueue.engine.recovery import recover
+from turnqueue.engine.recovery import drain_released, recover
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
@@ -97,6 +97,7 @@ class Engine:
         cluster.handlers["send_now"] = self.queue.serve_forwarded
         cluster.handlers["output"] = self._serve_output
         cluster.on_orphans = self._adopt_orphans
+        cluster.on_released = lambda sid: drain_released(self.core, self.turns, sid)
         cluster.on_expelled = self._expelled
         self.core.cluster = cluster
         await cluster.start()

@@ -7,8 +7,12 @@ work owned by no live instance (on SQLite, by no instance but this one):
   ends FAILED (error ``interrupted``); its session waits for input;
 - a session left RUNNING or STARTING with no running turn waits for input too;
 - orphaned in-flight entries return to the head of their queues with their ids (Q10);
+- an accepted explicit cancel whose owner died before it parked the backlog (its durable mark,
+  ``cancel_mark``) parks it now, in the same transaction (Q7): the drain below is then paused;
 - the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
   above anything the dead owner published;
+- relayed ``pending`` values whose publisher is no longer live are forgotten (C5, C7), after the
+  parks above, so the drain they owe cannot start what a dead owner's cancel was parking;
 - then one automatic drain (Q3) per recovered session decides what runs next.
 
 Each session is recovered in its own transaction under its lock row, in id order, so two
@@ -23,7 +27,7 @@ import signal
 import socket
 
 from turnqueue.bus import EventKind
-from turnqueue.domain import SessionState, Turn, TurnStatus
+from turnqueue.domain import PauseReason, SessionState, Turn, TurnStatus
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -45,25 +49,41 @@ async def recover(
         # At start-up on a single-process store nothing else can be mid-way: no grace period.
         grace = core.settings.lease_seconds if core.cluster is not None else 0.0
         stuck = set(await tx.stuck_sessions(grace))
+        marks = await tx.orphaned_cancel_marks(live)
         eligible = set(await tx.eligible_sessions()) if sweep else set()
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
         _kill_agent_group(turn)
-    recovered = sorted(set(by_session) | set(orphan_entries) | stuck)
-    if not recovered:
-        await _drain(core, turns, sorted(eligible))
-        return set()
-    async with core.store.transaction() as tx:
-        fresh_epoch = await tx.next_epoch()
+    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks))
+    fresh_epoch = 0
+    if recovered:
+        async with core.store.transaction() as tx:
+            fresh_epoch = await tx.next_epoch()
     for session_id in recovered:
-        await _recover_session(
-            core, session_id, by_session.get(session_id, []), orphan_entries.get(session_id, [])
-        )
+        # Adopted first, so the recovery's own transaction stores the new floor (R2).
         core.cancellations.adopt(session_id, fresh_epoch)
+        await _recover_session(
+            core,
+            session_id,
+            by_session.get(session_id, []),
+            orphan_entries.get(session_id, []),
+            marks.get(session_id),
+        )
         log.warning("recovered session %s", session_id)
-    await _drain(core, turns, sorted(eligible | set(recovered)))
+    # After the parks above (Q7): what a dead owner said no longer holds anything here.
+    released = core.cancellations.forget_origins(live) if sweep else []
+    await _drain(core, turns, sorted(eligible | set(recovered) | set(released)))
     return set(recovered)
+
+
+async def drain_released(core: Core, turns: Turns, session_id: str) -> None:
+    """A relayed hold cleared (C7): the queue it held runs on (Q9), if the policy says so.
+
+    Hazard: the owner drains after releasing its reference, but an entry queued here while
+    this process still relayed ``pending`` may have committed after that drain."""
+    async with core.session_lock(session_id):
+        await turns.auto_drain(session_id)
 
 
 async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
@@ -87,10 +107,15 @@ def _kill_agent_group(turn: Turn) -> None:
 
 
 async def _recover_session(
-    core: Core, session_id: str, turn_ids: list[str], entry_ids: list[str]
+    core: Core, session_id: str, turn_ids: list[str], entry_ids: list[str], mark: str | None
 ) -> None:
     async with core.store.transaction() as tx:
         view = await tx.lock(session_id)
+        if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
+            await tx.set_cancel_mark(session_id, None)
+            # Q7: when entries remain queued (released in-flight ones included), park them.
+            if view.queued + len(entry_ids) > 0:
+                await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
         for turn_id in turn_ids:
             await tx.end_turn(
                 turn_id,

@@ -23,6 +23,7 @@ from turnqueue.store.tables import (
     clarifications,
     instances,
     queue_entries,
+    queue_session_locks,
     queue_session_state,
     sessions,
     turns,
@@ -113,6 +114,17 @@ class InstanceStatements:
         for session_id, entry_id in await self._conn.execute(stmt):
             found.setdefault(session_id, []).append(entry_id)
         return found
+
+    async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
+        """Q7: sessions whose accepted explicit cancel was stopping a turn of an instance that
+        is no longer live, before it parked the backlog: {session id: the marked turn}."""
+        locks = queue_session_locks
+        stmt = (
+            select(locks.c.session_id, locks.c.cancel_mark)
+            .select_from(locks.outerjoin(turns, turns.c.id == locks.c.cancel_mark))
+            .where(locks.c.cancel_mark.is_not(None), _not_live(turns.c.owner, live))
+        )
+        return {str(sid): str(mark) for sid, mark in await self._conn.execute(stmt)}
 
     async def eligible_sessions(self) -> list[str]:
         """Sessions whose queue could run now by the durable rules (promptable, no

@@ -22,6 +22,8 @@ from sqlalchemy.engine import make_url
 log = logging.getLogger(__name__)
 
 CHANNEL = "turnqueue"
+#: ``application_name`` of every listener connection (``pg_stat_activity``).
+LISTENER_NAME = "turnqueue-listen"
 #: NOTIFY payloads must stay below 8000 bytes; callers split anything larger.
 MAX_PAYLOAD_BYTES = 7_500
 
@@ -67,7 +69,10 @@ class Listener:
             lost = asyncio.Event()
             conn: asyncpg.Connection | None = None
             try:
-                conn = await asyncpg.connect(self._dsn)
+                # Named, so an operator (or a test) can tell it in pg_stat_activity.
+                conn = await asyncpg.connect(
+                    self._dsn, server_settings={"application_name": LISTENER_NAME}
+                )
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(self._channel, self._deliver)
                 self._connected.set()

@@ -69,6 +69,7 @@ class SessionView:
     queued: int  # visible (not in-flight) entries
     running_turn_id: str | None  # the RUNNING turn, if any
     running_turn_owner: int | None = None  # the instance running it (M4)
+    cancel_mark: str | None = None  # the turn an accepted explicit cancel is stopping (Q7)
 
 
 K = TypeVar("K")
@@ -124,6 +125,9 @@ class Tx(Protocol):
 
     async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
         """In-flight entry ids reserved by no instance in ``live``, by session."""
+
+    async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
+        """Q7: {session: marked turn} of explicit cancels whose owner is not in ``live``."""
 
     async def stuck_sessions(self, lease_seconds: float) -> list[str]:
         """Sessions RUNNING or STARTING without a RUNNING turn."""
@@ -222,6 +226,13 @@ class Tx(Protocol):
     async def bump_queue_revision(self, session_id: str) -> int:
         """Increment the durable queue revision kept on the lock row (never deleted), once per
         transaction: a second call in the same transaction returns the same revision."""
+
+    async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
+        """:meth:`bump_queue_revision`, also raising the session's durable cancellation floor
+        to at least ``cancel_floor`` (R2). Returns the queue revision and the stored floor."""
+
+    async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
+        """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
 
     # -- queue entries ----------------------------------------------------------------------
     async def list_entries(self, session_id: str) -> list[QueueEntry]:

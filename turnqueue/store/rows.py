@@ -160,6 +160,7 @@ def _select_view() -> Select[Any]:
             locks.c.queued,
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),
+            locks.c.cancel_mark,
         )
         .select_from(
             locks.join(sessions, sessions.c.id == locks.c.session_id)
@@ -210,4 +211,5 @@ def view_from(row: AnyRow) -> SessionView:
         queued=m["queued"],
         running_turn_id=m["running_turn_id"],
         running_turn_owner=m["running_turn_owner"],
+        cancel_mark=m["cancel_mark"],
     )

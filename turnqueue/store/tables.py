@@ -200,6 +200,17 @@ queue_session_locks = Table(
     # Visible (not in-flight) entries of the session, so the view need not count the queue.
     # Kept by triggers on queue_entries (migration 0004), never written by the store.
     Column("queued", BigInteger, nullable=False, server_default=text("0")),
+    # R2: the highest cancellation revision any instance published (or reserved) for the session.
+    Column("cancel_floor", BigInteger, nullable=False, server_default=text("0")),
+    # Q7: the turn an accepted explicit cancel is stopping, until its park is decided.
+    Column("cancel_mark", String(36), nullable=True),
+    # Recovery looks for marks every heartbeat: only the few marked rows are indexed.
+    Index(
+        "ix_queue_session_locks_cancel_mark",
+        "session_id",
+        postgresql_where="cancel_mark IS NOT NULL",
+        sqlite_where="cancel_mark IS NOT NULL",
+    ),
 )
 
 queue_session_state = Table(

@@ -87,11 +87,26 @@ _LOCK = Statement(
     .where(locks.c.session_id == bindparam("p_session_id"))
     .with_for_update()
 )
+_FLOOR = bindparam("p_floor", type_=BigInteger)
 _BUMP_QUEUE = Statement(
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(revision=locks.c.revision + 1)
-    .returning(locks.c.revision)
+    .values(
+        revision=locks.c.revision + 1,
+        # R2: the floor only rises (greatest() is not portable: SQLite has no such function).
+        cancel_floor=case((locks.c.cancel_floor < _FLOOR, _FLOOR), else_=locks.c.cancel_floor),
+    )
+    .returning(locks.c.revision, locks.c.cancel_floor)
+)
+_RAISE_FLOOR = Statement(
+    update(locks)
+    .where(locks.c.session_id == bindparam("p_session_id"), locks.c.cancel_floor < _FLOOR)
+    .values(cancel_floor=_FLOOR)
+)
+_SET_CANCEL_MARK = Statement(
+    update(locks)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .values(cancel_mark=bindparam("p_mark"))
 )
 
 
@@ -231,7 +246,7 @@ class SqlTx(EntryStatements, InstanceStatements):
         self._pg = pg
         self._callbacks: list[Callable[[], object]] = []
         self._notifications: list[str] = []
-        self._queue_revisions: dict[str, int] = {}
+        self._queue_revisions: dict[str, tuple[int, int]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
@@ -500,10 +515,22 @@ class SqlTx(EntryStatements, InstanceStatements):
         # One revision per transaction and session (Q13): a second change in the same
         # transaction (a turn's end, then the turn its drain starts) commits with the first,
         # so no snapshot can show the state between them; it shares the first's revision.
-        revision = self._queue_revisions.get(session_id)
-        if revision is None:
-            value = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
-            if value is None:
-                raise KeyError(session_id)
-            revision = self._queue_revisions[session_id] = int(value)
+        revision, _ = await self.bump_queue(session_id, 0)
         return revision
+
+    async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
+        bumped = self._queue_revisions.get(session_id)
+        if bumped is None:
+            params = {"p_session_id": session_id, "p_floor": cancel_floor}
+            row = (await self._conn.execute(_BUMP_QUEUE, params)).one_or_none()
+            if row is None:
+                raise KeyError(session_id)
+            bumped = self._queue_revisions[session_id] = (int(row[0]), int(row[1]))
+        elif cancel_floor > bumped[1]:  # a second change in this transaction knows more
+            params = {"p_session_id": session_id, "p_floor": cancel_floor}
+            await self._conn.execute(_RAISE_FLOOR, params)
+            bumped = self._queue_revisions[session_id] = (bumped[0], cancel_floor)
+        return bumped
+
+    async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
+        await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

@@ -1,0 +1,236 @@
+"""Cancellation across real ``turnqueue serve`` processes on one PostgreSQL (C5, C7, R2, Q7, M6).
+
+Each test drives two server processes over HTTP and WebSocket. A LISTEN connection is cut with a
+:class:`~cluster_helpers.PgProxy` in front of one process: its LISTEN backend is terminated while
+the proxy holds new connections, so it stays cut, deterministically, until the test releases it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from cluster_helpers import WAIT, PgProxy, Server, Subscriber
+
+from turnqueue.store.notify import LISTENER_NAME, asyncpg_dsn
+
+STATE = """query($s: ID!) { session(id: $s) { state cancellationPending cancellationRevision
+  queue { revision autoRun pauseReason heldBy entries { content } }
+  turns(last: 20) { prompt status error } } }"""
+CANCEL_SUB = """subscription($s: ID!) { cancellationChanged(sessionId: $s) {
+  pending revision } }"""
+
+
+class Cluster:
+    """Servers started in order (the first runs the migrations), some behind a proxy."""
+
+    def __init__(self, database_url: str, tmp_path: Path) -> None:
+        self.database_url = database_url
+        self._tmp = tmp_path
+        self.servers: list[Server] = []
+        self.proxies: list[PgProxy] = []
+
+    async def start(self, *, proxied: bool = False, **env: str) -> tuple[Server, PgProxy | None]:
+        proxy = None
+        url = self.database_url
+        if proxied:
+            proxy = PgProxy(self.database_url)
+            self.proxies.append(proxy)
+            url = await proxy.start()
+        log = self._tmp / f"server{len(self.servers)}.log"
+        server = Server(url, log, **env)
+        self.servers.append(server)
+        return await server.start(), proxy
+
+    async def cut_listen(self, proxy: PgProxy) -> None:
+        """Terminate the LISTEN connection of the process behind ``proxy``, which holds its
+        reconnection until ``proxy.release()``."""
+        proxy.hold()
+        conn = await asyncpg.connect(asyncpg_dsn(self.database_url))
+        query = (
+            "FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = $2 AND client_port = ANY($1::int[])"
+        )
+        try:
+            ports = sorted(proxy.backends)
+            killed = await conn.fetchval(
+                f"SELECT count(pg_terminate_backend(pid)) {query}", ports, LISTENER_NAME
+            )
+            assert killed == 1, "the process behind the proxy has one LISTEN connection"
+            for _ in range(int(WAIT / 0.02)):  # bounded: until that backend has exited
+                if not await conn.fetchval(f"SELECT count(*) {query}", ports, LISTENER_NAME):
+                    return
+                await asyncio.sleep(0.02)
+            raise AssertionError("the LISTEN backend did not exit")
+        finally:
+            await conn.close()
+
+    async def aclose(self) -> None:
+        for proxy in self.proxies:
+            proxy.release()
+        # Stopping waits for the process: off the loop, which still runs the proxies.
+        for server in reversed(self.servers):
+            await asyncio.to_thread(server.stop)
+        for proxy in self.proxies:
+            await proxy.aclose()
+
+
+@pytest.fixture
+async def cluster(pg_database_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    group = Cluster(pg_database_url, tmp_path)
+    yield group
+    await group.aclose()
+
+
+async def state(server: Server, sid: str) -> dict[str, Any]:
+    data = await server.gql(STATE, s=sid)
+    session: dict[str, Any] = data["session"]
+    return session
+
+
+async def until(
+    server: Server, sid: str, check: Callable[[dict[str, Any]], bool], what: str
+) -> dict[str, Any]:
+    """Poll another process's answer until ``check`` holds (bounded)."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while True:
+        last = await state(server, sid)
+        if check(last):
+            return last
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last answer: {last}")
+        await asyncio.sleep(0.05)
+
+
+async def test_c5_c7_a_relay_that_missed_the_cancel_ending_forgets_it_and_runs_the_held_queue(
+    cluster: Cluster,
+) -> None:
+    """C5/C7: A runs a stubborn turn and a cancel; B relays ``pending: true``; B's LISTEN is cut
+    while the cancel ends. B still says pending while cut (it cannot know), and a message sent
+    through B is queued behind that hold. Once LISTEN is back, B asks again: it answers A's
+    ``pending: false`` at A's revision, holds nothing, and the queued message runs."""
+    # The cancel ends when A escalates, 6 s after accepting it: B relays and its LISTEN is cut
+    # well before (asserted below: a slower machine fails loudly, never passes by luck).
+    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30", "TURNQUEUE_CANCEL_TIMEOUT": "6"}
+    a, _ = await cluster.start(**env)
+    b, proxy = await cluster.start(proxied=True, **env)
+    assert proxy is not None
+    sid = await a.create_session()
+    await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="/stubborn")  # A owns it
+    cancel = asyncio.create_task(a.mutate("cancel", "outcome", sessionId=sid))
+    await until(b, sid, lambda s: s["cancellationPending"], "B to relay pending")
+    await cluster.cut_listen(proxy)
+    assert (await asyncio.wait_for(cancel, WAIT))["outcome"] == "ESCALATED"  # ignored INT
+    on_a = await state(a, sid)
+    assert on_a["cancellationPending"] is False
+    on_b = await state(b, sid)
+    assert on_b["cancellationPending"] is True, "B missed the end (the cut came first)"
+    assert "CANCELLING" in on_b["queue"]["heldBy"]
+    sent = await b.mutate(
+        "sendMessage", "turn { id } queuedEntry { id }", sessionId=sid, content="via B"
+    )
+    assert sent["turn"] is None and sent["queuedEntry"] is not None  # held by the stale value
+    proxy.release()  # LISTEN comes back: B resyncs
+
+    def ran(s: dict[str, Any]) -> bool:
+        return [t["prompt"] for t in s["turns"]] == ["/stubborn", "via B"]
+
+    after = await until(b, sid, ran, "the message held on B to run")
+    assert after["cancellationPending"] is False
+    assert after["cancellationRevision"] == on_a["cancellationRevision"]  # A's, relayed (C7)
+    assert "CANCELLING" not in after["queue"]["heldBy"] and after["queue"]["entries"] == []
+    assert after["turns"][0]["status"] == "CANCELLED"
+
+
+async def test_r2_an_older_instance_cancelling_a_later_turn_continues_above_the_newer_one(
+    cluster: Cluster,
+) -> None:
+    """R2: A starts first, B second (a newer epoch). B owns and cancels turn 1 while A's LISTEN
+    is cut (A hears none of it); A then owns and cancels turn 2. Every client sees the four
+    transitions with growing revisions: A continued above B's, from the durable floor."""
+    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30"}
+    a, proxy = await cluster.start(proxied=True, **env)
+    b, _ = await cluster.start(**env)
+    assert proxy is not None
+    sid = await b.create_session()
+    async with Subscriber(b, CANCEL_SUB, s=sid) as on_b:
+        await on_b.next()  # the snapshot
+        await cluster.cut_listen(proxy)
+        await b.mutate("sendMessage", "turn { id }", sessionId=sid, content="turn 1")  # B owns
+        first = await b.mutate("cancel", "outcome", sessionId=sid)
+        proxy.release()
+        await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="turn 2")  # A owns
+        second = await a.mutate("cancel", "outcome", sessionId=sid)
+        seen = [(await on_b.next())["cancellationChanged"] for _ in range(4)]
+    assert first["outcome"] == second["outcome"] == "STOPPED"
+    assert [s["pending"] for s in seen] == [True, False, True, False]
+    revisions = [s["revision"] for s in seen]
+    assert revisions == sorted(set(revisions)), f"revisions went back: {revisions}"
+    turns = await b.turns(sid)
+    assert [t["status"] for t in turns] == ["CANCELLED", "CANCELLED"]
+
+
+async def test_r2_revisions_grow_across_owners_when_every_instance_hears_the_other(
+    cluster: Cluster,
+) -> None:
+    """R2 without any outage: B (newer) cancels turn 1, A (older) cancels turn 2; a
+    subscriber on A sees the four transitions in order with growing revisions."""
+    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30"}
+    a, _ = await cluster.start(**env)
+    b, _ = await cluster.start(**env)
+    sid = await b.create_session()
+    async with Subscriber(a, CANCEL_SUB, s=sid) as on_a:
+        await on_a.next()
+        await b.mutate("sendMessage", "turn { id }", sessionId=sid, content="turn 1")
+        await b.mutate("cancel", "outcome", sessionId=sid)
+        seen = [(await on_a.next())["cancellationChanged"] for _ in range(2)]
+        await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="turn 2")
+        await a.mutate("cancel", "outcome", sessionId=sid)
+        seen += [(await on_a.next())["cancellationChanged"] for _ in range(2)]
+    assert [s["pending"] for s in seen] == [True, False, True, False]
+    revisions = [s["revision"] for s in seen]
+    assert revisions == sorted(set(revisions)), f"revisions went back: {revisions}"
+
+
+async def test_q7_m6_sigkill_of_the_owner_mid_cancel_leaves_the_backlog_parked(
+    cluster: Cluster,
+) -> None:
+    """Q7/M6: A accepts an explicit cancel of a stubborn turn (it ignores the interrupt) with
+    two entries queued, and is SIGKILLed mid-cancel. B recovers the session after A's lease
+    expires: the turn fails as interrupted, and the backlog stays parked (reason CANCEL, in
+    order) instead of the next entry starting; a user's resume then runs it."""
+    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30", "TURNQUEUE_CANCEL_TIMEOUT": "60"}
+    a, _ = await cluster.start(**env)
+    b, _ = await cluster.start(**env)
+    sid = await a.create_session()
+    await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="/stubborn")  # A owns it
+    for content in ("next-1", "next-2"):
+        await a.mutate("enqueueMessage", "entry { id }", sessionId=sid, content=content)
+    before = (await state(a, sid))["queue"]["revision"]
+    cancel = asyncio.create_task(a.mutate("cancel", "outcome", sessionId=sid))
+
+    def accepted(s: dict[str, Any]) -> bool:  # the hold's revision is committed
+        return bool(s["cancellationPending"] and s["queue"]["revision"] > before)
+
+    await until(a, sid, accepted, "A to accept the cancel")
+    a.kill()
+    with pytest.raises(Exception):  # noqa: B017 (the connection dies with the process)
+        await cancel
+
+    def recovered(s: dict[str, Any]) -> bool:
+        return bool(s["turns"][0]["status"] != "RUNNING")
+
+    after = await until(b, sid, recovered, "B to recover A's session")  # the lease is 1.5 s
+    assert [(t["prompt"], t["status"], t["error"]) for t in after["turns"]] == [
+        ("/stubborn", "FAILED", "interrupted")
+    ]
+    queue = after["queue"]
+    assert queue["autoRun"] is False and queue["pauseReason"] == "CANCEL"
+    assert [e["content"] for e in queue["entries"]] == ["next-1", "next-2"]
+    assert after["state"] == "WAITING_FOR_INPUT" and after["cancellationPending"] is False
+    resumed = await b.mutate("setAutoRun", "turn { prompt }", sessionId=sid, autoRun=True)
+    assert resumed["turn"] == {"prompt": "next-1"}  # the user resumes: one entry, in order
