@@ -1,0 +1,169 @@
+"""A running turn's durable output log (O1): its records, its flusher, its committed prefix.
+
+The runner adds every piece of output (a text chunk or a :class:`~turnqueue.domain.TurnItem`)
+as an :class:`~turnqueue.domain.OutputRecord`; one flusher task per running turn (named
+``turn-log:<turn id>``, owned by the runner, stopped by :meth:`OutputLog.detach`) appends them
+in batches: it wakes on the first pending record, waits up to :data:`FLUSH_SECONDS` for more
+(or until :data:`MAX_BATCH` are pending), and writes the batch in one transaction. The turn's
+end writes whatever is still pending in the end's own transaction (:meth:`OutputLog.write_rest`),
+so the log of an ended turn is complete and ``done`` follows every chunk.
+
+Ordering (O2's "no gap, no duplicate"): text is published on the bus as an
+:class:`~turnqueue.domain.OutputChunk` only *after* the batch holding it committed, in the same
+callback that advances :attr:`OutputLog.committed`. So every chunk a subscriber sees, here or
+relayed to another instance, is already in the log, and a reader that subscribes *before* it
+reads the log misses nothing: what committed before its read is in the read, what commits after
+is published after it subscribed. A SIGKILL loses at most the batch being gathered, which no
+client has seen either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.domain import ItemKind, OutputChunk, OutputRecord, Turn, TurnItem, TurnStatus
+from turnqueue.store.protocol import Store, Tx
+
+log = logging.getLogger(__name__)
+
+#: The longest a record waits for company before its batch is written (see bench/README).
+FLUSH_SECONDS = 0.005
+#: A batch is written at once when this many records are pending.
+MAX_BATCH = 32
+#: After a failed write, the flusher waits this long before trying again.
+RETRY_SECONDS = 0.2
+#: Output characters kept per turn; text beyond it is neither logged nor streamed.
+MAX_OUTPUT_CHARS = 1_000_000
+
+
+class OutputLog:
+    def __init__(self, turn: Turn, store: Store, bus: EventBus) -> None:
+        self.turn = turn
+        self._store = store
+        self._bus = bus
+        self._parts: list[str] = []
+        self._length = 0  # characters added
+        self._seq = 0
+        self._pending: list[OutputRecord] = []
+        #: characters whose batch has committed (and was published)
+        self.committed = 0
+        self._committed_parts: list[str] = []
+        self._wake = asyncio.Event()
+        self._full = asyncio.Event()
+        self._writing = asyncio.Lock()  # held while a batch is taken and written
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._ended = False  # the turn ended elsewhere: nothing more is written
+
+    # -- the producer side ------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def committed_text(self) -> str:
+        return "".join(self._committed_parts)
+
+    def add(self, item: str | TurnItem) -> None:
+        if isinstance(item, str):
+            if not item or self._length >= MAX_OUTPUT_CHARS:
+                return
+            text = item[: MAX_OUTPUT_CHARS - self._length]
+            record = OutputRecord(self.turn.id, self._seq, self._length, ItemKind.MESSAGE, text)
+            self._parts.append(text)
+            self._length += len(text)
+        elif item.kind is ItemKind.MESSAGE:  # a structured text chunk: text as well as data
+            self.add(str(item.data.get("text", "")))
+            return
+        else:
+            record = OutputRecord(
+                self.turn.id, self._seq, self._length, item.kind, "", dict(item.data), item.key
+            )
+        self._seq += 1
+        self._pending.append(record)
+        self._wake.set()
+        if len(self._pending) >= MAX_BATCH:
+            self._full.set()
+
+    # -- the flusher ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._flush_loop(), name=f"turn-log:{self.turn.id}")
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            if len(self._pending) < MAX_BATCH:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), FLUSH_SECONDS)
+            async with self._writing:
+                if self._closed or self._ended:
+                    return
+                batch, self._pending = self._pending, []
+                self._wake.clear()
+                self._full.clear()
+                if not batch:
+                    continue
+                try:
+                    async with self._store.transaction() as tx:
+                        await self._write(tx, batch)
+                except Exception:
+                    log.exception("turn %s: could not write its output log", self.turn.id)
+                    self._pending = batch + self._pending  # kept for the next try or the end
+                    self._wake.set()
+                    failed = True
+                else:
+                    failed = False
+            if failed:
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def _write(self, tx: Tx, batch: list[OutputRecord]) -> None:
+        if not await tx.append_output(self.turn.id, batch):
+            # Recovery ended the turn (this instance was declared dead): the log is closed.
+            self._ended = True
+            return
+        tx.after_commit(lambda: self._publish(batch))
+
+    def _publish(self, batch: list[OutputRecord]) -> None:
+        texts = [r.text for r in batch if r.kind is ItemKind.MESSAGE]
+        if not texts:
+            return
+        offset = self.committed
+        text = "".join(texts)
+        self._committed_parts.append(text)
+        self.committed += len(text)
+        chunk = OutputChunk(
+            self.turn.session_id, self.turn.id, offset, text, False, TurnStatus.RUNNING
+        )
+        self._bus.publish(Event(EventKind.OUTPUT, self.turn.session_id, chunk=chunk))
+
+    async def detach(self) -> None:
+        """Stop the flusher once its write in flight (if any) has committed; what is still
+        pending is for :meth:`write_rest`. Idempotent; the one shutdown path of the task."""
+        self._closed = True
+        task, self._task = self._task, None
+        if task is None:
+            return
+        async with self._writing:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def write_rest(self, tx: Tx) -> None:
+        """In the turn end's transaction: append what is still pending; it is published after
+        COMMIT, before the end's ``done`` (whose callback is registered after this one)."""
+        if self._ended or not self._pending:
+            return
+        rest = list(self._pending)
+        if not await tx.append_output(self.turn.id, rest):
+            return
+        # A retried end (its first transaction rolled back) writes the same records again.
+
+        def committed() -> None:
+            if self._pending[: len(rest)] == rest:
+                del self._pending[: len(rest)]
+            self._publish(rest)
+
+        tx.after_commit(committed)
