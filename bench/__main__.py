@@ -21,6 +21,7 @@ MODULES = {
     "P4": "bench.p4_http",
     "P5": "bench.p5_memory",
     "P6": "bench.p6_scaling",
+    "P7": "bench.p7_output_log",
 }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import replace
 
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import ItemKind, OutputChunk, OutputRecord, Turn, TurnItem, TurnStatus
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 #: The longest a record waits for company before its batch is written (see bench/README).
 FLUSH_SECONDS = 0.005
-#: A batch is written at once when this many records are pending.
+#: A batch is written at once when this many chunks or items are pending.
 MAX_BATCH = 32
 #: After a failed write, the flusher waits this long before trying again.
 RETRY_SECONDS = 0.2
@@ -48,6 +49,7 @@ class OutputLog:
         self._length = 0  # characters added
         self._seq = 0
         self._pending: list[OutputRecord] = []
+        self._pieces = 0  # chunks and items added since the last batch was taken
         #: characters whose batch has committed (and was published)
         self.committed = 0
         self._committed_parts: list[str] = []
@@ -72,8 +74,16 @@ class OutputLog:
             if not item or self._length >= MAX_OUTPUT_CHARS:
                 return
             text = item[: MAX_OUTPUT_CHARS - self._length]
-            record = OutputRecord(self.turn.id, self._seq, self._length, ItemKind.MESSAGE, text)
             self._parts.append(text)
+            last = self._pending[-1] if self._pending else None
+            if last is not None and last.kind is ItemKind.MESSAGE:
+                # Text that follows text in one batch is one record (a row per batch, not per
+                # token: ~170 bytes of row and index each on PostgreSQL).
+                self._pending[-1] = replace(last, text=last.text + text)
+                self._length += len(text)
+                self._count_piece()
+                return
+            record = OutputRecord(self.turn.id, self._seq, self._length, ItemKind.MESSAGE, text)
             self._length += len(text)
         elif item.kind is ItemKind.MESSAGE:  # a structured text chunk: text as well as data
             self.add(str(item.data.get("text", "")))
@@ -84,8 +94,12 @@ class OutputLog:
             )
         self._seq += 1
         self._pending.append(record)
+        self._count_piece()
+
+    def _count_piece(self) -> None:
+        self._pieces += 1
         self._wake.set()
-        if len(self._pending) >= MAX_BATCH:
+        if self._pieces >= MAX_BATCH:
             self._full.set()
 
     # -- the flusher ------------------------------------------------------------------------
@@ -95,13 +109,14 @@ class OutputLog:
     async def _flush_loop(self) -> None:
         while True:
             await self._wake.wait()
-            if len(self._pending) < MAX_BATCH:
+            if self._pieces < MAX_BATCH:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._full.wait(), FLUSH_SECONDS)
             async with self._writing:
                 if self._closed or self._ended:
                     return
                 batch, self._pending = self._pending, []
+                self._pieces = 0
                 self._wake.clear()
                 self._full.clear()
                 if not batch:

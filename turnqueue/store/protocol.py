@@ -103,10 +103,6 @@ class Tx(Protocol):
     async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
         """Record where the turn's agent process group runs (M6 kills it after a crash)."""
 
-    async def save_running_output(self, turn_id: str, output: str) -> None:
-        """Store the output so far of a turn that is still RUNNING (for other instances, M4);
-        an ended turn keeps the output its end recorded."""
-
     # -- the output log (O1) -----------------------------------------------------------------
     async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
         """Append to a RUNNING turn's log (the turn row is taken); False, writing nothing, once
