@@ -66,7 +66,7 @@ def flush_seconds(value: float) -> Iterator[None]:
 
 class StreamingRun(BaseRun):
     async def _run(self) -> AgentResult:
-        for i in range(0, CHUNKS, BURST):
+        for _burst in range(0, CHUNKS, BURST):
             for _ in range(BURST):
                 self._emit(CHUNK)
             await asyncio.sleep(0.001)
