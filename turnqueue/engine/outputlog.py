@@ -1,12 +1,15 @@
 """A running turn's durable output log (O1): its records, its flusher, its committed prefix.
 
 The runner adds every piece of output (a text chunk or a :class:`~turnqueue.domain.TurnItem`)
-as an :class:`~turnqueue.domain.OutputRecord`; one flusher task per running turn (named
-``turn-log:<turn id>``, owned by the runner, stopped by :meth:`OutputLog.detach`) appends them
-in batches: it wakes on the first pending record, waits up to :data:`FLUSH_SECONDS` for more
-(or until :data:`MAX_BATCH` are pending), and writes the batch in one transaction. The turn's
-end writes whatever is still pending in the end's own transaction (:meth:`OutputLog.write_rest`),
-so the log of an ended turn is complete and ``done`` follows every chunk.
+as an :class:`~turnqueue.domain.OutputRecord` (text that follows text in one batch extends the
+same record). The first pending record arms a timer of :data:`FLUSH_SECONDS` (or, with
+:data:`MAX_BATCH` pieces pending, the batch is written at once); when it fires, one writer task
+(named ``turn-log:<turn id>``, owned by this log, at most one at a time) appends the batch in one
+transaction, then re-arms for what arrived meanwhile. :meth:`OutputLog.detach` is the one
+shutdown path (cancel the timer, let the write in flight finish). The turn's end writes whatever
+is still pending in the end's own transaction (:meth:`OutputLog.write_rest`), so the log of an
+ended turn is complete and ``done`` follows every chunk; a turn shorter than the timer costs no
+transaction of its own.
 
 Ordering (O2's "no gap, no duplicate"): text is published on the bus as an
 :class:`~turnqueue.domain.OutputChunk` only *after* the batch holding it committed, in the same
@@ -20,7 +23,6 @@ client has seen either.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import replace
 
@@ -52,11 +54,8 @@ class OutputLog:
         self._pieces = 0  # chunks and items added since the last batch was taken
         #: characters whose batch has committed (and was published)
         self.committed = 0
-        self._committed_parts: list[str] = []
-        self._wake = asyncio.Event()
-        self._full = asyncio.Event()
-        self._writing = asyncio.Lock()  # held while a batch is taken and written
-        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._writer: asyncio.Task[None] | None = None  # the batch being written, if any
         self._closed = False
         self._ended = False  # the turn ended elsewhere: nothing more is written
 
@@ -67,7 +66,8 @@ class OutputLog:
 
     @property
     def committed_text(self) -> str:
-        return "".join(self._committed_parts)
+        """The text subscribers have been sent: a prefix of :attr:`text`."""
+        return self.text[: self.committed]
 
     def add(self, item: str | TurnItem) -> None:
         if isinstance(item, str):
@@ -98,41 +98,43 @@ class OutputLog:
 
     def _count_piece(self) -> None:
         self._pieces += 1
-        self._wake.set()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._closed or self._writer is not None:
+            return  # the write in flight schedules the next batch when it is done
         if self._pieces >= MAX_BATCH:
-            self._full.set()
+            self._flush_now()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush_now)
 
     # -- the flusher ------------------------------------------------------------------------
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._flush_loop(), name=f"turn-log:{self.turn.id}")
+    def _flush_now(self) -> None:
+        """Start writing the pending batch (a timer fired, or a batch is full). One writer at
+        a time; a turn that ends before its first timer fires never starts one."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._closed or self._ended or self._writer is not None or not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        self._pieces = 0
+        self._writer = asyncio.create_task(
+            self._write_batch(batch), name=f"turn-log:{self.turn.id}"
+        )
 
-    async def _flush_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            if self._pieces < MAX_BATCH:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), FLUSH_SECONDS)
-            async with self._writing:
-                if self._closed or self._ended:
-                    return
-                batch, self._pending = self._pending, []
-                self._pieces = 0
-                self._wake.clear()
-                self._full.clear()
-                if not batch:
-                    continue
-                try:
-                    async with self._store.transaction() as tx:
-                        await self._write(tx, batch)
-                except Exception:
-                    log.exception("turn %s: could not write its output log", self.turn.id)
-                    self._pending = batch + self._pending  # kept for the next try or the end
-                    self._wake.set()
-                    failed = True
-                else:
-                    failed = False
-            if failed:
-                await asyncio.sleep(RETRY_SECONDS)
+    async def _write_batch(self, batch: list[OutputRecord]) -> None:
+        try:
+            async with self._store.transaction() as tx:
+                await self._write(tx, batch)
+        except Exception:
+            log.exception("turn %s: could not write its output log", self.turn.id)
+            self._pending = batch + self._pending  # kept for the next try or the end
+            await asyncio.sleep(RETRY_SECONDS)  # detach waits for this too: the end is near
+        finally:
+            self._writer = None
+        if self._pending:
+            self._schedule()  # what arrived meanwhile: at once if full, else by the timer
 
     async def _write(self, tx: Tx, batch: list[OutputRecord]) -> None:
         if not await tx.append_output(self.turn.id, batch):
@@ -147,7 +149,6 @@ class OutputLog:
             return
         offset = self.committed
         text = "".join(texts)
-        self._committed_parts.append(text)
         self.committed += len(text)
         chunk = OutputChunk(
             self.turn.session_id, self.turn.id, offset, text, False, TurnStatus.RUNNING
@@ -155,16 +156,16 @@ class OutputLog:
         self._bus.publish(Event(EventKind.OUTPUT, self.turn.session_id, chunk=chunk))
 
     async def detach(self) -> None:
-        """Stop the flusher once its write in flight (if any) has committed; what is still
-        pending is for :meth:`write_rest`. Idempotent; the one shutdown path of the task."""
+        """Stop flushing: the timer is cancelled and the write in flight (if any) commits or
+        fails first; what is still pending is for :meth:`write_rest`. Idempotent; the one
+        shutdown path of the writer task."""
         self._closed = True
-        task, self._task = self._task, None
-        if task is None:
-            return
-        async with self._writing:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        writer = self._writer
+        if writer is not None:
+            await asyncio.shield(writer)  # not cancelled: a cancelled write would be lost
 
     async def write_rest(self, tx: Tx) -> None:
         """In the turn end's transaction: append what is still pending; it is published after

@@ -89,8 +89,6 @@ class TurnRunner:
         on_end: Callable[[TurnRunner, Ending], Awaitable[None]],
         on_process: Callable[[TurnRunner, int], Awaitable[None]] | None,
     ) -> None:
-        if self.log is not None:
-            self.log.start()
         result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(

@@ -55,11 +55,15 @@ _INSERT_ONE = Statement(
         data=bindparam("p_data", type_=JSON),
     )
 )
-#: PostgreSQL: the whole batch in one round trip (the driver binds Python lists as arrays).
+#: PostgreSQL: the whole batch in one round trip (the driver binds Python lists as arrays), and
+#: only while the turn is RUNNING: the CTE takes the turn row first, so no row is inserted (the
+#: row count is 0) once the turn's end has committed.
 _INSERT_MANY_PG = Statement(
     text(
+        "WITH running AS (SELECT id FROM turns WHERE id = :turn_id AND status = 'RUNNING' "
+        "FOR UPDATE) "
         'INSERT INTO turn_output (turn_id, seq, "offset", kind, item_key, text, data) '
-        "SELECT :turn_id, u.s, u.o, u.k, u.ik, u.t, CAST(u.d AS json) FROM unnest("
+        "SELECT running.id, u.s, u.o, u.k, u.ik, u.t, CAST(u.d AS json) FROM running, unnest("
         "CAST(:seqs AS integer[]), CAST(:offsets AS bigint[]), CAST(:kinds AS text[]), "
         "CAST(:keys AS text[]), CAST(:texts AS text[]), CAST(:datas AS text[])"
         ") AS u(s, o, k, ik, t, d)"
@@ -117,29 +121,11 @@ class OutputStatements:
 
     async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
         """Append ``records`` to a RUNNING turn's log; False (nothing written) once it ended."""
+        if self._pg and records:
+            return await self._append_pg(turn_id, records)
         if await self._conn.scalar(_TAKE_RUNNING, {"p_turn_id": turn_id}) is None:
             return False
-        if not records:
-            return True
-        if self._pg:
-            datas: list[str | None] = [
-                None if r.data is None else json.dumps(r.data, separators=(",", ":"))
-                for r in records
-            ]
-            await self._conn.execute(
-                _INSERT_MANY_PG,
-                {
-                    "turn_id": turn_id,
-                    "seqs": [r.seq for r in records],
-                    "offsets": [r.offset for r in records],
-                    "kinds": [r.kind.value for r in records],
-                    "keys": [r.key for r in records],
-                    "texts": [r.text for r in records],
-                    "datas": datas,
-                },
-            )
-            return True
-        for r in records:
+        for r in records:  # SQLite: in process, one prebuilt statement per record
             params: dict[str, Any] = {
                 "p_turn_id": turn_id,
                 "p_seq": r.seq,
@@ -151,6 +137,24 @@ class OutputStatements:
             }
             await self._conn.execute(_INSERT_ONE, params)
         return True
+
+    async def _append_pg(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
+        datas: list[str | None] = [
+            None if r.data is None else json.dumps(r.data, separators=(",", ":")) for r in records
+        ]
+        result = await self._conn.execute(
+            _INSERT_MANY_PG,
+            {
+                "turn_id": turn_id,
+                "seqs": [r.seq for r in records],
+                "offsets": [r.offset for r in records],
+                "kinds": [r.kind.value for r in records],
+                "keys": [r.key for r in records],
+                "texts": [r.text for r in records],
+                "datas": datas,
+            },
+        )
+        return result.rowcount > 0
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
         """The MESSAGE records of the turn's log that end after ``after_offset`` characters."""
