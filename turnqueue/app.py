@@ -23,6 +23,7 @@ from turnqueue.api import build_schema
 from turnqueue.bus import EventBus
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.fanout import FanOut
+from turnqueue.graphiql import graphiql_routes
 from turnqueue.metrics import CONTENT_TYPE_LATEST, PrometheusMetrics
 from turnqueue.settings import Settings
 from turnqueue.transport import TurnqueueGraphQL
@@ -122,6 +123,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics_page),
+            *graphiql_routes(),  # GraphiQL's assets (its page is the view's), when built
             *web_ui_routes(),  # the example web page at /, when it has been built
         ],
         middleware=middleware,

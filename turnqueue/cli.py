@@ -1,7 +1,9 @@
-"""``turnqueue serve | export-schema | migrate`` (SPEC M1, M2, U1).
+"""``turnqueue serve | migrate | export-schema | schema diff | schema check`` (SPEC M1, M2, U1, G4).
 
-Every flag of ``serve`` overrides the matching ``TURNQUEUE_…`` environment variable; a flag left
-out keeps the environment's (or the default) value.
+Every setting of :class:`~turnqueue.settings.Settings` is a flag of ``serve``, generated from the
+model (name, help text, environment variable), so the two cannot drift. A flag overrides the
+matching ``TURNQUEUE_…`` environment variable; a flag left out keeps the environment's (or the
+default) value.
 """
 
 from __future__ import annotations
@@ -9,42 +11,115 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from turnqueue.settings import Settings
 
-#: flag → Settings field, for the ``serve`` overrides.
-SERVE_FLAGS: dict[str, tuple[str, type[Any], str]] = {
-    "--database-url": ("database_url", str, "postgresql://… or sqlite:///…"),
-    "--host": ("host", str, "address to bind (default 127.0.0.1)"),
-    "--port": ("port", int, "port to bind (default 8000)"),
-    "--tokens": ("tokens", str, "comma-separated principal:token pairs"),
-    "--agent": ("agent", str, "default agent profile: scripted or command"),
-    "--agent-command": ("agent_command", str, "command run per turn by the command agent"),
-    "--scripted-turn-seconds": ("scripted_turn_seconds", float, "scripted reply duration"),
-    "--queue-max": ("queue_max", int, "entries per session; 0 = unlimited"),
-    "--cancel-timeout": ("cancel_timeout", float, "seconds before SIGTERM after SIGINT"),
-    "--escalation-timeout": ("escalation_timeout", float, "seconds before SIGKILL"),
-    "--workflow-file": ("workflow_file", str, "workflow definition file"),
-    "--allowed-origins": ("allowed_origins", str, "comma-separated browser origins"),
-}
+ENV_PREFIX = str(Settings.model_config.get("env_prefix", ""))
+
+
+def flag_name(field: str) -> str:
+    """``queue_max`` → ``--queue-max`` (M2: the flag of each setting)."""
+    return "--" + field.replace("_", "-")
+
+
+def env_name(field: str) -> str:
+    return f"{ENV_PREFIX}{field}".upper()
+
+
+def _is_bool(info: FieldInfo) -> bool:
+    return info.annotation is bool
+
+
+def _choices(info: FieldInfo) -> list[str] | None:
+    if typing.get_origin(info.annotation) is typing.Literal:
+        return [str(c) for c in typing.get_args(info.annotation)]
+    return None
+
+
+def _help(name: str, info: FieldInfo) -> str:
+    parts = [info.description or name.replace("_", " ")]
+    extra = [f"env {env_name(name)}"]
+    shown = info.default
+    if shown not in (PydanticUndefined, None, "") and not name.endswith("secret"):
+        extra.append(f"default {shown}")
+    return f"{parts[0]} ({'; '.join(extra)})".replace("%", "%%")
+
+
+def add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per Settings field; values stay strings (or booleans) for pydantic to parse."""
+    for name, info in Settings.model_fields.items():
+        if _is_bool(info):
+            parser.add_argument(
+                flag_name(name),
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=_help(name, info),
+            )
+            continue
+        parser.add_argument(
+            flag_name(name),
+            dest=name,
+            default=None,
+            choices=_choices(info),
+            metavar=name.upper(),
+            help=_help(name, info),
+        )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turnqueue", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the GraphQL server")
-    for flag, (dest, kind, help_text) in SERVE_FLAGS.items():
-        serve.add_argument(flag, dest=dest, type=kind, default=None, help=help_text)
+    serve = commands.add_parser(
+        "serve",
+        help="run the GraphQL server",
+        description="Run the GraphQL server. Every flag overrides its environment variable.",
+    )
+    add_settings_flags(serve)
     export = commands.add_parser("export-schema", help="write the sorted SDL")
     export.add_argument("path", nargs="?", default="schema.graphql")
     migrate = commands.add_parser("migrate", help="upgrade the database to the newest schema")
     migrate.add_argument("--database-url", dest="database_url", default=None)
+    _schema_commands(commands)
     return parser
+
+
+def _schema_commands(commands: Any) -> None:
+    schema = commands.add_parser("schema", help="the contract kit: compare schemas, check clients")
+    verbs = schema.add_subparsers(dest="verb", required=True)
+    diff = verbs.add_parser(
+        "diff",
+        help="breaking and dangerous changes from OLD to NEW (exit 1 on breaking)",
+        description="Print the breaking and dangerous changes between two SDL files; exit 1 "
+        "when there is a breaking change (with --strict, a dangerous one too), else 0.",
+    )
+    diff.add_argument("old", type=Path, metavar="OLD.graphql")
+    diff.add_argument("new", type=Path, metavar="NEW.graphql")
+    diff.add_argument("--strict", action="store_true", help="dangerous changes fail too")
+    check = verbs.add_parser(
+        "check",
+        help="validate client documents against the schema (exit 1 on errors)",
+        description="Validate the GraphQL operations in .graphql/.gql files and the documents "
+        "embedded in .ts/.tsx/.js/.jsx (template literals) and .py (gql(...) calls) files, or "
+        "in directories of them, against the schema. Deprecated fields, arguments and enum "
+        "values are warnings; exit 1 on any error, else 0.",
+    )
+    check.add_argument("documents", nargs="+", type=Path, metavar="DOCUMENT")
+    check.add_argument(
+        "--schema",
+        type=Path,
+        default=None,
+        help="SDL file to check against (default: this turnqueue's own schema)",
+    )
+    check.add_argument("--strict", action="store_true", help="warnings fail too")
 
 
 def load_settings(overrides: dict[str, Any]) -> Settings:
@@ -52,6 +127,24 @@ def load_settings(overrides: dict[str, Any]) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     env = Settings()
     return Settings.model_validate({**env.model_dump(), **given})
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from turnqueue import contract
+
+    try:
+        if args.verb == "diff":
+            return contract.run_diff(args.old, args.new, strict=args.strict)
+        if args.schema is not None:
+            sdl = contract.read_text(args.schema)
+        else:
+            from turnqueue.api import print_schema_sdl
+
+            sdl = print_schema_sdl()
+        return contract.run_check(sdl, args.documents, strict=args.strict)
+    except contract.ContractError as e:
+        print(f"turnqueue schema: {e}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.path).write_text(print_schema_sdl(), encoding="utf-8")
         print(f"wrote {args.path}")
         return 0
+    if args.command == "schema":
+        return _schema(args)
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "path")}
     try:
         settings = load_settings(overrides)
@@ -74,9 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(migrate(settings.async_database_url))
         print("database is up to date")
         return 0
+    from turnqueue.auth import AuthConfigError, Authenticator
+
     try:
         settings.check_bind()
-    except ValueError as e:
+        Authenticator.from_settings(settings)  # an unusable JWKS file stops here, not per request
+    except (ValueError, AuthConfigError) as e:
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
     import uvicorn

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -29,41 +29,96 @@ def async_database_url(url: str) -> str:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TURNQUEUE_", extra="ignore")
 
+    # Every field has a description: it is the help text of its ``turnqueue serve`` flag.
     # --- fixed by SPEC M2 ---
     database_url: str = Field(
         default_factory=lambda: f"sqlite:///{Path.cwd() / 'turnqueue.db'}",
         description="plain postgresql://… or sqlite:///…; the async driver is chosen for you",
     )
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    tokens: Annotated[dict[str, str], NoDecode] = Field(
-        default_factory=dict, description="comma-separated principal:token pairs; empty = no auth"
+    host: str = Field(
+        default="127.0.0.1",
+        description="address to listen on; beyond loopback only with tokens or JWT configured",
     )
-    agent: Literal["scripted", "command"] = "scripted"
-    agent_command: str = ""
-    scripted_turn_seconds: float = Field(default=3.0, ge=0)
+    port: int = Field(default=8000, ge=0, le=65535, description="port to listen on")
+    tokens: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="comma-separated principal:token pairs (static bearer tokens)",
+    )
+    agent: Literal["scripted", "command"] = Field(
+        default="scripted", description="default agent profile: scripted or command"
+    )
+    agent_command: str = Field(
+        default="", description="the command agent's command line, run once per turn"
+    )
+    scripted_turn_seconds: float = Field(
+        default=3.0, ge=0, description="how long a scripted reply streams, in seconds"
+    )
     queue_max: int = Field(default=10, ge=0, description="entries per session; 0 = unlimited")
-    cancel_timeout: float = Field(default=10.0, gt=0)
-    escalation_timeout: float = Field(default=2.0, gt=0)
+    cancel_timeout: float = Field(
+        default=10.0, gt=0, description="seconds after SIGINT before SIGTERM"
+    )
+    escalation_timeout: float = Field(
+        default=2.0, gt=0, description="seconds after SIGTERM before SIGKILL"
+    )
 
     # --- ours ---
-    cancel_operation_timeout: float = Field(default=30.0, gt=0)
-    max_content_bytes: int = Field(default=100_000, gt=0)
-    workflow_file: Path | None = None
-    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    max_query_depth: int = Field(default=12, gt=0)
-    max_aliases: int = Field(default=30, gt=0)
-    max_tokens: int = Field(default=2_000, gt=0)
-    max_body_bytes: int = Field(default=256_000, gt=0)
-    introspection: bool = True
-    subscriber_buffer: int = Field(default=256, gt=0)
-    #: identical snapshot subscriptions share one execution (turnqueue/fanout.py)
-    subscription_fanout: bool = True
-    db_pool_size: int = Field(default=10, gt=0)
-    db_timeout: float = Field(default=30.0, gt=0)
-    lease_seconds: float = Field(default=10.0, gt=0)
-    log_json: bool = False
-    log_level: str = "INFO"
+    cancel_operation_timeout: float = Field(
+        default=30.0, gt=0, description="upper bound of one cancellation, in seconds"
+    )
+    max_content_bytes: int = Field(
+        default=100_000, gt=0, description="largest message content, in bytes"
+    )
+    workflow_file: Path | None = Field(
+        default=None, description="a TOML or JSON workflow definition file"
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="comma-separated browser origins allowed for HTTP (CORS) and WebSocket",
+    )
+    max_query_depth: int = Field(default=12, gt=0, description="deepest GraphQL operation")
+    max_aliases: int = Field(default=30, gt=0, description="most aliases in one operation")
+    max_tokens: int = Field(default=2_000, gt=0, description="most tokens in one document")
+    max_body_bytes: int = Field(
+        default=256_000, gt=0, description="largest HTTP request body, in bytes"
+    )
+    introspection: bool = Field(default=True, description="allow GraphQL introspection")
+    subscriber_buffer: int = Field(
+        default=256,
+        gt=0,
+        description="events buffered per subscriber before it is told to resync",
+    )
+    subscription_fanout: bool = Field(
+        default=True,
+        description="identical snapshot subscriptions share one execution",
+    )
+    db_pool_size: int = Field(
+        default=10, gt=0, description="PostgreSQL connections per instance (plus the lease's)"
+    )
+    db_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds a connect, statement or SQLite write lock may wait",
+    )
+    lease_seconds: float = Field(
+        default=10.0, gt=0, description="how soon another instance takes over a dead one"
+    )
+    log_json: bool = Field(default=False, description="write JSON log lines")
+    log_level: str = Field(default="INFO", description="log level (DEBUG, INFO, WARNING, …)")
+
+    # --- signed tokens (S5) ---
+    jwt_secret: str = Field(
+        default="",
+        description="accept HS256 JWTs signed with this shared secret (32 bytes or more)",
+    )
+    jwt_jwks_file: Path | None = Field(
+        default=None,
+        description="accept RS256/ES256 JWTs signed by the public keys of this JWKS file (by kid)",
+    )
+    jwt_issuer: str = Field(default="", description="when set, a JWT's iss must equal it")
+    jwt_audience: str = Field(default="", description="when set, a JWT's aud must contain it")
+    jwt_leeway: float = Field(
+        default=0.0, ge=0, description="seconds of clock skew allowed when checking exp and nbf"
+    )
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -87,6 +142,15 @@ class Settings(BaseSettings):
             return [o.strip() for o in value.split(",") if o.strip()]
         return value
 
+    @model_validator(mode="after")
+    def _one_jwt_key_source(self) -> Settings:
+        if self.jwt_secret and self.jwt_jwks_file is not None:
+            raise ValueError("set TURNQUEUE_JWT_SECRET or TURNQUEUE_JWT_JWKS_FILE, not both")
+        if self.jwt_secret and len(self.jwt_secret.encode()) < 32:
+            # RFC 7518 §3.2: an HS256 key is at least as long as the hash (256 bits).
+            raise ValueError("TURNQUEUE_JWT_SECRET must be at least 32 bytes long for HS256")
+        return self
+
     @property
     def async_database_url(self) -> str:
         return async_database_url(self.database_url)
@@ -99,10 +163,16 @@ class Settings(BaseSettings):
     def queue_limit(self) -> int | None:
         return self.queue_max or None
 
+    @property
+    def authentication_configured(self) -> bool:
+        """Static tokens or JWTs (S1, S5)."""
+        return bool(self.tokens or self.jwt_secret or self.jwt_jwks_file)
+
     def check_bind(self) -> None:
-        """S1: with no tokens the server serves one local user and must stay on loopback."""
-        if not self.tokens and self.host not in LOOPBACK_HOSTS:
+        """S1: with no authentication the server serves one local user and stays on loopback."""
+        if not self.authentication_configured and self.host not in LOOPBACK_HOSTS:
             raise ValueError(
-                f"refusing to listen on {self.host} without TURNQUEUE_TOKENS; "
-                "configure tokens or bind to 127.0.0.1"
+                f"refusing to listen on {self.host} without authentication; configure "
+                "TURNQUEUE_TOKENS, TURNQUEUE_JWT_SECRET or TURNQUEUE_JWT_JWKS_FILE, "
+                "or bind to 127.0.0.1"
             )

@@ -1,6 +1,7 @@
 """The GraphQL view: authentication (S1), origins (S4), body size and GraphQL-shaped refusals (S3).
 
-HTTP: ``Authorization: Bearer <token>`` on every GraphQL request; the GraphiQL page (a browser's
+HTTP: ``Authorization: Bearer <token>`` (a static token or a JWT, :mod:`turnqueue.auth`) on every
+GraphQL request; the GraphiQL page (a browser's
 GET with no query) is served without one. Refusals — missing or wrong token, oversized body,
 malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text page.
 
@@ -12,7 +13,6 @@ Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turn
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -20,7 +20,7 @@ from typing import Any
 
 from cross_web import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
@@ -39,15 +39,18 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import Comple
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UnsetType
 
+from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
+from turnqueue.auth import AuthenticationFailed
+from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.fanout import FanOut, PreEncoded
+from turnqueue.graphiql import page_html
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
 from turnqueue.sse import IdentifiedSSETransport, attach_event_id
 
 log = logging.getLogger(__name__)
 
-LOCAL_PRINCIPAL = "local"
 PRINCIPAL_KEY = "turnqueue.principal"
 CONTEXT_KEY = "turnqueue.context"
 
@@ -59,29 +62,12 @@ def graphql_error(
     return JSONResponse(body, status_code=status_code, headers=headers)
 
 
-class Authenticator:
-    """S1: ``principal:token`` pairs compared in constant time against every token."""
-
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self._tokens = [(p, t.encode()) for p, t in tokens.items()]
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._tokens)
-
-    def principal(self, authorization: object) -> str | None:
-        """The principal for an ``Authorization`` value, or None when it is refused."""
-        if not self._tokens:
-            return LOCAL_PRINCIPAL
-        if not isinstance(authorization, str):
-            return None
-        scheme, _, token = authorization.strip().partition(" ")
-        presented = token.strip().encode()
-        found: str | None = None
-        for principal, expected in self._tokens:  # no early exit: same work for every token
-            if hmac.compare_digest(presented, expected) and scheme.lower() == "bearer":
-                found = principal
-        return found
+def _www_authenticate(request: Request, refused: AuthenticationFailed) -> str:
+    """RFC 6750 §3: ``invalid_token`` with the reason when a token was presented."""
+    if not request.headers.get("authorization"):
+        return "Bearer"
+    reason = str(refused).replace('"', "'")
+    return f'Bearer error="invalid_token", error_description="{reason}"'
 
 
 class _BodyTooLarge(Exception):
@@ -184,10 +170,17 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             max_subscriptions_per_connection=100,
         )
         self.settings = settings
-        self.auth = Authenticator(settings.tokens)
+        self.auth = Authenticator.from_settings(settings)  # static tokens and JWTs (S1, S5)
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
         self.fanout = fanout
+        #: The bundled GraphiQL (G2); None when unbuilt: Strawberry's CDN page, with a warning
+        self.ide_html = page_html(auth_required=self.auth.enabled)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        if self.ide_html is None:
+            return await super().render_graphql_ide(request)
+        return HTMLResponse(self.ide_html, headers={"Cache-Control": "no-cache"})
 
     def encode_json(self, data: object) -> str | bytes:
         if isinstance(data, PreEncoded):  # a fan-out frame, encoded once for its whole group
@@ -208,13 +201,14 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
                 "cross-origin request from an origin not allowed", 403, "FORBIDDEN"
             )
         if not self._is_ide_request(request):
-            principal = self.auth.principal(request.headers.get("authorization"))
-            if principal is None:
+            try:
+                principal = self.auth.authenticate(request.headers.get("authorization"))
+            except AuthenticationFailed as refused:
                 return graphql_error(
-                    "authentication required: send Authorization: Bearer <token>",
+                    str(refused),
                     401,
                     "UNAUTHENTICATED",
-                    {"WWW-Authenticate": "Bearer"},
+                    {"WWW-Authenticate": _www_authenticate(request, refused)},
                 )
             scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         limit = self.settings.max_body_bytes
@@ -270,9 +264,11 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
         params = context.connection_params or {}
-        principal = self.auth.principal(params.get("authorization"))
-        if principal is None:
-            log.info("refused a WebSocket without a valid token")
-            raise ConnectionRejectionError({"message": "authentication required"})
+        try:
+            principal = self.auth.authenticate(params.get("authorization"))
+        except AuthenticationFailed as refused:
+            # graphql-transport-ws closes with 4403 "Forbidden" and carries no reason: log it.
+            log.info("refused a WebSocket: %s", refused)
+            raise ConnectionRejectionError({"message": str(refused)}) from None
         context.principal = principal
         return await super().on_ws_connect(context)

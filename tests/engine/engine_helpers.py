@@ -76,13 +76,19 @@ class ManualAgent:
     runs: list[ManualRun] = field(default_factory=list)
     started: asyncio.Queue[ManualRun] = field(default_factory=asyncio.Queue)
     fail_start: bool = False
+    #: the next this many starts fail (then starts succeed again)
+    fail_starts: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> ManualRun:
-        if self.fail_start:
-            raise RuntimeError("cannot start")
         run = ManualRun(prompt, session_id, turn_id)
         self.runs.append(run)
+        if self.fail_start or self.fail_starts:
+            self.fail_starts = max(0, self.fail_starts - 1)
+            run.fail("cannot start")  # recorded as done, so helpers waiting for it move on
+            async with self._changed:
+                self._changed.notify_all()
+            raise RuntimeError("cannot start")
         self.started.put_nowait(run)
         async with self._changed:
             self._changed.notify_all()

@@ -27,7 +27,8 @@ What it models, rule by rule:
   session (tail, in order, ids kept; destination auto-run = source AND ON, reason TRANSFER; the
   source loses its policy row, reads ON again, and becomes COMPLETED; its running turn is stopped
   by an internal cancellation, so it ends CANCELLED); entering the last step completes a waiting
-  session (a prompt reopens it); then one automatic drain on the task's current session;
+  session (a prompt reopens it), and a running one when its turn ends (leaving the last step
+  before then takes that back); then one automatic drain on the task's current session;
 - M6/Q10 a restart: a crash leaves the running turn to recovery (FAILED ``interrupted``); a
   graceful close stops it (FAILED); then every queue left eligible drains once (start-up sweep).
 
@@ -86,6 +87,8 @@ class ModelSession:
     pause_reason: PauseReason | None = None
     clarification: str | None = None
     turns: list[ModelTurn] = field(default_factory=list)
+    #: the task reached its last step while a turn ran: that turn's end completes the session
+    complete_on_idle: bool = False
 
     @property
     def running(self) -> ModelTurn | None:
@@ -172,6 +175,8 @@ class TaskModel:
         turn.status = status
         turn.error = error
         s.state = SessionState.WAITING_FOR_INPUT  # every turn end (§1)
+        if s.complete_on_idle:  # §1 COMPLETED: the task reached its last step meanwhile
+            s.state, s.complete_on_idle = SessionState.COMPLETED, False
         if question is not None:
             s.clarification = question
 
@@ -312,9 +317,9 @@ class TaskModel:
             self._enter(following, new_session_id)
         return self._auto_drain(self.current)  # Q4 (held by a new clarification)
 
-    def fail(self) -> ModelTurn | None:
+    def fail(self, error: str = "boom") -> ModelTurn | None:
         s = self.current
-        self._end(s, TurnStatus.FAILED, error="boom")
+        self._end(s, TurnStatus.FAILED, error=error)
         return self._auto_drain(s)
 
     # -- workflow ---------------------------------------------------------------------------------
@@ -346,6 +351,9 @@ class TaskModel:
             self.sessions.append(destination)
         elif step.name == self.steps[-1].name and source.state is SessionState.WAITING_FOR_INPUT:
             source.state = SessionState.COMPLETED
+        else:  # the last step reached while a turn runs completes the session at its end
+            last = step.name == self.steps[-1].name
+            source.complete_on_idle = last and source.state is SessionState.RUNNING
 
     # -- the server process -----------------------------------------------------------------------
     def restart(self, crash: bool) -> list[ModelTurn]:

@@ -28,6 +28,7 @@ so the test is a plain (sync) test and pytest-asyncio's loop is not involved.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -57,10 +58,11 @@ from engine_helpers import PRINCIPAL, ManualAgent, settle
 from turnqueue.bus import EventBus
 from turnqueue.domain import CancelOutcome, SendNowScope
 from turnqueue.engine.orchestrator import Engine
-from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.migrate import migrate
 from turnqueue.store.sql import SqlStore, open_store
+from turnqueue.store.tx import SqlTx
 
 T = TypeVar("T")
 
@@ -160,6 +162,26 @@ def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Databases:
 CONTENT_KINDS = st.sampled_from(["plain", "plain", "plain", "stubborn"])
 REVISIONS = st.sampled_from([None, None, None, "current", "stale"])
 TARGETS = st.sampled_from(["visible", "visible", "visible", "gone", "unknown"])
+
+
+@contextlib.contextmanager
+def _failing_end_turn(failures: int) -> Iterator[Callable[[], int]]:
+    """The next ``failures`` attempts to record a turn's end fail as a lost database would."""
+    left = failures
+    end_turn = SqlTx.end_turn
+
+    async def flaky(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
+        nonlocal left
+        if left:
+            left -= 1
+            raise StoreError("the database is away")
+        return await end_turn(self, *args, **kwargs)
+
+    SqlTx.end_turn = flaky  # type: ignore[method-assign]
+    try:
+        yield lambda: left
+    finally:
+        SqlTx.end_turn = end_turn  # type: ignore[method-assign]
 
 
 def _running(machine: EngineMachine) -> bool:
@@ -523,6 +545,44 @@ class EngineMachine(RuleBasedStateMachine):
     def fail(self) -> None:
         self._end_turn("agent.fail", lambda run: run.fail())
         self.model.fail()
+
+    @precondition(_running)
+    @rule(failures=st.integers(1, 3))
+    def complete_after_failed_commits(self, failures: int) -> None:
+        """Q10, M6: the end's first ``failures`` commits fail (the database is away); it is
+        retried until it commits, so the outcome is that of a plain completion."""
+        with _failing_end_turn(failures) as left:
+            current = self._end_turn("agent.complete(retried)", lambda run: run.complete())
+        assert left() == 0, "the end was not retried"
+        self.model.complete(None, current)
+
+    @precondition(lambda self: self.model.current.running is None)
+    @rule(kind=CONTENT_KINDS)
+    def send_message_agent_cannot_start(self, kind: str) -> None:
+        """C5, Q4: the agent of a directly started turn fails to start: the turn fails, no
+        reference sticks, and the queue runs on as after any failed turn."""
+        content = self.content(kind)
+        self.agent.fail_starts = 1
+
+        def model_op(r: Any) -> Admitted:
+            admitted = self.model.send_message(r.entry.id if r and r.entry else "?", content)
+            if admitted is Admitted.TURN:
+                self.model.fail(error="agent error: cannot start")
+            return admitted
+
+        try:
+            result, admitted = self.apply(
+                "sendMessage(start fails)",
+                lambda: self.engine_.send_message(PRINCIPAL, self.sid, content),
+                model_op,
+            )
+        finally:
+            self.agent.fail_starts = 0
+        if result is not None:
+            self.ledger[content] += 1
+            if result.entry is not None:
+                self.seen_ids.append(result.entry.id)
+            assert (result.turn is not None) is (admitted is Admitted.TURN)
 
     @precondition(_running)
     @rule()

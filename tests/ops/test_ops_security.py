@@ -2,8 +2,9 @@
 
 Here: constant-time token comparison against *every* configured token on HTTP and WebSocket,
 faults in mutations and subscriptions masked to the client but logged (with their detail) on
-the server, cross-origin WebSockets accepted only from a configured origin, and a real
-``turnqueue serve`` process refusing a non-loopback bind without tokens.
+the server, cross-origin WebSockets accepted only from a configured origin, a real
+``turnqueue serve`` process refusing a non-loopback bind without tokens, and the same process
+verifying signed tokens (S5) from a JWKS file over HTTP and WebSocket.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+import jwt_tokens
 import pytest
-from ops_helpers import REPO, inproc_server
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from clients import Client
+from ops_helpers import REPO, ProcServer, inproc_server
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from turnqueue.transport import Authenticator
 
@@ -163,3 +167,81 @@ def test_s1_serve_process_refuses_a_non_loopback_bind_without_tokens(host: str) 
     )
     assert done.returncode == 2, done
     assert "TURNQUEUE_TOKENS" in done.stderr and "Uvicorn running" not in done.stderr
+
+
+async def _ws_init(url: str, token: str) -> tuple[ClientConnection, dict[str, Any] | None]:
+    """A graphql-transport-ws socket after ``connection_init``; the ack, or None when closed."""
+    ws = await connect(url, subprotocols=["graphql-transport-ws"])  # type: ignore[list-item]
+    init = {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}
+    await ws.send(json.dumps(init))
+    try:
+        ack: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    except ConnectionClosed:
+        return ws, None
+    return ws, ack
+
+
+async def test_s5_serve_process_verifies_jwks_tokens_over_http_and_websocket(
+    database_url: str, tmp_path: Path
+) -> None:
+    """``turnqueue serve`` with TURNQUEUE_JWT_JWKS_FILE (and issuer): RS256 and ES256 by kid."""
+    jwks = jwt_tokens.write_jwks(tmp_path / "jwks.json")
+    server = ProcServer(
+        database_url,
+        tmp_path / "server.log",
+        TURNQUEUE_JWT_JWKS_FILE=str(jwks),
+        TURNQUEUE_JWT_ISSUER=jwt_tokens.ISSUER,
+    )
+    await server.start()
+    alice = jwt_tokens.rs256(jwt_tokens.claims("alice", iss=jwt_tokens.ISSUER))
+    bob = jwt_tokens.es256(jwt_tokens.claims("bob", iss=jwt_tokens.ISSUER))
+    expired = jwt_tokens.rs256(jwt_tokens.claims("alice", ttl=-60, iss=jwt_tokens.ISSUER))
+    try:
+        async with Client(server.base, alice) as client:
+            sid = await client.create_session()
+        query = "query($s: ID!) { session(id: $s) { id } }"
+        async with Client(server.base, bob) as client:
+            assert await client.data(query, s=sid) == {"session": None}  # S2
+        for token, reason in [
+            (expired, "token has expired"),
+            (jwt_tokens.unsigned(jwt_tokens.claims(), kid="rsa-1"), "not accepted"),
+            (jwt_tokens.hs256_with_public_key(jwt_tokens.claims()), "not accepted"),
+        ]:
+            async with Client(server.base, token) as client:
+                body = await client.gql("{ tasks { id } }")
+            assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED", body
+            assert reason in body["errors"][0]["message"], body
+            ws, ack = await _ws_init(server.base.replace("http", "ws") + "/graphql", token)
+            assert ack is None and ws.close_code == 4403, ack
+        ws, ack = await _ws_init(server.base.replace("http", "ws") + "/graphql", alice)
+        try:
+            assert ack is not None and ack["type"] == "connection_ack"
+            subscribe = {
+                "id": "1",
+                "type": "subscribe",
+                "payload": {"query": query, "variables": {"s": sid}},
+            }
+            await ws.send(json.dumps(subscribe))
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert frame["payload"] == {"data": {"session": {"id": sid}}}, frame
+        finally:
+            await ws.close()
+    finally:
+        server.stop()
+
+
+def test_s5_serve_process_refuses_an_unusable_jwks_file(tmp_path: Path) -> None:
+    """A bad key file stops the server at start (exit 2, the reason), not at the first request."""
+    bad = tmp_path / "jwks.json"
+    bad.write_text('{"keys": [{"kty": "oct", "kid": "k", "k": "c2VjcmV0"}]}')
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(REPO), "TURNQUEUE_JWT_JWKS_FILE": str(bad)}
+    done = subprocess.run(
+        [sys.executable, "-m", "turnqueue", "serve", "--host", "0.0.0.0", "--port", "1"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert "only RSA" in done.stderr and "Uvicorn running" not in done.stderr

@@ -25,6 +25,9 @@ from strawberry.extensions import SchemaExtension
 
 from turnqueue import domain
 from turnqueue.engine.orchestrator import Engine
+from turnqueue.resolvers import connections
+from turnqueue.schema.connections import Connection, PageArgs
+from turnqueue.schema.types import Session, Turn
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -166,6 +169,13 @@ class Context:
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
         return await self.loaders.turns.load((session_id, last))
+
+    # Pages are read as asked (no loader): a page is one keyset query of its own.
+    async def sessions_connection(self, task_id: str, args: PageArgs) -> Connection[Session]:
+        return await connections.sessions(self.engine.store, task_id, args)
+
+    async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Turn]:
+        return await connections.turns(self.engine.store, session_id, args)
 
 
 class FreshReads(SchemaExtension):

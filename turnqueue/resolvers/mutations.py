@@ -7,11 +7,14 @@ masked by the schema (S3).
 
 from __future__ import annotations
 
+from typing import Annotated, TypeVar
+
 import strawberry
 
 from turnqueue import domain
 from turnqueue.errors import UserFacingError
 from turnqueue.resolvers.context import Context
+from turnqueue.schema import fields as described
 from turnqueue.schema import inputs as i
 from turnqueue.schema import payloads as p
 from turnqueue.schema.types import (
@@ -26,6 +29,10 @@ from turnqueue.schema.types import (
 
 Info = strawberry.Info[Context, None]
 
+T = TypeVar("T")
+#: Every mutation's one argument.
+Input = Annotated[T, strawberry.argument(description="What to do (see the input type's fields).")]
+
 
 def _errors(error: UserFacingError) -> list[UserError]:
     return [UserError.from_domain(error)]
@@ -35,10 +42,17 @@ def _turn(turn: domain.Turn | None) -> Turn | None:
     return Turn.from_domain(turn) if turn is not None else None
 
 
-@strawberry.type
+@strawberry.type(
+    description="Changes. Each takes one `input` and answers a payload with the changed entities "
+    "and `userErrors`: expected refusals, each with an ErrorCode, after which nothing changed. "
+    "Authentication failures and faults are top-level GraphQL errors."
+)
 class Mutation:
-    @strawberry.mutation  # Create a task and its first session.
-    async def create_task(self, info: Info, input: i.CreateTaskInput) -> p.CreateTaskPayload:
+    @described.mutation(
+        "Create a task and its first session, which is ready for a prompt. userErrors: "
+        "INVALID_INPUT (title, agent)."
+    )
+    async def create_task(self, info: Info, input: Input[i.CreateTaskInput]) -> p.CreateTaskPayload:
         ctx = info.context
         try:
             task, session = await ctx.engine.create_task(
@@ -50,8 +64,15 @@ class Mutation:
             task=Task.from_domain(task), session=Session.from_domain(session)
         )
 
-    @strawberry.mutation  # Start a turn when the session is free, else queue it.
-    async def send_message(self, info: Info, input: i.SendMessageInput) -> p.SendMessagePayload:
+    @described.mutation(
+        "Send a prompt. It starts a turn at once when the session is promptable and "
+        "nothing holds it (Q9), whatever is queued and whatever auto-run says; a busy or "
+        "held session queues it instead (`queuedEntry`). userErrors: INVALID_INPUT, "
+        "NOT_FOUND, CLARIFICATION_PENDING, SESSION_NOT_PROMPTABLE, QUEUE_FULL."
+    )
+    async def send_message(
+        self, info: Info, input: Input[i.SendMessageInput]
+    ) -> p.SendMessagePayload:
         ctx, principal = info.context, info.context.require_principal()
         try:
             admission = await ctx.engine.send_message(principal, input.session_id, input.content)
@@ -66,9 +87,13 @@ class Mutation:
             queue=QueueStatus.from_domain(queue),
         )
 
-    @strawberry.mutation  # Always queue; then an automatic drain (Q3).
+    @described.mutation(
+        "Queue a message at the tail, always; then, if auto-run is on and nothing holds "
+        "the queue, its head starts (an automatic drain, Q3). userErrors: INVALID_INPUT, "
+        "NOT_FOUND, QUEUE_CHANGED, QUEUE_FULL."
+    )
     async def enqueue_message(
-        self, info: Info, input: i.EnqueueMessageInput
+        self, info: Info, input: Input[i.EnqueueMessageInput]
     ) -> p.EnqueueMessagePayload:
         ctx = info.context
         try:
@@ -85,9 +110,12 @@ class Mutation:
             turn=_turn(turn),
         )
 
-    @strawberry.mutation  # Edit a USER entry's content (Q12).
+    @described.mutation(
+        "Edit a queued USER entry's content (Q12). userErrors: INVALID_INPUT, NOT_FOUND, "
+        "QUEUE_CHANGED, ENTRY_NOT_FOUND, NOT_EDITABLE."
+    )
     async def update_queue_entry(
-        self, info: Info, input: i.UpdateQueueEntryInput
+        self, info: Info, input: Input[i.UpdateQueueEntryInput]
     ) -> p.QueuePayload:
         ctx = info.context
         try:
@@ -102,9 +130,12 @@ class Mutation:
             return p.QueuePayload(user_errors=_errors(e))
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @strawberry.mutation  # Remove one entry (Q12).
+    @described.mutation(
+        "Remove one queued entry (Q12). userErrors: INVALID_INPUT, NOT_FOUND, "
+        "QUEUE_CHANGED, ENTRY_NOT_FOUND."
+    )
     async def remove_queue_entry(
-        self, info: Info, input: i.RemoveQueueEntryInput
+        self, info: Info, input: Input[i.RemoveQueueEntryInput]
     ) -> p.QueuePayload:
         ctx = info.context
         try:
@@ -115,8 +146,11 @@ class Mutation:
             return p.QueuePayload(user_errors=_errors(e))
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @strawberry.mutation  # Remove every visible entry (Q12).
-    async def clear_queue(self, info: Info, input: i.ClearQueueInput) -> p.QueuePayload:
+    @described.mutation(
+        "Remove every visible entry (Q12); entries already being delivered are not "
+        "touched. userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
+    )
+    async def clear_queue(self, info: Info, input: Input[i.ClearQueueInput]) -> p.QueuePayload:
         ctx = info.context
         try:
             queue = await ctx.engine.clear_queue(
@@ -126,8 +160,11 @@ class Mutation:
             return p.QueuePayload(user_errors=_errors(e))
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @strawberry.mutation  # Reorder: orderedIds must be exactly the visible entries.
-    async def reorder_queue(self, info: Info, input: i.ReorderQueueInput) -> p.QueuePayload:
+    @described.mutation(
+        "Put the queue in a new order: `orderedIds` must be exactly the visible entries "
+        "(Q12). userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
+    )
+    async def reorder_queue(self, info: Info, input: Input[i.ReorderQueueInput]) -> p.QueuePayload:
         ctx = info.context
         try:
             queue = await ctx.engine.reorder_queue(
@@ -140,8 +177,16 @@ class Mutation:
             return p.QueuePayload(user_errors=_errors(e))
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @strawberry.mutation  # Stop the active turn; answers once it has finished (C1-C9).
-    async def cancel(self, info: Info, input: i.CancelInput) -> p.CancelPayload:
+    @described.mutation(
+        "Stop the active turn and answer once it has stopped, with the outcome (C1-C9). "
+        "Meanwhile every Session and cancellationChanged show `cancellationPending: "
+        "true`. With entries still queued it also turns auto-run off (pause reason "
+        "CANCEL, Q7); with nothing running it only withdraws a pending clarification "
+        "(NOTHING_RUNNING). It runs to its end even if the client goes away (C4). "
+        "userErrors: INVALID_INPUT, NOT_FOUND, SEND_NOW_CONFLICT, SESSION_BUSY (several "
+        "instances: the one running the turn failed)."
+    )
+    async def cancel(self, info: Info, input: Input[i.CancelInput]) -> p.CancelPayload:
         ctx = info.context
         try:
             result = await ctx.engine.cancel(ctx.require_principal(), input.session_id)
@@ -154,8 +199,15 @@ class Mutation:
             outcome=result.outcome,
         )
 
-    @strawberry.mutation  # Q2: true starts the head when eligible; false never stops.
-    async def set_auto_run(self, info: Info, input: i.SetAutoRunInput) -> p.SetAutoRunPayload:
+    @described.mutation(
+        "Turn auto-run on or off (Q1, Q2). Off never stops the active turn: it lets it "
+        "finish and holds the rest (pause reason USER). On starts the head at once when "
+        "the session is promptable and nothing holds it (`dispatched`). userErrors: "
+        "INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
+    )
+    async def set_auto_run(
+        self, info: Info, input: Input[i.SetAutoRunInput]
+    ) -> p.SetAutoRunPayload:
         ctx = info.context
         try:
             turn = await ctx.engine.set_auto_run(
@@ -168,8 +220,16 @@ class Mutation:
             queue=QueueStatus.from_domain(queue), dispatched=turn is not None, turn=_turn(turn)
         )
 
-    @strawberry.mutation  # Q5: run one entry (or all, combined) in place of the turn.
-    async def send_now(self, info: Info, input: i.SendNowInput) -> p.SendNowPayload:
+    @described.mutation(
+        "Run one entry (scope ENTRY) or all of them combined (ALL) in place of the active "
+        "turn (Q5): it claims them and turns auto-run on, stops the active turn without "
+        "pausing the queue, then starts them; the rest follow in FIFO order. A refusal "
+        "leaves the queue exactly as it was. userErrors: INVALID_INPUT, NOT_FOUND, "
+        "CLARIFICATION_PENDING, SESSION_NOT_PROMPTABLE, QUEUE_CHANGED, QUEUE_EMPTY, "
+        "ENTRY_NOT_FOUND, SEND_NOW_CONFLICT, TURN_CHANGED, SESSION_BUSY (several "
+        "instances: the one running the turn did not answer)."
+    )
+    async def send_now(self, info: Info, input: Input[i.SendNowInput]) -> p.SendNowPayload:
         ctx = info.context
         try:
             result = await ctx.engine.send_now(
@@ -188,8 +248,12 @@ class Mutation:
             sent_count=result.sent_count,
         )
 
-    @strawberry.mutation  # Q6: set auto-run on and start at most one head entry.
-    async def drain(self, info: Info, input: i.DrainInput) -> p.DrainPayload:
+    @described.mutation(
+        "Turn auto-run on and start at most one head entry (Q6, for compatibility). "
+        "userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED, CLARIFICATION_PENDING, "
+        "SESSION_BUSY, SESSION_NOT_PROMPTABLE."
+    )
+    async def drain(self, info: Info, input: Input[i.DrainInput]) -> p.DrainPayload:
         ctx = info.context
         try:
             turn = await ctx.engine.drain(
@@ -202,9 +266,13 @@ class Mutation:
             queue=QueueStatus.from_domain(queue), turn=_turn(turn), drained=turn is not None
         )
 
-    @strawberry.mutation  # Send the answer as the next turn and clear the question.
+    @described.mutation(
+        "Answer the agent's pending question: the answer runs as the next turn (source "
+        "USER) and the clarification is cleared. userErrors: INVALID_INPUT, NOT_FOUND, "
+        "NO_CLARIFICATION, SESSION_BUSY."
+    )
     async def answer_clarification(
-        self, info: Info, input: i.AnswerClarificationInput
+        self, info: Info, input: Input[i.AnswerClarificationInput]
     ) -> p.SessionPayload:
         ctx = info.context
         try:
@@ -215,8 +283,13 @@ class Mutation:
             return p.SessionPayload(user_errors=_errors(e))
         return p.SessionPayload(session=Session.from_domain(session))
 
-    @strawberry.mutation  # Move the task to a workflow step (W1-W3).
-    async def move_task(self, info: Info, input: i.MoveTaskInput) -> p.MoveTaskPayload:
+    @described.mutation(
+        "Move the task to a workflow step (W1-W3). A step with `new_session_on_enter` "
+        "creates a new session and moves the queue to it (W3); then one automatic drain "
+        "runs on the task's current session. userErrors: INVALID_INPUT (taskId, unknown "
+        "step), NOT_FOUND."
+    )
+    async def move_task(self, info: Info, input: Input[i.MoveTaskInput]) -> p.MoveTaskPayload:
         ctx = info.context
         try:
             task, session = await ctx.engine.move_task(

@@ -2,30 +2,76 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import strawberry
 
+from turnqueue.resolvers import connections
 from turnqueue.resolvers.context import Context
+from turnqueue.schema import fields as described
+from turnqueue.schema.connections import AFTER, BEFORE, FIRST, LAST, Connection, PageArgs
 from turnqueue.schema.types import MAX_PAGE, Session, Task
 
 Info = strawberry.Info[Context, None]
 
 
-@strawberry.type
+@strawberry.type(description="Reads. Everything a principal reads is its own (S2).")
 class Query:
-    @strawberry.field
-    async def session(self, info: Info, id: strawberry.ID) -> Session | None:
+    @described.field(
+        "One of the caller's sessions; null when there is none with this id, when "
+        "it belongs to another principal (S2), or when the id is malformed."
+    )
+    async def session(
+        self, info: Info, id: Annotated[strawberry.ID, strawberry.argument(description="Its id.")]
+    ) -> Session | None:
         ctx = info.context
         session = await ctx.engine.session(ctx.require_principal(), id)
         return Session.from_domain(session) if session is not None else None
 
-    @strawberry.field
-    async def task(self, info: Info, id: strawberry.ID) -> Task | None:
+    @described.field(
+        "One of the caller's tasks; null when there is none with this id, when it "
+        "belongs to another principal (S2), or when the id is malformed."
+    )
+    async def task(
+        self, info: Info, id: Annotated[strawberry.ID, strawberry.argument(description="Its id.")]
+    ) -> Task | None:
         ctx = info.context
         task = await ctx.engine.task(ctx.require_principal(), id)
         return Task.from_domain(task) if task is not None else None
 
-    @strawberry.field  # The caller's newest tasks (at most 200).
-    async def tasks(self, info: Info, first: int = 50) -> list[Task]:
+    @described.field(
+        "The caller's newest tasks, newest first, in one unpaged list.",
+        deprecation_reason="Use `tasksConnection`, which pages with cursors.",
+    )
+    async def tasks(
+        self,
+        info: Info,
+        first: Annotated[
+            int,
+            strawberry.argument(
+                description="How many: at most 200 (a larger value answers 200); a negative one "
+                "answers none."
+            ),
+        ] = 50,
+    ) -> list[Task]:
         ctx = info.context
         tasks = await ctx.engine.tasks(ctx.require_principal(), max(0, min(first, MAX_PAGE)))
         return [Task.from_domain(t) for t in tasks]
+
+    @described.field(
+        "The caller's tasks, newest first (by creation time, then id), a page at a "
+        "time (G3). A task created while you page lands before the first page, so paging on "
+        "with `after` sees every older task once. Bad paging arguments are an error with "
+        "`extensions.code` INVALID_INPUT."
+    )
+    async def tasks_connection(
+        self,
+        info: Info,
+        first: Annotated[int | None, strawberry.argument(description=FIRST)] = None,
+        after: Annotated[str | None, strawberry.argument(description=AFTER)] = None,
+        last: Annotated[int | None, strawberry.argument(description=LAST)] = None,
+        before: Annotated[str | None, strawberry.argument(description=BEFORE)] = None,
+    ) -> Connection[Task]:
+        ctx = info.context
+        args = PageArgs(first=first, after=after, last=last, before=before)
+        return await connections.tasks(ctx.engine.store, ctx.require_principal(), args)

@@ -24,9 +24,14 @@ from turnqueue.bus import Event, EventKind, SubscriberLagged
 from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.resolvers.context import Context
+from turnqueue.schema import fields as described
 from turnqueue.schema.types import CancellationStatus, QueueStatus, Session, TurnOutputChunk
 
 Info = strawberry.Info[Context, None]
+
+SessionId = Annotated[
+    strawberry.ID, strawberry.argument(description="The session (one of the caller's).")
+]
 
 RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snapshot"
 
@@ -206,44 +211,57 @@ async def _output_stream(
         sub.close()
 
 
-@strawberry.type
+@strawberry.type(
+    description="Live state of one session over graphql-transport-ws or GraphQL over SSE "
+    "(graphql-sse; every event has an SSE `id`, O3). Each subscription sends "
+    "the current snapshot first, then every change, each with its revision (R3): keep the "
+    "highest per session and kind and ignore lower ones. A subscriber that falls behind gets an "
+    "error with `extensions.code` RESYNC and the stream ends: subscribe again for a fresh "
+    "snapshot. A session that is not the caller's is an error with code NOT_FOUND (S2)."
+)
 class Subscription:
-    @strawberry.subscription  # Snapshot first, then each transition (C1, C2).
+    @described.subscription(
+        "The session's cancellation state: the current one first, then each transition "
+        "of `pending` (C1, C2), ordered by `revision`."
+    )
     async def cancellation_changed(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[CancellationStatus, None]:
         await _authorize(info.context, session_id)
         return _cancellation_stream(info.context, session_id)
 
-    @strawberry.subscription  # Snapshot first, then each change (Q13).
+    @described.subscription(
+        "The session's queue: the current status first, then each new `revision` (Q13)."
+    )
     async def queue_status_changed(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[QueueStatus, None]:
         await _authorize(info.context, session_id)
         return _queue_stream(info.context, session_id)
 
-    @strawberry.subscription  # Snapshot first, then each session or cancellation change.
+    @described.subscription(
+        "The session: its current state first, then each new session `revision` or "
+        "cancellation transition (ordered by `revision` and `cancellationRevision`)."
+    )
     async def session_changed(
-        self, info: Info, session_id: strawberry.ID
+        self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[Session, None]:
         await _authorize(info.context, session_id)
         return _session_stream(info.context, session_id)
 
-    # Strawberry types the keyword-only form of the decorator as returning Any.
-    @strawberry.subscription(  # type: ignore[untyped-decorator]
-        description=(
-            "A turn's output (O2): first what follows `afterOffset` (the whole output so far "
-            "without it), from the durable log, then each new chunk, with no gap and no "
-            "duplicate; the last message has `done: true` and the turn's status. Without "
-            "`turnId` it follows the session's current turn and then the next ones; with "
-            "`turnId` it ends after that turn's end. Over SSE each event's `id` is "
-            "`<turnId>:<offset after it>`, and a `Last-Event-ID` resumes from there (O3)."
-        )
+    @described.subscription(
+        "A turn's output (O2): first what follows `afterOffset` (the whole output so far "
+        "without it, from offset 0), read from the durable log, then each new chunk as the "
+        "agent streams it, with no gap and no duplicate; a turn's last message has "
+        "`done: true` and its status. Without `turnId` it follows the session's current turn "
+        "and then the later ones (a new `turnId` starts again at offset 0); with `turnId` it "
+        "ends after that turn's end. Over SSE each event's `id` is `<turnId>:<offset after "
+        "it>`, and a reconnect's `Last-Event-ID` resumes right after it (O3)."
     )
     async def turn_output(
         self,
         info: Info,
-        session_id: strawberry.ID,
+        session_id: SessionId,
         turn_id: Annotated[
             strawberry.ID | None,
             strawberry.argument(
@@ -255,7 +273,7 @@ class Subscription:
             int | None,
             strawberry.argument(
                 description="The number of output characters already received (the last "
-                "chunk's `offset` plus its length): only what follows is sent."
+                "chunk's `offset` plus the length of its `text`): only what follows is sent."
             ),
         ] = None,
     ) -> AsyncGenerator[TurnOutputChunk, None]:

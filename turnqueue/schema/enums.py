@@ -1,26 +1,134 @@
 """The domain enums and ``ErrorCode`` registered as GraphQL enums under the contract's names.
 
 Registration marks the domain classes themselves, so schema types annotate with the domain enums
-and resolvers pass domain values through unchanged.
+and resolvers pass domain values through unchanged. The domain stays free of GraphQL, so the
+descriptions (G1) live here: each enum's own and one per value, set on the registered
+definition's values (Strawberry's ``enum_value(description=…)`` would have to sit in the domain
+class). A value without a description fails at import.
 """
 
 from __future__ import annotations
 
+from enum import Enum
+
 import strawberry
+from strawberry.types.enum import StrawberryEnumDefinition
 
 from turnqueue import domain, errors
 
-for _enum in (
-    domain.SessionState,
-    domain.TurnStatus,
-    domain.MessageSource,
-    domain.PauseReason,
-    domain.HoldReason,
-    domain.SendNowScope,
-    domain.CancelOutcome,
-    errors.ErrorCode,
-):
-    strawberry.enum(_enum, name=_enum.__name__)
+DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
+    domain.SessionState: (
+        "Where a session is in its life. Promptable: WAITING_FOR_INPUT and COMPLETED.",
+        {
+            "CREATED": "Just created; its agent is not being prepared yet.",
+            "STARTING": "Its agent is getting ready.",
+            "RUNNING": "A turn is running (busy): a message sent now is queued.",
+            "WAITING_FOR_INPUT": "Ready for a prompt. Every turn end (completed, failed, "
+            "cancelled, or a clarification asked) comes back here.",
+            "COMPLETED": "Its task reached the workflow's last step, or a transfer replaced it "
+            "(W3). Still promptable: a prompt reopens it.",
+            "FAILED": "Its agent could not be started. Not promptable.",
+            "CANCELLED": "The session was closed. Not promptable.",
+        },
+    ),
+    domain.TurnStatus: (
+        "How far a turn got.",
+        {
+            "RUNNING": "The agent is answering.",
+            "COMPLETED": "The agent finished (also when it asked a clarification).",
+            "CANCELLED": "Stopped by a cancel or a Send Now replacement; also any end while a "
+            "cancellation was pending (C8).",
+            "FAILED": "The agent failed, or the turn was interrupted because its server died "
+            "(M6); `error` says why.",
+        },
+    ),
+    domain.MessageSource: (
+        "Where a prompt or a queued message came from.",
+        {
+            "USER": "A client: everything a client sends or enqueues.",
+            "AGENT": "The agent itself.",
+            "WORKFLOW": "A workflow action.",
+            "SERVER": "The server's own automation.",
+        },
+    ),
+    domain.PauseReason: (
+        "Why a queue's auto-run is off (Q14).",
+        {
+            "USER": "setAutoRun(autoRun: false).",
+            "CANCEL": "A user's cancel with entries still queued parked the backlog (Q7).",
+            "TRANSFER": "A workflow transfer from a session whose queue was paused (W3).",
+        },
+    ),
+    domain.HoldReason: (
+        "What keeps a queue from delivering even with auto-run on (Q9).",
+        {
+            "BUSY": "A turn is running.",
+            "NOT_PROMPTABLE": "The session's state takes no prompts.",
+            "CLARIFICATION": "The agent's question is not answered yet.",
+            "CANCELLING": "A cancellation is in progress.",
+            "WORKFLOW_TRANSITION": "The task is moving to another workflow step.",
+        },
+    ),
+    domain.SendNowScope: (
+        "What sendNow runs in place of the active turn (Q5).",
+        {
+            "ENTRY": "The one entry named by `entryId`.",
+            "ALL": "Every entry, combined in FIFO order into one prompt joined by blank lines "
+            "(for compatibility; takes no `entryId`).",
+        },
+    ),
+    domain.CancelOutcome: (
+        "How a cancel ended.",
+        {
+            "STOPPED": "The turn stopped when asked (SIGINT for the command agent).",
+            "ESCALATED": "The turn stopped only after SIGTERM or SIGKILL.",
+            "TIMED_OUT": "The turn would not stop within the time bounds and its agent was "
+            "abandoned (the turn still ends CANCELLED), or the instance running it did not "
+            "answer.",
+            "NOTHING_RUNNING": "No turn was running: nothing changed, except that a pending "
+            "clarification was withdrawn (C9).",
+        },
+    ),
+    errors.ErrorCode: (
+        "Why a mutation refused (`UserError.code`). A refused mutation changed nothing.",
+        {
+            "NOT_FOUND": "No such session or task for the caller; one of another principal "
+            "answers the same (S2).",
+            "INVALID_INPUT": "An input is malformed or out of range: an id that is not a UUID, "
+            "blank or oversized content, a title outside 1-500 characters, an unknown agent "
+            "or workflow step, `entryId` used wrongly for the scope. `field` names it.",
+            "SESSION_BUSY": "The session cannot do this now: a turn is running (drain), it "
+            "cannot take a clarification's answer yet, or the instance running its turn did "
+            "not answer.",
+            "SESSION_NOT_PROMPTABLE": "The session's state takes no prompts (CREATED, "
+            "STARTING, FAILED or CANCELLED).",
+            "CLARIFICATION_PENDING": "The agent asked a question: answer it with "
+            "answerClarification (or cancel to withdraw it) first.",
+            "NO_CLARIFICATION": "No clarification is pending, or not the one `clarificationId` "
+            "names.",
+            "QUEUE_FULL": "The queue already holds its maximum of entries (Q11); the message "
+            "gives the size and the limit.",
+            "QUEUE_EMPTY": "sendNow with scope ALL found no entries.",
+            "QUEUE_CHANGED": "The queue is not as the request assumed: `expectedRevision` is "
+            "not its current revision, `orderedIds` are not exactly its entries, or it changed "
+            "under a sendNow (its entries were taken, or moved to the task's new session by a "
+            "workflow step change). Read it again and retry.",
+            "ENTRY_NOT_FOUND": "No such visible entry in this session's queue (it ran, was "
+            "removed, or is being delivered).",
+            "NOT_EDITABLE": "Only USER entries can be edited (Q12).",
+            "SEND_NOW_CONFLICT": "A cancel and a Send Now met on the same turn: cancel while a "
+            "Send Now replaces it, or sendNow while a cancel runs (C3).",
+            "TURN_CHANGED": "sendNow: the active turn changed since the request was read; "
+            "nothing was claimed.",
+        },
+    ),
+}
+
+for _enum, (_description, _values) in DESCRIPTIONS.items():
+    strawberry.enum(_enum, name=_enum.__name__, description=_description)
+    _definition: StrawberryEnumDefinition = _enum.__strawberry_definition__  # type: ignore[attr-defined]
+    for _value in _definition.values:
+        _value.description = _values[_value.name]  # KeyError: an undocumented value
 
 SessionState = domain.SessionState
 TurnStatus = domain.TurnStatus

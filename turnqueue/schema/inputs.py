@@ -8,87 +8,134 @@ from turnqueue.schema.enums import SendNowScope
 from turnqueue.schema.scalars import Revision
 
 
-@strawberry.input
+# Each helper builds a fresh field (Strawberry types ``strawberry.field`` as ``Any``).
+def _session_id() -> strawberry.ID:
+    made: strawberry.ID = strawberry.field(
+        description="The session (one of the caller's; any other is NOT_FOUND)."
+    )
+    return made
+
+
+def _expected_revision() -> Revision | None:
+    made: Revision | None = strawberry.field(
+        default=None,
+        description="The queue revision (`QueueStatus.revision`) the request assumes: when "
+        "given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13).",
+    )
+    return made
+
+
+def _content(what: str) -> str:
+    made: str = strawberry.field(
+        description=f"{what}: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` "
+        "bytes of UTF-8 (default 100000)."
+    )
+    return made
+
+
+@strawberry.input(description="Input of createTask.")
 class CreateTaskInput:
-    title: str
-    agent: str | None = None
+    title: str = strawberry.field(description="The task's title: 1 to 500 characters.")
+    agent: str | None = strawberry.field(
+        default=None,
+        description="The agent profile of its first session; null for the server's default "
+        "(`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT.",
+    )
 
 
-@strawberry.input
+@strawberry.input(description="Input of sendMessage.")
 class SendMessageInput:
-    session_id: strawberry.ID
-    content: str
+    session_id: strawberry.ID = _session_id()
+    content: str = _content("The prompt")
 
 
-@strawberry.input
+@strawberry.input(description="Input of enqueueMessage.")
 class EnqueueMessageInput:
-    session_id: strawberry.ID
-    content: str
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    content: str = _content("The message")
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of updateQueueEntry.")
 class UpdateQueueEntryInput:
-    session_id: strawberry.ID
-    entry_id: strawberry.ID
-    content: str
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    entry_id: strawberry.ID = strawberry.field(description="The entry to edit (a USER entry).")
+    content: str = _content("Its new content")
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of removeQueueEntry.")
 class RemoveQueueEntryInput:
-    session_id: strawberry.ID
-    entry_id: strawberry.ID
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    entry_id: strawberry.ID = strawberry.field(description="The entry to remove.")
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of clearQueue.")
 class ClearQueueInput:
-    session_id: strawberry.ID
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of reorderQueue.")
 class ReorderQueueInput:
-    session_id: strawberry.ID
-    ordered_ids: list[strawberry.ID]
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    ordered_ids: list[strawberry.ID] = strawberry.field(
+        description="Every visible entry's id, each once, in the new order (head first); "
+        "anything else is QUEUE_CHANGED."
+    )
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of cancel.")
 class CancelInput:
-    session_id: strawberry.ID
+    session_id: strawberry.ID = _session_id()
 
 
-@strawberry.input
+@strawberry.input(description="Input of setAutoRun.")
 class SetAutoRunInput:
-    session_id: strawberry.ID
-    auto_run: bool
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    auto_run: bool = strawberry.field(
+        description="true: run on by itself (and start the head now if nothing holds it); "
+        "false: hold the queue after the current turn (pause reason USER)."
+    )
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of sendNow.")
 class SendNowInput:
-    session_id: strawberry.ID
-    scope: SendNowScope = SendNowScope.ENTRY
-    entry_id: strawberry.ID | None = None
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    scope: SendNowScope = strawberry.field(
+        default=SendNowScope.ENTRY, description="One entry (default) or all of them combined."
+    )
+    entry_id: strawberry.ID | None = strawberry.field(
+        default=None,
+        description="The entry to run: required with scope ENTRY, absent with ALL "
+        "(else INVALID_INPUT).",
+    )
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of drain.")
 class DrainInput:
-    session_id: strawberry.ID
-    expected_revision: Revision | None = None
+    session_id: strawberry.ID = _session_id()
+    expected_revision: Revision | None = _expected_revision()
 
 
-@strawberry.input
+@strawberry.input(description="Input of answerClarification.")
 class AnswerClarificationInput:
-    session_id: strawberry.ID
-    answer: str
-    clarification_id: strawberry.ID | None = None
+    session_id: strawberry.ID = _session_id()
+    answer: str = _content("The answer, sent to the agent as the next turn")
+    clarification_id: strawberry.ID | None = strawberry.field(
+        default=None,
+        description="The clarification being answered; when given and not the pending one, "
+        "NO_CLARIFICATION (so a stale answer is not sent to a newer question).",
+    )
 
 
-@strawberry.input
+@strawberry.input(description="Input of moveTask.")
 class MoveTaskInput:
-    task_id: strawberry.ID
-    step: str
+    task_id: strawberry.ID = strawberry.field(description="The task (one of the caller's).")
+    step: str = strawberry.field(
+        description="The workflow step to enter, by name; an unknown one is INVALID_INPUT."
+    )

@@ -16,77 +16,135 @@ from turnqueue.schema.types import (
 )
 
 
-@strawberry.type
+# Each helper builds a fresh field (Strawberry types ``strawberry.field`` as ``Any``).
+def _user_errors() -> list[UserError]:
+    made: list[UserError] = strawberry.field(
+        default_factory=list,
+        description="Empty when the mutation succeeded; otherwise why it refused (and then it "
+        "changed nothing and the other fields are null).",
+    )
+    return made
+
+
+def _queue() -> QueueStatus | None:
+    made: QueueStatus | None = strawberry.field(
+        default=None,
+        description="The session's queue after the mutation (a new `revision` if it changed).",
+    )
+    return made
+
+
+def _turn(what: str) -> Turn | None:
+    made: Turn | None = strawberry.field(default=None, description=what)
+    return made
+
+
+@strawberry.type(description="The answer of createTask.")
 class CreateTaskPayload:
-    task: Task | None = None
-    session: Session | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    task: Task | None = strawberry.field(default=None, description="The new task.")
+    session: Session | None = strawberry.field(
+        default=None, description="Its first session, ready for a prompt (WAITING_FOR_INPUT)."
+    )
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of sendMessage: either `turn` or `queuedEntry` is set.")
 class SendMessagePayload:
-    session: Session | None = None
-    turn: Turn | None = None
-    queued_entry: QueueEntry | None = None
-    queue: QueueStatus | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    session: Session | None = strawberry.field(
+        default=None, description="The session after the message."
+    )
+    turn: Turn | None = _turn("The turn the message started; null when it was queued.")
+    queued_entry: QueueEntry | None = strawberry.field(
+        default=None,
+        description="The entry the message became when the session was busy or "
+        "held; null when it started a turn.",
+    )
+    queue: QueueStatus | None = _queue()
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of enqueueMessage.")
 class EnqueueMessagePayload:
-    queue: QueueStatus | None = None
-    entry: QueueEntry | None = None
-    dispatched: bool = False
-    turn: Turn | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    queue: QueueStatus | None = _queue()
+    entry: QueueEntry | None = strawberry.field(
+        default=None,
+        description="The new entry (if it started at once, it is no longer in `queue`).",
+    )
+    dispatched: bool = strawberry.field(
+        default=False, description="Whether the automatic drain after it started a turn."
+    )
+    turn: Turn | None = _turn("The turn the drain started; null when nothing started.")
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="The answer of updateQueueEntry, removeQueueEntry, clearQueue and reorderQueue."
+)
 class QueuePayload:
-    queue: QueueStatus | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    queue: QueueStatus | None = _queue()
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of cancel, sent once the cancellation has finished.")
 class CancelPayload:
-    session: Session | None = None
-    cancellation: CancellationStatus | None = None
-    outcome: CancelOutcome | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    session: Session | None = strawberry.field(
+        default=None, description="The session after the cancellation."
+    )
+    cancellation: CancellationStatus | None = strawberry.field(
+        default=None, description="The cancellation state after it (normally not pending)."
+    )
+    outcome: CancelOutcome | None = strawberry.field(
+        default=None, description="How the cancellation ended."
+    )
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of setAutoRun.")
 class SetAutoRunPayload:
-    queue: QueueStatus | None = None
-    dispatched: bool = False
-    turn: Turn | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    queue: QueueStatus | None = _queue()
+    dispatched: bool = strawberry.field(
+        default=False, description="Whether turning it on started the head entry now (Q2)."
+    )
+    turn: Turn | None = _turn("The turn that started; null when nothing did.")
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of sendNow.")
 class SendNowPayload:
-    queue: QueueStatus | None = None
-    turn: Turn | None = None
-    sent_count: int = 0
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    queue: QueueStatus | None = _queue()
+    turn: Turn | None = _turn("The turn that now runs the entry (or entries).")
+    sent_count: int = strawberry.field(
+        default=0, description="How many entries the turn's prompt holds (1 for scope ENTRY)."
+    )
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of drain.")
 class DrainPayload:
-    queue: QueueStatus | None = None
-    turn: Turn | None = None
-    drained: bool = False
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    queue: QueueStatus | None = _queue()
+    turn: Turn | None = _turn("The turn that started; null when nothing did.")
+    drained: bool = strawberry.field(
+        default=False,
+        description="Whether a head entry started; false with an empty queue (auto-run is on "
+        "anyway).",
+    )
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of answerClarification.")
 class SessionPayload:
-    session: Session | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    session: Session | None = strawberry.field(
+        default=None, description="The session once the answer started as its turn."
+    )
+    user_errors: list[UserError] = _user_errors()
 
 
-@strawberry.type
+@strawberry.type(description="The answer of moveTask.")
 class MoveTaskPayload:
-    task: Task | None = None
-    session: Session | None = None
-    user_errors: list[UserError] = strawberry.field(default_factory=list)
+    task: Task | None = strawberry.field(default=None, description="The task in its new step.")
+    session: Session | None = strawberry.field(
+        default=None,
+        description="The task's current session after the move (a new one when the step "
+        "creates one, W3).",
+    )
+    user_errors: list[UserError] = _user_errors()

@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from turnqueue.domain import (
     Clarification,
@@ -69,6 +70,37 @@ class SessionView:
     queued: int  # visible (not in-flight) entries
     running_turn_id: str | None  # the RUNNING turn, if any
     running_turn_owner: int | None = None  # the instance running it (M4)
+
+
+K = TypeVar("K")
+T = TypeVar("T")
+
+#: Keyset keys of the paged listings (G3): unique, immutable, in listing order.
+TaskKey = tuple[datetime, str]  # (created_at, id); tasks are listed newest first
+SessionKey = tuple[datetime, str]  # (created_at, id); sessions oldest first
+TurnKey = int  # seq, the per-session ordinal; turns oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class Window(Generic[K]):
+    """Which part of a listing a page shows: the items strictly between ``after`` and
+    ``before`` (either may be absent), then the ``first`` n of them, or the ``last`` n
+    (exactly one of the two; the store caps n at 200)."""
+
+    first: int | None = None
+    last: int | None = None
+    after: K | None = None
+    before: K | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[K, T]):
+    """A page: its items with their keys, in listing order, and whether the listing has items
+    before the first and after the last of them (Relay ``pageInfo``)."""
+
+    items: list[tuple[K, T]]
+    has_previous: bool
+    has_next: bool
 
 
 class Tx(Protocol):
@@ -290,6 +322,18 @@ class Store(Protocol):
 
     async def current_turn(self, session_id: str) -> Turn | None:
         """The newest turn whatever its status."""
+
+    # -- keyset pages (G3): in the database, one read transaction each ----------------------
+    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
+        """The owner's tasks, newest first."""
+
+    async def sessions_page(
+        self, task_id: str, window: Window[SessionKey]
+    ) -> Page[SessionKey, Session]:
+        """The task's sessions, oldest first."""
+
+    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+        """The session's turns, oldest first."""
 
 
 AfterCommit = Callable[[], Awaitable[None] | None]

@@ -48,10 +48,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from turnqueue.domain import Session, Task, Turn
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
+from turnqueue.store import pages
 from turnqueue.store.conn import AsyncConn, DriverConn, SqliteConn, SqliteWriter, finish
 from turnqueue.store.engine import create_engine, create_sqlite_writer_engine
 from turnqueue.store.notify import asyncpg_dsn
-from turnqueue.store.protocol import Store, Tx
+from turnqueue.store.protocol import Page, SessionKey, Store, TaskKey, TurnKey, Tx, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.tables import queue_entries, sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
@@ -274,6 +275,20 @@ class SqlStore:
         )
         rows = await self._all(stmt)
         return turn_from(rows[0]) if rows else None
+
+    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
+        async with self.read() as tx:
+            return await pages.tasks_page(tx, owner, window)
+
+    async def sessions_page(
+        self, task_id: str, window: Window[SessionKey]
+    ) -> Page[SessionKey, Session]:
+        async with self.read() as tx:
+            return await pages.sessions_page(tx, task_id, window)
+
+    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+        async with self.read() as tx:
+            return await pages.turns_page(tx, session_id, window)
 
 
 class _SqliteWrite:

@@ -1,191 +1,165 @@
 /**
- * The GraphQL side: documents and types for the parts of SPEC §7 the page uses, queries and
- * mutations over HTTP POST, subscriptions over one graphql-transport-ws socket (graphql-ws).
+ * The GraphQL side: documents for the parts of SPEC §7 the page uses, typed from schema.graphql
+ * by GraphQL Code Generator (src/gql/), queries and mutations over HTTP POST, subscriptions over
+ * one graphql-transport-ws socket (graphql-ws).
  *
  * The endpoint is same-origin `/graphql`. An optional `?token=` in the page's address is sent as
  * `Authorization: Bearer …` on HTTP and as `{"authorization": "Bearer …"}` in connection_init (S1).
  */
+import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
 import { createClient, type Client } from "graphql-ws";
-import type { TurnStatus } from "./revisions";
+import { graphql } from "./gql";
+import type {
+  CancellationFragment,
+  ErrorCode,
+  QueueFragment,
+  SessionCoreFragment,
+  TasksQuery,
+  TurnFieldsFragment,
+  TurnOutputSubscription,
+  TypedDocumentString,
+} from "./gql/graphql";
 
-export type PauseReason = "USER" | "CANCEL" | "TRANSFER";
-export type HoldReason =
-  | "BUSY"
-  | "NOT_PROMPTABLE"
-  | "CLARIFICATION"
-  | "CANCELLING"
-  | "WORKFLOW_TRANSITION";
+// Every document is a graphql(`…`) call: GraphQL Code Generator (`npm run codegen`, client
+// preset) types it from the repository's schema.graphql into src/gql/, and answers each call
+// with a TypedDocumentString (the document, its fragments appended, and its result and
+// variables types).
 
-export interface Turn {
-  id: string;
-  prompt: string;
-  source: string;
-  status: TurnStatus;
-  output: string;
-  error: string | null;
-}
+graphql(`
+  fragment Queue on QueueStatus {
+    id sessionId autoRun pauseReason heldBy count max revision
+    entries { id position content source }
+  }
+`);
+graphql(`
+  fragment Cancellation on CancellationStatus {
+    id sessionId pending revision
+  }
+`);
+graphql(`
+  fragment TurnFields on Turn { id prompt source status output error }
+`);
+graphql(`
+  fragment SessionCore on Session {
+    id taskId agent state revision promptable
+    clarification { id question }
+    currentTurn { ...TurnFields }
+    turns(last: 10) { ...TurnFields }
+    task { id title workflowStep }
+  }
+`);
 
-export interface QueueEntry {
-  id: string;
-  position: number;
-  content: string;
-  source: string;
-}
-
-export interface QueueStatus {
-  id: string;
-  sessionId: string;
-  autoRun: boolean;
-  pauseReason: PauseReason | null;
-  heldBy: HoldReason[];
-  entries: QueueEntry[];
-  count: number;
-  max: number | null;
-  revision: number;
-}
-
-export interface CancellationStatus {
-  id: string;
-  sessionId: string;
-  pending: boolean;
-  revision: number;
-}
-
+export type Turn = TurnFieldsFragment;
+export type QueueStatus = QueueFragment;
+export type QueueEntry = QueueFragment["entries"][number];
+export type CancellationStatus = CancellationFragment;
 /** The session's own state: what its revision orders (R1). */
-export interface SessionCore {
-  id: string;
-  taskId: string;
-  agent: string;
-  state: string;
-  revision: number;
-  promptable: boolean;
-  clarification: { id: string; question: string } | null;
-  currentTurn: Turn | null;
-  turns: Turn[];
-  task: { id: string; title: string; workflowStep: string };
-}
-
-export interface SessionSnapshot extends SessionCore {
-  queue: QueueStatus;
-  cancellation: CancellationStatus;
-}
-
-export interface TaskSummary {
-  id: string;
-  title: string;
-  workflowStep: string;
-  currentSession: { id: string; state: string } | null;
-}
-
+export type SessionCore = SessionCoreFragment;
+export type SessionSnapshot = SessionCore & { queue: QueueStatus; cancellation: CancellationStatus };
+export type TaskSummary = TasksQuery["tasks"][number];
+export type TurnOutputChunk = TurnOutputSubscription["turnOutput"];
 export interface UserError {
-  code: string;
+  code: ErrorCode;
   message: string;
 }
 
-export interface TurnOutputChunk {
-  sessionId: string;
-  turnId: string;
-  offset: number;
-  text: string;
-  done: boolean;
-  status: TurnStatus;
-}
+export const SESSION_SNAPSHOT = graphql(`
+  query SessionSnapshot($id: ID!) {
+    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }
+  }
+`);
 
-const QUEUE = `fragment Queue on QueueStatus {
-  id sessionId autoRun pauseReason heldBy count max revision
-  entries { id position content source }
-}`;
-const CANCELLATION = `fragment Cancellation on CancellationStatus {
-  id sessionId pending revision
-}`;
-const TURN = `fragment TurnFields on Turn { id prompt source status output error }`;
-const SESSION = `fragment SessionCore on Session {
-  id taskId agent state revision promptable
-  clarification { id question }
-  currentTurn { ...TurnFields }
-  turns(last: 10) { ...TurnFields }
-  task { id title workflowStep }
-}
-${TURN}`;
-
-export const SESSION_SNAPSHOT = `query SessionSnapshot($id: ID!) {
-  session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }
-}
-${SESSION}
-${QUEUE}
-${CANCELLATION}`;
-
-export const TASKS = `query Tasks {
-  tasks(first: 50) { id title workflowStep currentSession { id state } }
-}`;
+export const TASKS = graphql(`
+  query Tasks {
+    tasks(first: 50) { id title workflowStep currentSession { id state } }
+  }
+`);
 
 export const SUBSCRIPTIONS = {
-  queue: `subscription QueueStatusChanged($sessionId: ID!) {
-    queueStatusChanged(sessionId: $sessionId) { ...Queue }
-  }
-  ${QUEUE}`,
-  cancellation: `subscription CancellationChanged($sessionId: ID!) {
-    cancellationChanged(sessionId: $sessionId) { ...Cancellation }
-  }
-  ${CANCELLATION}`,
-  session: `subscription SessionChanged($sessionId: ID!) {
-    sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }
-  }
-  ${SESSION}
-  ${CANCELLATION}`,
-  output: `subscription TurnOutput($sessionId: ID!) {
-    turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }
-  }`,
+  queue: graphql(`
+    subscription QueueStatusChanged($sessionId: ID!) {
+      queueStatusChanged(sessionId: $sessionId) { ...Queue }
+    }
+  `),
+  cancellation: graphql(`
+    subscription CancellationChanged($sessionId: ID!) {
+      cancellationChanged(sessionId: $sessionId) { ...Cancellation }
+    }
+  `),
+  session: graphql(`
+    subscription SessionChanged($sessionId: ID!) {
+      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }
+    }
+  `),
+  output: graphql(`
+    subscription TurnOutput($sessionId: ID!) {
+      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }
+    }
+  `),
 } as const;
 
-const ERRORS = "userErrors { code message }";
-
 export const MUTATIONS = {
-  createTask: `mutation CreateTask($input: CreateTaskInput!) {
-    createTask(input: $input) { task { id } session { id } ${ERRORS} }
-  }`,
-  sendMessage: `mutation SendMessage($input: SendMessageInput!) {
-    sendMessage(input: $input) { queue { ...Queue } ${ERRORS} }
-  }
-  ${QUEUE}`,
-  enqueueMessage: `mutation EnqueueMessage($input: EnqueueMessageInput!) {
-    enqueueMessage(input: $input) { queue { ...Queue } ${ERRORS} }
-  }
-  ${QUEUE}`,
-  updateQueueEntry: `mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {
-    updateQueueEntry(input: $input) { queue { ...Queue } ${ERRORS} }
-  }
-  ${QUEUE}`,
-  removeQueueEntry: `mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {
-    removeQueueEntry(input: $input) { queue { ...Queue } ${ERRORS} }
-  }
-  ${QUEUE}`,
-  reorderQueue: `mutation ReorderQueue($input: ReorderQueueInput!) {
-    reorderQueue(input: $input) { queue { ...Queue } ${ERRORS} }
-  }
-  ${QUEUE}`,
-  setAutoRun: `mutation SetAutoRun($input: SetAutoRunInput!) {
-    setAutoRun(input: $input) { queue { ...Queue } dispatched ${ERRORS} }
-  }
-  ${QUEUE}`,
-  sendNow: `mutation SendNow($input: SendNowInput!) {
-    sendNow(input: $input) { queue { ...Queue } sentCount ${ERRORS} }
-  }
-  ${QUEUE}`,
-  cancel: `mutation Cancel($input: CancelInput!) {
-    cancel(input: $input) { cancellation { ...Cancellation } outcome ${ERRORS} }
-  }
-  ${CANCELLATION}`,
+  createTask: graphql(`
+    mutation CreateTask($input: CreateTaskInput!) {
+      createTask(input: $input) { task { id } session { id } userErrors { code message } }
+    }
+  `),
+  sendMessage: graphql(`
+    mutation SendMessage($input: SendMessageInput!) {
+      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }
+    }
+  `),
+  enqueueMessage: graphql(`
+    mutation EnqueueMessage($input: EnqueueMessageInput!) {
+      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }
+    }
+  `),
+  updateQueueEntry: graphql(`
+    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {
+      updateQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }
+    }
+  `),
+  removeQueueEntry: graphql(`
+    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {
+      removeQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }
+    }
+  `),
+  reorderQueue: graphql(`
+    mutation ReorderQueue($input: ReorderQueueInput!) {
+      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }
+    }
+  `),
+  setAutoRun: graphql(`
+    mutation SetAutoRun($input: SetAutoRunInput!) {
+      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }
+    }
+  `),
+  sendNow: graphql(`
+    mutation SendNow($input: SendNowInput!) {
+      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }
+    }
+  `),
+  cancel: graphql(`
+    mutation Cancel($input: CancelInput!) {
+      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }
+    }
+  `),
 } as const;
 
 export type MutationName = keyof typeof MUTATIONS;
+
+/** A document's result type, and its variables' (from its TypedDocumentString). */
+export type ResultOf<D> = D extends DocumentTypeDecoration<infer R, infer _V> ? R : never;
+export type VariablesOf<D> = D extends DocumentTypeDecoration<infer _R, infer V> ? V : never;
+/** The `input` a mutation takes, as the schema types it. */
+export type MutationInput<K extends MutationName> = VariablesOf<(typeof MUTATIONS)[K]>["input"];
 
 /** Raised for top-level GraphQL errors (faults, authentication): not the payload's userErrors. */
 export class GraphQLRequestError extends Error {}
 
 export interface Api {
-  query<T>(document: string, variables?: Record<string, unknown>): Promise<T>;
-  mutate(name: MutationName, input: Record<string, unknown>): Promise<MutationResult>;
+  query<R, V>(document: TypedDocumentString<R, V>, variables: V): Promise<R>;
+  mutate<K extends MutationName>(name: K, input: MutationInput<K>): Promise<MutationResult>;
   ws: Client;
 }
 
@@ -197,6 +171,17 @@ export interface MutationResult {
   task?: { id: string } | null;
   session?: { id: string } | null;
 }
+
+/** Checked by tsc: every mutation's generated payload type is read as a MutationResult. */
+type Payload<K extends MutationName> = ResultOf<(typeof MUTATIONS)[K]> extends Record<K, infer P>
+  ? P
+  : never;
+export const PAYLOADS_ARE_MUTATION_RESULTS: { [K in MutationName]: Payload<K> } extends Record<
+  MutationName,
+  MutationResult
+>
+  ? true
+  : never = true;
 
 export interface ConnectionEvents {
   connected(): void;
@@ -210,7 +195,7 @@ function operationName(document: string): string | undefined {
 export function createApi(token: string | null, events: ConnectionEvents): Api {
   const authorization = token ? `Bearer ${token}` : null;
 
-  async function post<T>(document: string, variables: Record<string, unknown>): Promise<T> {
+  async function post<T>(document: string, variables: unknown): Promise<T> {
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (authorization) headers.authorization = authorization;
     const response = await fetch("/graphql", {
@@ -246,9 +231,10 @@ export function createApi(token: string | null, events: ConnectionEvents): Api {
   });
 
   return {
-    query: (document, variables = {}) => post(document, variables),
+    query: (document, variables) => post(document.toString(), variables),
     async mutate(name, input) {
-      const data = await post<Record<string, MutationResult>>(MUTATIONS[name], { input });
+      const document = MUTATIONS[name].toString();
+      const data = await post<Record<string, MutationResult | undefined>>(document, { input });
       const payload = data[name];
       if (payload === undefined) throw new GraphQLRequestError(`no ${name} in the answer`);
       return payload;

@@ -14,15 +14,16 @@ import {
   SUBSCRIPTIONS,
   TASKS,
   type CancellationStatus,
+  type MutationInput,
   type MutationName,
   type MutationResult,
   type QueueEntry,
   type QueueStatus,
   type SessionCore,
   type SessionSnapshot,
-  type TaskSummary,
   type TurnOutputChunk,
 } from "./api";
+import type { TypedDocumentString } from "./gql/graphql";
 import {
   appendOutput,
   cancellationShown,
@@ -120,7 +121,7 @@ function offerOutput(chunk: TurnOutputChunk): void {
 
 async function loadSnapshot(id: string): Promise<void> {
   try {
-    const data = await api.query<{ session: SessionSnapshot | null }>(SESSION_SNAPSHOT, { id });
+    const data = await api.query(SESSION_SNAPSHOT, { id });
     if (data.session === null) showError(`session ${id} not found`);
     else offerSession(data.session);
     document.body.dataset.snapshots = String(++snapshotsMerged);
@@ -130,9 +131,13 @@ async function loadSnapshot(id: string): Promise<void> {
 }
 
 /** One subscription; a stream the server ended (RESYNC, R3) is resubscribed with a snapshot. */
-function follow<T>(id: string, document: string, onData: (data: T) => void): void {
+function follow<T>(
+  id: string,
+  document: TypedDocumentString<T, { sessionId: string }>,
+  onData: (data: T) => void,
+): void {
   api.ws.subscribe<T>(
-    { query: document, variables: { sessionId: id } },
+    { query: document.toString(), variables: { sessionId: id } },
     {
       next: (result) => {
         if (result.data) onData(result.data);
@@ -154,27 +159,19 @@ function follow<T>(id: string, document: string, onData: (data: T) => void): voi
 function openSession(id: string): void {
   $("session-panel").hidden = false;
   $("queue-panel").hidden = false;
-  follow<{ queueStatusChanged: QueueStatus }>(id, SUBSCRIPTIONS.queue, (d) =>
-    offerQueue(d.queueStatusChanged),
-  );
-  follow<{ cancellationChanged: CancellationStatus }>(id, SUBSCRIPTIONS.cancellation, (d) =>
-    offerCancellation(d.cancellationChanged),
-  );
-  follow<{ sessionChanged: SessionSnapshot }>(id, SUBSCRIPTIONS.session, (d) =>
-    offerSession(d.sessionChanged),
-  );
-  follow<{ turnOutput: TurnOutputChunk }>(id, SUBSCRIPTIONS.output, (d) =>
-    offerOutput(d.turnOutput),
-  );
+  follow(id, SUBSCRIPTIONS.queue, (d) => offerQueue(d.queueStatusChanged));
+  follow(id, SUBSCRIPTIONS.cancellation, (d) => offerCancellation(d.cancellationChanged));
+  follow(id, SUBSCRIPTIONS.session, (d) => offerSession(d.sessionChanged));
+  follow(id, SUBSCRIPTIONS.output, (d) => offerOutput(d.turnOutput));
   // The snapshot is read once the socket is up (the `connected` handler), after subscribing.
   if (connected) void loadSnapshot(id);
 }
 
 // ---- actions ----------------------------------------------------------------------------------
 
-async function mutate(
-  name: MutationName,
-  input: Record<string, unknown>,
+async function mutate<K extends MutationName>(
+  name: K,
+  input: MutationInput<K>,
 ): Promise<MutationResult | null> {
   try {
     const result = await api.mutate(name, input);
@@ -190,7 +187,7 @@ async function mutate(
 
 async function loadTasks(): Promise<void> {
   try {
-    const data = await api.query<{ tasks: TaskSummary[] }>(TASKS);
+    const data = await api.query(TASKS, {});
     $("tasks").replaceChildren(
       ...data.tasks.map((task) => {
         const link = el("a", { textContent: task.title });

@@ -1,0 +1,140 @@
+/* eslint-disable */
+import * as types from './graphql';
+
+
+
+/**
+ * Map of all GraphQL operations in the project.
+ *
+ * This map has several performance disadvantages:
+ * 1. It is not tree-shakeable, so it will include all operations in the project.
+ * 2. It is not minifiable, so the string of a GraphQL query will be multiple times inside the bundle.
+ * 3. It does not support dead code elimination, so it will add unused operations.
+ *
+ * Therefore it is highly recommended to use the babel or swc plugin for production.
+ * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
+ */
+type Documents = {
+    "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": typeof types.QueueFragmentDoc,
+    "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": typeof types.CancellationFragmentDoc,
+    "\n  fragment TurnFields on Turn { id prompt source status output error }\n": typeof types.TurnFieldsFragmentDoc,
+    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": typeof types.SessionCoreFragmentDoc,
+    "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": typeof types.SessionSnapshotDocument,
+    "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": typeof types.TasksDocument,
+    "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": typeof types.QueueStatusChangedDocument,
+    "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": typeof types.CancellationChangedDocument,
+    "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": typeof types.SessionChangedDocument,
+    "\n    subscription TurnOutput($sessionId: ID!) {\n      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }\n    }\n  ": typeof types.TurnOutputDocument,
+    "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": typeof types.CreateTaskDocument,
+    "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.SendMessageDocument,
+    "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.EnqueueMessageDocument,
+    "\n    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {\n      updateQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.UpdateQueueEntryDocument,
+    "\n    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {\n      removeQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.RemoveQueueEntryDocument,
+    "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.ReorderQueueDocument,
+    "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  ": typeof types.SetAutoRunDocument,
+    "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  ": typeof types.SendNowDocument,
+    "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": typeof types.CancelDocument,
+};
+const documents: Documents = {
+    "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": types.QueueFragmentDoc,
+    "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": types.CancellationFragmentDoc,
+    "\n  fragment TurnFields on Turn { id prompt source status output error }\n": types.TurnFieldsFragmentDoc,
+    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": types.SessionCoreFragmentDoc,
+    "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": types.SessionSnapshotDocument,
+    "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": types.TasksDocument,
+    "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": types.QueueStatusChangedDocument,
+    "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": types.CancellationChangedDocument,
+    "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": types.SessionChangedDocument,
+    "\n    subscription TurnOutput($sessionId: ID!) {\n      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }\n    }\n  ": types.TurnOutputDocument,
+    "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": types.CreateTaskDocument,
+    "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.SendMessageDocument,
+    "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.EnqueueMessageDocument,
+    "\n    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {\n      updateQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.UpdateQueueEntryDocument,
+    "\n    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {\n      removeQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.RemoveQueueEntryDocument,
+    "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.ReorderQueueDocument,
+    "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  ": types.SetAutoRunDocument,
+    "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  ": types.SendNowDocument,
+    "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": types.CancelDocument,
+};
+
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n"): typeof import('./graphql').QueueFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n"): typeof import('./graphql').CancellationFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment TurnFields on Turn { id prompt source status output error }\n"): typeof import('./graphql').TurnFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n"): typeof import('./graphql').SessionCoreFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n"): typeof import('./graphql').SessionSnapshotDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n"): typeof import('./graphql').TasksDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  "): typeof import('./graphql').QueueStatusChangedDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  "): typeof import('./graphql').CancellationChangedDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  "): typeof import('./graphql').SessionChangedDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    subscription TurnOutput($sessionId: ID!) {\n      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }\n    }\n  "): typeof import('./graphql').TurnOutputDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  "): typeof import('./graphql').CreateTaskDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').SendMessageDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').EnqueueMessageDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {\n      updateQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').UpdateQueueEntryDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {\n      removeQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').RemoveQueueEntryDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').ReorderQueueDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  "): typeof import('./graphql').SetAutoRunDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  "): typeof import('./graphql').SendNowDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  "): typeof import('./graphql').CancelDocument;
+
+
+export function graphql(source: string) {
+  return (documents as any)[source] ?? {};
+}

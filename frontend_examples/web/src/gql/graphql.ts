@@ -1,0 +1,800 @@
+/* eslint-disable */
+/** Internal type. DO NOT USE DIRECTLY. */
+type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
+/** Internal type. DO NOT USE DIRECTLY. */
+export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
+import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+/** Input of cancel. */
+export type CancelInput = {
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** How a cancel ended. */
+export type CancelOutcome =
+  /** The turn stopped only after SIGTERM or SIGKILL. */
+  | 'ESCALATED'
+  /** No turn was running: nothing changed, except that a pending clarification was withdrawn (C9). */
+  | 'NOTHING_RUNNING'
+  /** The turn stopped when asked (SIGINT for the command agent). */
+  | 'STOPPED'
+  /** The turn would not stop within the time bounds and its agent was abandoned (the turn still ends CANCELLED), or the instance running it did not answer. */
+  | 'TIMED_OUT';
+
+/** Input of createTask. */
+export type CreateTaskInput = {
+  /** The agent profile of its first session; null for the server's default (`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT. */
+  agent?: string | null | undefined;
+  /** The task's title: 1 to 500 characters. */
+  title: string;
+};
+
+/** Input of enqueueMessage. */
+export type EnqueueMessageInput = {
+  /** The message: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
+  content: string;
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: number | null | undefined;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** Why a mutation refused (`UserError.code`). A refused mutation changed nothing. */
+export type ErrorCode =
+  /** The agent asked a question: answer it with answerClarification (or cancel to withdraw it) first. */
+  | 'CLARIFICATION_PENDING'
+  /** No such visible entry in this session's queue (it ran, was removed, or is being delivered). */
+  | 'ENTRY_NOT_FOUND'
+  /** An input is malformed or out of range: an id that is not a UUID, blank or oversized content, a title outside 1-500 characters, an unknown agent or workflow step, `entryId` used wrongly for the scope. `field` names it. */
+  | 'INVALID_INPUT'
+  /** Only USER entries can be edited (Q12). */
+  | 'NOT_EDITABLE'
+  /** No such session or task for the caller; one of another principal answers the same (S2). */
+  | 'NOT_FOUND'
+  /** No clarification is pending, or not the one `clarificationId` names. */
+  | 'NO_CLARIFICATION'
+  /** The queue is not as the request assumed: `expectedRevision` is not its current revision, `orderedIds` are not exactly its entries, or it changed under a sendNow (its entries were taken, or moved to the task's new session by a workflow step change). Read it again and retry. */
+  | 'QUEUE_CHANGED'
+  /** sendNow with scope ALL found no entries. */
+  | 'QUEUE_EMPTY'
+  /** The queue already holds its maximum of entries (Q11); the message gives the size and the limit. */
+  | 'QUEUE_FULL'
+  /** A cancel and a Send Now met on the same turn: cancel while a Send Now replaces it, or sendNow while a cancel runs (C3). */
+  | 'SEND_NOW_CONFLICT'
+  /** The session cannot do this now: a turn is running (drain), it cannot take a clarification's answer yet, or the instance running its turn did not answer. */
+  | 'SESSION_BUSY'
+  /** The session's state takes no prompts (CREATED, STARTING, FAILED or CANCELLED). */
+  | 'SESSION_NOT_PROMPTABLE'
+  /** sendNow: the active turn changed since the request was read; nothing was claimed. */
+  | 'TURN_CHANGED';
+
+/** What keeps a queue from delivering even with auto-run on (Q9). */
+export type HoldReason =
+  /** A turn is running. */
+  | 'BUSY'
+  /** A cancellation is in progress. */
+  | 'CANCELLING'
+  /** The agent's question is not answered yet. */
+  | 'CLARIFICATION'
+  /** The session's state takes no prompts. */
+  | 'NOT_PROMPTABLE'
+  /** The task is moving to another workflow step. */
+  | 'WORKFLOW_TRANSITION';
+
+/** Where a prompt or a queued message came from. */
+export type MessageSource =
+  /** The agent itself. */
+  | 'AGENT'
+  /** The server's own automation. */
+  | 'SERVER'
+  /** A client: everything a client sends or enqueues. */
+  | 'USER'
+  /** A workflow action. */
+  | 'WORKFLOW';
+
+/** Why a queue's auto-run is off (Q14). */
+export type PauseReason =
+  /** A user's cancel with entries still queued parked the backlog (Q7). */
+  | 'CANCEL'
+  /** A workflow transfer from a session whose queue was paused (W3). */
+  | 'TRANSFER'
+  /** setAutoRun(autoRun: false). */
+  | 'USER';
+
+/** Input of removeQueueEntry. */
+export type RemoveQueueEntryInput = {
+  /** The entry to remove. */
+  entryId: string;
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: number | null | undefined;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** Input of reorderQueue. */
+export type ReorderQueueInput = {
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: number | null | undefined;
+  /** Every visible entry's id, each once, in the new order (head first); anything else is QUEUE_CHANGED. */
+  orderedIds: Array<string>;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** Input of sendMessage. */
+export type SendMessageInput = {
+  /** The prompt: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
+  content: string;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** Input of sendNow. */
+export type SendNowInput = {
+  /** The entry to run: required with scope ENTRY, absent with ALL (else INVALID_INPUT). */
+  entryId?: string | null | undefined;
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: number | null | undefined;
+  /** One entry (default) or all of them combined. */
+  scope?: SendNowScope;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** What sendNow runs in place of the active turn (Q5). */
+export type SendNowScope =
+  /** Every entry, combined in FIFO order into one prompt joined by blank lines (for compatibility; takes no `entryId`). */
+  | 'ALL'
+  /** The one entry named by `entryId`. */
+  | 'ENTRY';
+
+/** Where a session is in its life. Promptable: WAITING_FOR_INPUT and COMPLETED. */
+export type SessionState =
+  /** The session was closed. Not promptable. */
+  | 'CANCELLED'
+  /** Its task reached the workflow's last step, or a transfer replaced it (W3). Still promptable: a prompt reopens it. */
+  | 'COMPLETED'
+  /** Just created; its agent is not being prepared yet. */
+  | 'CREATED'
+  /** Its agent could not be started. Not promptable. */
+  | 'FAILED'
+  /** A turn is running (busy): a message sent now is queued. */
+  | 'RUNNING'
+  /** Its agent is getting ready. */
+  | 'STARTING'
+  /** Ready for a prompt. Every turn end (completed, failed, cancelled, or a clarification asked) comes back here. */
+  | 'WAITING_FOR_INPUT';
+
+/** Input of setAutoRun. */
+export type SetAutoRunInput = {
+  /** true: run on by itself (and start the head now if nothing holds it); false: hold the queue after the current turn (pause reason USER). */
+  autoRun: boolean;
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: number | null | undefined;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+/** How far a turn got. */
+export type TurnStatus =
+  /** Stopped by a cancel or a Send Now replacement; also any end while a cancellation was pending (C8). */
+  | 'CANCELLED'
+  /** The agent finished (also when it asked a clarification). */
+  | 'COMPLETED'
+  /** The agent failed, or the turn was interrupted because its server died (M6); `error` says why. */
+  | 'FAILED'
+  /** The agent is answering. */
+  | 'RUNNING';
+
+/** Input of updateQueueEntry. */
+export type UpdateQueueEntryInput = {
+  /** Its new content: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
+  content: string;
+  /** The entry to edit (a USER entry). */
+  entryId: string;
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: number | null | undefined;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: string;
+};
+
+export type QueueFragment = { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> };
+
+export type CancellationFragment = { id: string, sessionId: string, pending: boolean, revision: number };
+
+export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null };
+
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
+
+export type SessionSnapshotQueryVariables = Exact<{
+  id: string;
+}>;
+
+
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
+
+export type TasksQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type TasksQuery = { tasks: Array<{ id: string, title: string, workflowStep: string, currentSession: { id: string, state: SessionState } | null }> };
+
+export type QueueStatusChangedSubscriptionVariables = Exact<{
+  sessionId: string;
+}>;
+
+
+export type QueueStatusChangedSubscription = { queueStatusChanged: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } };
+
+export type CancellationChangedSubscriptionVariables = Exact<{
+  sessionId: string;
+}>;
+
+
+export type CancellationChangedSubscription = { cancellationChanged: { id: string, sessionId: string, pending: boolean, revision: number } };
+
+export type SessionChangedSubscriptionVariables = Exact<{
+  sessionId: string;
+}>;
+
+
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
+
+export type TurnOutputSubscriptionVariables = Exact<{
+  sessionId: string;
+}>;
+
+
+export type TurnOutputSubscription = { turnOutput: { sessionId: string, turnId: string, offset: number, text: string, done: boolean, status: TurnStatus } };
+
+export type CreateTaskMutationVariables = Exact<{
+  input: CreateTaskInput;
+}>;
+
+
+export type CreateTaskMutation = { createTask: { task: { id: string } | null, session: { id: string } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type SendMessageMutationVariables = Exact<{
+  input: SendMessageInput;
+}>;
+
+
+export type SendMessageMutation = { sendMessage: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type EnqueueMessageMutationVariables = Exact<{
+  input: EnqueueMessageInput;
+}>;
+
+
+export type EnqueueMessageMutation = { enqueueMessage: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type UpdateQueueEntryMutationVariables = Exact<{
+  input: UpdateQueueEntryInput;
+}>;
+
+
+export type UpdateQueueEntryMutation = { updateQueueEntry: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type RemoveQueueEntryMutationVariables = Exact<{
+  input: RemoveQueueEntryInput;
+}>;
+
+
+export type RemoveQueueEntryMutation = { removeQueueEntry: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type ReorderQueueMutationVariables = Exact<{
+  input: ReorderQueueInput;
+}>;
+
+
+export type ReorderQueueMutation = { reorderQueue: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type SetAutoRunMutationVariables = Exact<{
+  input: SetAutoRunInput;
+}>;
+
+
+export type SetAutoRunMutation = { setAutoRun: { dispatched: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type SendNowMutationVariables = Exact<{
+  input: SendNowInput;
+}>;
+
+
+export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type CancelMutationVariables = Exact<{
+  input: CancelInput;
+}>;
+
+
+export type CancelMutation = { cancel: { outcome: CancelOutcome | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export class TypedDocumentString<TResult, TVariables>
+  extends String
+  implements DocumentTypeDecoration<TResult, TVariables>
+{
+  __apiType?: NonNullable<DocumentTypeDecoration<TResult, TVariables>['__apiType']>;
+  private value: string;
+  public __meta__?: Record<string, any> | undefined;
+
+  constructor(value: string, __meta__?: Record<string, any> | undefined) {
+    super(value);
+    this.value = value;
+    this.__meta__ = __meta__;
+  }
+
+  override toString(): string & DocumentTypeDecoration<TResult, TVariables> {
+    return this.value;
+  }
+}
+export const QueueFragmentDoc = new TypedDocumentString(`
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}
+    `, {"fragmentName":"Queue"}) as unknown as TypedDocumentString<QueueFragment, unknown>;
+export const CancellationFragmentDoc = new TypedDocumentString(`
+    fragment Cancellation on CancellationStatus {
+  id
+  sessionId
+  pending
+  revision
+}
+    `, {"fragmentName":"Cancellation"}) as unknown as TypedDocumentString<CancellationFragment, unknown>;
+export const TurnFieldsFragmentDoc = new TypedDocumentString(`
+    fragment TurnFields on Turn {
+  id
+  prompt
+  source
+  status
+  output
+  error
+}
+    `, {"fragmentName":"TurnFields"}) as unknown as TypedDocumentString<TurnFieldsFragment, unknown>;
+export const SessionCoreFragmentDoc = new TypedDocumentString(`
+    fragment SessionCore on Session {
+  id
+  taskId
+  agent
+  state
+  revision
+  promptable
+  clarification {
+    id
+    question
+  }
+  currentTurn {
+    ...TurnFields
+  }
+  turns(last: 10) {
+    ...TurnFields
+  }
+  task {
+    id
+    title
+    workflowStep
+  }
+}
+    fragment TurnFields on Turn {
+  id
+  prompt
+  source
+  status
+  output
+  error
+}`, {"fragmentName":"SessionCore"}) as unknown as TypedDocumentString<SessionCoreFragment, unknown>;
+export const SessionSnapshotDocument = new TypedDocumentString(`
+    query SessionSnapshot($id: ID!) {
+  session(id: $id) {
+    ...SessionCore
+    queue {
+      ...Queue
+    }
+    cancellation {
+      ...Cancellation
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}
+fragment Cancellation on CancellationStatus {
+  id
+  sessionId
+  pending
+  revision
+}
+fragment TurnFields on Turn {
+  id
+  prompt
+  source
+  status
+  output
+  error
+}
+fragment SessionCore on Session {
+  id
+  taskId
+  agent
+  state
+  revision
+  promptable
+  clarification {
+    id
+    question
+  }
+  currentTurn {
+    ...TurnFields
+  }
+  turns(last: 10) {
+    ...TurnFields
+  }
+  task {
+    id
+    title
+    workflowStep
+  }
+}`) as unknown as TypedDocumentString<SessionSnapshotQuery, SessionSnapshotQueryVariables>;
+export const TasksDocument = new TypedDocumentString(`
+    query Tasks {
+  tasks(first: 50) {
+    id
+    title
+    workflowStep
+    currentSession {
+      id
+      state
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<TasksQuery, TasksQueryVariables>;
+export const QueueStatusChangedDocument = new TypedDocumentString(`
+    subscription QueueStatusChanged($sessionId: ID!) {
+  queueStatusChanged(sessionId: $sessionId) {
+    ...Queue
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<QueueStatusChangedSubscription, QueueStatusChangedSubscriptionVariables>;
+export const CancellationChangedDocument = new TypedDocumentString(`
+    subscription CancellationChanged($sessionId: ID!) {
+  cancellationChanged(sessionId: $sessionId) {
+    ...Cancellation
+  }
+}
+    fragment Cancellation on CancellationStatus {
+  id
+  sessionId
+  pending
+  revision
+}`) as unknown as TypedDocumentString<CancellationChangedSubscription, CancellationChangedSubscriptionVariables>;
+export const SessionChangedDocument = new TypedDocumentString(`
+    subscription SessionChanged($sessionId: ID!) {
+  sessionChanged(sessionId: $sessionId) {
+    ...SessionCore
+    cancellation {
+      ...Cancellation
+    }
+  }
+}
+    fragment Cancellation on CancellationStatus {
+  id
+  sessionId
+  pending
+  revision
+}
+fragment TurnFields on Turn {
+  id
+  prompt
+  source
+  status
+  output
+  error
+}
+fragment SessionCore on Session {
+  id
+  taskId
+  agent
+  state
+  revision
+  promptable
+  clarification {
+    id
+    question
+  }
+  currentTurn {
+    ...TurnFields
+  }
+  turns(last: 10) {
+    ...TurnFields
+  }
+  task {
+    id
+    title
+    workflowStep
+  }
+}`) as unknown as TypedDocumentString<SessionChangedSubscription, SessionChangedSubscriptionVariables>;
+export const TurnOutputDocument = new TypedDocumentString(`
+    subscription TurnOutput($sessionId: ID!) {
+  turnOutput(sessionId: $sessionId) {
+    sessionId
+    turnId
+    offset
+    text
+    done
+    status
+  }
+}
+    `) as unknown as TypedDocumentString<TurnOutputSubscription, TurnOutputSubscriptionVariables>;
+export const CreateTaskDocument = new TypedDocumentString(`
+    mutation CreateTask($input: CreateTaskInput!) {
+  createTask(input: $input) {
+    task {
+      id
+    }
+    session {
+      id
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<CreateTaskMutation, CreateTaskMutationVariables>;
+export const SendMessageDocument = new TypedDocumentString(`
+    mutation SendMessage($input: SendMessageInput!) {
+  sendMessage(input: $input) {
+    queue {
+      ...Queue
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<SendMessageMutation, SendMessageMutationVariables>;
+export const EnqueueMessageDocument = new TypedDocumentString(`
+    mutation EnqueueMessage($input: EnqueueMessageInput!) {
+  enqueueMessage(input: $input) {
+    queue {
+      ...Queue
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<EnqueueMessageMutation, EnqueueMessageMutationVariables>;
+export const UpdateQueueEntryDocument = new TypedDocumentString(`
+    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {
+  updateQueueEntry(input: $input) {
+    queue {
+      ...Queue
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<UpdateQueueEntryMutation, UpdateQueueEntryMutationVariables>;
+export const RemoveQueueEntryDocument = new TypedDocumentString(`
+    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {
+  removeQueueEntry(input: $input) {
+    queue {
+      ...Queue
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<RemoveQueueEntryMutation, RemoveQueueEntryMutationVariables>;
+export const ReorderQueueDocument = new TypedDocumentString(`
+    mutation ReorderQueue($input: ReorderQueueInput!) {
+  reorderQueue(input: $input) {
+    queue {
+      ...Queue
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<ReorderQueueMutation, ReorderQueueMutationVariables>;
+export const SetAutoRunDocument = new TypedDocumentString(`
+    mutation SetAutoRun($input: SetAutoRunInput!) {
+  setAutoRun(input: $input) {
+    queue {
+      ...Queue
+    }
+    dispatched
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<SetAutoRunMutation, SetAutoRunMutationVariables>;
+export const SendNowDocument = new TypedDocumentString(`
+    mutation SendNow($input: SendNowInput!) {
+  sendNow(input: $input) {
+    queue {
+      ...Queue
+    }
+    sentCount
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Queue on QueueStatus {
+  id
+  sessionId
+  autoRun
+  pauseReason
+  heldBy
+  count
+  max
+  revision
+  entries {
+    id
+    position
+    content
+    source
+  }
+}`) as unknown as TypedDocumentString<SendNowMutation, SendNowMutationVariables>;
+export const CancelDocument = new TypedDocumentString(`
+    mutation Cancel($input: CancelInput!) {
+  cancel(input: $input) {
+    cancellation {
+      ...Cancellation
+    }
+    outcome
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    fragment Cancellation on CancellationStatus {
+  id
+  sessionId
+  pending
+  revision
+}`) as unknown as TypedDocumentString<CancelMutation, CancelMutationVariables>;

@@ -1,0 +1,148 @@
+"""Connection resolvers (G3): check the paging arguments, read one keyset page, build the page.
+
+Cursors are opaque to clients: URL-safe base64 of a JSON array ``[kind, *key]``, where the key is
+the item's immutable sort key in its listing (``(created_at, id)`` for tasks and sessions, the
+per-session ``seq`` for turns). A cursor therefore keeps its place while rows are inserted, and
+one of another listing (another ``kind``) is refused like a malformed one.
+
+Bad arguments are a top-level GraphQL error with ``extensions.code`` ``INVALID_INPUT``, raised
+before anything is read. Authorisation (S2) is the caller's: tasks are read for the calling
+principal only; a task's sessions and a session's turns are reached through a Task or Session
+that was already authorised.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from graphql import GraphQLError
+
+from turnqueue import domain
+from turnqueue.errors import ErrorCode
+from turnqueue.schema.connections import Connection, Edge, PageArgs, PageInfo
+from turnqueue.schema.types import Session, Task, Turn
+from turnqueue.store import Store
+from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
+
+#: Items per page when neither ``first`` nor ``last`` is given; at most ``MAX_PAGE`` in any case.
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+#: Longer than any cursor this module makes; ``turns.seq`` is a 32-bit column.
+MAX_CURSOR = 200
+MAX_SEQ = 2**31 - 1
+
+K = TypeVar("K")
+D = TypeVar("D")
+N = TypeVar("N")
+
+
+def invalid(message: str) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": ErrorCode.INVALID_INPUT.value})
+
+
+def encode_cursor(kind: str, *key: object) -> str:
+    text = json.dumps([kind, *key], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode_parts(kind: str, cursor: str) -> list[Any]:
+    if len(cursor) > MAX_CURSOR:
+        raise ValueError("not a cursor")
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        parts = json.loads(raw.decode())
+    # UnicodeDecodeError and JSONDecodeError are ValueErrors; RecursionError: "[[[[…" nesting
+    except (binascii.Error, ValueError, RecursionError):
+        raise ValueError("not a cursor") from None
+    if not isinstance(parts, list) or not parts or parts[0] != kind:
+        raise ValueError("a cursor of another connection")
+    return parts[1:]
+
+
+def _timestamp_key(kind: str, cursor: str) -> tuple[datetime, str]:
+    match _decode_parts(kind, cursor):
+        case [str(stamp), str(item_id)] if domain.is_valid_id(item_id):
+            at = datetime.fromisoformat(stamp)
+            if at.tzinfo is None:
+                raise ValueError("a cursor without a time zone")
+            try:  # in UTC now: binding it later must not overflow (year 1 at +01:00)
+                return at.astimezone(UTC), item_id
+            except OverflowError:
+                raise ValueError("a cursor out of range") from None
+    raise ValueError("a malformed cursor")
+
+
+def task_key(cursor: str) -> TaskKey:
+    return _timestamp_key("task", cursor)
+
+
+def session_key(cursor: str) -> SessionKey:
+    return _timestamp_key("session", cursor)
+
+
+def turn_key(cursor: str) -> TurnKey:
+    match _decode_parts("turn", cursor):
+        case [int(seq)] if not isinstance(seq, bool) and 0 <= seq <= MAX_SEQ:
+            return seq
+    raise ValueError("a malformed cursor")
+
+
+def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
+    """The store's window for these arguments, or an INVALID_INPUT GraphQL error."""
+    first, last = args.first, args.last
+    if first is not None and last is not None:
+        raise invalid("pass first or last, not both")
+    for name, count in (("first", first), ("last", last)):
+        if count is not None and count < 0:
+            raise invalid(f"{name} must not be negative, not {count}")
+    if first is None and last is None:
+        first = DEFAULT_PAGE
+    bounds: dict[str, K | None] = {}
+    for name, cursor in (("after", args.after), ("before", args.before)):
+        try:
+            bounds[name] = key(cursor) if cursor is not None else None
+        except ValueError:
+            raise invalid(f"{name} is not a cursor of this connection") from None
+    return Window(
+        first=None if first is None else min(first, MAX_PAGE),
+        last=None if last is None else min(last, MAX_PAGE),
+        after=bounds["after"],
+        before=bounds["before"],
+    )
+
+
+def build(page: Page[K, D], cursor: Callable[[K], str], node: Callable[[D], N]) -> Connection[N]:
+    edges = [Edge(cursor=cursor(key), node=node(item)) for key, item in page.items]
+    return Connection(
+        edges=edges,
+        page_info=PageInfo(
+            has_next_page=page.has_next,
+            has_previous_page=page.has_previous,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+    )
+
+
+def _timestamp_cursor(kind: str) -> Callable[[tuple[datetime, str]], str]:
+    return lambda key: encode_cursor(kind, key[0].isoformat(), key[1])
+
+
+async def tasks(store: Store, owner: str, args: PageArgs) -> Connection[Task]:
+    page = await store.tasks_page(owner, window(args, task_key))
+    return build(page, _timestamp_cursor("task"), Task.from_domain)
+
+
+async def sessions(store: Store, task_id: str, args: PageArgs) -> Connection[Session]:
+    page = await store.sessions_page(task_id, window(args, session_key))
+    return build(page, _timestamp_cursor("session"), Session.from_domain)
+
+
+async def turns(store: Store, session_id: str, args: PageArgs) -> Connection[Turn]:
+    page = await store.turns_page(session_id, window(args, turn_key))
+    return build(page, lambda seq: encode_cursor("turn", seq), Turn.from_domain)

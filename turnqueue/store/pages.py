@@ -1,0 +1,171 @@
+"""Keyset pages of the long listings (G3): a caller's tasks, a task's sessions, a session's turns.
+
+A page is a window of one listing in its fixed order, bounded by the keys of two items (exclusive)
+and cut to the first or the last ``n`` items inside those bounds. The SQL pages in the database:
+a key comparison and ``LIMIT n + 1`` (the extra row says whether more lie beyond), never
+``OFFSET``, so an item's key — and the cursor a client holds for it — means the same position
+however many rows are inserted or removed around it. Every key ends with a unique column, so no
+two rows tie.
+
+Listings and their keys:
+
+* tasks of an owner: newest first, key ``(created_at, id)`` (index ``ix_tasks_owner_created_at``);
+* sessions of a task: oldest first, key ``(created_at, id)``;
+* turns of a session: oldest first, key ``seq`` (the unique per-session ordinal).
+
+These functions take the caller's transaction and never commit; ``SqlStore`` runs each in one
+read transaction, so the page and its "is there more" checks see the same snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, or_, select
+
+from turnqueue.domain import Session, Task, Turn
+from turnqueue.store.conn import AnyRow
+from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
+from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
+from turnqueue.store.tables import sessions, tasks, turns
+from turnqueue.store.tx import SqlTx
+
+#: The most items one page answers, whatever was asked (SPEC §7's cap of 200).
+MAX_PAGE = 200
+
+
+def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> ColumnElement[bool]:
+    """Rows strictly after (``later``) or strictly before ``key`` in ascending column order.
+
+    Spelled out (``a > x OR (a = x AND b > y)``) rather than as a row-value comparison, which
+    SQLAlchemy binds without the columns' types (``UtcDateTime`` must format SQLite's text)."""
+    column, value = columns[0], key[0]
+    strict: ColumnElement[bool] = column > value if later else column < value
+    if len(columns) == 1:
+        return strict
+    return or_(strict, and_(column == value, _beyond(columns[1:], key[1:], later=later)))
+
+
+class _Listing:
+    """One listing: its base SELECT, key columns, direction and row conversion."""
+
+    def __init__(
+        self,
+        base: Select[Any],
+        columns: Sequence[Any],
+        *,
+        newest_first: bool,
+        key_of: Callable[[AnyRow], Any],
+        item_of: Callable[[AnyRow], Any],
+    ) -> None:
+        self.base = base
+        self.columns = list(columns)
+        self.descending = newest_first
+        self.key_of = key_of
+        self.item_of = item_of
+
+    def _key(self, key: Any) -> Sequence[Any]:
+        return key if isinstance(key, tuple) else (key,)
+
+    def after(self, key: Any) -> ColumnElement[bool]:
+        """Rows after ``key`` in the listing's order."""
+        return _beyond(self.columns, self._key(key), later=not self.descending)
+
+    def before(self, key: Any) -> ColumnElement[bool]:
+        """Rows before ``key`` in the listing's order."""
+        return _beyond(self.columns, self._key(key), later=self.descending)
+
+    def order(self, *, reverse: bool) -> list[Any]:
+        descending = self.descending != reverse
+        return [c.desc() if descending else c.asc() for c in self.columns]
+
+    def at(self, key: Any) -> ColumnElement[bool]:
+        return and_(*(c == v for c, v in zip(self.columns, self._key(key), strict=True)))
+
+
+async def _exists(tx: SqlTx, listing: _Listing, condition: ColumnElement[bool]) -> bool:
+    return bool(await tx.fetch(listing.base.where(condition).limit(1)))
+
+
+async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, Any]:
+    """The window's items in listing order, and whether items lie before and after them.
+
+    ``has_previous``/``has_next`` follow the Relay specification: counting first, the extra
+    row answers ``has_next`` and ``has_previous`` is whether anything precedes ``after``
+    (counting last, the mirror image)."""
+    from_end = window.last is not None
+    count = window.last if from_end else window.first
+    limit = max(0, min(count if count is not None else MAX_PAGE, MAX_PAGE))
+    stmt = listing.base
+    if window.after is not None:
+        stmt = stmt.where(listing.after(window.after))
+    if window.before is not None:
+        stmt = stmt.where(listing.before(window.before))
+    rows = list(await tx.fetch(stmt.order_by(*listing.order(reverse=from_end)).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if from_end:
+        rows.reverse()
+    items = [(listing.key_of(row), listing.item_of(row)) for row in rows]
+    if from_end:
+        has_previous = more
+        has_next = window.before is not None and await _exists(
+            tx, listing, or_(listing.at(window.before), listing.after(window.before))
+        )
+    else:
+        has_next = more
+        has_previous = window.after is not None and await _exists(
+            tx, listing, or_(listing.at(window.after), listing.before(window.after))
+        )
+    return Page(items=items, has_previous=has_previous, has_next=has_next)
+
+
+def _task_key(row: AnyRow) -> TaskKey:
+    return (row._mapping["created_at"], row._mapping["id"])
+
+
+def _session_key(row: AnyRow) -> SessionKey:
+    return (row._mapping["created_at"], row._mapping["id"])
+
+
+def _turn_key(row: AnyRow) -> TurnKey:
+    return int(row._mapping["seq"])
+
+
+async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
+    """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
+    listing = _Listing(
+        select(tasks).where(tasks.c.owner == owner),
+        (tasks.c.created_at, tasks.c.id),
+        newest_first=True,
+        key_of=_task_key,
+        item_of=task_from,
+    )
+    return await _page(tx, listing, window)
+
+
+async def sessions_page(
+    tx: SqlTx, task_id: str, window: Window[SessionKey]
+) -> Page[SessionKey, Session]:
+    """The task's sessions, oldest first."""
+    listing = _Listing(
+        select_sessions().where(sessions.c.task_id == task_id),
+        (sessions.c.created_at, sessions.c.id),
+        newest_first=False,
+        key_of=_session_key,
+        item_of=session_from,
+    )
+    return await _page(tx, listing, window)
+
+
+async def turns_page(tx: SqlTx, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+    """The session's turns, oldest first."""
+    listing = _Listing(
+        select(turns).where(turns.c.session_id == session_id),
+        (turns.c.seq,),
+        newest_first=False,
+        key_of=_turn_key,
+        item_of=turn_from,
+    )
+    return await _page(tx, listing, window)
