@@ -34,6 +34,8 @@ PRINCIPAL = "bench"
 CHUNKS = 4000
 BURST = 4
 CHUNK = "token-ish text "
+SPARSE_CHUNKS = 5
+SPARSE_GAP = 0.016
 
 
 class InMemoryRunner(TurnRunner):
@@ -76,14 +78,28 @@ class StreamingRun(BaseRun):
         return None
 
 
+class SparseRun(BaseRun):
+    """The scripted agent's shape: 5 chunks, 16 ms apart (each alone in its batch)."""
+
+    async def _run(self) -> AgentResult:
+        for _ in range(SPARSE_CHUNKS):
+            self._emit(CHUNK)
+            await asyncio.sleep(SPARSE_GAP)
+        return AgentResult(ok=True)
+
+    async def signal(self, signal: Signal) -> None:
+        return None
+
+
 class StreamingAgent:
     name = "scripted"
 
-    def __init__(self) -> None:
+    def __init__(self, run_class: type[BaseRun] = StreamingRun) -> None:
         self._runs = RunSet()
+        self._class = run_class
 
-    async def start(self, prompt: str, *, session_id: str, turn_id: str) -> StreamingRun:
-        run = StreamingRun(f"stream-{turn_id}")
+    async def start(self, prompt: str, *, session_id: str, turn_id: str) -> BaseRun:
+        run = self._class(f"stream-{turn_id}")
         run.launch()
         self._runs.add(run)
         return run
@@ -129,6 +145,7 @@ async def _with_engine(url: str, agent: Any, work: Any) -> Any:
 async def run(backend: Backend, cfg: Config) -> list[Row]:
     per_session = cfg.n(1, 10)
     rates: dict[bool, list[float]] = {True: [], False: []}
+    sparse: dict[bool, list[float]] = {True: [], False: []}
     cpus: dict[bool, list[float]] = {True: [], False: []}
     sweep: dict[float, list[tuple[float, int]]] = {0.001: [], 0.005: [], 0.02: []}
     async with backend.database() as url:
@@ -140,6 +157,13 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                         url, ZeroAgent(), lambda e: _turnqueue_rate(e, per_session)
                     )
                     rates[memory].append(rate)
+                    sparse[memory].append(
+                        await _with_engine(
+                            url,
+                            StreamingAgent(SparseRun),
+                            lambda e: _turnqueue_rate(e, cfg.n(1, 3)),
+                        )
+                    )
                     cpu, _ = await _with_engine(url, StreamingAgent(), _streaming_cpu)
                     cpus[memory].append(cpu)
             for seconds in sweep:
@@ -154,6 +178,17 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
             median(rates[True]),
             "ratio>=",
             0.9,
+        ),
+        Row(
+            "P7",
+            f"turns/s with the log vs in memory, {SPARSE_CHUNKS} chunks "
+            f"{SPARSE_GAP * 1000:g} ms apart per turn ({SESSIONS} sessions)",
+            "/s",
+            median(sparse[False]),
+            median(sparse[True]),
+            "ratio>=",
+            0.9,
+            "each chunk alone in its batch: one transaction per chunk with the log",
         ),
         Row(
             "P7",

@@ -212,3 +212,40 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
     run.complete()  # the old runner's late end changes nothing
     await asyncio.wait_for(runner.finished.wait(), WAIT)
     assert await engine.current_turn(sid) == turn
+
+
+async def test_o1_running_turns_share_one_write(
+    engine: Engine, agent: ManualAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One flusher per process: the pending batches of every running turn go in one
+    transaction (SQLite has one writer), each published after it commits."""
+    monkeypatch.setattr(outputlog, "FLUSH_SECONDS", 60.0)  # the test starts the write itself
+    started = [await _start(engine, agent, f"turn {i}") for i in range(3)]
+    watches = [engine.subscribe(sid, [EventKind.OUTPUT]) for sid, _ in started]
+    logs = [engine.core.runners[sid].log for sid, _ in started]
+    flusher = outputlog.flusher_of(engine.store)
+    for _, run in started:
+        run.emit("-shared")
+    for _ in range(1000):  # bounded: the runner tasks add the chunks on their next steps
+        if all(
+            o is not None and o._pending and o._pending[-1].text.endswith("-shared") for o in logs
+        ):
+            break
+        await asyncio.sleep(0.001)
+    writes: list[int] = []
+    original = flusher._write
+
+    async def counting(batches: Any) -> None:
+        writes.append(len(batches))
+        await original(batches)
+
+    monkeypatch.setattr(flusher, "_write", counting)
+    flusher._start()
+    for watch in watches:
+        await _published(watch, "-shared")
+        watch.close()
+    assert writes == [3]
+    for _, run in started:
+        run.complete()
+    for sid, _ in started:
+        await _ended(engine, sid)

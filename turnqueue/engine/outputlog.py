@@ -2,14 +2,13 @@
 
 The runner adds every piece of output (a text chunk or a :class:`~turnqueue.domain.TurnItem`)
 as an :class:`~turnqueue.domain.OutputRecord` (text that follows text in one batch extends the
-same record). The first pending record arms a timer of :data:`FLUSH_SECONDS` (or, with
-:data:`MAX_BATCH` pieces pending, the batch is written at once); when it fires, one writer task
-(named ``turn-log:<turn id>``, owned by this log, at most one at a time) appends the batch in one
-transaction, then re-arms for what arrived meanwhile. :meth:`OutputLog.detach` is the one
-shutdown path (cancel the timer, let the write in flight finish). The turn's end writes whatever
-is still pending in the end's own transaction (:meth:`OutputLog.write_rest`), so the log of an
-ended turn is complete and ``done`` follows every chunk; a turn shorter than the timer costs no
-transaction of its own.
+same record). The process's :class:`Flusher` (one per store) writes the
+pending batches of all running turns in one transaction, at most :data:`FLUSH_SECONDS` after
+the first of them (at once when a turn has :data:`MAX_BATCH` pieces pending).
+:meth:`OutputLog.detach` is each turn's one way out (it waits for a write holding its batch).
+The turn's end writes whatever is still pending in the end's own transaction
+(:meth:`OutputLog.write_rest`), so the log of an ended turn is complete and ``done`` follows
+every chunk; a turn shorter than the flush interval costs no write of its own.
 
 Ordering (O2's "no gap, no duplicate"): text is published on the bus as an
 :class:`~turnqueue.domain.OutputChunk` only *after* the batch holding it committed, in the same
@@ -24,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from dataclasses import replace
 
 from turnqueue.bus import Event, EventBus, EventKind
@@ -42,6 +42,86 @@ RETRY_SECONDS = 0.2
 MAX_OUTPUT_CHARS = 1_000_000
 
 
+class Flusher:
+    """Writes the pending batches of every running turn of this process, all in one transaction
+    (SQLite has a single writer: a hundred streaming turns must not queue a hundred writes).
+
+    One per store (:func:`flusher_of`). A turn with something pending arms the timer of
+    :data:`FLUSH_SECONDS` (a turn with :data:`MAX_BATCH` pieces pending starts the write at
+    once); one writer task at a time (``turn-output-flusher``) takes every pending batch and
+    appends them in one transaction, then re-arms for what arrived meanwhile. Nothing runs while
+    nothing is pending, so there is nothing to shut down: each turn's log leaves through
+    :meth:`forget` (its ``detach``), which waits for a write holding its batch.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._dirty: dict[OutputLog, None] = {}  # an ordered set
+        self._in_flight: set[OutputLog] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    def want(self, output: OutputLog, *, full: bool) -> None:
+        self._dirty[output] = None
+        if self._writer is not None:
+            return  # the write in flight re-arms when it is done
+        if full:
+            self._start()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._start)
+
+    def _start(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._writer is not None or not self._dirty:
+            return
+        # Sorted by turn: every write takes its turn rows in one order (no deadlock between
+        # two instances' flushers; each end takes only its own turn's row).
+        dirty = sorted(self._dirty, key=lambda o: o.turn.id)
+        self._dirty.clear()
+        batches = [(o, batch) for o in dirty if (batch := o._take())]
+        if not batches:
+            return
+        self._in_flight = {o for o, _ in batches}
+        self._writer = asyncio.create_task(self._write(batches), name="turn-output-flusher")
+
+    async def _write(self, batches: list[tuple[OutputLog, list[OutputRecord]]]) -> None:
+        try:
+            async with self._store.transaction() as tx:
+                for output, batch in batches:
+                    await output._write(tx, batch)
+        except Exception:
+            log.exception("could not write the output log of %d turns", len(batches))
+            for output, batch in batches:
+                output._restore(batch)
+                self._dirty[output] = None
+            await asyncio.sleep(RETRY_SECONDS)
+        finally:
+            self._writer = None
+            self._in_flight = set()
+        if self._dirty:
+            self._timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._start)
+
+    async def forget(self, output: OutputLog) -> None:
+        self._dirty.pop(output, None)
+        writer = self._writer
+        if writer is not None and output in self._in_flight:
+            await asyncio.shield(writer)  # not cancelled: a cancelled write would be lost
+        self._dirty.pop(output, None)  # a failed write put it back
+
+
+_FLUSHERS: weakref.WeakKeyDictionary[Store, Flusher] = weakref.WeakKeyDictionary()
+
+
+def flusher_of(store: Store) -> Flusher:
+    """The one flusher of ``store`` (a store belongs to one process and one event loop)."""
+    flusher = _FLUSHERS.get(store)
+    if flusher is None:
+        flusher = _FLUSHERS[store] = Flusher(store)
+    return flusher
+
+
 class OutputLog:
     def __init__(self, turn: Turn, store: Store, bus: EventBus) -> None:
         self.turn = turn
@@ -54,8 +134,7 @@ class OutputLog:
         self._pieces = 0  # chunks and items added since the last batch was taken
         #: characters whose batch has committed (and was published)
         self.committed = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._writer: asyncio.Task[None] | None = None  # the batch being written, if any
+        self._flusher = flusher_of(store)
         self._closed = False
         self._ended = False  # the turn ended elsewhere: nothing more is written
 
@@ -98,43 +177,20 @@ class OutputLog:
 
     def _count_piece(self) -> None:
         self._pieces += 1
-        self._schedule()
+        if not self._closed:
+            self._flusher.want(self, full=self._pieces >= MAX_BATCH)
 
-    def _schedule(self) -> None:
-        if self._closed or self._writer is not None:
-            return  # the write in flight schedules the next batch when it is done
-        if self._pieces >= MAX_BATCH:
-            self._flush_now()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush_now)
-
-    # -- the flusher ------------------------------------------------------------------------
-    def _flush_now(self) -> None:
-        """Start writing the pending batch (a timer fired, or a batch is full). One writer at
-        a time; a turn that ends before its first timer fires never starts one."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._closed or self._ended or self._writer is not None or not self._pending:
-            return
+    def _take(self) -> list[OutputRecord]:
+        """The pending batch, for the flusher (nothing once closed: the end writes the rest)."""
+        if self._closed or self._ended:
+            return []
         batch, self._pending = self._pending, []
         self._pieces = 0
-        self._writer = asyncio.create_task(
-            self._write_batch(batch), name=f"turn-log:{self.turn.id}"
-        )
+        return batch
 
-    async def _write_batch(self, batch: list[OutputRecord]) -> None:
-        try:
-            async with self._store.transaction() as tx:
-                await self._write(tx, batch)
-        except Exception:
-            log.exception("turn %s: could not write its output log", self.turn.id)
-            self._pending = batch + self._pending  # kept for the next try or the end
-            await asyncio.sleep(RETRY_SECONDS)  # detach waits for this too: the end is near
-        finally:
-            self._writer = None
-        if self._pending:
-            self._schedule()  # what arrived meanwhile: at once if full, else by the timer
+    def _restore(self, batch: list[OutputRecord]) -> None:
+        """A write failed: the batch goes back in front, for the next try or the end."""
+        self._pending = batch + self._pending
 
     async def _write(self, tx: Tx, batch: list[OutputRecord]) -> None:
         if not await tx.append_output(self.turn.id, batch):
@@ -156,16 +212,10 @@ class OutputLog:
         self._bus.publish(Event(EventKind.OUTPUT, self.turn.session_id, chunk=chunk))
 
     async def detach(self) -> None:
-        """Stop flushing: the timer is cancelled and the write in flight (if any) commits or
-        fails first; what is still pending is for :meth:`write_rest`. Idempotent; the one
-        shutdown path of the writer task."""
+        """Stop flushing this turn: a write in flight holding its batch commits or fails
+        first; what is still pending is for :meth:`write_rest`. Idempotent."""
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        writer = self._writer
-        if writer is not None:
-            await asyncio.shield(writer)  # not cancelled: a cancelled write would be lost
+        await self._flusher.forget(self)
 
     async def write_rest(self, tx: Tx) -> None:
         """In the turn end's transaction: append what is still pending; it is published after
