@@ -1,4 +1,5 @@
-"""``python -m bench [--smoke] [--only P1,P3] [--out bench/results] [--profile] [--label NAME]``."""
+"""``python -m bench [--smoke] [--only P1,P3] [--reps N] [--out bench/results] [--profile]
+[--label NAME]``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ MODULES = {
     "P4": "bench.p4_http",
     "P5": "bench.p5_memory",
     "P6": "bench.p6_scaling",
-    "P7": "bench.p7_output_log",
+    "P7": "bench.p7_events",
+    "P9": "bench.p9_output_log",
 }
 
 
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="also profile P1 and P3 (pyinstrument)"
     )
     parser.add_argument(
+        "--reps", type=int, default=0, help="repetitions (default: 3, or 1 with --smoke)"
+    )
+    parser.add_argument(
         "--label",
         default="",
         help="appended to the results file name, e.g. 'before' for a before/after comparison",
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tqbench-") as workdir:
         cfg = Config(
             smoke=args.smoke,
-            reps=1 if args.smoke else 3,
+            reps=args.reps or (1 if args.smoke else 3),
             out=args.out,
             profile=args.profile,
             workdir=Path(workdir),

@@ -293,8 +293,9 @@ async def post_json(port: int, path: str, body: bytes) -> tuple[int, bytes]:
 class ServerProcess:
     """``python -m bench.server --db URL``: turnqueue plus the baseline routes (bench/server.py)."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, env: dict[str, str] | None = None) -> None:
         self.database_url = database_url
+        self.env = env  # added to this process's environment (e.g. TURNQUEUE_… settings)
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
 
@@ -312,6 +313,7 @@ class ServerProcess:
             self.database_url,
             stdout=asyncio.subprocess.PIPE,
             cwd=ROOT,
+            env={**os.environ, **self.env} if self.env else None,
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + WAIT

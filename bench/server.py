@@ -11,6 +11,12 @@ serves until SIGTERM. Extra routes, all under ``/bench``:
   the broadcast sends the posted payload as a graphql-transport-ws ``next`` frame to every one.
 * ``POST /bench/profile/start`` / ``/bench/profile/stop`` ``{"path": …}`` — pyinstrument.
 * ``POST /bench/gc`` — collect garbage, answer this process's RSS.
+* ``POST /bench/events`` ``{"session": id, "kind": k, "start": i, "count": n}`` — P7's events,
+  one after the other: ``queue`` toggles auto-run through the engine (a queue revision each),
+  ``cancellation`` publishes C2 transitions and ``output`` streamed chunks (turns of ten chunks)
+  on the bus, as the engine does. Answers the marker of the last one (see bench/p7_events.py).
+* ``POST /bench/bare-events`` ``{"count": n, "payload": text}`` — P7's baseline: n ``next``
+  frames to every bare WebSocket, one event after the other.
 """
 
 from __future__ import annotations
@@ -32,9 +38,16 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from turnqueue.app import create_app
+from turnqueue.bus import Event, EventKind
+from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
 from turnqueue.transport import LOCAL_PRINCIPAL
+
+#: P7's cancellation revisions start above any the engine has published for a bench session.
+CANCELLATION_BASE = 1_000
+#: P7: events a bus subscription may hold before ``/bench/events`` waits for it (buffer: 256).
+PACE = 64
 
 
 def _queue_json(status: Any) -> dict[str, Any]:
@@ -133,7 +146,61 @@ def bench_routes(app: Starlette) -> list[Any]:
         diff = snapshot.compare_to(profiler["snapshot"], "lineno")
         return JSONResponse({"top": [str(stat) for stat in diff[:20]]})
 
+    async def _drained(sid: str, most: int) -> None:
+        """Wait until no bus subscription of ``sid`` holds more than ``most`` events (bounded).
+        Reads the bus's private buffers: a bench tool, not product code."""
+        bus = engine().core.bus
+        for _ in range(60_000):  # at most ~60 s
+            subs = bus._subscribers.get(sid, ())
+            if all(sub._queue.qsize() <= most for sub in subs):
+                return
+            await asyncio.sleep(0.001)
+
+    async def events(request: Request) -> JSONResponse:
+        body = await request.json()
+        sid, kind = str(body["session"]), str(body["kind"])
+        start, count = int(body["start"]), int(body["count"])
+        bus = engine().core.bus
+        marker = 0
+        for i in range(start, start + count):
+            if kind == "queue":  # auto-run starts OFF (setup): even i turns it on, odd off
+                await engine().set_auto_run(LOCAL_PRINCIPAL, sid, i % 2 == 0, None)
+            elif kind == "cancellation":
+                marker = CANCELLATION_BASE + i
+                status = CancellationStatus(sid, i % 2 == 0, marker)
+                bus.publish(Event(EventKind.CANCELLATION, sid, marker, cancellation=status))
+            elif kind == "output":
+                turn, n = divmod(i, 10)
+                status_ = TurnStatus.COMPLETED if n == 9 else TurnStatus.RUNNING
+                chunk = OutputChunk(sid, f"turn-{turn}", n * 8, "chunk of", n == 9, status_)
+                bus.publish(Event(EventKind.OUTPUT, sid, chunk=chunk))
+                marker = i
+            else:
+                return JSONResponse({"error": f"unknown kind {kind}"}, status_code=400)
+            await asyncio.sleep(0)  # let the deliveries run, as between two real events
+            await _drained(sid, PACE)
+        # Nothing in flight when this answers: a stream may already have yielded the newest
+        # state (a shared read can return a newer snapshot than its event) while older events
+        # still wait in its bus buffer; the next batch would overflow it (RESYNC).
+        await _drained(sid, 0)
+        if kind == "queue":
+            marker = (await engine().queue_status(sid)).revision
+        return JSONResponse({"marker": marker})
+
+    async def bare_events(request: Request) -> JSONResponse:
+        body = await request.json()
+        frame = '{"id":"1","type":"next","payload":' + str(body["payload"]) + "}"
+        for _ in range(int(body["count"])):
+            for websocket in list(sockets):
+                try:
+                    await websocket.send_text(frame)
+                except Exception:
+                    sockets.discard(websocket)
+        return JSONResponse({"sent": len(sockets)})
+
     return [
+        Route("/bench/events", events, methods=["POST"]),
+        Route("/bench/bare-events", bare_events, methods=["POST"]),
         Route("/bench/allocations", allocations, methods=["POST"]),
         Route("/bench/setup", setup, methods=["POST"]),
         Route("/bench/plain/set-auto-run", plain_set_auto_run, methods=["POST"]),

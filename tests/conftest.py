@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+from event_loops import LoopFactory, default_loops
 from sqlalchemy.engine import make_url
 
 from turnqueue.settings import Settings
@@ -132,6 +133,12 @@ async def pg_database_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     without ``TURNQUEUE_TEST_DATABASE_URL``."""
     async for url in _fresh_pg(request, migrated=True):
         yield url
+
+
+def pytest_asyncio_loop_factories(config: Any, item: pytest.Item) -> dict[str, LoopFactory]:
+    """asyncio's loop, or uvloop for every test with ``TURNQUEUE_TEST_LOOP=uvloop``; conftests
+    below may run theirs on both (tests/event_loops.py)."""
+    return dict(default_loops(item))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

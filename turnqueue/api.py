@@ -28,6 +28,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
+from turnqueue.execution import TurnqueueExecutionContext
 from turnqueue.resolvers.context import FreshReads
 from turnqueue.resolvers.mutations import Mutation
 from turnqueue.resolvers.queries import Query
@@ -103,6 +104,8 @@ def build_schema(settings: Settings, *, sort: bool = False) -> strawberry.Schema
         subscription=Subscription,
         extensions=extensions(settings),
         config=StrawberryConfig(sort_schema=sort, scalar_map=SCALAR_MAP),
+        # A fresh sub-field memo per subscription event: graphql-core's grows forever (P7).
+        execution_context_class=TurnqueueExecutionContext,
     )
 
 

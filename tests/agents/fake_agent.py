@@ -17,6 +17,10 @@ Run with ``sys.executable -u``. Modes:
 - ``long-line N``: print one line of N ``x`` characters.
 - ``no-stdin``: print ``bye`` and exit 0 without reading stdin.
 - ``partial``: print ``no newline at end`` without a trailing newline.
+- ``gate PATH``: print ``line 1``; once the file PATH exists (polled, up to 60 s) print ``line 2``
+  and ``line 3``; exit 0. The test creates PATH when its subscriber listens.
+- ``prompt``: read the prompt from stdin and run it as ``MODE [ARGS...]`` (split on whitespace).
+  One server command, a different behaviour per message (tests/agents/test_command_served.py).
 """
 
 from __future__ import annotations
@@ -35,6 +39,16 @@ def _sleep_forever() -> None:
 
 def main(argv: list[str]) -> int:
     mode, args = argv[0], argv[1:]
+    if mode == "prompt":
+        return main(sys.stdin.read().split() or ["<empty prompt>"])
+    if mode == "gate":
+        print("line 1", flush=True)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(args[0]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("line 2", flush=True)
+        print("line 3", flush=True)
+        return 0
     if mode == "lines":
         count, delay = int(args[0]), float(args[1])
         for i in range(1, count + 1):

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from event_loops import LoopFactory, loops_for
 from gql import Client, gql
 from gql.client import AsyncClientSession
 from gql.transport.websockets import WebsocketsTransport
@@ -26,6 +27,13 @@ from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
 
 TOKENS = {"alice": "tok-a", "bob": "tok-b"}
+
+
+def pytest_asyncio_loop_factories(config: Any, item: pytest.Item) -> dict[str, LoopFactory]:
+    """The WebSocket transport tests also run on uvloop, as ``turnqueue serve`` does."""
+    return dict(loops_for(item, only={"test_api_subscriptions.py", "test_api_fanout.py"}))
+
+
 WAIT = 10.0
 
 CREATE = """

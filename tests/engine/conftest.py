@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 from engine_helpers import ManualAgent
+from event_loops import LoopFactory, loops_for
 
 from turnqueue.bus import EventBus
 from turnqueue.engine.orchestrator import Engine
@@ -13,6 +15,12 @@ from turnqueue.settings import Settings
 from turnqueue.store.sql import SqlStore, open_store
 
 OpenEngine = Callable[..., Awaitable[Engine]]
+
+
+def pytest_asyncio_loop_factories(config: Any, item: pytest.Item) -> dict[str, LoopFactory]:
+    """The engine with real agent processes and with a dead instance's recovery also runs on
+    uvloop, as ``turnqueue serve`` does (subprocesses, and LISTEN/NOTIFY on PostgreSQL)."""
+    return dict(loops_for(item, only={"test_real_agents.py", "test_recovery.py"}))
 
 
 @pytest.fixture

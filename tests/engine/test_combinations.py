@@ -96,7 +96,10 @@ async def test_q5_refused_send_now_keeps_order_policy_and_pause_reason(
     assert (await message).turn is not None  # "third" started: the turn Send Now saw is gone
     with pytest.raises(UserFacingError) as info:
         await send_now
-    assert info.value.code is ErrorCode.TURN_CHANGED
+    assert (info.value.code, info.value.message) == (
+        ErrorCode.TURN_CHANGED,
+        "the active turn changed meanwhile",
+    )
     after = await engine.queue_status(sid)
     assert [e.id for e in after.entries] == ids
     assert (after.auto_run, after.pause_reason) == (False, PauseReason.CANCEL)
@@ -136,7 +139,10 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
     moved.set()
     with pytest.raises(UserFacingError) as info:
         await send_now
-    assert info.value.code is ErrorCode.QUEUE_CHANGED
+    assert (info.value.code, info.value.message) == (
+        ErrorCode.QUEUE_CHANGED,
+        "the entry moved to the task's new session with a workflow step change",
+    )
 
     b = await agent.next_run()
     assert (b.prompt, b.session_id) == ("B", destination.id)
@@ -321,3 +327,58 @@ async def test_q13_a_queue_revision_is_never_served_with_two_held_by_values(
     await cancel
     assert during.revision == before.revision and during.held_by == before.held_by
     assert (await engine.queue_status(sid)).revision > before.revision
+
+
+# -- C9 × Q9: a cancel with nothing running -----------------------------------------------------
+async def test_c9_cancel_with_nothing_running_changes_no_revision(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C9: with no turn and no clarification a cancel is a no-op: NOTHING_RUNNING, no queue
+    revision, no session event."""
+    _, session = await new_session(engine)
+    before = await engine.queue_status(session.id)
+    with engine.subscribe(session.id, [EventKind.SESSION, EventKind.QUEUE]) as sub:
+        result = await engine.cancel(PRINCIPAL, session.id)
+        with pytest.raises(TimeoutError):
+            await next_event(sub, EventKind.SESSION, timeout=0.2)  # nothing is published
+    assert result.outcome.value == "NOTHING_RUNNING"
+    assert await engine.queue_status(session.id) == before
+
+
+async def test_c9_q9_withdrawn_clarification_is_published_and_the_queue_runs_on(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C9, Q9: a cancel with a pending clarification withdraws it (a session event and a
+    queue revision are published) and the auto-run queue it held starts its head."""
+    sid, run = await busy_session(engine, agent)
+    await enqueue(engine, sid, "next")
+    run.complete(clarification="which one?")
+    await settle(engine, sid)
+    held = await engine.queue_status(sid)
+    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+        result = await engine.cancel(PRINCIPAL, sid)
+        event = await next_event(sub, EventKind.SESSION)
+    assert result.outcome.value == "NOTHING_RUNNING" and event.session_id == sid  # type: ignore[attr-defined]
+    assert await engine.clarification(sid) is None
+    assert (await agent.next_run()).prompt == "next"
+    assert (await engine.queue_status(sid)).revision > held.revision
+
+
+async def test_c5_agent_gone_end_is_recorded_and_published(engine: Engine) -> None:
+    """C5: the turn whose agent is gone ends CANCELLED with error "agent gone" and no
+    output, and its session event is published."""
+    _, session = await new_session(engine)
+    sid = session.id
+    async with engine.core.store.transaction() as tx:
+        await tx.lock(sid)
+        await tx.start_turn(sid, prompt="ghost", source=MessageSource.USER, owner=1)
+    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+        await engine.cancel(PRINCIPAL, sid)
+        event = await next_event(sub, EventKind.SESSION)
+    assert event.session_id == sid  # type: ignore[attr-defined]
+    turn = await engine.current_turn(sid)
+    assert turn is not None and (turn.status, turn.error, turn.output) == (
+        TurnStatus.CANCELLED,
+        "agent gone",
+        "",
+    )

@@ -120,20 +120,24 @@ async def test_q5_send_now_all_joins_entries_with_blank_lines(
 
 
 @pytest.mark.parametrize(
-    ("scope", "use_entry", "code"),
+    ("scope", "use_entry", "message"),
     [
-        (SendNowScope.ENTRY, False, ErrorCode.INVALID_INPUT),
-        (SendNowScope.ALL, True, ErrorCode.INVALID_INPUT),
+        (SendNowScope.ENTRY, False, "scope ENTRY needs entryId"),
+        (SendNowScope.ALL, True, "scope ALL takes no entryId"),
     ],
 )
 async def test_q5_wrong_use_of_entry_id_is_invalid_input(
-    engine: Engine, scope: SendNowScope, use_entry: bool, code: ErrorCode
+    engine: Engine, scope: SendNowScope, use_entry: bool, message: str
 ) -> None:
     _, session = await new_session(engine)
     entry_id = "00000000-0000-4000-8000-000000000000" if use_entry else None
     with pytest.raises(UserFacingError) as info:
         await engine.send_now(PRINCIPAL, session.id, scope, entry_id, None)
-    assert info.value.code is code
+    assert (info.value.code, info.value.message, info.value.field) == (
+        ErrorCode.INVALID_INPUT,
+        message,
+        ["entryId"],
+    )
 
 
 async def test_q5_failed_claim_leaves_policy_and_queue_as_they_were(
@@ -160,7 +164,7 @@ async def test_q5_send_now_on_an_empty_queue_is_queue_empty(engine: Engine) -> N
     _, session = await new_session(engine)
     with pytest.raises(UserFacingError) as info:
         await engine.send_now(PRINCIPAL, session.id, SendNowScope.ALL, None, None)
-    assert info.value.code is ErrorCode.QUEUE_EMPTY
+    assert (info.value.code, info.value.message) == (ErrorCode.QUEUE_EMPTY, "the queue is empty")
 
 
 async def test_q6_drain_sets_auto_run_and_starts_one_head(

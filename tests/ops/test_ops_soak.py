@@ -6,6 +6,9 @@ nothing does not delay a fast one (which gets every revision); the slow one is t
 
 The same soak runs for minutes, outside the suite, as ``python scripts/soak.py --minutes N``
 (it imports :func:`soak` from here). ``TURNQUEUE_SOAK_SECONDS`` sets the suite's load phase.
+Standing subscribers hold every subscription field while turns stream into their sessions one
+after the other and connections churn; the server's RSS is sampled every few seconds, so the
+script can tell whether it is flat after the first minutes (P7, issue 13).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ BIG_SUB = (
 #: a generous bound for the server's memory growth over the soak (Python keeps freed arenas)
 RSS_MARGIN = 200 * 1024 * 1024
 TASK_MARGIN = 5
+RSS_EVERY = 5.0  # seconds between two RSS samples
+SESSION_STATE = "query($id: ID!) { session(id: $id) { state } }"
 
 
 @dataclass
@@ -63,6 +68,9 @@ class SoakFigures:
     #: the slow reader was instead dropped by the server's WebSocket keepalive (uvicorn pings
     #: every 20 s and closes after 20 s without a pong, which a reader of nothing cannot send)
     slow_dropped: bool = False
+    turns: int = 0  # turns streamed into the standing subscribers' sessions
+    #: (seconds since the load started, server RSS in MB), every RSS_EVERY seconds
+    rss_samples: list[tuple[float, float]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -151,9 +159,9 @@ class Load:
         self._opened()
         try:
             sid = self.rng.choice(self.sessions)
-            await ws_subscribe(ws, "1", SUBSCRIPTIONS[0], sid)
-            await ws_subscribe(ws, "2", SUBSCRIPTIONS[3], sid)
-            self.figures.subscriptions += 2
+            for i, query in enumerate(SUBSCRIPTIONS):  # every field
+                await ws_subscribe(ws, str(i), query, sid)
+            self.figures.subscriptions += len(SUBSCRIPTIONS)
             loop = asyncio.get_running_loop()
             while (left := until - loop.time()) > 0:
                 with contextlib.suppress(TimeoutError):
@@ -185,6 +193,31 @@ class Load:
             if self.rng.random() < 0.1:
                 await client.mutate("clearQueue", "__typename", sessionId=sid)
                 self.figures.mutations += 1
+
+    async def turns(self, client: Client, sid: str, until: float) -> None:
+        """Turns into one session, one after the other: each streams its output (turnOutput)
+        and moves the session and its queue (the standing subscribers' other fields)."""
+        loop = asyncio.get_running_loop()
+        while loop.time() < until:
+            await client.ok("sendMessage", "__typename", sessionId=sid, content="hello")
+            self.figures.turns += 1
+            while loop.time() < until + 30:  # bounded: the scripted turn takes 0.5 s
+                data = await client.data(SESSION_STATE, id=sid)
+                if data["session"]["state"] != "RUNNING":
+                    break
+                await asyncio.sleep(0.1)
+
+
+async def sample_rss(server: ProcServer, figures: SoakFigures, until: float) -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while True:
+        figures.rss_samples.append(
+            (round(loop.time() - started, 1), round(server.rss_bytes() / 2**20, 1))
+        )
+        if loop.time() >= until:
+            return
+        await asyncio.sleep(min(RSS_EVERY, max(0.0, until - loop.time())))
 
 
 async def server_gauges(client: Client, server: ProcServer) -> tuple[float, float, int]:
@@ -302,14 +335,11 @@ async def soak(
         figures.tasks_before, figures.rss_before_mb = tasks0, rss0 / 2**20
 
         until = loop.time() + seconds
-        turns = [
-            client.mutate("sendMessage", "__typename", sessionId=sid, content="hello")
-            for sid in sessions[6:]
-        ]
-        await asyncio.gather(*turns)
         await asyncio.gather(
+            sample_rss(server, figures, until),
             *(load.standing(until) for _ in range(standing)),
             *(load.churn(until) for _ in range(churners)),
+            *(load.turns(client, sid, until) for sid in sessions[6:]),
             load.mutate(client, until),
             slow_and_fast(client, server.base, figures, slow_steps),
         )

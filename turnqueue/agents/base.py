@@ -124,7 +124,8 @@ class BaseRun(ABC):
             return await self._run()
         except Exception as exc:  # a bug or an OS failure: the turn fails, the server goes on
             log.exception("agent run %s failed", self._task_name)
-            return AgentResult(ok=False, error=f"agent error: {exc}")
+            # An exception without a message (a bare assert) still says what it was.
+            return AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
         finally:
             # Always end the stream, also on cancellation, so a reader never hangs.
             self._ended = True

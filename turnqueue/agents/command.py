@@ -29,6 +29,7 @@ import shlex
 import signal as posix_signal
 from asyncio.subprocess import PIPE
 from collections.abc import Callable
+from typing import Protocol, cast
 
 from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, RunSet, Signal
 
@@ -52,6 +53,29 @@ def parse_command(command: str) -> list[str]:
     if not argv:
         raise AgentStartError("no agent command configured (TURNQUEUE_AGENT_COMMAND is empty)")
     return argv
+
+
+class _Pipe(Protocol):
+    """What we use of the stdin pipe's transport (asyncio: ``WriteTransport``)."""
+
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+
+
+class _Process(Protocol):
+    """What we use of the transport ``loop.subprocess_exec`` hands to ``connection_made``: the
+    documented methods of ``asyncio.SubprocessTransport``.
+
+    Hazard: only asyncio's own loop gives an actual ``asyncio.SubprocessTransport``. uvloop (the
+    loop ``turnqueue serve`` runs on: uvicorn's default) gives a ``UVProcessTransport`` with the
+    same methods but no asyncio base class, and its pipes are no ``asyncio.WriteTransport``
+    either. So the transport is typed by what it does, never checked with ``isinstance``.
+    """
+
+    def get_pid(self) -> int: ...
+    def get_returncode(self) -> int | None: ...
+    def get_pipe_transport(self, fd: int) -> _Pipe | None: ...
+    def close(self) -> None: ...
 
 
 class _Output:
@@ -105,17 +129,22 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         self._stderr = bytearray()
         self._sent: list[Signal] = []
         self._group_killed = False
-        self._transport: asyncio.SubprocessTransport | None = None
+        self._transport: _Process | None = None
+        self._pid: int | None = None
         self._exited = asyncio.Event()
         self._stdout_closed = asyncio.Event()
 
     # --- asyncio.SubprocessProtocol ---
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._transport = transport
-        stdin = transport.get_pipe_transport(0)
-        assert isinstance(stdin, asyncio.WriteTransport)
+        # Called once, before subprocess_exec returns and before any other callback of this
+        # protocol (asyncio and uvloop both defer pipe data and the exit until it has run).
+        process = cast(_Process, transport)  # see _Process: no isinstance, it differs by loop
+        self._transport = process
+        self._pid = process.get_pid()
+        stdin = process.get_pipe_transport(0)
+        if stdin is None:  # stdin=PIPE always gives one; no pipe means nothing to send
+            return
         # write() buffers what the pipe does not take now; close() flushes it, then closes, so
         # a child that reads later gets all of it and EOF; one that never reads is not blocked.
         stdin.write(self._prompt)
@@ -142,8 +171,9 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
 
     @property
     def pid(self) -> int:
-        assert self._transport is not None
-        return self._transport.get_pid()
+        if self._pid is None:
+            raise RuntimeError("process not started")
+        return self._pid
 
     async def signal(self, signal: Signal) -> None:
         # Hazard: the group id is the leader's pid. Once the group got its final SIGKILL it may be
@@ -166,7 +196,9 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
             os.killpg(self.pid, sig)  # start_new_session=True: pgid == pid
 
     async def _run(self) -> AgentResult:
-        assert self._transport is not None
+        transport = self._transport
+        if transport is None:
+            raise RuntimeError("process not started")
         try:
             await self._exited.wait()
             # Hazard: a descendant that left the group (setsid) survives the SIGKILL and may hold
@@ -178,10 +210,11 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
             # Normally a no-op kill (done on exit); when aclose cancels us, the only one. Closing
             # the transport also SIGKILLs the leader if it still runs, and frees the pipes.
             self._kill_group()
-            self._transport.close()
+            transport.close()
             self._stdout.end()
-        returncode = self._transport.get_returncode()
-        assert returncode is not None
+        returncode = transport.get_returncode()
+        if returncode is None:  # process_exited is only called once it is set
+            raise RuntimeError("process exited without a return code")
         return self._result(returncode)
 
     def _result(self, returncode: int) -> AgentResult:

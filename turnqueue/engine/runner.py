@@ -111,7 +111,7 @@ class TurnRunner:
             raise
         except Exception as exc:
             log.warning("turn %s: agent failed: %s", self.turn.id, exc)
-            result = AgentResult(ok=False, error=f"agent error: {exc}")
+            result = AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
             await self._kill_quietly()
         await self._end(on_end, Ending(result, self.output))
 

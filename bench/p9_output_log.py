@@ -1,4 +1,4 @@
-"""P7: the cost of the durable output log (O1) against the in-memory path, in the same run.
+"""P9: the cost of the durable output log (O1) against the in-memory path, in the same run.
 
 * Turn throughput: P2's workload (100 sessions, zero-time agent, one chunk per turn) with the
   log, against the same engine whose runners keep output in memory only (no ``turn_output``
@@ -171,7 +171,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                     sweep[seconds].append(await _with_engine(url, StreamingAgent(), _streaming_cpu))
     rows = [
         Row(
-            "P7",
+            "P9",
             f"turns/s with the output log vs in memory (P2 workload, {SESSIONS} sessions)",
             "/s",
             median(rates[False]),
@@ -180,7 +180,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
             0.9,
         ),
         Row(
-            "P7",
+            "P9",
             f"turns/s with the log vs in memory, {SPARSE_CHUNKS} chunks "
             f"{SPARSE_GAP * 1000:g} ms apart per turn ({SESSIONS} sessions)",
             "/s",
@@ -191,7 +191,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
             "with the log each chunk waits for the shared flush (all turns, one transaction)",
         ),
         Row(
-            "P7",
+            "P9",
             f"CPU of a turn streaming {CHUNKS} chunks: in memory vs with the log "
             "(ratio = memory / log)",
             "s",
@@ -205,7 +205,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
     for seconds, results in sweep.items():
         rows.append(
             Row(
-                "P7",
+                "P9",
                 f"streaming turn, flush every {seconds * 1000:g} ms: CPU s (batches published)",
                 "s",
                 median([c for c, _ in results]),

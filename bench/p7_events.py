@@ -1,0 +1,244 @@
+"""P7: server memory per event on standing subscriptions, measured from outside (issue 13).
+
+The server (bench/server.py) runs in a subprocess; this process holds raw WebSocket clients
+(graphql-transport-ws, no GraphQL library) subscribed to one session, and reads the server's RSS
+with psutil (``/bench/gc``: a garbage collection first). For each subscription field and for
+fan-out on (the subscribers share one execution) and off (each runs its own), a fresh server is
+sent a warm-up of events (5,000; 20 in smoke), RSS is read, N more events are sent (10,000; 40
+in smoke) and RSS is read again: the figure is the growth per event.
+
+Events come from ``/bench/events`` in batches of BATCH, one after the other inside the server;
+the next batch starts when every client has read the frame carrying the batch's last marker (a
+revision, or the chunk number for ``turnOutput``), so nothing is in flight when RSS is read and
+no subscriber falls behind its bus buffer. Smoke mode reuses one server per fan-out setting for
+every field, to stay short; its figures mean nothing.
+
+Baseline, same run: as many bare Starlette WebSockets (``/bench/ws``) sent as many ``next``
+frames of a payload of the same size (``/bench/bare-events``). The target is absolute: at most
+0.05 KiB per event after warm-up (graphql-core 3.3.2's per-event memo alone was ~3 KiB per event
+per subscription; turnqueue/execution.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+from websockets.asyncio.client import ClientConnection, connect
+
+from bench.common import WAIT, Backend, Config, Row, ServerProcess, median
+from bench.p3_fanout import _open_bare, close_all
+
+#: Events before the first reading. At least the metrics' MAX_STAMPS (4,096): the metrics keep
+#: the newest published events to time their delivery, a bounded cache that fills first.
+WARM_UP = 5_000
+BATCH = 100  # events per /bench/events call (under the bus buffer of 256)
+SUBSCRIBERS = 5
+
+#: field -> (kind of /bench/events, subscription, the marker a frame carries)
+Marker = Callable[[dict[str, Any]], int]
+FIELDS: dict[str, tuple[str, str, Marker]] = {
+    "queueStatusChanged": (
+        "queue",
+        """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
+          id sessionId revision autoRun pauseReason heldBy count entries { id content } } }""",
+        lambda d: int(d["queueStatusChanged"]["revision"]),
+    ),
+    "cancellationChanged": (
+        "cancellation",
+        """subscription($s: ID!) { cancellationChanged(sessionId: $s) {
+          id sessionId pending revision } }""",
+        lambda d: int(d["cancellationChanged"]["revision"]),
+    ),
+    "sessionChanged": (
+        "cancellation",
+        """subscription($s: ID!) { sessionChanged(sessionId: $s) {
+          id state revision cancellationPending cancellationRevision
+          cancellation { pending revision } currentTurn { id status } } }""",
+        lambda d: int(d["sessionChanged"]["cancellationRevision"]),
+    ),
+    "turnOutput": (
+        "output",
+        """subscription($s: ID!) { turnOutput(sessionId: $s) {
+          sessionId turnId offset text done status } }""",
+        lambda d: int(d["turnOutput"]["turnId"][5:]) * 10 + int(d["turnOutput"]["offset"]) // 8,
+    ),
+}
+
+
+class Client:
+    """One raw graphql-transport-ws subscriber; remembers the newest marker it read."""
+
+    def __init__(self, ws: ClientConnection, marker: Marker) -> None:
+        self.ws = ws
+        self.marker = marker
+        self.seen = -1
+        self.frames = 0
+        self.sample = ""
+        self.changed = asyncio.Event()
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for frame in self.ws:
+            message = json.loads(frame)
+            if message.get("type") != "next" or "errors" in message["payload"]:
+                raise RuntimeError(f"unexpected frame: {str(frame)[:300]}")
+            self.frames += 1
+            self.sample = str(frame)
+            self.seen = max(self.seen, self.marker(message["payload"]["data"]))
+            self.changed.set()
+
+    async def until(self, marker: int) -> None:
+        while self.seen < marker:
+            if self.task.done():
+                self.task.result()
+                raise RuntimeError("the subscription ended")
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), WAIT)
+
+
+async def _open(port: int, query: str, session_id: str, marker: Marker) -> Client:
+    ws = await connect(
+        f"ws://127.0.0.1:{port}/graphql",
+        subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        compression=None,
+        ping_interval=None,
+        max_size=None,
+        open_timeout=WAIT,
+    )
+    await ws.send(json.dumps({"type": "connection_init", "payload": {}}))
+    ack = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
+    if ack.get("type") != "connection_ack":
+        raise RuntimeError(f"no connection_ack: {ack}")
+    payload = {"query": query, "variables": {"s": session_id}}
+    await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
+    return Client(ws, marker)
+
+
+async def _rss(server: ServerProcess) -> int:
+    rss: int = (await server.call("/bench/gc"))["rss"]
+    return rss
+
+
+def _server(url: str, fanout: bool) -> ServerProcess:
+    return ServerProcess(url, {"TURNQUEUE_SUBSCRIPTION_FANOUT": "true" if fanout else "false"})
+
+
+async def _growth(server: ServerProcess, field: str, warm_up: int, n: int) -> tuple[float, str]:
+    """Server RSS bytes per event over ``n`` events after the warm-up; a frame as sent."""
+    kind, query, marker = FIELDS[field]
+    setup = await server.call("/bench/setup", json.dumps({"sessions": 1}).encode())
+    sid = setup["sessions"][0]["id"]
+    clients = [await _open(server.port, query, sid, marker) for _ in range(SUBSCRIBERS)]
+    try:
+        if kind == "output":  # no snapshot: wait until every stream listens
+            await _events(server, clients, sid, kind, 0, 1)
+            start = 1
+        else:
+            for client in clients:
+                await client.until(0)  # the snapshot
+            start = 0
+        await _events(server, clients, sid, kind, start, warm_up)
+        before = await _rss(server)
+        await _events(server, clients, sid, kind, start + warm_up, n)
+        after = await _rss(server)
+        assert psutil.pid_exists(server.pid)
+    finally:
+        await close_all([c.ws for c in clients])
+        for c in clients:
+            c.task.cancel()
+    return float(after - before) / n, clients[0].sample
+
+
+async def _events(
+    server: ServerProcess, clients: list[Client], sid: str, kind: str, start: int, count: int
+) -> None:
+    for first in range(start, start + count, BATCH):
+        size = min(BATCH, start + count - first)
+        body = {"session": sid, "kind": kind, "start": first, "count": size}
+        if kind == "output" and first == 0 and size == 1:
+            # The first chunk may be published before a stream listens: repeat it until read.
+            while min(c.seen for c in clients) < 0:
+                await server.call("/bench/events", json.dumps(body).encode())
+                await asyncio.sleep(0.05)
+            continue
+        last = (await server.call("/bench/events", json.dumps(body).encode()))["marker"]
+        for client in clients:
+            await client.until(int(last))
+
+
+async def _bare_growth(url: str, warm_up: int, n: int, payload: str) -> float:
+    async with ServerProcess(url) as server:
+        sockets = [await _open_bare(server.port, "") for _ in range(SUBSCRIBERS)]
+        readers = [asyncio.create_task(_drain(ws)) for ws in sockets]
+        try:
+            await _bare_events(server, sockets, warm_up, payload)
+            before = await _rss(server)
+            await _bare_events(server, sockets, n, payload)
+            after = await _rss(server)
+        finally:
+            await close_all(sockets)
+            for r in readers:
+                r.cancel()
+    return float(after - before) / n
+
+
+async def _drain(ws: ClientConnection) -> None:
+    async for _frame in ws:
+        pass
+
+
+async def _bare_events(
+    server: ServerProcess, sockets: list[ClientConnection], count: int, payload: str
+) -> None:
+    for first in range(0, count, BATCH):
+        size = min(BATCH, count - first)
+        await server.call(
+            "/bench/bare-events", json.dumps({"count": size, "payload": payload}).encode()
+        )
+
+
+async def run(backend: Backend, cfg: Config) -> list[Row]:
+    n, warm_up = cfg.n(40, 10_000), cfg.n(20, WARM_UP)
+    rows: list[Row] = []
+    sample = ""
+    async with backend.database() as url:
+        results: dict[tuple[str, bool], list[float]] = {}
+        for _ in range(cfg.reps):
+            for fanout in (True, False):
+                async with contextlib.AsyncExitStack() as stack:
+                    # A fresh server per figure (memory freed by an earlier one would be
+                    # reused and hide growth); smoke mode shares one, to stay short.
+                    shared = (
+                        await stack.enter_async_context(_server(url, fanout)) if cfg.smoke else None
+                    )
+                    for field in FIELDS:
+                        async with contextlib.AsyncExitStack() as own:
+                            server = shared or await own.enter_async_context(_server(url, fanout))
+                            growth, frame = await _growth(server, field, warm_up, n)
+                        results.setdefault((field, fanout), []).append(growth)
+                        if field == "queueStatusChanged":
+                            sample = frame
+        payload = json.loads(sample)["payload"] if sample else {"data": None}
+        base = [await _bare_growth(url, warm_up, n, json.dumps(payload)) for _ in range(cfg.reps)]
+    baseline = median(base) / 1024
+    for (field, fanout), values in results.items():
+        grouped = " (not grouped: deltas)" if field == "turnOutput" and fanout else ""
+        rows.append(
+            Row(
+                "P7",
+                f"server RSS per event, {SUBSCRIBERS} standing `{field}` subscribers, "
+                f"fan-out {'on' if fanout else 'off'}{grouped}, {n:,} events after {warm_up:,}",
+                "KiB",
+                median(values) / 1024,
+                baseline,
+                "value<=",
+                0.05,
+                note="baseline: bare WebSockets sent as many frames of the same size",
+            )
+        )
+    return rows

@@ -1,0 +1,27 @@
+"""The agent tests run on both event loops the product can run on (see tests/event_loops.py).
+
+The agents are where the loops differ most — subprocess transports, pipes, child reaping — so
+every async test in ``tests/agents/`` runs on asyncio's loop and on uvloop (``[asyncio]``,
+``[uvloop]``). ``test_command_served.py`` drives real server processes, which run on uvloop
+whatever the test's loop is; its loop drives only the clients, so it runs once, on asyncio's.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from event_loops import LoopFactory, loops_for
+
+# test_command_served.py drives real servers with the cluster tests' helpers.
+CLUSTER = str(Path(__file__).resolve().parents[1] / "cluster")
+if CLUSTER not in sys.path:
+    sys.path.append(CLUSTER)
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, LoopFactory]:
+    return loops_for(item, except_={"test_command_served.py"})
