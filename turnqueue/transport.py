@@ -25,15 +25,18 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.http.base import BaseView
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema import BaseSchema
-from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import CompleteMessage
+from strawberry.types import ExecutionResult
 from strawberry.types.unset import UnsetType
 
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
@@ -44,10 +47,12 @@ from turnqueue.fanout import FanOut, PreEncoded
 from turnqueue.graphiql import page_html
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
+from turnqueue.sse import IdentifiedSSETransport, attach_event_id
 
 log = logging.getLogger(__name__)
 
 PRINCIPAL_KEY = "turnqueue.principal"
+CONTEXT_KEY = "turnqueue.context"
 
 
 def graphql_error(
@@ -141,6 +146,11 @@ class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
 class TurnqueueGraphQL(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = FanOutTransportWSHandler
+    #: O3: graphql-sse events carry an ``id`` (turnqueue.sse)
+    stream_transport_classes_by_protocol = {
+        **BaseView.stream_transport_classes_by_protocol,
+        GRAPHQL_SSE_PROTOCOL: IdentifiedSSETransport,
+    }
 
     def __init__(
         self,
@@ -153,8 +163,9 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             schema,
             graphql_ide="graphiql",
             allowed_origins=settings.allowed_origins,
-            # graphql-transport-ws only: its connection_init carries the token (S1).
-            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+            # WebSocket: graphql-transport-ws only, its connection_init carries the token (S1).
+            # HTTP: graphql-sse (O3), checked like every HTTP request (_handle_http).
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_SSE_PROTOCOL),
             # Pings from the client are answered; subscriptions are bounded per socket.
             max_subscriptions_per_connection=100,
         )
@@ -233,9 +244,23 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
-        return Context(
+        context = Context(
             engine=self._engine(), principal=principal, request=request, response=response
         )
+        if isinstance(request, Request):  # one operation per request: process_result reads it
+            request.scope.setdefault("state", {})[CONTEXT_KEY] = context
+        return context
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        response = await super().process_result(request, result)
+        context = request.scope.get("state", {}).get(CONTEXT_KEY)
+        if isinstance(context, Context) and context.event_id is not None:
+            # An SSE event (O3): the id its stream set just before yielding this result.
+            attach_event_id(response, context.event_id)
+            context.event_id = None
+        return response
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
         params = context.connection_params or {}

@@ -130,7 +130,7 @@ class Cancels:
                 await tx.end_turn(
                     view.running_turn_id,
                     status=TurnStatus.CANCELLED,
-                    output="",
+                    output=await tx.output_text(view.running_turn_id),  # its log (O1)
                     error="agent gone",
                     session_state=SessionState.WAITING_FOR_INPUT,
                 )

@@ -10,7 +10,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from turnqueue.agents import Agent, build_agent
 from turnqueue.bus import EventBus, EventKind, Subscription
@@ -30,14 +29,15 @@ from turnqueue.domain import (
     is_valid_id,
 )
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.cluster import Cluster, OwnerUnreachable
+from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.queue import QueueOps, SendNowResult
 from turnqueue.engine.recovery import drain_released, recover
+from turnqueue.engine.replay import check_request, output_since
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
-from turnqueue.errors import InvalidInput, NotFound, UserFacingError
+from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
@@ -45,8 +45,6 @@ from turnqueue.store import Store
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 200
-#: How long a turnOutput snapshot waits for the owning instance to store the output so far.
-OUTPUT_TIMEOUT = 5.0
 #: Sessions whose owner is remembered (about 100 bytes each).
 OWNER_CACHE_SIZE = 65_536
 
@@ -95,7 +93,6 @@ class Engine:
         cluster = Cluster(self.core, self.core.store.url)
         cluster.handlers["cancel"] = self.cancels.serve_forwarded
         cluster.handlers["send_now"] = self.queue.serve_forwarded
-        cluster.handlers["output"] = self._serve_output
         cluster.on_orphans = self._adopt_orphans
         cluster.on_released = lambda sid: drain_released(self.core, self.turns, sid)
         cluster.on_expelled = self._expelled
@@ -213,41 +210,18 @@ class Engine:
         return await self.core.store.current_turn(session_id)
 
     async def output_snapshot(self, session_id: str) -> OutputChunk | None:
-        """The current turn's output so far (turnOutput's first message)."""
-        runner = self.core.runners.get(session_id)
-        if runner is not None:
-            return runner.snapshot()
-        await self._store_remote_output(session_id)
-        turn = await self.current_turn(session_id)
-        if turn is None:
-            return None
-        return OutputChunk(
-            session_id, turn.id, 0, turn.output, turn.ended_at is not None, turn.status
-        )
+        """The current turn's output so far (turnOutput's first message without afterOffset)."""
+        return await output_since(self.core, session_id, None, 0)
 
-    async def _store_remote_output(self, session_id: str) -> None:
-        """M4: a turn running on another instance keeps its output in that process. Ask the
-        owner to store it, so the turn row read next has the output so far; the chunks after
-        it are relayed (the caller subscribed before, and merges the overlap by offset)."""
-        cluster = self.core.cluster
-        owner = await self.core.remote_owner(session_id)
-        if cluster is None or owner is None:
-            return
-        try:
-            await cluster.call(owner, "output", {"s": session_id}, OUTPUT_TIMEOUT)
-        except (OwnerUnreachable, UserFacingError) as exc:
-            log.warning("no output so far from instance %s: %s", owner, exc)
+    async def output_since(
+        self, session_id: str, turn_id: str | None, after: int
+    ) -> OutputChunk | None:
+        """O2: a turn's output after character ``after``, from the log (any instance)."""
+        return await output_since(self.core, session_id, turn_id, after)
 
-    async def _serve_output(self, args: dict[str, Any]) -> dict[str, Any]:
-        """The owner's side of :meth:`_store_remote_output` (the text may exceed a NOTIFY)."""
-        runner = self.core.runners.get(str(args["s"]))
-        if runner is None:
-            return {"turn": None}
-        snapshot = runner.snapshot()
-        # Only the turn row is written (no lock row): nothing else is held, so no deadlock.
-        async with self.core.store.transaction() as tx:
-            await tx.save_running_output(snapshot.turn_id, snapshot.text)
-        return {"turn": snapshot.turn_id}
+    async def check_output_request(self, session_id: str, turn_id: str | None, after: int) -> None:
+        """O2: InvalidInput for a negative offset, NotFound for a turn of another session."""
+        await check_request(self.core, session_id, turn_id, after)
 
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)

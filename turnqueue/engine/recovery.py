@@ -120,7 +120,7 @@ async def _recover_session(
             await tx.end_turn(
                 turn_id,
                 status=TurnStatus.FAILED,
-                output="",
+                output=await tx.output_text(turn_id),  # what its log kept (O1)
                 error="interrupted",
                 session_state=SessionState.WAITING_FOR_INPUT,
             )

@@ -1,7 +1,10 @@
 """One running turn in this process: its agent run, its streamed output and its end.
 
-The runner only runs the agent and buffers output; what the end means for the session (status,
-clarification, drain, workflow) is decided by :mod:`turnqueue.engine.turns` under the session lock.
+The runner only runs the agent and logs its output (:class:`~turnqueue.engine.outputlog.OutputLog`,
+O1); what the end means for the session (status, clarification, drain, workflow) is decided by
+:mod:`turnqueue.engine.turns` under the session lock. The agent's stream yields ``str`` (a MESSAGE
+text chunk) or :class:`~turnqueue.domain.TurnItem`. Without a store (benchmarks' in-memory path)
+text chunks are published as they arrive and nothing is logged.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from dataclasses import dataclass
 
 from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import OutputChunk, Turn, TurnStatus
+from turnqueue.domain import ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
+from turnqueue.engine.outputlog import MAX_OUTPUT_CHARS, OutputLog
 from turnqueue.logs import bind
+from turnqueue.store.protocol import Store, Tx
 
 log = logging.getLogger(__name__)
 
-#: Output kept per turn; beyond it the stored output is truncated (the stream still flows).
-MAX_OUTPUT_CHARS = 1_000_000
+__all__ = ["MAX_OUTPUT_CHARS", "Ending", "TurnRunner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +33,13 @@ class Ending:
 
 
 class TurnRunner:
-    def __init__(self, turn: Turn, agent: Agent, bus: EventBus) -> None:
+    def __init__(self, turn: Turn, agent: Agent, bus: EventBus, store: Store | None = None) -> None:
         self.turn = turn
         self._agent = agent
         self._bus = bus
         self._run: AgentRun | None = None
-        self._parts: list[str] = []
+        self.log = OutputLog(turn, store, bus) if store is not None else None
+        self._parts: list[str] = []  # the in-memory path only
         self._length = 0
         self.ending = False  # set under the session lock once the end has been decided
         self.finished = asyncio.Event()  # set once the end has been committed
@@ -48,10 +53,21 @@ class TurnRunner:
 
     @property
     def output(self) -> str:
-        return "".join(self._parts)
+        return self.log.text if self.log is not None else "".join(self._parts)
 
-    def snapshot(self) -> OutputChunk:
-        return OutputChunk(self.session_id, self.turn.id, 0, self.output, False, TurnStatus.RUNNING)
+    def snapshot(self, after: int = 0) -> OutputChunk:
+        """What subscribers have been sent so far, from character ``after`` (O2): with a log,
+        the committed text, which is exactly what the bus has published."""
+        text = self.log.committed_text if self.log is not None else self.output
+        after = max(0, min(after, len(text)))
+        return OutputChunk(
+            self.session_id, self.turn.id, after, text[after:], False, TurnStatus.RUNNING
+        )
+
+    async def write_rest(self, tx: Tx) -> None:
+        """In the end's transaction, before the turn is ended: the log's last batch (O1)."""
+        if self.log is not None:
+            await self.log.write_rest(tx)
 
     async def run(
         self,
@@ -62,6 +78,17 @@ class TurnRunner:
 
         ``on_process`` learns the process group of an agent that runs as a process (M6)."""
         bind(session_id=self.session_id, turn_id=self.turn.id)  # this task's logs carry them
+        try:
+            await self._run_agent(on_end, on_process)
+        finally:
+            if self.log is not None:
+                await asyncio.shield(self.log.detach())  # stopped whatever ended the run
+
+    async def _run_agent(
+        self,
+        on_end: Callable[[TurnRunner, Ending], Awaitable[None]],
+        on_process: Callable[[TurnRunner, int], Awaitable[None]] | None,
+    ) -> None:
         result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(
@@ -73,20 +100,29 @@ class TurnRunner:
             # A signal that arrived while the agent was starting is delivered now.
             for sig in self._signals:
                 await self._run.signal(sig)
-            async for text in self._run.stream():
-                self._append(text)
+            async for item in self._run.stream():
+                self._append(item)
             result = await self._run.wait()
         except asyncio.CancelledError:
             # Abandoned (a stuck agent after the cancel ladder, or shutdown): still record the end.
             result = AgentResult(ok=False, error="interrupted")
             await self._kill_quietly()
-            await asyncio.shield(on_end(self, Ending(result, self.output)))
+            await asyncio.shield(self._end(on_end, Ending(result, self.output)))
             raise
         except Exception as exc:
             log.warning("turn %s: agent failed: %s", self.turn.id, exc)
             result = AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
             await self._kill_quietly()
-        await on_end(self, Ending(result, self.output))
+        await self._end(on_end, Ending(result, self.output))
+
+    async def _end(
+        self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]], ending: Ending
+    ) -> None:
+        # Hazard (order): the flusher's write in flight commits before the end starts, so the
+        # end's ``write_rest`` appends after it and ``done`` follows every chunk.
+        if self.log is not None:
+            await self.log.detach()
+        await on_end(self, ending)
 
     async def signal(self, sig: Signal) -> None:
         self._signals.append(sig)
@@ -105,7 +141,15 @@ class TurnRunner:
             return False
         return True
 
-    def _append(self, text: str) -> None:
+    def _append(self, item: str | TurnItem) -> None:
+        if self.log is not None:
+            self.log.add(item)
+            return
+        if isinstance(item, TurnItem):  # the in-memory path streams text only
+            if item.kind is not ItemKind.MESSAGE:
+                return
+            item = str(item.data.get("text", ""))
+        text = item
         if not text:
             return
         offset = self._length

@@ -57,7 +57,7 @@ class Turns:
     # -- starting -----------------------------------------------------------------------------
     def launch(self, turn: Turn, agent_name: str) -> TurnRunner:
         """Run a committed turn. Call right after its commit, still under the session lock."""
-        runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus)
+        runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(
             runner.run(self._on_end, self._on_process), name=f"turn:{turn.id}"
@@ -276,6 +276,7 @@ class Turns:
             # order everywhere, so recovery on another instance cannot deadlock with this end
             # (lock row, then turn, then session).
             before = await tx.lock(sid)
+            await runner.write_rest(tx)  # O1: the log's last batch, published before ``done``
             _, session = await tx.end_turn(
                 runner.turn.id,
                 status=status,

@@ -124,6 +124,8 @@ class Context:
     response: Response | WebSocket | None = None
     #: set by Strawberry from the ``connection_init`` payload (WebSocket only)
     connection_params: dict[str, object] | None = field(default=None)
+    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.sse)
+    event_id: str | None = None
 
     def require_principal(self) -> str:
         if self.principal is None:  # unreachable: the transport refuses such requests

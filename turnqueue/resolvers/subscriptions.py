@@ -17,11 +17,12 @@ from typing import Annotated
 
 import strawberry
 from graphql import GraphQLError
+from starlette.requests import Request
 
 from turnqueue import domain
 from turnqueue.bus import Event, EventKind, SubscriberLagged
 from turnqueue.bus import Subscription as BusSubscription
-from turnqueue.errors import UserFacingError
+from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
 from turnqueue.schema.types import CancellationStatus, QueueStatus, Session, TurnOutputChunk
@@ -65,6 +66,7 @@ async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueSt
             if status.revision > last:
                 last = status.revision
                 ctx.renew_loaders()
+                ctx.event_id = str(status.revision)  # O3: the SSE id
                 yield QueueStatus.from_domain(status)
             event = await _next_event(sub)
             # Every subscriber of the session shares one read per event.
@@ -85,6 +87,7 @@ async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Sessi
                 last_cancellation = max(last_cancellation, cancellation.revision)
                 # C6: the Session yielded carries exactly the cancellation compared here.
                 ctx.renew_loaders().cancellation.prime(session_id, cancellation)
+                ctx.event_id = f"{session.revision}:{cancellation.revision}"  # O3: the SSE id
                 yield Session.from_domain(session)
             event = await _next_event(sub)
             # C6: a transition is shown as its event carried it. Reading the flag now instead
@@ -105,11 +108,13 @@ async def _cancellation_stream(
     try:
         status = ctx.engine.cancellation(session_id)
         last = status.revision
+        ctx.event_id = str(last)  # O3: the SSE id
         yield CancellationStatus.from_domain(status)
         while True:
             event = await _next_event(sub)
             if event.cancellation is not None and event.cancellation.revision > last:
                 last = event.cancellation.revision
+                ctx.event_id = str(last)
                 yield CancellationStatus.from_domain(event.cancellation)
     finally:
         sub.close()
@@ -134,23 +139,81 @@ def _unseen(
     return chunk
 
 
-async def _output_stream(ctx: Context, session_id: str) -> AsyncGenerator[TurnOutputChunk, None]:
-    sub = ctx.engine.subscribe(session_id, [EventKind.OUTPUT])
+def output_event_id(chunk: domain.OutputChunk) -> str:
+    """O3: a turnOutput event's SSE ``id``: ``<turn id>:<offset after the chunk>``, exactly what
+    a reconnect resumes from (``Last-Event-ID``, or ``turnId`` and ``afterOffset``)."""
+    return f"{chunk.turn_id}:{chunk.offset + len(chunk.text)}"
+
+
+def _last_event_id(ctx: Context) -> tuple[str, int] | None:
+    """An SSE reconnect's ``Last-Event-ID`` (O3), when it names a turnOutput position."""
+    request = ctx.request
+    header = request.headers.get("last-event-id") if isinstance(request, Request) else None
+    if not header:
+        return None
+    turn_id, _, offset = header.strip().rpartition(":")
+    if not turn_id or not offset.isdigit():
+        raise GraphQLError(
+            "Last-Event-ID is not a turnOutput event id (<turnId>:<offset>)",
+            extensions={"code": ErrorCode.INVALID_INPUT.value},
+        )
+    return turn_id, int(offset)
+
+
+async def _output_stream(
+    ctx: Context, session_id: str, turn_id: str | None, after: int
+) -> AsyncGenerator[TurnOutputChunk, None]:
+    """O2: what follows ``after`` from the log, then live chunks without what the read covered.
+    With ``turn_id`` the stream ends after that turn's ``done``; without it, it follows the
+    session's later turns too (as before O2).
+
+    Hazard (order): subscribe first, then read. A chunk is published only after its batch
+    committed, so what the read missed is still to come on ``sub``; what both carry is dropped
+    by offset (``_unseen``)."""
+    sub = ctx.engine.subscribe(session_id, [EventKind.OUTPUT, EventKind.SESSION])
     try:
+        first = await ctx.engine.output_since(session_id, turn_id, after)
         seen: dict[str, tuple[int, bool]] = {}
-        snapshot = await ctx.engine.output_snapshot(session_id)
-        if snapshot is not None and (chunk := _unseen(snapshot, seen)) is not None:
-            yield TurnOutputChunk.from_domain(chunk)
+        following: str | None = None  # the turn whose ``done`` this stream has not sent yet
+
+        def out(chunk: domain.OutputChunk) -> TurnOutputChunk:
+            nonlocal following
+            following = None if chunk.done else chunk.turn_id
+            ctx.event_id = output_event_id(chunk)
+            return TurnOutputChunk.from_domain(chunk)
+
+        if first is not None:
+            seen[first.turn_id] = (first.offset, False)  # resume: nothing before afterOffset
+            if (chunk := _unseen(first, seen)) is not None:
+                yield out(chunk)
+                if chunk.done and turn_id is not None:
+                    return
         while True:
             event = await _next_event(sub)
-            if event.chunk is not None and (chunk := _unseen(event.chunk, seen)) is not None:
-                yield TurnOutputChunk.from_domain(chunk)
+            if event.kind is EventKind.SESSION:
+                # An end recorded without this process's runner (recovery after the owner
+                # died, M6; an agent gone, C5) sends no ``done`` here: the turn is read again.
+                if following is not None:
+                    end = seen.get(following, (0, False))[0]
+                    rest = await ctx.engine.output_since(session_id, following, end)
+                    if rest is not None and rest.done and (chunk := _unseen(rest, seen)):
+                        yield out(chunk)
+                        if turn_id is not None:
+                            return
+                continue
+            if event.chunk is None or (turn_id is not None and event.chunk.turn_id != turn_id):
+                continue
+            if (chunk := _unseen(event.chunk, seen)) is not None:
+                yield out(chunk)
+                if chunk.done and turn_id is not None:
+                    return
     finally:
         sub.close()
 
 
 @strawberry.type(
-    description="Live state of one session over graphql-transport-ws. Each subscription sends "
+    description="Live state of one session over graphql-transport-ws or GraphQL over SSE "
+    "(graphql-sse; every event has an SSE `id`, O3). Each subscription sends "
     "the current snapshot first, then every change, each with its revision (R3): keep the "
     "highest per session and kind and ignore lower ones. A subscriber that falls behind gets an "
     "error with `extensions.code` RESYNC and the stream ends: subscribe again for a fresh "
@@ -187,12 +250,42 @@ class Subscription:
         return _session_stream(info.context, session_id)
 
     @described.subscription(
-        "The session's turn output: the current turn's text so far first (from offset 0), "
-        "then each chunk as the agent streams it, this turn's and later ones' (a new "
-        "`turnId` starts again at offset 0)."
+        "A turn's output (O2): first what follows `afterOffset` (the whole output so far "
+        "without it, from offset 0), read from the durable log, then each new chunk as the "
+        "agent streams it, with no gap and no duplicate; a turn's last message has "
+        "`done: true` and its status. Without `turnId` it follows the session's current turn "
+        "and then the later ones (a new `turnId` starts again at offset 0); with `turnId` it "
+        "ends after that turn's end. Over SSE each event's `id` is `<turnId>:<offset after "
+        "it>`, and a reconnect's `Last-Event-ID` resumes right after it (O3)."
     )
     async def turn_output(
-        self, info: Info, session_id: SessionId
+        self,
+        info: Info,
+        session_id: SessionId,
+        turn_id: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(
+                description="The turn to read (any of the session's turns); default: the "
+                "current one, then the following ones."
+            ),
+        ] = None,
+        after_offset: Annotated[
+            int | None,
+            strawberry.argument(
+                description="The number of output characters already received (the last "
+                "chunk's `offset` plus the length of its `text`): only what follows is sent."
+            ),
+        ] = None,
     ) -> AsyncGenerator[TurnOutputChunk, None]:
-        await _authorize(info.context, session_id)
-        return _output_stream(info.context, session_id)
+        ctx = info.context
+        await _authorize(ctx, session_id)
+        resumed = _last_event_id(ctx)
+        turn = str(turn_id) if turn_id is not None else None
+        after = after_offset or 0
+        if resumed is not None:
+            turn, after = resumed
+        try:
+            await ctx.engine.check_output_request(session_id, turn, after)
+        except UserFacingError as e:
+            raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+        return _output_stream(ctx, session_id, turn, after)

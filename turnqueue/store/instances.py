@@ -150,13 +150,6 @@ class InstanceStatements:
             update(turns).where(turns.c.id == turn_id).values(agent_host=host, agent_pgid=pgid)
         )
 
-    async def save_running_output(self, turn_id: str, output: str) -> None:
-        await self._conn.execute(
-            update(turns)
-            .where(turns.c.id == turn_id, turns.c.status == RUNNING)
-            .values(output=output)
-        )
-
     async def stuck_sessions(self, lease_seconds: float) -> list[str]:
         """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.
 

@@ -36,6 +36,7 @@ from typing import Generic, Protocol, TypeVar
 from turnqueue.domain import (
     Clarification,
     MessageSource,
+    OutputRecord,
     PauseReason,
     QueueEntry,
     QueuePolicy,
@@ -138,9 +139,19 @@ class Tx(Protocol):
     async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
         """Record where the turn's agent process group runs (M6 kills it after a crash)."""
 
-    async def save_running_output(self, turn_id: str, output: str) -> None:
-        """Store the output so far of a turn that is still RUNNING (for other instances, M4);
-        an ended turn keeps the output its end recorded."""
+    # -- the output log (O1) -----------------------------------------------------------------
+    async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
+        """Append to a RUNNING turn's log (the turn row is taken); False, writing nothing, once
+        the turn has ended: an ended turn's log never changes."""
+
+    async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
+        """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""
+
+    async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
+        """Every record of the turn's log after ``after_seq`` (text and items), in order."""
+
+    async def output_text(self, turn_id: str) -> str:
+        """The turn's output text as its log holds it."""
 
     # -- epochs (R2) ------------------------------------------------------------------------
     async def next_epoch(self) -> int:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     Column,
@@ -260,4 +261,19 @@ instances = Table(
     Column("id", BigInteger, primary_key=True, autoincrement=False),
     Column("started_at", UtcDateTime, nullable=False),
     Column("heartbeat_at", UtcDateTime, nullable=False),
+)
+
+turn_output = Table(
+    "turn_output",
+    metadata,
+    # O1: a turn's durable output log, appended in batches while it runs; kept as long as the
+    # turn (deleted with it). ``offset`` counts MESSAGE characters before the record; ``data``
+    # is the item's JSON (NULL for a plain MESSAGE text chunk, whose text is ``text``).
+    Column("turn_id", String(36), ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("item_key", String(200), nullable=True),
+    Column("text", Text, nullable=False),
+    Column("data", JSON, nullable=True),
 )

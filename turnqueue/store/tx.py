@@ -52,6 +52,7 @@ from turnqueue.domain import (
 from turnqueue.store.conn import AnyRow, Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
+from turnqueue.store.output import OutputStatements
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.rows import (
     RUNNING,
@@ -240,7 +241,7 @@ _DELETE_POLICY = Statement(
 )
 
 
-class SqlTx(EntryStatements, InstanceStatements):
+class SqlTx(EntryStatements, InstanceStatements, OutputStatements):
     def __init__(self, conn: Conn, *, pg: bool) -> None:
         self._conn = conn
         self._pg = pg

@@ -1,0 +1,73 @@
+"""Reading a turn's output from where a client left off (O2), on any instance.
+
+A turn this process runs is read from its runner (the committed text, exactly what its bus has
+published); any other turn from the durable log (O1), whoever runs it, whether it still runs,
+has ended, or its owner died. No owner round trip is needed: every chunk any instance has
+published is in the log by then (see :mod:`turnqueue.engine.outputlog`).
+
+Hazard (order): the caller subscribes to the bus *before* it reads here and then drops what the
+read covered; reading first would lose whatever committed between the read and the subscription.
+"""
+
+from __future__ import annotations
+
+from turnqueue.domain import OutputChunk, Turn, TurnStatus
+from turnqueue.engine.core import Core
+from turnqueue.errors import InvalidInput, NotFound
+
+
+async def check_request(core: Core, session_id: str, turn_id: str | None, after: int) -> None:
+    """Refuse a bad resume before a stream exists: a negative offset, a foreign turn."""
+    if after < 0:
+        raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
+    if turn_id is None:
+        return
+    runner = core.runners.get(session_id)
+    if runner is not None and runner.turn.id == turn_id:
+        return
+    async with core.store.read() as tx:
+        turn = await tx.get_turn(turn_id)
+    if turn is None or turn.session_id != session_id:
+        raise NotFound("no such turn in this session")
+
+
+async def output_since(
+    core: Core, session_id: str, turn_id: str | None, after: int
+) -> OutputChunk | None:
+    """The output of ``turn_id`` (None: the session's current turn) after character ``after``:
+    one chunk at offset ``after`` (clamped to the output's length), ``done`` when the turn has
+    ended. None when the session has no turn yet. NotFound for a turn of another session."""
+    if after < 0:
+        raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
+    runner = core.runners.get(session_id)
+    if runner is not None and turn_id in (None, runner.turn.id):
+        return runner.snapshot(after)
+    turn: Turn | None
+    if turn_id is None:
+        turn = await core.store.current_turn(session_id)
+        if turn is None:
+            return None
+    else:
+        async with core.store.read() as tx:
+            turn = await tx.get_turn(turn_id)
+        if turn is None or turn.session_id != session_id:
+            raise NotFound("no such turn in this session")
+    # The turn first, then its log: a turn read as ended has its whole log (the end appends the
+    # last batch in its own transaction, and an ended turn's log never changes). One read as
+    # RUNNING may end meanwhile; its ``done`` then reaches the caller, who subscribed first.
+    async with core.store.read() as tx:
+        records = await tx.read_output(turn.id, after)
+    ended = turn.status is not TurnStatus.RUNNING
+    if records:
+        start = min(after, records[0].offset + len(records[0].text))
+        start = max(start, records[0].offset)
+        text = "".join(r.text for r in records)[start - records[0].offset :]
+    elif ended and turn.output:
+        # A turn that ended before the log existed (migration 0006) keeps only ``output``.
+        start = min(after, len(turn.output))
+        text = turn.output[start:]
+    else:
+        start, text = after, ""
+        if ended:
+            start = min(after, len(turn.output))
+    return OutputChunk(session_id, turn.id, start, text, ended, turn.status)
