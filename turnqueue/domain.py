@@ -7,9 +7,11 @@ GraphQL schema converts them with ``from_domain``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 
 class SessionState(StrEnum):
@@ -197,6 +199,39 @@ class OutputChunk:
     text: str
     done: bool
     status: TurnStatus
+
+
+class AgentType(StrEnum):
+    """What runs a profile's turns (A1)."""
+
+    ACP = "ACP"
+    COMMAND = "COMMAND"
+    SCRIPTED = "SCRIPTED"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProfile:
+    """A profile as clients see it (A1): never its command or environment."""
+
+    name: str
+    type: AgentType
+
+
+class ItemKind(StrEnum):
+    MESSAGE = "MESSAGE"  # data {"text": str}; also appended to Turn.output
+    THOUGHT = "THOUGHT"  # data {"text": str}
+    TOOL_CALL = "TOOL_CALL"  # data {"toolCallId","title","kind","status","content","locations"}; later updates carry the same key  # noqa: E501
+    PLAN = "PLAN"  # data {"entries": [{"content","priority","status"}]}
+    RAW = "RAW"  # any other session/update, kept as JSON
+
+
+@dataclass(frozen=True, slots=True)
+class TurnItem:
+    """One structured piece of a turn's output (A3); a plain text chunk is a MESSAGE item."""
+
+    kind: ItemKind
+    data: Mapping[str, Any]
+    key: str | None = None  # upsert key (a tool call's id): later items with the same key update it
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import OutputChunk, Turn, TurnStatus
+from turnqueue.domain import ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
+from turnqueue.engine.items import ItemFold
 from turnqueue.logs import bind
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class TurnRunner:
         self._run: AgentRun | None = None
         self._parts: list[str] = []
         self._length = 0
+        self.items = ItemFold(turn.id)  # A3: the turn's structured output, in order
         self.ending = False  # set under the session lock once the end has been decided
         self.finished = asyncio.Event()  # set once the end has been committed
         self.final_status: TurnStatus | None = None
@@ -73,8 +75,12 @@ class TurnRunner:
             # A signal that arrived while the agent was starting is delivered now.
             for sig in self._signals:
                 await self._run.signal(sig)
-            async for text in self._run.stream():
-                self._append(text)
+            async for piece in self._run.stream():
+                if isinstance(piece, TurnItem):
+                    self.items.add(piece)
+                else:
+                    self._append(piece)
+                    self.items.add(TurnItem(ItemKind.MESSAGE, {"text": piece}))
             result = await self._run.wait()
         except asyncio.CancelledError:
             # Abandoned (a stuck agent after the cancel ladder, or shutdown): still record the end.
