@@ -89,6 +89,25 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "clarification was withdrawn (C9).",
         },
     ),
+    domain.AgentType: (
+        "What runs an agent profile's turns (A1).",
+        {
+            "ACP": "A real coding agent over the Agent Client Protocol: one process per "
+            "session, structured turn items, approvals (A2-A6).",
+            "COMMAND": "A command run once per turn; each printed line is output.",
+            "SCRIPTED": "The deterministic demo agent.",
+        },
+    ),
+    domain.ItemKind: (
+        "The kind of a turn item (A3).",
+        {
+            "MESSAGE": "Text the agent wrote to the user (also in `Turn.output`).",
+            "THOUGHT": "The agent's reasoning.",
+            "TOOL_CALL": "A tool call and its progress (updated in place).",
+            "PLAN": "The agent's plan (replaced by each new plan).",
+            "RAW": "An agent update turnqueue does not interpret, kept as JSON.",
+        },
+    ),
     errors.ErrorCode: (
         "Why a mutation refused (`UserError.code`). A refused mutation changed nothing.",
         {
@@ -138,11 +157,15 @@ HoldReason = domain.HoldReason
 SendNowScope = domain.SendNowScope
 CancelOutcome = domain.CancelOutcome
 ErrorCode = errors.ErrorCode
+AgentType = domain.AgentType
+ItemKind = domain.ItemKind
 
 __all__ = [
+    "AgentType",
     "CancelOutcome",
     "ErrorCode",
     "HoldReason",
+    "ItemKind",
     "MessageSource",
     "PauseReason",
     "SendNowScope",
