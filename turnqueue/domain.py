@@ -56,6 +56,7 @@ class HoldReason(StrEnum):
     CLARIFICATION = "CLARIFICATION"
     CANCELLING = "CANCELLING"
     WORKFLOW_TRANSITION = "WORKFLOW_TRANSITION"
+    APPROVAL = "APPROVAL"
 
 
 class SendNowScope(StrEnum):
@@ -232,6 +233,36 @@ class TurnItem:
     kind: ItemKind
     data: Mapping[str, Any]
     key: str | None = None  # upsert key (a tool call's id): later items with the same key update it
+
+
+class ApprovalOutcome(StrEnum):
+    PENDING = "PENDING"
+    SELECTED = "SELECTED"
+    CANCELLED = "CANCELLED"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalOption:
+    id: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """An agent's permission request of a turn and its answer (A6)."""
+
+    id: str
+    session_id: str
+    turn_id: str
+    title: str
+    tool_call_id: str | None
+    options: tuple[ApprovalOption, ...]
+    requested_at: datetime
+    outcome: ApprovalOutcome = ApprovalOutcome.PENDING
+    option_id: str | None = None
+    answered_by: str | None = None  # a principal, or "policy:allow" / "policy:reject"
+    answered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

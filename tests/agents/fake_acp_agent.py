@@ -19,7 +19,8 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
 - ``/crash-permission``: asks for permission, then exits while the request is pending;
 - ``/stderr``: writes 5 MB to stderr, then replies;
 - ``/bigline``: one message chunk of 64 KiB (a JSON-RPC line longer than 64 KiB);
-- ``/exit``: replies, then exits after the turn (the next prompt needs a fresh process).
+- ``/exit``: replies ``bye pid=<pid>``, then exits after the turn (the next prompt needs a
+  fresh process).
 
 ``FAKE_ACP_LOAD=1`` advertises ``loadSession`` (and accepts ``session/load``); otherwise not.
 ``FAKE_ACP_START_DELAY`` (seconds) delays the ``initialize`` answer; ``FAKE_ACP_FAIL_START=1``
@@ -204,7 +205,7 @@ class FakeAgent:
         elif word == "/bigline":
             await self._say(session_id, "y" * (64 * 1024))
         elif word == "/exit":
-            await self._say(session_id, "bye")
+            await self._say(session_id, f"bye pid={os.getpid()}")
             asyncio.get_running_loop().call_later(0.05, os._exit, 0)
         else:
             await self._say(session_id, "echo: ")

@@ -3,10 +3,12 @@ default loop: uvloop), on both stores, against the fake ACP agent (SPEC A1-A7)."
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,18 +19,31 @@ from ops.ops_helpers import REPO, Client, ProcServer
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
 
-TURN = """
-query($s: ID!) { session(id: $s) { state agentError
-  queue { heldBy count }
-  currentTurn { id status output error
-    items { index kind
-      ... on MessageItem { text }
-      ... on ThoughtItem { text }
-      ... on ToolCallItem { toolCallId title toolKind status text contentJson
-                            locations { path line } }
-      ... on PlanItem { entries { content priority status } }
-      ... on RawItem { json } } } } }
+TURN_FIELDS = """
+fragment T on Turn { id status output error
+  items { index kind
+    ... on MessageItem { text }
+    ... on ThoughtItem { text }
+    ... on ToolCallItem { toolCallId title toolKind status text contentJson
+                          locations { path line } }
+    ... on PlanItem { entries { content priority status } }
+    ... on RawItem { json } } }
 """
+TURN = (
+    """query($s: ID!) { session(id: $s) { state agentError queue { heldBy count }
+  currentTurn { ...T } } }"""
+    + TURN_FIELDS
+)
+TURNS = """query($s: ID!) { session(id: $s) { turns(last: 10) { ...T } } }""" + TURN_FIELDS
+
+
+TURN_APPROVAL = """
+query($s: ID!) { session(id: $s) { revision queue { heldBy entries { id } }
+  pendingApproval { id title toolCallId options { id name kind } requestedAt }
+  currentTurn { id status output items { kind }
+    approvals { id outcome optionId answeredBy answeredAt } } } }
+"""
+ANSWER = "approval { id outcome optionId } session { id }"
 
 
 def agents_file(tmp_path: Path) -> Path:
@@ -54,6 +69,11 @@ workspace = "{tmp_path / "work"}"
 type = "acp"
 command = {command}
 env = {{ FAKE_ACP_FAIL_START = "1" }}
+
+[agents.allowing]
+type = "acp"
+command = {command}
+permissions = "allow"
 
 [agents.demo]
 type = "scripted"
@@ -102,11 +122,23 @@ async def run_turn(client: Client, session: str, prompt: str) -> dict[str, Any]:
 
 async def ended(client: Client, session: str, turn_id: str) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
-        turn: dict[str, Any] = (await client.data(TURN, s=session))["session"]["currentTurn"]
-        return turn if turn["id"] == turn_id and turn["status"] != "RUNNING" else None
+        turns = (await client.data(TURNS, s=session))["session"]["turns"]
+        turn: dict[str, Any] | None = next((t for t in turns if t["id"] == turn_id), None)
+        return turn if turn is not None and turn["status"] != "RUNNING" else None
 
     result: dict[str, Any] = await poll(check, f"turn {turn_id} to end", timeout=60)
     return result
+
+
+def process_gone(pid: int) -> bool:
+    """The process has exited (reaped, or a zombie waiting for its parent to reap it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    return True
 
 
 async def test_a1_agents_query_default_profile_and_unknown_name(served: ProcServer) -> None:
@@ -115,6 +147,7 @@ async def test_a1_agents_query_default_profile_and_unknown_name(served: ProcServ
     async with served.client() as client:
         data = await client.data("{ agents { name type } }")
         assert data["agents"] == [
+            {"name": "allowing", "type": "ACP"},
             {"name": "broken", "type": "ACP"},
             {"name": "command", "type": "COMMAND"},
             {"name": "demo", "type": "SCRIPTED"},
@@ -242,8 +275,8 @@ async def test_a4_a5_a7_fault_matrix_every_cell_ends_and_the_next_prompt_runs(
                 if cancel:
 
                     async def streaming() -> bool:
-                        turn = (await client.data(TURN, s=session))["session"]["currentTurn"]
-                        return bool(turn["items"])
+                        data = (await client.data(TURN_APPROVAL, s=session))["session"]
+                        return bool(data["currentTurn"]["items"] or data["pendingApproval"])
 
                     await poll(streaming, f"{prompt} to stream", timeout=60)
                     outcome = await client.ok("cancel", "outcome", sessionId=session)
@@ -254,6 +287,13 @@ async def test_a4_a5_a7_fault_matrix_every_cell_ends_and_the_next_prompt_runs(
                     assert "fatal error in the middle of a turn" in turn["error"]
                 if prompt == "/bigline":
                     assert turn["output"] == "y" * 65536
+                if prompt == "/exit":  # it exits after its turn: wait until it is gone
+                    pid = int(turn["output"].split("pid=")[1])
+
+                    async def exited(pid: int = pid) -> bool:
+                        return process_gone(pid)
+
+                    await poll(exited, "the agent to exit")
                 after = await run_turn(client, session, f"after {prompt}")
                 assert after["status"] == "COMPLETED", (agent, prompt, after)
                 assert after["output"] == f"echo: after {prompt}"
@@ -276,21 +316,11 @@ async def test_a2_agents_are_stopped_at_shutdown(served: ProcServer) -> None:
         session = await ready_session(client)
         who = (await run_turn(client, session, "/whoami"))["output"]
     pid = int(who.split("pid=")[1].split()[0])
-    os.kill(pid, 0)  # alive
+    assert not process_gone(pid)
     assert served.term() == 0
 
-    def gone() -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        # a zombie whose parent (the server) has exited is reaped by init
-        with contextlib.suppress(OSError):
-            return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-        return True
-
     async def check() -> bool:
-        return gone()
+        return process_gone(pid)
 
     await poll(check, "the agent process to exit")
 
@@ -310,3 +340,143 @@ def test_a1_a_bad_agents_file_stops_the_server_at_start(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert f"agents file {bad}" in done.stderr and "needs a command" in done.stderr
+
+
+async def pending(client: Client, session: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        data: dict[str, Any] = (await client.data(TURN_APPROVAL, s=session))["session"]
+        return data if data["pendingApproval"] else None
+
+    found: dict[str, Any] = await poll(check, "a pending approval", timeout=60)
+    return found
+
+
+class _Ws:
+    def __init__(self, client: Client) -> None:
+        self.ws_url = client.ws_url
+
+
+async def test_a6_approval_holds_the_queue_and_is_answered_exactly_once(
+    served: ProcServer,
+) -> None:
+    """A6: a permission request is Session.pendingApproval (carried by sessionChanged with a
+    new revision), holds the queue (APPROVAL), and of two concurrent answers one wins; the
+    answer is kept with the turn and the queued prompt runs after."""
+    from cluster.cluster_helpers import Subscriber
+
+    async with served.client() as client:
+        session = await ready_session(client)
+        sub_query = (
+            "subscription($s: ID!) { sessionChanged(sessionId: $s) { revision "
+            "pendingApproval { id title } } }"
+        )
+        async with Subscriber(_Ws(client), sub_query, s=session) as sub:  # type: ignore[arg-type]
+            first = (await sub.next())["sessionChanged"]
+            assert first["pendingApproval"] is None
+            sent = await client.ok(
+                "sendMessage", "turn { id }", sessionId=session, content="/permission"
+            )
+            data = await pending(client, session)
+            approval = data["pendingApproval"]
+            assert approval["title"] == "Write notes.txt"
+            assert approval["toolCallId"] == "call-perm"
+            assert approval["options"] == [
+                {"id": "allow", "name": "Allow", "kind": "allow_once"},
+                {"id": "reject", "name": "Reject", "kind": "reject_once"},
+            ]
+            assert "APPROVAL" in data["queue"]["heldBy"]
+            while True:  # sessionChanged carries it, with a newer revision
+                event = (await sub.next())["sessionChanged"]
+                if event["pendingApproval"] is not None:
+                    assert event["revision"] > first["revision"]
+                    assert event["pendingApproval"]["id"] == approval["id"]
+                    break
+        await client.ok("enqueueMessage", "entry { id }", sessionId=session, content="queued")
+        bad = await client.mutate(
+            "answerApproval", ANSWER, approvalId=approval["id"], optionId="nope"
+        )
+        assert bad["userErrors"][0]["code"] == "INVALID_INPUT"
+        answers = await asyncio.gather(
+            client.mutate("answerApproval", ANSWER, approvalId=approval["id"], optionId="allow"),
+            client.mutate("answerApproval", ANSWER, approvalId=approval["id"], optionId="reject"),
+        )
+        winners = [a for a in answers if not a["userErrors"]]
+        losers = [a for a in answers if a["userErrors"]]
+        assert len(winners) == 1 and len(losers) == 1
+        assert losers[0]["userErrors"][0]["code"] == "APPROVAL_RESOLVED"
+        chosen = winners[0]["approval"]["optionId"]
+        assert winners[0]["approval"]["outcome"] == "SELECTED"
+        turn = await ended(client, session, sent["turn"]["id"])
+        assert turn["output"] == f"permission: {chosen}"
+        again = await client.mutate(
+            "answerApproval", ANSWER, approvalId=approval["id"], optionId="allow"
+        )
+        assert again["userErrors"][0]["code"] == "APPROVAL_RESOLVED"
+
+        async def queued_ran() -> dict[str, Any] | None:
+            data = (await client.data(TURN_APPROVAL, s=session))["session"]
+            turn = data["currentTurn"]
+            return data if turn["output"] == "echo: queued" else None
+
+        data = await poll(queued_ran, "the queued prompt to run")
+        assert data["pendingApproval"] is None
+        turns = await client.data(
+            "query($s: ID!) { session(id: $s) { turns(last: 5) { prompt approvals { "
+            "outcome optionId answeredBy answeredAt } } } }",
+            s=session,
+        )
+        kept = next(t for t in turns["session"]["turns"] if t["prompt"] == "/permission")
+        (record,) = kept["approvals"]
+        assert record["outcome"] == "SELECTED" and record["optionId"] == chosen
+        assert record["answeredBy"] and record["answeredAt"]
+
+
+async def test_a6_a5_cancel_answers_a_pending_approval_cancelled(served: ProcServer) -> None:
+    """A5/A6: cancel answers the pending permission request `cancelled`; the turn ends
+    CANCELLED, its approval can no longer be answered, and the queue runs on."""
+    async with served.client() as client:
+        session = await ready_session(client)
+        sent = await client.ok(
+            "sendMessage", "turn { id }", sessionId=session, content="/permission"
+        )
+        approval = (await pending(client, session))["pendingApproval"]
+        outcome = await client.ok("cancel", "outcome", sessionId=session)
+        assert outcome["outcome"] == "STOPPED"
+        turn = await ended(client, session, sent["turn"]["id"])
+        assert turn["status"] == "CANCELLED"
+        late = await client.mutate(
+            "answerApproval", ANSWER, approvalId=approval["id"], optionId="allow"
+        )
+        assert late["userErrors"][0]["code"] == "APPROVAL_RESOLVED"
+
+        async def released() -> dict[str, Any] | None:
+            data = (await client.data(TURN_APPROVAL, s=session))["session"]
+            outcomes = [a["outcome"] for a in data["currentTurn"]["approvals"]]
+            return data if outcomes == ["CANCELLED"] else None
+
+        data = await poll(released, "the approval to be recorded cancelled")
+        assert data["pendingApproval"] is None and "APPROVAL" not in data["queue"]["heldBy"]
+        assert (await run_turn(client, session, "next"))["output"] == "echo: next"
+
+
+async def test_a6_allow_policy_answers_by_itself_and_records_it(served: ProcServer) -> None:
+    async with served.client() as client:
+        session = await ready_session(client, "allowing")
+        sent = await client.ok(
+            "sendMessage", "turn { id }", sessionId=session, content="/permission"
+        )
+        turn = await ended(client, session, sent["turn"]["id"])
+        assert turn["output"] == "permission: allow"
+        data = (await client.data(TURN_APPROVAL, s=session))["session"]
+        (record,) = data["currentTurn"]["approvals"]
+        assert record["answeredBy"] == "policy:allow" and record["optionId"] == "allow"
+
+
+async def test_a6_unknown_and_malformed_approval_ids(served: ProcServer) -> None:
+    async with served.client() as client:
+        missing = await client.mutate(
+            "answerApproval", ANSWER, approvalId=str(uuid.uuid4()), optionId="allow"
+        )
+        assert missing["userErrors"][0]["code"] == "NOT_FOUND"
+        malformed = await client.mutate("answerApproval", ANSWER, approvalId="x", optionId="allow")
+        assert malformed["userErrors"][0]["code"] == "INVALID_INPUT"

@@ -82,6 +82,7 @@ class PermissionRequest:
     title: str
     tool_call_id: str | None
     options: tuple[tuple[str, str, str], ...]  # (id, name, kind)
+    policy: str = "ask"  # the profile's: ask | allow | reject (the engine applies it)
 
 
 #: The engine's handler: answers an option id, or None for ``cancelled``. The agent cancels the
@@ -199,19 +200,20 @@ class AcpRun(BaseRun):
         if self._cancelled:
             return None
         policy = self._agent.profile.permissions
-        if policy != "ask":
+        handler = self._agent.approvals
+        if handler is None:  # no engine (the agent on its own): the policy here
+            if policy == "ask":
+                return None  # nobody to ask: the request is answered cancelled
             kinds = _ALLOW_KINDS if policy == "allow" else _REJECT_KINDS
             chosen = next((o for o in options if o.kind in kinds), None)
             return chosen.option_id if chosen is not None else None
-        handler = self._agent.approvals
-        if handler is None:
-            return None  # nobody to ask: the request is answered cancelled
         request = PermissionRequest(
             session_id=self.session_id,
             turn_id=self.turn_id,
             title=tool_call.title or "permission requested",
             tool_call_id=tool_call.tool_call_id,
             options=tuple((o.option_id, o.name, str(o.kind)) for o in options),
+            policy=policy,
         )
         wait: asyncio.Future[str | None] = asyncio.ensure_future(handler(request))
         self._waits.add(wait)

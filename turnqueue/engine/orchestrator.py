@@ -16,6 +16,7 @@ from turnqueue.agents import Agent, build_agents
 from turnqueue.bus import EventBus, EventKind, Subscription
 from turnqueue.domain import (
     AgentProfile,
+    Approval,
     CancellationStatus,
     CancelOutcome,
     Clarification,
@@ -32,6 +33,7 @@ from turnqueue.domain import (
     is_valid_id,
 )
 from turnqueue.engine.agent_sessions import AgentSessions
+from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster, OwnerUnreachable
 from turnqueue.engine.core import Core, check_content
@@ -71,6 +73,7 @@ class Engine:
         self.shared_reads = SharedReads(core.bus, core.queue_status)
         #: agent profiles, session start (A1, A2) and turn items (A3)
         self.agent_sessions = AgentSessions(core, self.turns)
+        self.approvals = Approvals(core, self.turns)  # A6
         # Hazard: correct only because a session's owner is fixed at creation and sessions are
         # never deleted. If either ever changes, this cache must be invalidated there.
         self._owners: OrderedDict[str, str] = OrderedDict()
@@ -93,6 +96,7 @@ class Engine:
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
         engine.agent_sessions.default = default
         engine.agent_sessions.bind()
+        engine.approvals.bind()
         if store.shared:
             await engine._join_cluster()
         await recover(engine.core, engine.turns, sweep=True)
@@ -263,6 +267,26 @@ class Engine:
     def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
         """A3: the structured items of a turn this process ran recently (else none)."""
         return self.agent_sessions.items(turn_id)
+
+    async def pending_approval(self, session_id: str) -> Approval | None:
+        """A6: the session's approval waiting for an answer."""
+        return await self.approvals.pending(session_id)
+
+    async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
+        """A6: every approval of a turn, with its answer."""
+        return await self.approvals.of_turn(turn_id)
+
+    async def answer_approval(
+        self, principal: str, approval_id: str, option_id: str
+    ) -> tuple[Approval, Session]:
+        """A6: answer a pending approval, exactly once (APPROVAL_RESOLVED for the others)."""
+        approval = await self.approvals.find(approval_id)
+        try:
+            await self.authorize_session(principal, approval.session_id, field="approvalId")
+        except NotFound:
+            raise NotFound("approval", ["approvalId"]) from None  # S2: like a missing one
+        answered = await self.approvals.resolve(principal, approval, option_id)
+        return answered, await self.authorize_session(principal, approval.session_id)
 
     def agent_error(self, session_id: str) -> str | None:
         """A2: why the session's agent could not start (this process's memory)."""

@@ -67,6 +67,7 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "CLARIFICATION": "The agent's question is not answered yet.",
             "CANCELLING": "A cancellation is in progress.",
             "WORKFLOW_TRANSITION": "The task is moving to another workflow step.",
+            "APPROVAL": "The agent waits for an answer to its permission request (A6).",
         },
     ),
     domain.SendNowScope: (
@@ -108,6 +109,15 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "RAW": "An agent update turnqueue does not interpret, kept as JSON.",
         },
     ),
+    domain.ApprovalOutcome: (
+        "Whether and how an approval was answered (A6).",
+        {
+            "PENDING": "Waiting for answerApproval; the queue is held (APPROVAL).",
+            "SELECTED": "Answered with one of its options.",
+            "CANCELLED": "Answered `cancelled`: the turn was cancelled or ended first, or the "
+            "profile's policy found no matching option.",
+        },
+    ),
     errors.ErrorCode: (
         "Why a mutation refused (`UserError.code`). A refused mutation changed nothing.",
         {
@@ -139,6 +149,8 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "Send Now replaces it, or sendNow while a cancel runs (C3).",
             "TURN_CHANGED": "sendNow: the active turn changed since the request was read; "
             "nothing was claimed.",
+            "APPROVAL_RESOLVED": "answerApproval: the approval was already answered (another "
+            "answer won), or its turn was cancelled or has ended.",
         },
     ),
 }
@@ -159,9 +171,11 @@ CancelOutcome = domain.CancelOutcome
 ErrorCode = errors.ErrorCode
 AgentType = domain.AgentType
 ItemKind = domain.ItemKind
+ApprovalOutcome = domain.ApprovalOutcome
 
 __all__ = [
     "AgentType",
+    "ApprovalOutcome",
     "CancelOutcome",
     "ErrorCode",
     "HoldReason",

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import strawberry
 
 from turnqueue import domain
-from turnqueue.schema.enums import AgentType, ItemKind
+from turnqueue.schema.enums import AgentType, ApprovalOutcome, ItemKind
 
 
 @strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")
@@ -135,3 +136,59 @@ def item_from_domain(index: int, item: domain.TurnItem) -> TurnItem:
 
 #: The concrete types, for ``Schema(types=…)`` (an interface's implementations must be listed).
 ITEM_TYPES = (MessageItem, ThoughtItem, ToolCallItem, PlanItem, RawItem)
+
+
+@strawberry.type(description="One answer an approval offers (A6).")
+class ApprovalOption:
+    id: strawberry.ID = strawberry.field(description="Pass it as `optionId` to answerApproval.")
+    name: str = strawberry.field(description="The option's label, for people.")
+    kind: str = strawberry.field(
+        description="ACP option kind: allow_once, allow_always, reject_once or reject_always."
+    )
+
+
+@strawberry.type(
+    description=(
+        "An agent's request for permission during a turn (A6): pending until answered with "
+        "answerApproval, or cancelled when the turn is cancelled or ends. Every approval and "
+        "its answer stays with its turn (`Turn.approvals`)."
+    )
+)
+class Approval:
+    id: strawberry.ID = strawberry.field(description="Pass it as `approvalId` to answer it.")
+    turn_id: strawberry.ID = strawberry.field(description="The turn that asked.")
+    title: str = strawberry.field(description="What the agent wants to do, for people.")
+    tool_call_id: str | None = strawberry.field(
+        description="The tool call it is about (a ToolCallItem's `toolCallId`), when given."
+    )
+    options: list[ApprovalOption] = strawberry.field(description="The answers it offers.")
+    requested_at: datetime = strawberry.field(description="When the agent asked.")
+    outcome: ApprovalOutcome = strawberry.field(description="Whether and how it was answered.")
+    option_id: strawberry.ID | None = strawberry.field(
+        description="The option chosen; null while pending or when cancelled."
+    )
+    answered_by: str | None = strawberry.field(
+        description="Who answered: a principal, or `policy:allow` / `policy:reject` for a "
+        "profile's policy; null while pending or when cancelled."
+    )
+    answered_at: datetime | None = strawberry.field(
+        description="When it was answered or cancelled; null while pending."
+    )
+
+    @classmethod
+    def from_domain(cls, approval: domain.Approval) -> Approval:
+        return cls(
+            id=strawberry.ID(approval.id),
+            turn_id=strawberry.ID(approval.turn_id),
+            title=approval.title,
+            tool_call_id=approval.tool_call_id,
+            options=[
+                ApprovalOption(id=strawberry.ID(o.id), name=o.name, kind=o.kind)
+                for o in approval.options
+            ],
+            requested_at=approval.requested_at,
+            outcome=approval.outcome,
+            option_id=strawberry.ID(approval.option_id) if approval.option_id else None,
+            answered_by=approval.answered_by,
+            answered_at=approval.answered_at,
+        )

@@ -25,7 +25,7 @@ from turnqueue.schema.enums import (
     SessionState,
     TurnStatus,
 )
-from turnqueue.schema.items import TurnItem, item_from_domain
+from turnqueue.schema.items import Approval, TurnItem, item_from_domain
 from turnqueue.schema.scalars import Revision
 
 #: ``turns(last:)`` and ``tasks(first:)`` answer at most this many (SPEC §7).
@@ -52,6 +52,10 @@ class Reads(Protocol):
     def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]: ...
 
     def agent_error(self, session_id: str) -> str | None: ...
+
+    async def pending_approval(self, session_id: str) -> domain.Approval | None: ...
+
+    async def approvals_of_turn(self, turn_id: str) -> list[domain.Approval]: ...
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]: ...
 
@@ -333,6 +337,13 @@ class Turn:
     def items(self, info: Info) -> list[TurnItem]:
         return [item_from_domain(i, it) for i, it in enumerate(info.context.turn_items(self.id))]
 
+    @described.field(
+        "Every permission request the agent made during the turn, with its answer (who, "
+        "which option, when), oldest first (A6)."
+    )
+    async def approvals(self, info: Info) -> list[Approval]:
+        return [Approval.from_domain(a) for a in await info.context.approvals_of_turn(self.id)]
+
 
 @strawberry.type(
     description="A piece of a turn's streamed output, as turnOutput sends it. Streamed output "
@@ -467,6 +478,14 @@ class Session:
     )
     def agent_error(self, info: Info) -> str | None:
         return info.context.agent_error(self.id)
+
+    @described.field(
+        "The agent's permission request waiting for answerApproval (A6); null when none. A "
+        "change is a new `revision`, so sessionChanged carries it."
+    )
+    async def pending_approval(self, info: Info) -> Approval | None:
+        approval = await info.context.pending_approval(self.id)
+        return Approval.from_domain(approval) if approval is not None else None
 
     @described.field(
         "The newest turn whatever its status; null before the first. Its start and "

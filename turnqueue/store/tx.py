@@ -49,6 +49,7 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
+from turnqueue.store.approvals import ApprovalStatements
 from turnqueue.store.conn import AnyRow, Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
@@ -225,7 +226,7 @@ _DELETE_POLICY = Statement(
 )
 
 
-class SqlTx(EntryStatements, InstanceStatements):
+class SqlTx(EntryStatements, InstanceStatements, ApprovalStatements):
     def __init__(self, conn: Conn, *, pg: bool) -> None:
         self._conn = conn
         self._pg = pg
@@ -339,6 +340,10 @@ class SqlTx(EntryStatements, InstanceStatements):
         await self._conn.execute(
             update(sessions).where(sessions.c.id == session_id).values(complete_on_idle=complete)
         )
+
+    async def bump_session(self, session_id: str) -> int:
+        """A new session revision (and ``updated_at``) without a state change (A6)."""
+        return await self._bump_session(session_id)
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         await self._bump_session(session_id, state)
