@@ -22,7 +22,7 @@ MAX_ITEMS = 10_000
 #: Characters kept in one joined MESSAGE/THOUGHT item.
 MAX_TEXT_CHARS = 1_000_000
 #: Ended turns whose items are remembered in this process.
-RECENT_TURNS = 1_024
+RECENT_TURNS = 256
 
 _JOINED = frozenset({ItemKind.MESSAGE, ItemKind.THOUGHT})
 _recent: OrderedDict[str, ItemFold] = OrderedDict()
@@ -32,6 +32,10 @@ class ItemFold:
     def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
         self._items: list[TurnItem] = []
+        # Text of a joined MESSAGE/THOUGHT item by index, in parts: joining on each chunk would
+        # copy the whole text every time (quadratic in the number of chunks).
+        self._parts: dict[int, list[str]] = {}
+        self._sizes: dict[int, int] = {}
         self._by_key: dict[str, int] = {}
         _recent[turn_id] = self
         while len(_recent) > RECENT_TURNS:
@@ -43,16 +47,20 @@ class ItemFold:
             old = self._items[index]
             self._items[index] = TurnItem(old.kind, {**old.data, **item.data}, old.key)
             return
-        last = self._items[-1] if self._items else None
-        if (
-            item.key is None
-            and item.kind in _JOINED
-            and last is not None
-            and last.kind is item.kind
-            and last.key is None
-        ):
-            text = str(last.data.get("text", "")) + str(item.data.get("text", ""))
-            self._items[-1] = TurnItem(item.kind, {"text": text[:MAX_TEXT_CHARS]})
+        last = len(self._items) - 1
+        if item.key is None and item.kind in _JOINED:
+            text = str(item.data.get("text", ""))
+            if last in self._parts and self._items[last].kind is item.kind:
+                room = MAX_TEXT_CHARS - self._sizes[last]
+                if room > 0:
+                    self._parts[last].append(text[:room])
+                    self._sizes[last] += min(len(text), room)
+                return
+            if len(self._items) >= MAX_ITEMS:
+                return
+            self._items.append(item)
+            self._parts[last + 1] = [text[:MAX_TEXT_CHARS]]
+            self._sizes[last + 1] = min(len(text), MAX_TEXT_CHARS)
             return
         if len(self._items) >= MAX_ITEMS:
             return
@@ -61,7 +69,10 @@ class ItemFold:
         self._items.append(item)
 
     def snapshot(self) -> tuple[TurnItem, ...]:
-        return tuple(self._items)
+        return tuple(
+            TurnItem(it.kind, {"text": "".join(self._parts[i])}) if i in self._parts else it
+            for i, it in enumerate(self._items)
+        )
 
 
 def recent_items(turn_id: str) -> tuple[TurnItem, ...] | None:
