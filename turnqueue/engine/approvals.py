@@ -150,6 +150,9 @@ class Approvals:
             now = utcnow()
             async with self.core.store.transaction() as tx:
                 await tx.lock(sid)
+                current = await tx.get_approval(approval.id)
+                if current is None or current.outcome is not ApprovalOutcome.PENDING:
+                    raise _resolved()  # answered meanwhile (here, or on another instance)
                 if waiting is None:
                     turn = await tx.get_turn(approval.turn_id)
                     if turn is None or turn.status is not TurnStatus.RUNNING:
