@@ -69,11 +69,13 @@ workspace = "{tmp_path / "work"}"
 type = "acp"
 command = {command}
 env = {{ FAKE_ACP_FAIL_START = "1" }}
+workspace = "{tmp_path / "work"}"
 
 [agents.allowing]
 type = "acp"
 command = {command}
 permissions = "allow"
+workspace = "{tmp_path / "work"}"
 
 [agents.demo]
 type = "scripted"
@@ -216,7 +218,11 @@ async def test_a2_an_agent_that_cannot_start_fails_the_session(served: ProcServe
             data = (await client.data(TURN, s=session))["session"]
             return data["agentError"] if data["state"] == "FAILED" else None
 
-        reason = await poll(failed, "the session to fail", timeout=60)
+        try:
+            reason = await poll(failed, "the session to fail", timeout=60)
+        except AssertionError:
+            lines = [x for x in served.log_text().splitlines() if "HTTP/1.1" not in x]
+            raise AssertionError("\n".join(lines[-40:])) from None
         assert "no credentials" in reason
         refused = await client.mutate("sendMessage", "turn { id }", sessionId=session, content="x")
         assert refused["userErrors"][0]["code"] == "SESSION_NOT_PROMPTABLE"
@@ -317,7 +323,7 @@ async def test_a2_agents_are_stopped_at_shutdown(served: ProcServer) -> None:
         who = (await run_turn(client, session, "/whoami"))["output"]
     pid = int(who.split("pid=")[1].split()[0])
     assert not process_gone(pid)
-    assert served.term() == 0
+    assert served.term() in (0, -15)  # uvicorn may re-raise SIGTERM after its shutdown
 
     async def check() -> bool:
         return process_gone(pid)

@@ -10,6 +10,7 @@ served as ``Session.agentError``). Profiles without it (``scripted``, ``command`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 
@@ -62,14 +63,29 @@ class AgentSessions:
             self._start(session_id, task_id, agent_name), name=f"agent-start:{session_id}"
         )
 
+    async def _keep_starting(self, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.core.settings.lease_seconds / 3)
+            try:
+                async with self.core.store.transaction() as tx:
+                    await tx.touch_starting(session_id)
+            except Exception:
+                log.exception("could not refresh the start of session %s", session_id)
+
     async def _start(self, session_id: str, task_id: str, agent_name: str) -> None:
         agent = self.core.agents[agent_name]
         reason: str | None = None
+        # Hazard: recovery takes a session STARTING for longer than a lease for one a dead
+        # instance left behind (and makes it WAITING_FOR_INPUT); a real agent may take longer
+        # than that to start, so its updated_at is kept fresh meanwhile.
+        keepalive = self.core.spawn(self._keep_starting(session_id), name=f"starting:{session_id}")
         try:
             await agent.prepare_session(session_id, task_id)  # type: ignore[attr-defined]
         except Exception as exc:  # AgentStartError, or anything else: the session FAILED
             reason = str(exc) or type(exc).__name__
             log.warning("agent %s of session %s did not start: %s", agent_name, session_id, reason)
+        finally:
+            keepalive.cancel()
         if reason is not None:
             self._failures[session_id] = reason
             while len(self._failures) > FAILURES_KEPT:

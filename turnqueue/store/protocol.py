@@ -163,6 +163,9 @@ class Tx(Protocol):
         """Whether the session becomes COMPLETED (not WAITING_FOR_INPUT) when its running turn
         ends: its task reached the workflow's last step while the turn ran. The end clears it."""
 
+    async def touch_starting(self, session_id: str) -> None:
+        """Refresh a STARTING session's ``updated_at`` (its agent is still starting, A2)."""
+
     async def bump_session(self, session_id: str) -> int:
         """A new session revision without a state change; the new revision (A6)."""
 

@@ -341,6 +341,15 @@ class SqlTx(EntryStatements, InstanceStatements, ApprovalStatements):
             update(sessions).where(sessions.c.id == session_id).values(complete_on_idle=complete)
         )
 
+    async def touch_starting(self, session_id: str) -> None:
+        """Keep a STARTING session's ``updated_at`` fresh while its agent starts (A2), so
+        recovery does not take it for one a dead instance left STARTING."""
+        await self._conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id, sessions.c.state == SessionState.STARTING.value)
+            .values(updated_at=utcnow())
+        )
+
     async def bump_session(self, session_id: str) -> int:
         """A new session revision (and ``updated_at``) without a state change (A6)."""
         return await self._bump_session(session_id)
