@@ -4,6 +4,7 @@ and an approval answered through the engine's API."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,9 +25,26 @@ FAKE = Path(__file__).with_name("fake_acp_agent.py")
 ME = "local"
 
 
+WORKFLOW = """
+[[steps]]
+name = "PLAN"
+
+[[steps]]
+name = "BUILD"
+new_session_on_enter = true
+"""
+
+
 @pytest.fixture
 async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
-    settings = Settings(database_url=database_url, cancel_timeout=1.0, escalation_timeout=1.0)
+    workflow = tmp_path / "workflow.toml"
+    workflow.write_text(WORKFLOW, encoding="utf-8")
+    settings = Settings(
+        database_url=database_url,
+        cancel_timeout=1.0,
+        escalation_timeout=1.0,
+        workflow_file=workflow,
+    )
     store = await open_store(settings)
     profile = Profile(
         name="fake",
@@ -110,3 +128,32 @@ async def test_a6_approval_through_the_engine_once(engine: Engine) -> None:
     assert kept.outcome is ApprovalOutcome.SELECTED and kept.answered_by == ME
     status = await engine.queue_status(session_id)
     assert HoldReason.APPROVAL not in status.held_by
+
+
+async def test_a2_a_transferred_session_stops_its_agent_and_the_new_one_starts_its_own(
+    engine: Engine,
+) -> None:
+    """A2 with W3: the session a transfer completes stops its agent; the new session's first
+    prompt starts one in the same task directory."""
+    session_id = await ready(engine)
+    agent = engine.core.agents["fake"]
+    assert isinstance(agent, AcpAgent)
+    pid = agent.process_of(session_id)
+    assert pid is not None
+    found = await engine.session(ME, session_id)
+    assert found is not None
+    task, moved = await engine.move_task(ME, found.task_id, "BUILD")
+    assert moved.id != session_id
+
+    async def stopped() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return agent.process_of(session_id) is None
+        return False
+
+    await until(stopped, "the old session's agent to stop")
+    admission = await engine.send_message(ME, moved.id, "/whoami")
+    assert admission.turn is not None
+    turn = await finished(engine, moved.id, admission.turn.id)
+    assert f"pid={pid} " not in turn.output and turn.output.endswith(f"/work/{task.id}")

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from weakref import WeakValueDictionary
 
 from acp import PROTOCOL_VERSION, Client, default_environment, text_block
 from acp.client.connection import ClientSideConnection
@@ -304,7 +305,8 @@ class AcpAgent:
         self._processes: dict[str, _Process] = {}
         self._acp_ids: dict[str, tuple[str, bool]] = {}  # session → (agent's id, loadable)
         self._cwds: dict[str, Path] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        # Weak: a session's lock lives while a turn or a start holds or awaits it.
+        self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._runs = RunSet()
         self._stopping: set[asyncio.Task[None]] = set()  # idle stops under way
 
@@ -341,7 +343,10 @@ class AcpAgent:
             await asyncio.wait(set(self._stopping))
 
     def session_lock(self, session_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(session_id, asyncio.Lock())
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        return lock
 
     def process_of(self, session_id: str) -> int | None:
         """The live process's pid (tests, operators)."""
