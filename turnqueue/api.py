@@ -33,6 +33,7 @@ from turnqueue.resolvers.context import FreshReads
 from turnqueue.resolvers.mutations import Mutation
 from turnqueue.resolvers.queries import Query
 from turnqueue.resolvers.subscriptions import Subscription
+from turnqueue.schema.items import ITEM_TYPES
 from turnqueue.schema.scalars import SCALAR_MAP
 from turnqueue.settings import Settings
 
@@ -102,6 +103,7 @@ def build_schema(settings: Settings, *, sort: bool = False) -> strawberry.Schema
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
+        types=ITEM_TYPES,  # the TurnItem implementations (A3)
         extensions=extensions(settings),
         config=StrawberryConfig(sort_schema=sort, scalar_map=SCALAR_MAP),
         # A fresh sub-field memo per subscription event: graphql-core's grows forever (P7).

@@ -177,6 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, AuthConfigError) as e:
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
+    from turnqueue.agents.profiles import ProfileError, load_profiles
+
+    try:
+        load_profiles(settings.agents_file)  # A1: a bad agents file stops the server here
+    except ProfileError as e:
+        print(f"turnqueue: {e}", file=sys.stderr)
+        return 2
     import uvicorn
 
     from turnqueue.app import create_app

@@ -56,6 +56,7 @@ class HoldReason(StrEnum):
     CLARIFICATION = "CLARIFICATION"
     CANCELLING = "CANCELLING"
     WORKFLOW_TRANSITION = "WORKFLOW_TRANSITION"
+    APPROVAL = "APPROVAL"
 
 
 class SendNowScope(StrEnum):
@@ -201,6 +202,22 @@ class OutputChunk:
     status: TurnStatus
 
 
+class AgentType(StrEnum):
+    """What runs a profile's turns (A1)."""
+
+    ACP = "ACP"
+    COMMAND = "COMMAND"
+    SCRIPTED = "SCRIPTED"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProfile:
+    """A profile as clients see it (A1): never its command or environment."""
+
+    name: str
+    type: AgentType
+
+
 class ItemKind(StrEnum):
     MESSAGE = "MESSAGE"  # data {"text": str}; also appended to Turn.output
     THOUGHT = "THOUGHT"  # data {"text": str}
@@ -232,6 +249,36 @@ class OutputRecord:
     text: str = ""
     data: Mapping[str, Any] | None = None
     key: str | None = None
+
+
+class ApprovalOutcome(StrEnum):
+    PENDING = "PENDING"
+    SELECTED = "SELECTED"
+    CANCELLED = "CANCELLED"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalOption:
+    id: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """An agent's permission request of a turn and its answer (A6)."""
+
+    id: str
+    session_id: str
+    turn_id: str
+    title: str
+    tool_call_id: str | None
+    options: tuple[ApprovalOption, ...]
+    requested_at: datetime
+    outcome: ApprovalOutcome = ApprovalOutcome.PENDING
+    option_id: str | None = None
+    answered_by: str | None = None  # a principal, or "policy:allow" / "policy:reject"
+    answered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     NOT_EDITABLE = "NOT_EDITABLE"
     SEND_NOW_CONFLICT = "SEND_NOW_CONFLICT"
     TURN_CHANGED = "TURN_CHANGED"
+    APPROVAL_RESOLVED = "APPROVAL_RESOLVED"
 
 
 class TurnqueueError(Exception):

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     workflow_file: Path | None = Field(
         default=None, description="a TOML or JSON workflow definition file"
     )
+    agents_file: Path | None = Field(
+        default=None, description="agent profiles file (TOML, SPEC A1): acp, command, scripted"
+    )
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="comma-separated browser origins allowed for HTTP (CORS) and WebSocket",

@@ -59,7 +59,7 @@ def test_u1_the_check_can_fail() -> None:
 def test_u1_contract_names_of_section_7() -> None:
     schema = build_schema(COMMITTED.read_text(encoding="utf-8"))
     expected_fields = {
-        "Query": {"session", "task", "tasks"},
+        "Query": {"session", "task", "tasks", "agents"},
         "Mutation": {
             "createTask",
             "sendMessage",
@@ -74,6 +74,7 @@ def test_u1_contract_names_of_section_7() -> None:
             "drain",
             "answerClarification",
             "moveTask",
+            "answerApproval",
         },
         "Subscription": {
             "cancellationChanged",
@@ -94,6 +95,7 @@ def test_u1_contract_names_of_section_7() -> None:
             "autoRun",
             "queue",
             "clarification",
+            "pendingApproval",
             "currentTurn",
             "turns",
             "updatedAt",
@@ -112,6 +114,10 @@ def test_u1_contract_names_of_section_7() -> None:
         "CancellationStatus": {"id", "sessionId", "pending", "revision"},
         "TurnOutputChunk": {"sessionId", "turnId", "offset", "text", "done", "status"},
         "UserError": {"code", "message", "field"},
+        "Approval": {"id", "title", "toolCallId", "options", "requestedAt"},
+        "ApprovalOption": {"id", "name", "kind"},
+        "AgentProfile": {"name", "type"},
+        "AnswerApprovalPayload": {"approval", "session", "userErrors"},
     }
     for type_name, fields in expected_fields.items():
         assert fields <= set(schema.type_map[type_name].fields), type_name  # type: ignore[attr-defined]
@@ -130,7 +136,10 @@ def test_u1_contract_names_of_section_7() -> None:
         "NOT_EDITABLE",
         "SEND_NOW_CONFLICT",
         "TURN_CHANGED",
+        "APPROVAL_RESOLVED",
     }
+    assert set(schema.type_map["AgentType"].values) == {"ACP", "COMMAND", "SCRIPTED"}  # type: ignore[attr-defined]
+    assert "APPROVAL" in schema.type_map["HoldReason"].values  # type: ignore[attr-defined]
     assert {"DateTime", "Revision"} <= set(schema.type_map)
 
 

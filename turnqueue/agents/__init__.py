@@ -2,10 +2,15 @@
 
 ``build_agent(name, settings)`` makes the profile a session names (``CreateTaskInput.agent``,
 default ``TURNQUEUE_AGENT``): ``scripted`` (:mod:`.scripted`) or ``command`` (:mod:`.command`).
+``build_agents(settings)`` makes every profile: those two plus the profiles of
+``TURNQUEUE_AGENTS_FILE`` (:mod:`.profiles`; ``acp`` profiles are :mod:`.acp`).
 """
 
 from __future__ import annotations
 
+import shlex
+
+from turnqueue.agents.acp import AcpAgent
 from turnqueue.agents.base import (
     Agent,
     AgentResult,
@@ -15,7 +20,9 @@ from turnqueue.agents.base import (
     Signal,
 )
 from turnqueue.agents.command import CommandAgent
+from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
 from turnqueue.agents.scripted import ScriptedAgent
+from turnqueue.domain import AgentProfile, AgentType
 from turnqueue.errors import InvalidInput
 from turnqueue.settings import Settings
 
@@ -23,15 +30,19 @@ AGENT_NAMES = ("scripted", "command")
 
 __all__ = [
     "AGENT_NAMES",
+    "AcpAgent",
     "Agent",
     "AgentResult",
     "AgentRun",
     "AgentStartError",
     "BaseRun",
     "CommandAgent",
+    "ProfileError",
     "ScriptedAgent",
     "Signal",
+    "agent_profile",
     "build_agent",
+    "build_agents",
 ]
 
 
@@ -44,3 +55,34 @@ def build_agent(name: str, settings: Settings) -> Agent:
         return CommandAgent(settings.agent_command)
     known = ", ".join(AGENT_NAMES)
     raise InvalidInput(f"unknown agent {name!r}; known agents: {known}", field=["agent"])
+
+
+def _from_profile(profile: Profile, settings: Settings) -> Agent:
+    agent: Agent
+    if profile.type is AgentType.ACP:
+        return AcpAgent(profile)
+    if profile.type is AgentType.COMMAND:
+        agent = CommandAgent(shlex.join(profile.command))
+    else:
+        seconds = profile.turn_seconds
+        agent = ScriptedAgent(settings.scripted_turn_seconds if seconds is None else seconds)
+    agent.name = profile.name
+    return agent
+
+
+def build_agents(settings: Settings) -> tuple[dict[str, Agent], str]:
+    """Every profile (A1) and the default profile's name. Raises :class:`ProfileError` for a
+    bad ``TURNQUEUE_AGENTS_FILE``: the server must not start with it."""
+    loaded: Profiles = load_profiles(settings.agents_file)
+    agents: dict[str, Agent] = {name: build_agent(name, settings) for name in AGENT_NAMES}
+    for name, profile in loaded.profiles.items():
+        agents[name] = _from_profile(profile, settings)
+    return agents, loaded.default or settings.agent
+
+
+def agent_profile(name: str, agent: Agent) -> AgentProfile:
+    """What clients see of a profile (A1): its name and type, never its command or env."""
+    kind = getattr(agent, "agent_type", None)
+    if not isinstance(kind, AgentType):
+        kind = AgentType.COMMAND if isinstance(agent, CommandAgent) else AgentType.SCRIPTED
+    return AgentProfile(name, kind)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
+from turnqueue.domain import TurnItem
 from turnqueue.errors import TurnqueueError
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,10 @@ class AgentStartError(TurnqueueError):
 class AgentRun(Protocol):
     """One running turn."""
 
-    def stream(self) -> AsyncIterator[str]:
-        """Output chunks as produced; ends when the turn's output ends. One consumer only."""
+    def stream(self) -> AsyncIterator[str | TurnItem]:
+        """Output as produced: ``str`` for the agent's message text, :class:`TurnItem` for
+        structured output (A3: thoughts, tool calls, plans, raw updates). Ends when the turn's
+        output ends. One consumer only."""
         ...
 
     async def wait(self) -> AgentResult:
@@ -92,7 +95,7 @@ class BaseRun(ABC):
     def __init__(self, task_name: str) -> None:
         # Unbounded on purpose: the producer must never block on a slow (or absent) reader, or a
         # child process would block on a full pipe and never exit. Each chunk is bounded in size.
-        self._chunks: asyncio.Queue[str | None] = asyncio.Queue()
+        self._chunks: asyncio.Queue[str | TurnItem | None] = asyncio.Queue()
         self._streamed = False
         self._ended = False
         self._task_name = task_name
@@ -119,6 +122,10 @@ class BaseRun(ABC):
         if text and not self._ended:  # a late callback after the end is dropped
             self._chunks.put_nowait(text)
 
+    def _emit_item(self, item: TurnItem) -> None:
+        if not self._ended:
+            self._chunks.put_nowait(item)
+
     async def _main(self) -> AgentResult:
         try:
             return await self._run()
@@ -131,7 +138,7 @@ class BaseRun(ABC):
             self._ended = True
             self._chunks.put_nowait(None)
 
-    async def stream(self) -> AsyncIterator[str]:
+    async def stream(self) -> AsyncIterator[str | TurnItem]:
         if self._streamed:
             raise RuntimeError("stream() may be consumed only once per run")
         self._streamed = True

@@ -68,6 +68,8 @@ class Core:
         self.runners: dict[str, TurnRunner] = {}
         #: sessions whose task is changing step (hold WORKFLOW_TRANSITION, Q9)
         self.transitions: set[str] = set()
+        #: sessions with an approval waiting for its answer (hold APPROVAL, A6; approvals.py)
+        self.approval_holds: set[str] = set()
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
@@ -148,6 +150,8 @@ class Core:
             holds.append(HoldReason.CANCELLING)
         if session_id in self.transitions:
             holds.append(HoldReason.WORKFLOW_TRANSITION)
+        if session_id in self.approval_holds:
+            holds.append(HoldReason.APPROVAL)
         return holds
 
     def holds(self, view: SessionView) -> tuple[HoldReason, ...]:

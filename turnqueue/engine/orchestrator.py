@@ -11,9 +11,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from turnqueue.agents import Agent, build_agent
+from turnqueue.agents import Agent, build_agents
 from turnqueue.bus import EventBus, EventKind, Subscription
 from turnqueue.domain import (
+    AgentProfile,
+    Approval,
     CancellationStatus,
     CancelOutcome,
     Clarification,
@@ -26,8 +28,11 @@ from turnqueue.domain import (
     SessionState,
     Task,
     Turn,
+    TurnItem,
     is_valid_id,
 )
+from turnqueue.engine.agent_sessions import AgentSessions
+from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
@@ -64,6 +69,9 @@ class Engine:
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
         self.shared_reads = SharedReads(core.bus, core.queue_status)
+        #: agent profiles, session start (A1, A2) and turn items (A3)
+        self.agent_sessions = AgentSessions(core, self.turns)
+        self.approvals = Approvals(core, self.turns)  # A6
         # Hazard: correct only because a session's owner is fixed at creation and sessions are
         # never deleted. If either ever changes, this cache must be invalidated there.
         self._owners: OrderedDict[str, str] = OrderedDict()
@@ -78,11 +86,15 @@ class Engine:
     ) -> Engine:
         """Take a new epoch (R2), recover what a dead process left behind (M6), and start."""
         workflow = load_workflow(settings.workflow_file)
+        default: str = settings.agent
         if agents is None:
-            agents = {name: build_agent(name, settings) for name in ("scripted", "command")}
+            agents, default = build_agents(settings)  # A1: a bad agents file raises here
         async with store.transaction() as tx:
             epoch = await tx.next_epoch()
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
+        engine.agent_sessions.default = default
+        engine.agent_sessions.bind()
+        engine.approvals.bind()
         if store.shared:
             await engine._join_cluster()
         await recover(engine.core, engine.turns, sweep=True)
@@ -223,6 +235,38 @@ class Engine:
         """O2: InvalidInput for a negative offset, NotFound for a turn of another session."""
         await check_request(self.core, session_id, turn_id, after)
 
+    def agents(self) -> list[AgentProfile]:
+        """A1: every profile's name and type (never its command or environment)."""
+        return self.agent_sessions.profiles()
+
+    def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
+        """A3: the structured items of a turn this process ran recently (else none)."""
+        return self.agent_sessions.items(turn_id)
+
+    async def pending_approval(self, session_id: str) -> Approval | None:
+        """A6: the session's approval waiting for an answer."""
+        return await self.approvals.pending(session_id)
+
+    async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
+        """A6: every approval of a turn, with its answer."""
+        return await self.approvals.of_turn(turn_id)
+
+    async def answer_approval(
+        self, principal: str, approval_id: str, option_id: str
+    ) -> tuple[Approval, Session]:
+        """A6: answer a pending approval, exactly once (APPROVAL_RESOLVED for the others)."""
+        approval = await self.approvals.find(approval_id)
+        try:
+            await self.authorize_session(principal, approval.session_id, field="approvalId")
+        except NotFound:
+            raise NotFound("approval", ["approvalId"]) from None  # S2: like a missing one
+        answered = await self.approvals.resolve(principal, approval, option_id)
+        return answered, await self.authorize_session(principal, approval.session_id)
+
+    def agent_error(self, session_id: str) -> str | None:
+        """A2: why the session's agent could not start (this process's memory)."""
+        return self.agent_sessions.failure(session_id)
+
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)
 
@@ -234,7 +278,7 @@ class Engine:
         if not title or len(title) > 500:
             raise InvalidInput("title must be 1 to 500 characters", ["title"])
         check_content(title, self.core.settings.max_content_bytes, "title")
-        agent_name = agent if agent is not None else self.core.settings.agent
+        agent_name = agent if agent is not None else self.agent_sessions.default
         if agent_name not in self.core.agents:
             names = ", ".join(sorted(self.core.agents))
             raise InvalidInput(f"unknown agent {agent_name!r}; agents are {names}", ["agent"])
@@ -246,8 +290,11 @@ class Engine:
                 task_id=task.id, agent=agent_name, state=SessionState.CREATED
             )
             session = await tx.set_session_state(session.id, SessionState.STARTING)
-        # The built-in agents need no preparation; a profile that does would do it here and
-        # leave the session FAILED when it cannot start.
+        if self.agent_sessions.needs_start(agent_name):
+            # A2: the agent starts in the background; the session is STARTING meanwhile (a
+            # prompt is queued) and becomes WAITING_FOR_INPUT, or FAILED with the reason.
+            self.agent_sessions.start(session.id, task.id, agent_name)
+            return task, session
         async with self.core.store.transaction() as tx:
             session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
             task = await tx.get_task(task.id) or task

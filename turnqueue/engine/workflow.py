@@ -181,6 +181,11 @@ class Workflows:
             for sid in (source_id, destination.id):
                 await self.core.queue_changed(tx, sid)
                 self.core.publish_after(tx, EventKind.SESSION, sid, 0)
+        # A2: the completed session's agent process (an acp profile keeps one) is stopped; the
+        # new session starts its own on its first prompt.
+        close = getattr(self.core.agents.get(source.session.agent), "close_session", None)
+        if close is not None:
+            self.core.spawn(close(source_id), name=f"agent-close:{source_id}")
         return moved
 
     async def _drain_current(self, task_id: str) -> None:

@@ -170,6 +170,18 @@ class Context:
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
         return await self.loaders.turns.load((session_id, last))
 
+    def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]:
+        return self.engine.turn_items(turn_id)
+
+    def agent_error(self, session_id: str) -> str | None:
+        return self.engine.agent_error(session_id)
+
+    async def pending_approval(self, session_id: str) -> domain.Approval | None:
+        return await self.engine.pending_approval(session_id)
+
+    async def approvals_of_turn(self, turn_id: str) -> list[domain.Approval]:
+        return await self.engine.approvals_of_turn(turn_id)
+
     # Pages are read as asked (no loader): a page is one keyset query of its own.
     async def sessions_connection(self, task_id: str, args: PageArgs) -> Connection[Session]:
         return await connections.sessions(self.engine.store, task_id, args)

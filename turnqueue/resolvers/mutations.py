@@ -17,6 +17,7 @@ from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
 from turnqueue.schema import inputs as i
 from turnqueue.schema import payloads as p
+from turnqueue.schema.items import Approval
 from turnqueue.schema.types import (
     CancellationStatus,
     QueueEntry,
@@ -282,6 +283,26 @@ class Mutation:
         except UserFacingError as e:
             return p.SessionPayload(user_errors=_errors(e))
         return p.SessionPayload(session=Session.from_domain(session))
+
+    @described.mutation(
+        "Answer the agent's pending permission request with one of its options (A6); the "
+        "turn goes on. Of concurrent answers one wins. userErrors: INVALID_INPUT (a bad id, "
+        "an option it does not offer), NOT_FOUND, APPROVAL_RESOLVED (already answered, or "
+        "its turn was cancelled or ended), SESSION_BUSY (its turn runs on another instance)."
+    )
+    async def answer_approval(
+        self, info: Info, input: Input[i.AnswerApprovalInput]
+    ) -> p.AnswerApprovalPayload:
+        ctx = info.context
+        try:
+            approval, session = await ctx.engine.answer_approval(
+                ctx.require_principal(), input.approval_id, input.option_id
+            )
+        except UserFacingError as e:
+            return p.AnswerApprovalPayload(user_errors=_errors(e))
+        return p.AnswerApprovalPayload(
+            approval=Approval.from_domain(approval), session=Session.from_domain(session)
+        )
 
     @described.mutation(
         "Move the task to a workflow step (W1-W3). A step with `new_session_on_enter` "

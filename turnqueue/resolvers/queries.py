@@ -10,6 +10,7 @@ from turnqueue.resolvers import connections
 from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import AFTER, BEFORE, FIRST, LAST, Connection, PageArgs
+from turnqueue.schema.items import AgentProfile
 from turnqueue.schema.types import MAX_PAGE, Session, Task
 
 Info = strawberry.Info[Context, None]
@@ -75,3 +76,8 @@ class Query:
         ctx = info.context
         args = PageArgs(first=first, after=after, last=last, before=before)
         return await connections.tasks(ctx.engine.store, ctx.require_principal(), args)
+
+    @described.field("The agent profiles a task can run with (A1): names and types only.")
+    def agents(self, info: Info) -> list[AgentProfile]:
+        info.context.require_principal()
+        return [AgentProfile.from_domain(p) for p in info.context.engine.agents()]

@@ -67,6 +67,7 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "CLARIFICATION": "The agent's question is not answered yet.",
             "CANCELLING": "A cancellation is in progress.",
             "WORKFLOW_TRANSITION": "The task is moving to another workflow step.",
+            "APPROVAL": "The agent waits for an answer to its permission request (A6).",
         },
     ),
     domain.SendNowScope: (
@@ -87,6 +88,34 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "answer.",
             "NOTHING_RUNNING": "No turn was running: nothing changed, except that a pending "
             "clarification was withdrawn (C9).",
+        },
+    ),
+    domain.AgentType: (
+        "What runs an agent profile's turns (A1).",
+        {
+            "ACP": "A real coding agent over the Agent Client Protocol: one process per "
+            "session, structured turn items, approvals (A2-A6).",
+            "COMMAND": "A command run once per turn; each printed line is output.",
+            "SCRIPTED": "The deterministic demo agent.",
+        },
+    ),
+    domain.ItemKind: (
+        "The kind of a turn item (A3).",
+        {
+            "MESSAGE": "Text the agent wrote to the user (also in `Turn.output`).",
+            "THOUGHT": "The agent's reasoning.",
+            "TOOL_CALL": "A tool call and its progress (updated in place).",
+            "PLAN": "The agent's plan (replaced by each new plan).",
+            "RAW": "An agent update turnqueue does not interpret, kept as JSON.",
+        },
+    ),
+    domain.ApprovalOutcome: (
+        "Whether and how an approval was answered (A6).",
+        {
+            "PENDING": "Waiting for answerApproval; the queue is held (APPROVAL).",
+            "SELECTED": "Answered with one of its options.",
+            "CANCELLED": "Answered `cancelled`: the turn was cancelled or ended first, or the "
+            "profile's policy found no matching option.",
         },
     ),
     errors.ErrorCode: (
@@ -120,6 +149,8 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "Send Now replaces it, or sendNow while a cancel runs (C3).",
             "TURN_CHANGED": "sendNow: the active turn changed since the request was read; "
             "nothing was claimed.",
+            "APPROVAL_RESOLVED": "answerApproval: the approval was already answered (another "
+            "answer won), or its turn was cancelled or has ended.",
         },
     ),
 }
@@ -138,11 +169,17 @@ HoldReason = domain.HoldReason
 SendNowScope = domain.SendNowScope
 CancelOutcome = domain.CancelOutcome
 ErrorCode = errors.ErrorCode
+AgentType = domain.AgentType
+ItemKind = domain.ItemKind
+ApprovalOutcome = domain.ApprovalOutcome
 
 __all__ = [
+    "AgentType",
+    "ApprovalOutcome",
     "CancelOutcome",
     "ErrorCode",
     "HoldReason",
+    "ItemKind",
     "MessageSource",
     "PauseReason",
     "SendNowScope",

@@ -133,6 +133,16 @@ class AnswerClarificationInput:
     )
 
 
+@strawberry.input(description="Input of answerApproval (A6).")
+class AnswerApprovalInput:
+    approval_id: strawberry.ID = strawberry.field(
+        description="The pending approval (`Session.pendingApproval.id`)."
+    )
+    option_id: strawberry.ID = strawberry.field(
+        description="One of its options' `id`; any other is INVALID_INPUT."
+    )
+
+
 @strawberry.input(description="Input of moveTask.")
 class MoveTaskInput:
     task_id: strawberry.ID = strawberry.field(description="The task (one of the caller's).")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from turnqueue.schema.enums import CancelOutcome
+from turnqueue.schema.items import Approval
 from turnqueue.schema.types import (
     CancellationStatus,
     QueueEntry,
@@ -135,6 +136,17 @@ class DrainPayload:
 class SessionPayload:
     session: Session | None = strawberry.field(
         default=None, description="The session once the answer started as its turn."
+    )
+    user_errors: list[UserError] = _user_errors()
+
+
+@strawberry.type(description="The answer of answerApproval (A6).")
+class AnswerApprovalPayload:
+    approval: Approval | None = strawberry.field(
+        default=None, description="The approval as answered (outcome SELECTED)."
+    )
+    session: Session | None = strawberry.field(
+        default=None, description="The session after the answer (its turn runs on)."
     )
     user_errors: list[UserError] = _user_errors()
 

@@ -25,6 +25,7 @@ from turnqueue.schema.enums import (
     SessionState,
     TurnStatus,
 )
+from turnqueue.schema.items import Approval, TurnItem, item_from_domain
 from turnqueue.schema.scalars import Revision
 
 #: ``turns(last:)`` and ``tasks(first:)`` answer at most this many (SPEC §7).
@@ -47,6 +48,14 @@ class Reads(Protocol):
     async def clarification(self, session_id: str) -> domain.Clarification | None: ...
 
     async def current_turn(self, session_id: str) -> domain.Turn | None: ...
+
+    def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]: ...
+
+    def agent_error(self, session_id: str) -> str | None: ...
+
+    async def pending_approval(self, session_id: str) -> domain.Approval | None: ...
+
+    async def approvals_of_turn(self, turn_id: str) -> list[domain.Approval]: ...
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]: ...
 
@@ -320,6 +329,21 @@ class Turn:
             ended_at=turn.ended_at,
         )
 
+    @described.field(
+        "The turn's structured output in order (A3): messages, thoughts, tool calls, plans "
+        "and raw agent updates (`acp` agents; other agents' text is one MESSAGE item). Kept "
+        "in memory by the instance that ran the turn, for its recent turns; empty elsewhere."
+    )
+    def items(self, info: Info) -> list[TurnItem]:
+        return [item_from_domain(i, it) for i, it in enumerate(info.context.turn_items(self.id))]
+
+    @described.field(
+        "Every permission request the agent made during the turn, with its answer (who, "
+        "which option, when), oldest first (A6)."
+    )
+    async def approvals(self, info: Info) -> list[Approval]:
+        return [Approval.from_domain(a) for a in await info.context.approvals_of_turn(self.id)]
+
 
 @strawberry.type(
     description="A piece of a turn's streamed output, as turnOutput sends it. Streamed output "
@@ -447,6 +471,21 @@ class Session:
     async def clarification(self, info: Info) -> Clarification | None:
         clarification = await info.context.clarification(self.id)
         return Clarification.from_domain(clarification) if clarification is not None else None
+
+    @described.field(
+        "Why the session's agent could not start (A2) when its state is FAILED; null "
+        "otherwise (kept in the memory of the instance that started it)."
+    )
+    def agent_error(self, info: Info) -> str | None:
+        return info.context.agent_error(self.id)
+
+    @described.field(
+        "The agent's permission request waiting for answerApproval (A6); null when none. A "
+        "change is a new `revision`, so sessionChanged carries it."
+    )
+    async def pending_approval(self, info: Info) -> Approval | None:
+        approval = await info.context.pending_approval(self.id)
+        return Approval.from_domain(approval) if approval is not None else None
 
     @described.field(
         "The newest turn whatever its status; null before the first. Its start and "

@@ -34,6 +34,8 @@ from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
 from turnqueue.domain import (
+    Approval,
+    ApprovalOutcome,
     Clarification,
     MessageSource,
     OutputRecord,
@@ -175,6 +177,33 @@ class Tx(Protocol):
     async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
         """Whether the session becomes COMPLETED (not WAITING_FOR_INPUT) when its running turn
         ends: its task reached the workflow's last step while the turn ran. The end clears it."""
+
+    async def touch_starting(self, session_id: str) -> None:
+        """Refresh a STARTING session's ``updated_at`` (its agent is still starting, A2)."""
+
+    async def bump_session(self, session_id: str) -> int:
+        """A new session revision without a state change; the new revision (A6)."""
+
+    # -- approvals (A6, turnqueue/store/approvals.py) ----------------------------------------
+    async def add_approval(self, approval: Approval) -> None: ...
+
+    async def answer_approval(
+        self,
+        approval_id: str,
+        *,
+        outcome: ApprovalOutcome,
+        option_id: str | None,
+        answered_by: str | None,
+        at: datetime,
+    ) -> bool:
+        """Answer a PENDING approval; False when it was already answered (exactly once)."""
+
+    async def get_approval(self, approval_id: str) -> Approval | None: ...
+
+    async def pending_approval(self, session_id: str) -> Approval | None:
+        """The session's PENDING approval whose turn still runs."""
+
+    async def approvals_of_turn(self, turn_id: str) -> list[Approval]: ...
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         """Set the state, bump the session revision and ``updated_at``."""

@@ -244,6 +244,25 @@ clarifications = Table(
     Column("asked_at", UtcDateTime, nullable=False),
 )
 
+#: A6: every permission request of an ACP agent and its answer, kept with its turn.
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("turn_id", String(36), ForeignKey("turns.id", ondelete="CASCADE"), nullable=False),
+    Column("title", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=True),
+    Column("options", Text, nullable=False),  # JSON: [{"id", "name", "kind"}]
+    Column("requested_at", UtcDateTime, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("option_id", Text, nullable=True),
+    Column("answered_by", Text, nullable=True),
+    Column("answered_at", UtcDateTime, nullable=True),
+    Index("ix_approvals_turn", "turn_id"),
+    Index("ix_approvals_session_outcome", "session_id", "outcome"),
+)
+
 epochs = Table(
     "epochs",
     metadata,

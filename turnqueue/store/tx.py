@@ -49,6 +49,7 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
+from turnqueue.store.approvals import ApprovalStatements
 from turnqueue.store.conn import AnyRow, Conn
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
@@ -241,7 +242,7 @@ _DELETE_POLICY = Statement(
 )
 
 
-class SqlTx(EntryStatements, InstanceStatements, OutputStatements):
+class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalStatements):
     def __init__(self, conn: Conn, *, pg: bool) -> None:
         self._conn = conn
         self._pg = pg
@@ -355,6 +356,19 @@ class SqlTx(EntryStatements, InstanceStatements, OutputStatements):
         await self._conn.execute(
             update(sessions).where(sessions.c.id == session_id).values(complete_on_idle=complete)
         )
+
+    async def touch_starting(self, session_id: str) -> None:
+        """Keep a STARTING session's ``updated_at`` fresh while its agent starts (A2), so
+        recovery does not take it for one a dead instance left STARTING."""
+        await self._conn.execute(
+            update(sessions)
+            .where(sessions.c.id == session_id, sessions.c.state == SessionState.STARTING.value)
+            .values(updated_at=utcnow())
+        )
+
+    async def bump_session(self, session_id: str) -> int:
+        """A new session revision (and ``updated_at``) without a state change (A6)."""
+        return await self._bump_session(session_id)
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         await self._bump_session(session_id, state)

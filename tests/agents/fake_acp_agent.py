@@ -1,0 +1,221 @@
+"""A fake ACP agent written on the ``agent-client-protocol`` package (SPEC A7).
+
+Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the behaviour:
+
+- anything else: a plain reply, ``"echo: <prompt>"`` in two message chunks, ``end_turn``;
+- ``/whoami``: replies ``pid=<pid> session=<agent session id> loaded=<0|1> cwd=<cwd>``;
+- ``/tool``: a tool call (pending), its updates (in_progress, then completed with content and a
+  location), then a message;
+- ``/plan``: a plan of two entries, then the same plan with the first one completed;
+- ``/thought``: a thought chunk, then a message;
+- ``/raw``: an update kind turnqueue does not know (``available_commands_update``);
+- ``/permission``: asks for permission (allow / reject options) about a tool call and replies
+  ``permission: <option id | cancelled>``; a cancelled answer ends the prompt ``cancelled``;
+- ``/refusal``, ``/max_tokens``, ``/max_turn_requests``: that stop reason;
+- ``/slow``: streams a chunk every 50 ms for a minute; honours ``session/cancel`` (``cancelled``);
+- ``/deaf``: ignores ``session/cancel`` (SIGTERM still ends it);
+- ``/stubborn``: ignores ``session/cancel`` and SIGTERM (only SIGKILL ends it);
+- ``/crash``: writes to stderr and exits with status 3 in the middle of the turn;
+- ``/crash-permission``: asks for permission, then exits while the request is pending;
+- ``/stderr``: writes 5 MB to stderr, then replies;
+- ``/bigline``: one message chunk of 64 KiB (a JSON-RPC line longer than 64 KiB);
+- ``/exit``: replies ``bye pid=<pid>``, then exits after the turn (the next prompt needs a
+  fresh process).
+
+``FAKE_ACP_LOAD=1`` advertises ``loadSession`` (and accepts ``session/load``); otherwise not.
+``FAKE_ACP_START_DELAY`` (seconds) delays the ``initialize`` answer; ``FAKE_ACP_FAIL_START=1``
+makes ``session/new`` fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    RequestError,
+    plan_entry,
+    run_agent,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_plan,
+    update_tool_call,
+)
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    AvailableCommand,
+    AvailableCommandsUpdate,
+    PermissionOption,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
+
+LOAD = os.environ.get("FAKE_ACP_LOAD") == "1"
+
+
+class FakeAgent:
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.cancelled: dict[str, asyncio.Event] = {}
+        self.loaded = False
+        self.sessions: set[str] = set()
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        await asyncio.sleep(float(os.environ.get("FAKE_ACP_START_DELAY", "0")))
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=LOAD),
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        if os.environ.get("FAKE_ACP_FAIL_START") == "1":
+            print("fake agent: no credentials", file=sys.stderr, flush=True)
+            raise RequestError.internal_error({"details": "no credentials"})
+        session_id = f"fake-{uuid.uuid4().hex[:8]}"
+        self.sessions.add(session_id)
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        if not LOAD:
+            raise RequestError.method_not_found("session/load")
+        self.loaded = True
+        self.sessions.add(session_id)
+        # History replayed on load must not reach a turn.
+        await self._say(session_id, "replayed history ")
+        return LoadSessionResponse()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    async def _say(self, session_id: str, text: str) -> None:
+        assert self.client is not None
+        await self.client.session_update(session_id, update_agent_message_text(text))
+
+    async def _ask(self, session_id: str) -> str | None:
+        assert self.client is not None
+        answer = await self.client.request_permission(
+            session_id,
+            ToolCallUpdate(tool_call_id="call-perm", title="Write notes.txt"),
+            [
+                PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+                PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+            ],
+        )
+        outcome = answer.outcome
+        return getattr(outcome, "option_id", None)
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        word = text.split(maxsplit=1)[0] if text.strip() else ""
+        cancel = self.cancelled[session_id] = asyncio.Event()
+        client = self.client
+        assert client is not None
+        end = "end_turn"
+        if word == "/whoami":
+            await self._say(
+                session_id,
+                f"pid={os.getpid()} session={session_id} loaded={int(self.loaded)} "
+                f"cwd={os.getcwd()}",
+            )
+        elif word == "/tool":
+            await client.session_update(
+                session_id, start_tool_call("call-1", "Read file", kind="read", status="pending")
+            )
+            await client.session_update(
+                session_id, update_tool_call("call-1", status="in_progress")
+            )
+            await client.session_update(
+                session_id,
+                update_tool_call(
+                    "call-1",
+                    status="completed",
+                    content=[tool_content(text_block("file contents"))],
+                    locations=[ToolCallLocation(path="/tmp/notes.txt", line=3)],
+                ),
+            )
+            await self._say(session_id, "read it")
+        elif word == "/plan":
+            entries = [plan_entry("look", priority="high"), plan_entry("fix")]
+            await client.session_update(session_id, update_plan(entries))
+            entries[0] = plan_entry("look", priority="high", status="completed")
+            await client.session_update(session_id, update_plan(entries))
+            await self._say(session_id, "planned")
+        elif word == "/thought":
+            await client.session_update(session_id, update_agent_thought_text("thinking"))
+            await self._say(session_id, "thought")
+        elif word == "/raw":
+            update = AvailableCommandsUpdate(
+                session_update="available_commands_update",
+                available_commands=[AvailableCommand(name="web", description="search")],
+            )
+            await client.session_update(session_id, update)
+            await self._say(session_id, "raw sent")
+        elif word == "/permission":
+            option = await self._ask(session_id)
+            await self._say(session_id, f"permission: {option or 'cancelled'}")
+            if option is None:
+                end = "cancelled"
+        elif word in ("/refusal", "/max_tokens", "/max_turn_requests"):
+            await self._say(session_id, "no")
+            end = word[1:]
+        elif word == "/slow":
+            for i in range(1200):
+                if cancel.is_set():
+                    return PromptResponse(stop_reason="cancelled")
+                await self._say(session_id, f"{i} ")
+                await asyncio.sleep(0.05)
+        elif word in ("/deaf", "/stubborn"):
+            if word == "/stubborn":
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            await self._say(session_id, "not listening")
+            await asyncio.sleep(3600)
+        elif word == "/crash":
+            await self._say(session_id, "about to crash")
+            print("fake agent: fatal error in the middle of a turn", file=sys.stderr, flush=True)
+            os._exit(3)
+        elif word == "/crash-permission":
+            asking = asyncio.ensure_future(self._ask(session_id))
+            await asyncio.sleep(0.2)
+            print("fake agent: died while asking", file=sys.stderr, flush=True)
+            os._exit(4)
+            await asking  # pragma: no cover
+        elif word == "/stderr":
+            line = b"x" * 1023 + b"\n"
+            for _ in range(5 * 1024):
+                sys.stderr.buffer.write(line)
+            sys.stderr.buffer.write(b"stderr done\n")
+            sys.stderr.flush()
+            await self._say(session_id, "wrote 5 MB of stderr")
+        elif word == "/bigline":
+            await self._say(session_id, "y" * (64 * 1024))
+        elif word == "/exit":
+            await self._say(session_id, f"bye pid={os.getpid()}")
+            asyncio.get_running_loop().call_later(0.05, os._exit, 0)
+        else:
+            await self._say(session_id, "echo: ")
+            await self._say(session_id, text)
+        return PromptResponse(stop_reason=end)  # type: ignore[arg-type]
+
+
+async def main() -> None:
+    await run_agent(FakeAgent())  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,108 @@
+"""Agent profiles as the engine uses them (A1), the start of a session's agent (A2), and the
+structured items of turns (A3).
+
+A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its agent when the
+session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the
+agent; then, under the session lock and the lock row, the session becomes ``WAITING_FOR_INPUT``
+(and what was queued meanwhile starts, Q4) or ``FAILED`` with the reason (kept in memory and
+served as ``Session.agentError``). Profiles without it (``scripted``, ``command``) need no start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+
+from turnqueue.agents import AcpAgent, agent_profile
+from turnqueue.bus import EventKind
+from turnqueue.domain import AgentProfile, SessionState, TurnItem
+from turnqueue.engine.core import Core
+from turnqueue.engine.items import recent_items
+from turnqueue.engine.turns import Turns
+
+log = logging.getLogger(__name__)
+
+#: Start failures remembered (session id → reason).
+FAILURES_KEPT = 4_096
+
+
+class AgentSessions:
+    def __init__(self, core: Core, turns: Turns) -> None:
+        self.core = core
+        self.turns = turns
+        self.default: str = core.settings.agent
+        self._failures: OrderedDict[str, str] = OrderedDict()
+
+    def bind(self) -> None:
+        """Give the ACP agents what they ask of the engine (a session's task directory)."""
+        for agent in self.core.agents.values():
+            if isinstance(agent, AcpAgent):
+                agent.task_of = self._task_of
+
+    async def _task_of(self, session_id: str) -> str | None:
+        async with self.core.store.read() as tx:
+            session = await tx.get_session(session_id)
+        return session.task_id if session is not None else None
+
+    def profiles(self) -> list[AgentProfile]:
+        return [agent_profile(name, agent) for name, agent in sorted(self.core.agents.items())]
+
+    def items(self, turn_id: str) -> tuple[TurnItem, ...]:
+        return recent_items(turn_id) or ()
+
+    def failure(self, session_id: str) -> str | None:
+        return self._failures.get(session_id)
+
+    # -- session start (A2) --------------------------------------------------------------------
+    def needs_start(self, agent_name: str) -> bool:
+        return hasattr(self.core.agents[agent_name], "prepare_session")
+
+    def start(self, session_id: str, task_id: str, agent_name: str) -> None:
+        self.core.spawn(
+            self._start(session_id, task_id, agent_name), name=f"agent-start:{session_id}"
+        )
+
+    async def _keep_starting(self, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.core.settings.lease_seconds / 3)
+            try:
+                async with self.core.store.transaction() as tx:
+                    await tx.touch_starting(session_id)
+            except Exception:
+                log.exception("could not refresh the start of session %s", session_id)
+
+    async def _start(self, session_id: str, task_id: str, agent_name: str) -> None:
+        agent = self.core.agents[agent_name]
+        reason: str | None = None
+        # Hazard: recovery takes a session STARTING for longer than a lease for one a dead
+        # instance left behind (and makes it WAITING_FOR_INPUT); a real agent may take longer
+        # than that to start, so its updated_at is kept fresh meanwhile.
+        keepalive = self.core.spawn(self._keep_starting(session_id), name=f"starting:{session_id}")
+        try:
+            await agent.prepare_session(session_id, task_id)  # type: ignore[attr-defined]
+        except Exception as exc:  # AgentStartError, or anything else: the session FAILED
+            reason = str(exc) or type(exc).__name__
+            log.warning("agent %s of session %s did not start: %s", agent_name, session_id, reason)
+        finally:
+            keepalive.cancel()
+        if reason is not None:
+            self._failures[session_id] = reason
+            while len(self._failures) > FAILURES_KEPT:
+                self._failures.popitem(last=False)
+        state = SessionState.WAITING_FOR_INPUT if reason is None else SessionState.FAILED
+        async with self.core.session_lock(session_id):
+            async with self.core.store.transaction() as tx:
+                view = await tx.lock(session_id)
+                if view.session.state is not SessionState.STARTING:
+                    return  # changed meanwhile (e.g. replaced): leave it
+                session = await tx.set_session_state(session_id, state)
+                self.core.publish_after(tx, EventKind.SESSION, session_id, session.revision)
+                await self.core.queue_changed(tx, session_id)  # BUSY no longer holds
+                turn = None
+                if reason is None:
+                    after = await tx.view(session_id)
+                    if after is not None:
+                        _, turn = await self.turns.reserve_in(tx, after, automatic=True)
+            if turn is not None:
+                self.turns.launch(turn, agent_name)

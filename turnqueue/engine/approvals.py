@@ -1,0 +1,215 @@
+"""Approvals (SPEC A6): an ACP agent's ``session/request_permission`` as a pending approval of
+its turn, answered once by ``answerApproval``.
+
+The ACP agent calls :meth:`Approvals.ask` (bound as ``AcpAgent.approvals``) and awaits it. Per
+the profile's policy:
+
+- ``allow`` / ``reject``: the first option of that kind is chosen at once (``cancelled`` when
+  there is none) and the approval is stored already answered by ``policy:allow|reject``;
+- ``ask``: the approval is stored PENDING, the queue is held (``heldBy: APPROVAL``) and the
+  session gets a new revision (``sessionChanged`` carries ``pendingApproval``); the call waits
+  for :meth:`answer`. When the turn is cancelled or ends first, the agent cancels the waiting
+  call: the approval is stored CANCELLED and can no longer be answered.
+
+Hazards:
+- *Exactly once.* The answer is the store's conditional ``UPDATE … WHERE outcome = 'PENDING'``:
+  of racing answers (here or on other instances) one wins, the others get APPROVAL_RESOLVED.
+- *The queue must not stay held.* An approval cancelled because its turn ended may release its
+  hold only after that end's drain ran (and was held by it), so releasing runs an automatic
+  drain itself (Q4).
+- Every change takes the session lock and the lock row first, like every session change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+
+from turnqueue.agents.acp import AcpAgent, PermissionRequest
+from turnqueue.bus import EventKind
+from turnqueue.domain import (
+    Approval,
+    ApprovalOption,
+    ApprovalOutcome,
+    TurnStatus,
+    is_valid_id,
+    new_id,
+    utcnow,
+)
+from turnqueue.engine.core import Core
+from turnqueue.engine.turns import Turns
+from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
+from turnqueue.store import Tx
+
+log = logging.getLogger(__name__)
+
+_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
+
+
+@dataclass(eq=False)
+class _Waiting:
+    approval: Approval
+    future: asyncio.Future[str | None]
+
+
+class Approvals:
+    def __init__(self, core: Core, turns: Turns) -> None:
+        self.core = core
+        self.turns = turns
+        self._waiting: dict[str, _Waiting] = {}  # approval id → its waiting agent
+
+    def bind(self) -> None:
+        for agent in self.core.agents.values():
+            if isinstance(agent, AcpAgent):
+                agent.approvals = self.ask
+
+    # -- the agent's side ----------------------------------------------------------------------
+    async def ask(self, request: PermissionRequest) -> str | None:
+        """The option the agent gets, or None for ``cancelled``."""
+        approval = Approval(
+            id=new_id(),
+            session_id=request.session_id,
+            turn_id=request.turn_id,
+            title=request.title,
+            tool_call_id=request.tool_call_id,
+            options=tuple(ApprovalOption(*o) for o in request.options),
+            requested_at=utcnow(),
+        )
+        if request.policy in _KINDS:
+            kinds = _KINDS[request.policy]
+            chosen = next((o.id for o in approval.options if o.kind in kinds), None)
+            answered = replace(
+                approval,
+                outcome=ApprovalOutcome.SELECTED if chosen else ApprovalOutcome.CANCELLED,
+                option_id=chosen,
+                answered_by=f"policy:{request.policy}",
+                answered_at=approval.requested_at,
+            )
+            async with self.core.store.transaction() as tx:
+                await tx.add_approval(answered)
+            return chosen
+        waiting = _Waiting(approval, asyncio.get_running_loop().create_future())
+        sid = approval.session_id
+        try:
+            async with self.core.session_lock(sid):
+                async with self.core.store.transaction() as tx:
+                    await tx.lock(sid)
+                    await tx.add_approval(approval)
+                    self._waiting[approval.id] = waiting
+                    self._sync_hold(sid)
+                    await self._changed(tx, sid)
+            return await waiting.future
+        finally:
+            if self._waiting.pop(approval.id, None) is not None:
+                # Cancelled by the agent (A5: cancel, or the turn ended): stored CANCELLED.
+                await asyncio.shield(self._release(approval, answered_by=None))
+
+    async def _release(self, approval: Approval, answered_by: str | None) -> None:
+        sid = approval.session_id
+        try:
+            async with self.core.session_lock(sid):
+                async with self.core.store.transaction() as tx:
+                    await tx.lock(sid)
+                    await tx.answer_approval(
+                        approval.id,
+                        outcome=ApprovalOutcome.CANCELLED,
+                        option_id=None,
+                        answered_by=answered_by,
+                        at=utcnow(),
+                    )
+                    self._sync_hold(sid)
+                    await self._changed(tx, sid)
+                await self.turns.auto_drain(sid)  # the hold may have held the turn end's drain
+        except Exception:
+            log.exception("could not release approval %s", approval.id)
+
+    # -- the user's side -----------------------------------------------------------------------
+    async def find(self, approval_id: str) -> Approval:
+        """The approval (not yet authorised: the caller checks its session's owner)."""
+        if not is_valid_id(approval_id):
+            raise InvalidInput("approvalId is not a valid id", ["approvalId"])
+        async with self.core.store.read() as tx:
+            approval = await tx.get_approval(approval_id)
+        if approval is None:
+            raise NotFound("approval", ["approvalId"])
+        return approval
+
+    async def resolve(self, principal: str, approval: Approval, option_id: str) -> Approval:
+        """Answer a pending approval with ``option_id``, exactly once (A6)."""
+        if option_id not in {o.id for o in approval.options}:
+            known = ", ".join(o.id for o in approval.options)
+            raise InvalidInput(f"optionId must be one of: {known}", ["optionId"])
+        sid = approval.session_id
+        async with self.core.session_lock(sid):
+            waiting = self._waiting.get(approval.id)
+            if approval.outcome is not ApprovalOutcome.PENDING or (
+                waiting is not None and waiting.future.done()
+            ):
+                raise _resolved()
+            now = utcnow()
+            async with self.core.store.transaction() as tx:
+                await tx.lock(sid)
+                current = await tx.get_approval(approval.id)
+                if current is None or current.outcome is not ApprovalOutcome.PENDING:
+                    raise _resolved()  # answered meanwhile (here, or on another instance)
+                if waiting is None:
+                    turn = await tx.get_turn(approval.turn_id)
+                    if turn is None or turn.status is not TurnStatus.RUNNING:
+                        raise _resolved()
+                    raise Conflict(
+                        ErrorCode.SESSION_BUSY,
+                        "the approval's turn runs on another instance; answer it there",
+                    )
+                won = await tx.answer_approval(
+                    approval.id,
+                    outcome=ApprovalOutcome.SELECTED,
+                    option_id=option_id,
+                    answered_by=principal,
+                    at=now,
+                )
+                if not won:
+                    raise _resolved()
+                del self._waiting[approval.id]
+                self._sync_hold(sid)
+                await self._changed(tx, sid)
+            if not waiting.future.done():
+                waiting.future.set_result(option_id)
+        return replace(
+            approval,
+            outcome=ApprovalOutcome.SELECTED,
+            option_id=option_id,
+            answered_by=principal,
+            answered_at=now,
+        )
+
+    # -- reads ---------------------------------------------------------------------------------
+    async def pending(self, session_id: str) -> Approval | None:
+        async with self.core.store.read() as tx:
+            return await tx.pending_approval(session_id)
+
+    async def of_turn(self, turn_id: str) -> list[Approval]:
+        async with self.core.store.read() as tx:
+            return await tx.approvals_of_turn(turn_id)
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _sync_hold(self, session_id: str) -> None:
+        """HoldReason.APPROVAL while any approval of the session waits (Q9, A6)."""
+        if any(w.approval.session_id == session_id for w in self._waiting.values()):
+            self.core.approval_holds.add(session_id)
+        else:
+            self.core.approval_holds.discard(session_id)
+
+    async def _changed(self, tx: Tx, session_id: str) -> None:
+        """A new session revision (pendingApproval changed) and queue revision (heldBy)."""
+        revision = await tx.bump_session(session_id)
+        await self.core.queue_changed(tx, session_id)
+        self.core.publish_after(tx, EventKind.SESSION, session_id, revision)
+
+
+def _resolved() -> Conflict:
+    return Conflict(
+        ErrorCode.APPROVAL_RESOLVED,
+        "the approval was already answered, or its turn has ended",
+        ["approvalId"],
+    )

@@ -1,0 +1,194 @@
+"""GraphQL types of agent profiles (A1) and of a turn's structured output (A3).
+
+``Turn.items`` answers a list of the ``TurnItem`` interface; each kind is its own type, so a
+client selects what it shows with inline fragments (``... on ToolCallItem { title status }``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import strawberry
+
+from turnqueue import domain
+from turnqueue.schema.enums import AgentType, ApprovalOutcome, ItemKind
+
+
+@strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")
+class AgentProfile:
+    name: str = strawberry.field(description="The name `createTask(input: {agent})` takes.")
+    type: AgentType = strawberry.field(description="What runs the profile's turns.")
+
+    @classmethod
+    def from_domain(cls, profile: domain.AgentProfile) -> AgentProfile:
+        return cls(name=profile.name, type=profile.type)
+
+
+@strawberry.interface(
+    description=(
+        "One structured piece of a turn's output (A3), in the order the agent produced it. "
+        "Consecutive message (or thought) chunks are joined into one item; a tool call is one "
+        "item that its later updates change in place."
+    )
+)
+class TurnItem:
+    index: int = strawberry.field(description="The item's position in the turn, from 0.")
+    kind: ItemKind = strawberry.field(description="Which kind of item this is.")
+
+
+@strawberry.type(description="Text the agent wrote to the user (also part of `Turn.output`).")
+class MessageItem(TurnItem):
+    text: str = strawberry.field(description="The message text.")
+
+
+@strawberry.type(description="The agent's reasoning, shown apart from its answer.")
+class ThoughtItem(TurnItem):
+    text: str = strawberry.field(description="The thought text.")
+
+
+@strawberry.type(description="A file location a tool call reads or changes.")
+class ToolCallLocation:
+    path: str = strawberry.field(description="The absolute path.")
+    line: int | None = strawberry.field(description="The line, when the agent gave one.")
+
+
+@strawberry.type(description="A tool the agent runs (read, edit, execute, …) and its progress.")
+class ToolCallItem(TurnItem):
+    tool_call_id: str = strawberry.field(description="The agent's id of the tool call.")
+    title: str = strawberry.field(description="What the tool call does, for people.")
+    tool_kind: str = strawberry.field(
+        description="ACP tool kind: read, edit, delete, move, search, execute, think, fetch, other."
+    )
+    status: str = strawberry.field(description="pending, in_progress, completed or failed.")
+    text: str = strawberry.field(description="The text of its content blocks, joined.")
+    content_json: str = strawberry.field(
+        description="Its content blocks (text, diffs, terminals) as ACP JSON."
+    )
+    locations: list[ToolCallLocation] = strawberry.field(description="Files it touches.")
+
+
+@strawberry.type(description="One step of the agent's plan.")
+class PlanEntry:
+    content: str = strawberry.field(description="What the step is.")
+    priority: str = strawberry.field(description="high, medium or low.")
+    status: str = strawberry.field(description="pending, in_progress or completed.")
+
+
+@strawberry.type(description="The agent's plan; a new plan from the agent replaces it.")
+class PlanItem(TurnItem):
+    entries: list[PlanEntry] = strawberry.field(description="The plan's steps, in order.")
+
+
+@strawberry.type(description="An agent update turnqueue does not interpret, kept whole.")
+class RawItem(TurnItem):
+    json: str = strawberry.field(description="The ACP `session/update` object as JSON.")
+
+
+def _text(content: Any) -> str:
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        inner = block.get("content") if isinstance(block, Mapping) else None
+        if isinstance(inner, Mapping) and isinstance(inner.get("text"), str):
+            parts.append(inner["text"])
+    return "".join(parts)
+
+
+def item_from_domain(index: int, item: domain.TurnItem) -> TurnItem:
+    data = item.data
+    kind = item.kind
+    if kind is ItemKind.MESSAGE:
+        return MessageItem(index=index, kind=kind, text=str(data.get("text", "")))
+    if kind is ItemKind.THOUGHT:
+        return ThoughtItem(index=index, kind=kind, text=str(data.get("text", "")))
+    if kind is ItemKind.TOOL_CALL:
+        locations = [
+            ToolCallLocation(path=str(loc.get("path", "")), line=loc.get("line"))
+            for loc in data.get("locations") or []
+            if isinstance(loc, Mapping)
+        ]
+        return ToolCallItem(
+            index=index,
+            kind=kind,
+            tool_call_id=str(data.get("toolCallId", item.key or "")),
+            title=str(data.get("title", "")),
+            tool_kind=str(data.get("kind", "other")),
+            status=str(data.get("status", "pending")),
+            text=_text(data.get("content")),
+            content_json=json.dumps(data.get("content") or []),
+            locations=locations,
+        )
+    if kind is ItemKind.PLAN:
+        entries = [
+            PlanEntry(
+                content=str(e.get("content", "")),
+                priority=str(e.get("priority", "medium")),
+                status=str(e.get("status", "pending")),
+            )
+            for e in data.get("entries") or []
+            if isinstance(e, Mapping)
+        ]
+        return PlanItem(index=index, kind=kind, entries=entries)
+    return RawItem(index=index, kind=kind, json=json.dumps(dict(data), default=str))
+
+
+#: The concrete types, for ``Schema(types=…)`` (an interface's implementations must be listed).
+ITEM_TYPES = (MessageItem, ThoughtItem, ToolCallItem, PlanItem, RawItem)
+
+
+@strawberry.type(description="One answer an approval offers (A6).")
+class ApprovalOption:
+    id: strawberry.ID = strawberry.field(description="Pass it as `optionId` to answerApproval.")
+    name: str = strawberry.field(description="The option's label, for people.")
+    kind: str = strawberry.field(
+        description="ACP option kind: allow_once, allow_always, reject_once or reject_always."
+    )
+
+
+@strawberry.type(
+    description=(
+        "An agent's request for permission during a turn (A6): pending until answered with "
+        "answerApproval, or cancelled when the turn is cancelled or ends. Every approval and "
+        "its answer stays with its turn (`Turn.approvals`)."
+    )
+)
+class Approval:
+    id: strawberry.ID = strawberry.field(description="Pass it as `approvalId` to answer it.")
+    turn_id: strawberry.ID = strawberry.field(description="The turn that asked.")
+    title: str = strawberry.field(description="What the agent wants to do, for people.")
+    tool_call_id: str | None = strawberry.field(
+        description="The tool call it is about (a ToolCallItem's `toolCallId`), when given."
+    )
+    options: list[ApprovalOption] = strawberry.field(description="The answers it offers.")
+    requested_at: datetime = strawberry.field(description="When the agent asked.")
+    outcome: ApprovalOutcome = strawberry.field(description="Whether and how it was answered.")
+    option_id: strawberry.ID | None = strawberry.field(
+        description="The option chosen; null while pending or when cancelled."
+    )
+    answered_by: str | None = strawberry.field(
+        description="Who answered: a principal, or `policy:allow` / `policy:reject` for a "
+        "profile's policy; null while pending or when cancelled."
+    )
+    answered_at: datetime | None = strawberry.field(
+        description="When it was answered or cancelled; null while pending."
+    )
+
+    @classmethod
+    def from_domain(cls, approval: domain.Approval) -> Approval:
+        return cls(
+            id=strawberry.ID(approval.id),
+            turn_id=strawberry.ID(approval.turn_id),
+            title=approval.title,
+            tool_call_id=approval.tool_call_id,
+            options=[
+                ApprovalOption(id=strawberry.ID(o.id), name=o.name, kind=o.kind)
+                for o in approval.options
+            ],
+            requested_at=approval.requested_at,
+            outcome=approval.outcome,
+            option_id=strawberry.ID(approval.option_id) if approval.option_id else None,
+            answered_by=approval.answered_by,
+            answered_at=approval.answered_at,
+        )

@@ -1,0 +1,115 @@
+"""Approval statements of :class:`~turnqueue.store.tx.SqlTx` (A6).
+
+An approval is written when the agent asks (``PENDING``) and answered at most once: the answer
+is an ``UPDATE … WHERE outcome = 'PENDING'`` whose row count says whether this answer won, so
+two answers racing on different instances cannot both win.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+
+from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
+from turnqueue.store.conn import AnyRow, Conn
+from turnqueue.store.rows import RUNNING
+from turnqueue.store.tables import approvals, turns
+
+_PENDING = ApprovalOutcome.PENDING.value
+
+
+def approval_from(row: AnyRow) -> Approval:
+    options = tuple(
+        ApprovalOption(str(o["id"]), str(o["name"]), str(o["kind"]))
+        for o in json.loads(row.options)
+    )
+    return Approval(
+        id=row.id,
+        session_id=row.session_id,
+        turn_id=row.turn_id,
+        title=row.title,
+        tool_call_id=row.tool_call_id,
+        options=options,
+        requested_at=row.requested_at,
+        outcome=ApprovalOutcome(row.outcome),
+        option_id=row.option_id,
+        answered_by=row.answered_by,
+        answered_at=row.answered_at,
+    )
+
+
+class ApprovalStatements:
+    """Mixin: needs ``self._conn``, the transaction's connection."""
+
+    _conn: Conn
+
+    async def add_approval(self, approval: Approval) -> None:
+        options = [{"id": o.id, "name": o.name, "kind": o.kind} for o in approval.options]
+        values: dict[str, Any] = {
+            "id": approval.id,
+            "session_id": approval.session_id,
+            "turn_id": approval.turn_id,
+            "title": approval.title,
+            "tool_call_id": approval.tool_call_id,
+            "options": json.dumps(options),
+            "requested_at": approval.requested_at,
+            "outcome": approval.outcome.value,
+            "option_id": approval.option_id,
+            "answered_by": approval.answered_by,
+            "answered_at": approval.answered_at,
+        }
+        await self._conn.execute(insert(approvals).values(**values))
+
+    async def answer_approval(
+        self,
+        approval_id: str,
+        *,
+        outcome: ApprovalOutcome,
+        option_id: str | None,
+        answered_by: str | None,
+        at: datetime,
+    ) -> bool:
+        """Answer a PENDING approval; False when it was already answered (or does not exist)."""
+        stmt = (
+            update(approvals)
+            .where(and_(approvals.c.id == approval_id, approvals.c.outcome == _PENDING))
+            .values(
+                outcome=outcome.value, option_id=option_id, answered_by=answered_by, answered_at=at
+            )
+            .returning(approvals.c.id)
+        )
+        return (await self._conn.execute(stmt)).one_or_none() is not None
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        stmt = select(approvals).where(approvals.c.id == approval_id)
+        row = (await self._conn.execute(stmt)).one_or_none()
+        return approval_from(row) if row is not None else None
+
+    async def pending_approval(self, session_id: str) -> Approval | None:
+        """The session's pending approval, when its turn still runs (A6)."""
+        stmt = (
+            select(approvals)
+            .join(turns, turns.c.id == approvals.c.turn_id)
+            .where(
+                and_(
+                    approvals.c.session_id == session_id,
+                    approvals.c.outcome == _PENDING,
+                    turns.c.status == RUNNING,
+                )
+            )
+            .order_by(approvals.c.requested_at.desc())
+            .limit(1)
+        )
+        row = (await self._conn.execute(stmt)).one_or_none()
+        return approval_from(row) if row is not None else None
+
+    async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
+        stmt = (
+            select(approvals)
+            .where(approvals.c.turn_id == turn_id)
+            .order_by(approvals.c.requested_at, approvals.c.id)
+        )
+        return [approval_from(row) for row in (await self._conn.execute(stmt)).all()]
