@@ -41,6 +41,8 @@ export type EnqueueMessageInput = {
 
 /** Why a mutation refused (`UserError.code`). A refused mutation changed nothing. */
 export type ErrorCode =
+  /** answerApproval: the approval was already answered (another answer won), or its turn was cancelled or has ended. */
+  | 'APPROVAL_RESOLVED'
   /** The agent asked a question: answer it with answerClarification (or cancel to withdraw it) first. */
   | 'CLARIFICATION_PENDING'
   /** No such visible entry in this session's queue (it ran, was removed, or is being delivered). */
@@ -70,6 +72,8 @@ export type ErrorCode =
 
 /** What keeps a queue from delivering even with auto-run on (Q9). */
 export type HoldReason =
+  /** The agent waits for an answer to its permission request (A6). */
+  | 'APPROVAL'
   /** A turn is running. */
   | 'BUSY'
   /** A cancellation is in progress. */
