@@ -193,3 +193,18 @@ async def test_p7_standing_subscription_retains_nothing_per_event(
         f"{field}: objects retained in each window of {EVENTS} events (in all, most gained): "
         f"{windows}"
     )
+
+
+def test_p7_turn_output_remembers_only_the_newest_turns() -> None:
+    """P7: a turnOutput stream that follows a session's turns keeps its place in the newest
+    few only; one entry per turn ever seen grew ~150 bytes per turn per subscriber."""
+    from turnqueue import domain
+    from turnqueue.resolvers.subscriptions import SEEN_TURNS, _unseen
+
+    seen: dict[str, tuple[int, bool]] = {}
+    for n in range(50):
+        chunk = domain.OutputChunk("s", f"t{n}", 0, "x", True, domain.TurnStatus.COMPLETED)
+        assert _unseen(chunk, seen) is not None
+    assert list(seen) == [f"t{n}" for n in range(50 - SEEN_TURNS, 50)]
+    again = domain.OutputChunk("s", "t49", 0, "x", True, domain.TurnStatus.COMPLETED)
+    assert _unseen(again, seen) is None  # the newest are still deduplicated

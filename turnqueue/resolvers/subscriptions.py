@@ -136,7 +136,15 @@ def _unseen(
             chunk.session_id, chunk.turn_id, end, text, chunk.done, chunk.status
         )
     seen[chunk.turn_id] = (max(end, chunk_end), chunk.done)
+    # A stream that follows a session's turns for hours must not keep one entry per turn (P7):
+    # a session's turns run one after another, so only the newest few can still send chunks.
+    while len(seen) > SEEN_TURNS:
+        del seen[next(iter(seen))]
     return chunk
+
+
+#: Turns a turnOutput stream remembers its place in (the newest; see ``_unseen``).
+SEEN_TURNS = 4
 
 
 def output_event_id(chunk: domain.OutputChunk) -> str:
