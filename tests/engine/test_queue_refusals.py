@@ -240,3 +240,25 @@ async def test_q12_an_unknown_entry_is_entry_not_found_on_the_entry_id(engine: E
             "no such entry in this queue",
             ["entryId"],
         )
+
+
+async def test_c3_send_now_during_an_explicit_cancel_is_send_now_conflict(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C3, Q5: while an explicit cancel stops the turn, a Send Now does not start a
+    replacement of its own: SEND_NOW_CONFLICT, and the queue is as it was."""
+    sid, run = await busy_session(engine, agent)
+    await engine.send_message(PRINCIPAL, sid, "/stubborn")
+    run.complete()
+    stubborn = await agent.next_run()
+    (entry,) = await enqueue(engine, sid, "B")
+    cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
+    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the cancel is under way
+    before = await engine.queue_status(sid)
+    assert await refusal(engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry, None)) == (
+        ErrorCode.SEND_NOW_CONFLICT,
+        "a cancellation is already under way",
+        None,
+    )
+    assert await engine.queue_status(sid) == before
+    await cancel
