@@ -6,10 +6,13 @@ from __future__ import annotations
 import base64
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from graphql import GraphQLError
 
+from turnqueue import domain
+from turnqueue.resolvers import connections
 from turnqueue.resolvers.connections import (
     encode_cursor,
     session_key,
@@ -92,3 +95,56 @@ def test_g3_window_defaults_and_caps() -> None:
     assert window(PageArgs(first=10_000), turn_key).first == 200
     capped = window(PageArgs(last=201, before=encode_cursor("turn", 3)), turn_key)
     assert (capped.last, capped.before, capped.first) == (200, 3, None)
+
+
+# -- a turn's items (G3 over A3's in-memory listing) -------------------------------------------
+def _items(n: int) -> list[domain.TurnItem]:
+    return [domain.TurnItem(domain.ItemKind.THOUGHT, {"text": f"t{i}"}) for i in range(n)]
+
+
+def _texts(conn: Any) -> list[str]:
+    return [edge.node.text for edge in conn.edges]
+
+
+def test_g3_items_page_forwards_and_backwards_without_gap_or_duplicate() -> None:
+    """G3: a turn's items paged with first/after and with last/before cover the listing
+    exactly once, in order, with Relay's pageInfo."""
+    listing = _items(7)
+    seen, after = [], None
+    while True:
+        page = connections.items(listing, PageArgs(first=3, after=after))
+        seen += _texts(page)
+        if not page.page_info.has_next_page:
+            break
+        assert page.page_info.has_previous_page is (after is not None)
+        after = page.page_info.end_cursor
+    assert seen == [f"t{i}" for i in range(7)]
+    back, before = [], None
+    while True:
+        page = connections.items(listing, PageArgs(last=2, before=before))
+        back = _texts(page) + back
+        if not page.page_info.has_previous_page:
+            break
+        assert page.page_info.has_next_page is (before is not None)
+        before = page.page_info.start_cursor
+    assert back == seen
+
+
+def test_g3_an_item_cursor_keeps_its_place_while_items_are_added() -> None:
+    listing = _items(3)
+    first = connections.items(listing, PageArgs(first=2))
+    assert first.page_info.has_next_page
+    listing += _items(5)[3:]  # the turn streams on
+    rest = connections.items(listing, PageArgs(first=10, after=first.page_info.end_cursor))
+    assert _texts(rest) == ["t2", "t3", "t4"] and not rest.page_info.has_next_page
+    assert connections.items(listing, PageArgs(first=0)).edges == []
+    assert connections.items(listing, PageArgs(last=0)).page_info.has_previous_page
+
+
+@pytest.mark.parametrize(
+    "cursor", ["nope", connections.encode_cursor("turn", 1), connections.encode_cursor("item", -1)]
+)
+def test_g3_a_bad_item_cursor_is_invalid_input(cursor: str) -> None:
+    with pytest.raises(GraphQLError) as info:
+        connections.items(_items(2), PageArgs(first=1, after=cursor))
+    assert info.value.extensions == {"code": "INVALID_INPUT"}

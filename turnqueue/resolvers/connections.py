@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from graphql import GraphQLError
 from turnqueue import domain
 from turnqueue.errors import ErrorCode
 from turnqueue.schema.connections import Connection, Edge, PageArgs, PageInfo
+from turnqueue.schema.items import TurnItem, item_from_domain
 from turnqueue.schema.types import Session, Task, Turn
 from turnqueue.store import Store
 from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
@@ -92,6 +93,31 @@ def turn_key(cursor: str) -> TurnKey:
     raise ValueError("a malformed cursor")
 
 
+def item_key(cursor: str) -> int:
+    match _decode_parts("item", cursor):
+        case [int(index)] if not isinstance(index, bool) and 0 <= index <= MAX_SEQ:
+            return index
+    raise ValueError("a malformed cursor")
+
+
+def list_page(items: Sequence[D], w: Window[int]) -> Page[int, D]:
+    """A page of an in-memory listing keyed by position (a turn's items: each keeps its
+    place, new ones are appended), with ``pageInfo`` as the store's keyset pages have it."""
+    start = 0 if w.after is None else w.after + 1
+    stop = len(items) if w.before is None else min(w.before, len(items))
+    inside = list(enumerate(items))[start : max(start, stop)]
+    if w.first is not None:
+        chosen = inside[: w.first]
+        has_next = len(inside) > w.first
+        has_previous = w.after is not None and bool(items) and w.after >= 0
+    else:
+        count = w.last or 0
+        chosen = inside[len(inside) - count :] if count else []
+        has_previous = len(inside) > count
+        has_next = w.before is not None and w.before < len(items)
+    return Page(items=chosen, has_previous=has_previous, has_next=has_next)
+
+
 def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
     """The store's window for these arguments, or an INVALID_INPUT GraphQL error."""
     first, last = args.first, args.last
@@ -141,6 +167,11 @@ async def tasks(store: Store, owner: str, args: PageArgs) -> Connection[Task]:
 async def sessions(store: Store, task_id: str, args: PageArgs) -> Connection[Session]:
     page = await store.sessions_page(task_id, window(args, session_key))
     return build(page, _timestamp_cursor("session"), Session.from_domain)
+
+
+def items(listing: Sequence[domain.TurnItem], args: PageArgs) -> Connection[TurnItem]:
+    page = list_page([(i, item) for i, item in enumerate(listing)], window(args, item_key))
+    return build(page, lambda index: encode_cursor("item", index), lambda p: item_from_domain(*p))
 
 
 async def turns(store: Store, session_id: str, args: PageArgs) -> Connection[Turn]:

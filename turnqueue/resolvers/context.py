@@ -27,6 +27,7 @@ from turnqueue import domain
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.resolvers import connections
 from turnqueue.schema.connections import Connection, PageArgs
+from turnqueue.schema.items import TurnItem
 from turnqueue.schema.types import Session, Turn
 
 K = TypeVar("K")
@@ -188,6 +189,9 @@ class Context:
 
     async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Turn]:
         return await connections.turns(self.engine.store, session_id, args)
+
+    def items_connection(self, turn_id: str, args: PageArgs) -> Connection[TurnItem]:
+        return connections.items(self.engine.turn_items(turn_id), args)
 
 
 class FreshReads(SchemaExtension):

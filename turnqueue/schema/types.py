@@ -63,6 +63,8 @@ class Reads(Protocol):
 
     async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Turn]: ...
 
+    def items_connection(self, turn_id: str, args: PageArgs) -> Connection[TurnItem]: ...
+
 
 Info = strawberry.Info[Reads, None]
 
@@ -336,6 +338,22 @@ class Turn:
     )
     def items(self, info: Info) -> list[TurnItem]:
         return [item_from_domain(i, it) for i, it in enumerate(info.context.turn_items(self.id))]
+
+    @described.field(
+        "The turn's items (see `items`), a page at a time (G3), in order. An item keeps its "
+        "place (a tool call's later updates change it where it is; new items come last), so a "
+        "cursor keeps its place while the turn runs."
+    )
+    def items_connection(
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[TurnItem]:
+        args = PageArgs(first=first, after=after, last=last, before=before)
+        return info.context.items_connection(self.id, args)
 
     @described.field(
         "Every permission request the agent made during the turn, with its answer (who, "
