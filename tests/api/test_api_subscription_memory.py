@@ -182,9 +182,13 @@ async def retained_over_events(api: Any, field: str) -> list[Window]:
 @pytest.mark.parametrize("fanout", [True, False], ids=["fanout", "no-fanout"])
 @pytest.mark.parametrize("field", list(QUERIES))
 async def test_p7_standing_subscription_retains_nothing_per_event(
-    start_api: Any, field: str, fanout: bool, monkeypatch: pytest.MonkeyPatch
+    start_api: Any, database_url: str, field: str, fanout: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fails on graphql-core 3.3.2's own executor (each event keeps its sub-field memo entries)."""
+    if database_url.startswith("postgresql") and field != "queueStatusChanged":
+        # What is retained is the GraphQL layer's, whatever the store: one field on PostgreSQL
+        # shows the store's event path is clean too, and keeps the suite's time in bounds.
+        pytest.skip("the GraphQL layer is the same on both stores: one field on PostgreSQL")
     monkeypatch.setattr(metrics, "MAX_STAMPS", STAMPS)
     api = await start_api(subscription_fanout=fanout)
     windows = await retained_over_events(api, field)
