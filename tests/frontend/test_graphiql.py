@@ -343,7 +343,7 @@ def test_g2_s1_header_editor_is_prefilled_and_its_token_authenticates_the_websoc
         expect(headers).to_contain_text("Bearer <token>")
 
         run(page, "query Refused { tasks { title } }")  # the placeholder is refused
-        expect(result(page)).to_contain_text("invalid token")  # the placeholder is no token (S1, S5)
+        expect(result(page)).to_contain_text("invalid token")  # S1, S5: not a token
 
         explorer = page.locator(".graphiql-plugin")
         page.get_by_role("button", name="Show GraphiQL Explorer").click()
