@@ -545,7 +545,8 @@ class ClusterMachine(RuleBasedStateMachine):
                 queued = (await victim.engine.queue_status(sid)).entries
                 parked_expected = bool(queued)
                 TALLY["crash mid-cancel" + (" with a backlog" if queued else "")] += 1
-        await self._kill(victim)
+        assert self.observer is not None
+        await kill_instance(victim, self.observer)
         if cancel is not None:
             await asyncio.gather(cancel, return_exceptions=True)  # the dead process's request
         self.retired.append(victim)
@@ -573,32 +574,6 @@ class ClusterMachine(RuleBasedStateMachine):
                     f"{len(status.entries)} entries left, a turn runs: {self.owner_of(sid)}",
                 )
             assert self.owner_of(sid) is None, f"Q7: a turn started on {sid[:8]} after the cancel"
-
-    async def _kill(self, victim: Instance) -> None:
-        """The process dies: no code of it runs any more and its database work stops at once
-        (a zombie that parked or recorded anything would hide bugs). Its instance row goes, as
-        when its lease expires (M4)."""
-
-        def dead(*_args: Any, **_kwargs: Any) -> Any:
-            raise StoreError("this process is dead")
-
-        store = victim.store
-        for method in ("transaction", "read", "lease", "notify", "_pg"):
-            setattr(store, method, dead)
-        core = victim.engine.core
-        core.closing = True
-        cluster = victim.cluster
-        tasks = [*core._tasks, *cluster._tasks, victim.listener_task()]
-        tasks += [r.task for r in core.runners.values() if r.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        core.runners.clear()
-        for run in victim.agent.runs:  # its agents die with it
-            run.finish(AgentResult(ok=False, error="process died"))
-        assert self.observer is not None
-        await self.observer.execute("DELETE FROM instances WHERE id = $1", core.instance)
-        await SqlStore.close(store)
 
     # -- invariants --------------------------------------------------------------------------------
     @invariant()
@@ -773,6 +748,31 @@ class ClusterMachine(RuleBasedStateMachine):
 
 
 # -- helpers --------------------------------------------------------------------------------------
+async def kill_instance(victim: Instance, observer: asyncpg.Connection) -> None:
+    """The process dies: no code of it runs any more and its database work stops at once (a
+    zombie that parked or recorded anything would hide bugs). Its instance row goes, as when
+    its lease expires (M4), so the others recover it at their next heartbeat."""
+
+    def dead(*_args: Any, **_kwargs: Any) -> Any:
+        raise StoreError("this process is dead")
+
+    store = victim.store
+    for method in ("transaction", "read", "lease", "notify", "_pg"):
+        setattr(store, method, dead)
+    core = victim.engine.core
+    core.closing = True
+    tasks = [*core._tasks, *victim.cluster._tasks, victim.listener_task()]
+    tasks += [r.task for r in core.runners.values() if r.task is not None]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    core.runners.clear()
+    for run in victim.agent.runs:  # its agents die with it
+        run.finish(AgentResult(ok=False, error="process died"))
+    await observer.execute("DELETE FROM instances WHERE id = $1", core.instance)
+    await SqlStore.close(store)
+
+
 async def _poll(condition: Callable[[], bool], what: str) -> None:
     async def check() -> bool:
         return condition()
@@ -864,3 +864,53 @@ def test_two_instances_agree_under_listen_cuts_q10_c5_c7_r1_r2_m4(
         print("  " + ", ".join(f"{k}={v}" for k, v in sorted(done.items())))
         ranked = sorted(TIMES.items(), key=lambda kv: -kv[1])
         print("  seconds: " + ", ".join(f"{k}={v:.0f}" for k, v in ranked))
+
+
+# -- a focused reproducer of what the model found ------------------------------------------------
+async def test_n1_c5_q13_a_survivor_serves_no_cancelling_hold_after_a_mid_cancel_death(
+    pg_database_url: str,
+) -> None:
+    """Found by the model (N1): B runs a stubborn turn and accepts a cancel; A relays
+    ``pending: true``; B dies mid-cancel and A recovers the session (M6). A must then serve no
+    CANCELLING hold with its queue status — pending is false — and the same heldBy as any other
+    instance serving that revision (C5, Q9, Q13). Today recovery bumps the queue revision before
+    it clears the relayed projection, so that revision is recorded with CANCELLING."""
+    settings_ = Settings(
+        database_url=pg_database_url,
+        cancel_timeout=5.0,  # the stubborn turn stays in the INTERRUPT phase meanwhile
+        escalation_timeout=1.0,
+        cancel_operation_timeout=10,
+        lease_seconds=LEASE_SECONDS,
+    )
+    instances: list[Instance] = []
+    for name in ("A", "B"):
+        store = await open_store(settings_)
+        agent = ManualAgent()
+        engine = await Engine.open(settings_, store, EventBus(64), agents={"scripted": agent})  # type: ignore[dict-item]
+        instances.append(Instance(name, engine, store, agent))
+    a, b = instances
+    observer = await asyncpg.connect(pg_database_url)
+    try:
+        _, session = await b.engine.create_task(PRINCIPAL, "n1", None)
+        sid = session.id
+        await b.engine.send_message(PRINCIPAL, sid, "/stubborn working")
+        await b.agent.next_run()
+        cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
+        await _poll(lambda: a.engine.cancellation(sid).pending, "A to relay pending")
+        await kill_instance(b, observer)
+        await asyncio.gather(cancel, return_exceptions=True)
+
+        async def recovered() -> bool:
+            turn = await a.engine.current_turn(sid)
+            return turn is None or turn.status is not TurnStatus.RUNNING
+
+        await _poll_async_or_fail(recovered, "A to recover B's turn")
+        await _poll(lambda: not a.engine.cancellation(sid).pending, "A to clear pending")
+        status = await a.engine.queue_status(sid)
+        assert HoldReason.CANCELLING not in status.held_by, (
+            f"A serves heldBy {status.held_by} at revision {status.revision} with pending false"
+        )
+    finally:
+        await observer.close()
+        await a.engine.aclose()
+        await a.store.close()
