@@ -516,17 +516,26 @@ class ClusterMachine(RuleBasedStateMachine):
         assert killed, f"{victim.name}'s LISTEN backend was not there to terminate"
 
     # -- an instance dies (M6, Q7) ---------------------------------------------------------------
+    @precondition(lambda self: bool(self.running_sids()))
     @rule(
-        dead=VIA,
         task=TASKS,
+        owner_dies=st.booleans(),
         mid_cancel=st.booleans(),
         recovered_by=st.sampled_from(["survivor", "newcomer"]),
     )
-    def crash(self, dead: int, task: int, mid_cancel: bool, recovered_by: str) -> None:
-        """An instance dies — mid-cancel of a turn it runs, or at rest — and is recovered either
-        by the other's heartbeat (its lease gone) or by a new instance taking its place (M6).
-        Q7: an accepted explicit cancel parks the backlog even when its owner dies mid-way."""
-        self.run(self._crash(dead, self.sid(task), mid_cancel, recovered_by))
+    def crash(self, task: int, owner_dies: bool, mid_cancel: bool, recovered_by: str) -> None:
+        """While a turn runs, an instance dies — its owner (mid-cancel of it, or not) or the
+        other — and is recovered either by the other's heartbeat (its lease gone) or by a new
+        instance taking its place (M6). Q7: an accepted explicit cancel parks the backlog even
+        when its owner dies mid-way."""
+        running = self.running_sids()
+        sid = running[task % len(running)]
+        owner = self.owner_of(sid)
+        assert owner is not None
+        index = self.instances.index(owner)
+        if not owner_dies:
+            index = 1 - index
+        self.run(self._crash(index, sid, mid_cancel and owner_dies, recovered_by))
 
     async def _crash(self, index: int, sid: str, mid_cancel: bool, recovered_by: str) -> None:
         victim = self.instances[index]
