@@ -46,6 +46,7 @@ The engines run on one ``asyncio.Runner`` per example (asyncio's loop and uvloop
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 import time
@@ -58,7 +59,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from hypothesis import HealthCheck, assume, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -222,8 +223,13 @@ def known_bug(item: str, message: str) -> None:
     name = f"found by this model: {item}" if item.startswith("N") else f"issue 12 item {item}"
     if TOLERATE_KNOWN:
         TALLY[f"known bug ({name})"] += 1
-        assume(False)
+        raise KnownBugSeen(message)
     raise AssertionError(f"known bug ({name}): {message}")
+
+
+class KnownBugSeen(Exception):
+    """Tolerate mode: the example goes on as no-ops (so that Hypothesis draws the same data
+    whatever the timing did; ``assume(False)`` here makes its data generation look flaky)."""
 
 
 CONTENT_KINDS = st.sampled_from(["plain", "plain", "plain", "stubborn"])
@@ -248,7 +254,8 @@ class ClusterMachine(RuleBasedStateMachine):
         self.task_ids: list[str] = []
         self.instances: list[Instance] = []
         self.retired: list[Instance] = []  # dead instances: what they served still counts (R2)
-        self.cutting = False
+        self.aborted = False  # tolerate mode: a known bug was seen; the rest are no-ops
+        self.closing = False
         self.observer: asyncpg.Connection | None = None
         self.url = self.run(self._create_database())
         self.settings = Settings(
@@ -267,10 +274,17 @@ class ClusterMachine(RuleBasedStateMachine):
         async def wrapped() -> T:
             return await asyncio.wait_for(coro, 90)
 
+        if self.aborted and not self.closing:  # tolerate mode, after a known bug
+            if inspect.iscoroutine(coro):
+                coro.close()
+            return None  # type: ignore[return-value]
         caller = sys._getframe(1).f_code.co_name  # the rule, for the time per rule (TIMES)
         t0 = time.monotonic()
         try:
             return self.loop.run(wrapped())
+        except KnownBugSeen:
+            self.aborted = True
+            return None  # type: ignore[return-value]
         finally:
             TIMES[caller] += time.monotonic() - t0
 
@@ -310,6 +324,7 @@ class ClusterMachine(RuleBasedStateMachine):
         return instance
 
     def teardown(self) -> None:
+        self.closing = True
         try:
             for instance in self.instances:
                 self.run(instance.engine.aclose())
@@ -472,7 +487,7 @@ class ClusterMachine(RuleBasedStateMachine):
         """C3–C5, C7 (forwarded when sent to the non-owner), Q7."""
         self.run(self._quietly(self._cancel(via, task)))
 
-    @precondition(lambda self: bool(self.running_sids()))
+    @precondition(lambda self: self.aborted or bool(self.running_sids()))
     @rule(task=TASKS, ok=st.booleans())
     def agent_ends_turn(self, task: int, ok: bool) -> None:
         self.run(self._quietly(self._end_turn(task, ok)))
@@ -527,7 +542,7 @@ class ClusterMachine(RuleBasedStateMachine):
         assert killed, f"{victim.name}'s LISTEN backend was not there to terminate"
 
     # -- an instance dies (M6, Q7) ---------------------------------------------------------------
-    @precondition(lambda self: bool(self.running_sids()))
+    @precondition(lambda self: self.aborted or bool(self.running_sids()))
     @rule(
         task=TASKS,
         owner_dies=st.booleans(),
@@ -539,6 +554,8 @@ class ClusterMachine(RuleBasedStateMachine):
         other — and is recovered either by the other's heartbeat (its lease gone) or by a new
         instance taking its place (M6). Q7: an accepted explicit cancel parks the backlog even
         when its owner dies mid-way."""
+        if self.aborted:
+            return
         running = self.running_sids()
         sid = running[task % len(running)]
         owner = self.owner_of(sid)
@@ -598,7 +615,7 @@ class ClusterMachine(RuleBasedStateMachine):
     # -- invariants --------------------------------------------------------------------------------
     @invariant()
     def cluster_is_consistent(self) -> None:
-        if not self.sids:
+        if not self.sids or self.aborted:
             return
         self.run(self._check())
         TALLY["checks"] += 1
