@@ -37,8 +37,9 @@ after a LISTEN cut, C5/C7; item 4: an older-epoch owner's cancellation revisions
 one's, R2; item 7: a mid-cancel death does not park, Q7) or of the one this model found (N1: a
 survivor's recovery serves a stale CANCELLING hold, see the reproducer at the end) fail naming it;
 ``TURNQUEUE_CLUSTER_MODEL_KNOWN_BUGS=tolerate`` (or a list such as ``3,N1``) counts them and ends
-the example instead, so long runs keep looking for new ones. ``TURNQUEUE_CLUSTER_MODEL_EXAMPLES`` / ``_STEPS`` raise the
-number of examples and steps for long runs; without ``TURNQUEUE_TEST_DATABASE_URL`` it is skipped.
+the example instead, so long runs keep looking for new ones. ``TURNQUEUE_CLUSTER_MODEL_EXAMPLES``
+and ``_STEPS`` raise the number of examples and steps for long runs; without
+``TURNQUEUE_TEST_DATABASE_URL`` the test is skipped.
 The engines run on one ``asyncio.Runner`` per example (asyncio's loop and uvloop, as
 ``turnqueue serve`` runs), created and closed by the machine, so the test is a plain sync test.
 """
