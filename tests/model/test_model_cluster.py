@@ -972,3 +972,68 @@ async def test_n1_c5_q13_a_survivor_serves_no_cancelling_hold_after_a_mid_cancel
         await observer.close()
         await a.engine.aclose()
         await a.store.close()
+
+
+async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_the_turn_end(
+    pg_database_url: str,
+) -> None:
+    """Found by the model (N2): B's cancel has stopped its turn (the end is committed) and is
+    still under way — here held in its Q7 park — when B dies; A relayed ``pending: true``.
+    Nothing is orphaned (no RUNNING turn, nothing in flight), so recovery has nothing to adopt,
+    but A must still stop relaying the dead owner's pending (C5: the owning instance dying
+    releases the reference; C7: a relay that may have missed a transition forgets it)."""
+    settings_ = Settings(
+        database_url=pg_database_url,
+        cancel_timeout=0.5,
+        escalation_timeout=0.5,
+        cancel_operation_timeout=10,
+        lease_seconds=LEASE_SECONDS,
+    )
+    instances: list[Instance] = []
+    for name in ("A", "B"):
+        store = await open_store(settings_)
+        agent = ManualAgent()
+        engine = await Engine.open(settings_, store, EventBus(64), agents={"scripted": agent})  # type: ignore[dict-item]
+        instances.append(Instance(name, engine, store, agent))
+    a, b = instances
+    observer = await asyncpg.connect(pg_database_url)
+    parking = asyncio.Event()
+
+    async def park_held(_session_id: str) -> None:
+        parking.set()  # the turn has ended; the reference is still held
+        await asyncio.Event().wait()  # until the process dies
+
+    try:
+        _, session = await b.engine.create_task(PRINCIPAL, "n2", None)
+        sid = session.id
+        await b.engine.send_message(PRINCIPAL, sid, "working")
+        await b.agent.next_run()
+        b.engine.cancels._park_backlog = park_held  # type: ignore[method-assign]
+        cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
+        await asyncio.wait_for(parking.wait(), QUIET_SECONDS)
+        await _poll(lambda: a.engine.cancellation(sid).pending, "A to relay pending")
+        turn = await a.engine.current_turn(sid)
+        assert turn is not None and turn.status is TurnStatus.CANCELLED
+        await kill_instance(b, observer)
+        await asyncio.gather(cancel, return_exceptions=True)
+        # A's heartbeat sees B gone within a third of the lease; allow a few leases.
+        cleared = await _poll_async(
+            _async(lambda: not a.engine.cancellation(sid).pending), 3 * LEASE_SECONDS
+        )
+        status = await a.engine.queue_status(sid)
+        assert cleared, (
+            f"A still relays pending from dead B: {a.engine.cancellation(sid)}, "
+            f"heldBy {status.held_by}"
+        )
+        assert HoldReason.CANCELLING not in status.held_by, status
+    finally:
+        await observer.close()
+        await a.engine.aclose()
+        await a.store.close()
+
+
+def _async(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return condition()
+
+    return check
