@@ -610,7 +610,7 @@ class ClusterMachine(RuleBasedStateMachine):
             # parallel; keep this check.
             if (status.auto_run, status.pause_reason) != (False, PauseReason.CANCEL):
                 known_bug(
-                    7,
+                    "7",
                     f"Q7: the owner died mid-cancel; the backlog of {sid[:8]} is not parked: "
                     f"autoRun {status.auto_run}, pauseReason {status.pause_reason}, "
                     f"{len(status.entries)} entries left, a turn runs: {self.owner_of(sid)}",
