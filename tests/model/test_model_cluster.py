@@ -204,12 +204,14 @@ class Instance:
         registry = self.engine.core.cancellations
         entry = registry._entries.get(sid)
         relayed = registry._relayed.get(sid)
-        if relayed is None or not relayed.pending or (entry is not None and entry.count > 0):
+        if relayed is None or (entry is not None and entry.count > 0):
             return False
         if sid in self.engine.core.runners:
             return False
         if dead_epochs is not None:
-            return (relayed.revision >> 32) in dead_epochs
+            return relayed.pending and (relayed.revision >> 32) in dead_epochs
+        # Also with pending false: kept across the outage, its revision falls behind the
+        # owner's (R2 across instances) — the same missing reset on resync.
         return self.reconnects() > 0
 
     def on_event(self, event: Event) -> None:
