@@ -68,7 +68,6 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -494,7 +493,6 @@ class ClusterMachine(RuleBasedStateMachine):
         """C3–C5, C7 (forwarded when sent to the non-owner), Q7."""
         self.run(self._quietly(self._cancel(via, task)))
 
-    @precondition(lambda self: self.aborted or bool(self.running_sids()))
     @rule(task=TASKS, ok=st.booleans())
     def agent_ends_turn(self, task: int, ok: bool) -> None:
         self.run(self._quietly(self._end_turn(task, ok)))
@@ -549,7 +547,6 @@ class ClusterMachine(RuleBasedStateMachine):
         assert killed, f"{victim.name}'s LISTEN backend was not there to terminate"
 
     # -- an instance dies (M6, Q7) ---------------------------------------------------------------
-    @precondition(lambda self: self.aborted or bool(self.running_sids()))
     @rule(
         task=TASKS,
         owner_dies=st.booleans(),
@@ -561,9 +558,11 @@ class ClusterMachine(RuleBasedStateMachine):
         other — and is recovered either by the other's heartbeat (its lease gone) or by a new
         instance taking its place (M6). Q7: an accepted explicit cancel parks the backlog even
         when its owner dies mid-way."""
-        if self.aborted:
-            return
+        # No precondition: one on timing-dependent state makes Hypothesis see flaky data
+        # generation; with nothing running this step does nothing.
         running = self.running_sids()
+        if self.aborted or not running:
+            return
         sid = running[task % len(running)]
         owner = self.owner_of(sid)
         assert owner is not None
