@@ -77,6 +77,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine_helpers import PRINCIPAL, ManualAgent, settle
 from event_loops import LOOPS, LoopFactory, forced
+from model_db import admin as _admin
+from model_db import pg_url as _pg_url
 
 from turnqueue.agents import AgentResult
 from turnqueue.bus import Event, EventBus, EventKind
@@ -856,19 +858,6 @@ async def _poll_async(
         if asyncio.get_running_loop().time() > deadline:
             return False
         await asyncio.sleep(POLL_INTERVAL)
-
-
-def _pg_url(base: str, database: str) -> str:
-    url = make_url(base).set(drivername="postgresql", database=database)
-    return url.render_as_string(hide_password=False)
-
-
-async def _admin(base: str, statement: str) -> None:
-    conn = await asyncpg.connect(_pg_url(base, make_url(base).database or "postgres"))
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 def _settings() -> settings:

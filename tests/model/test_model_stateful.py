@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -54,6 +53,8 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from engine_helpers import PRINCIPAL, ManualAgent, settle
+from model_db import admin as _admin
+from model_db import pg_url as _pg_url
 
 from turnqueue.bus import EventBus
 from turnqueue.domain import CancelOutcome, SendNowScope
@@ -135,19 +136,6 @@ def _unlink_sqlite(url: str) -> None:
     path = url.removeprefix("sqlite:///")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-def _pg_url(base: str, database: str) -> str:
-    url = make_url(base).set(drivername="postgresql", database=database)
-    return url.render_as_string(hide_password=False)
-
-
-async def _admin(base: str, statement: str) -> None:
-    conn = await asyncpg.connect(_pg_url(base, make_url(base).database or "postgres"))
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
