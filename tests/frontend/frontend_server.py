@@ -154,3 +154,17 @@ def _wait_healthy(server: Server) -> None:
 
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[Server]]
+
+
+#: Debian's chromium (CI installs it) and the flags every browser test starts it with.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]

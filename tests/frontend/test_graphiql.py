@@ -21,22 +21,14 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from frontend_server import REPO, Server, run_server
+from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
 
 from turnqueue.graphiql import ASSETS_PATH, CONFIG_ELEMENT_ID, graphiql_routes, page_html
 
 GRAPHIQL = REPO / "graphiql"
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
 OFFLINE_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
+    *CHROMIUM_FLAGS,
     # No network: every host name but loopback fails to resolve.
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 ]

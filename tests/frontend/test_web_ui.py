@@ -23,23 +23,12 @@ from typing import Any
 
 import httpx
 import pytest
-from frontend_server import REPO, Server, run_server
+from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
 
 from turnqueue.webui import ENV_VAR, web_ui_routes
 
 WEB = REPO / "frontend_examples" / "web"
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TURN_SECONDS = "2"
 LONG = 20_000  # ms: a few 2 s turns in a row
 
