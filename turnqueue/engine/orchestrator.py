@@ -34,12 +34,13 @@ from turnqueue.domain import (
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.cluster import Cluster
+from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.queue import QueueOps, SendNowResult
 from turnqueue.engine.recovery import drain_released, recover
 from turnqueue.engine.replay import check_request, output_since
 from turnqueue.engine.snapshots import SharedReads
+from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
@@ -102,13 +103,26 @@ class Engine:
 
     async def _join_cluster(self) -> None:
         """M4: hear the other instances, answer their forwarded requests, adopt the dead's."""
-        cluster = Cluster(self.core, self.core.store.url)
-        cluster.handlers["cancel"] = self.cancels.serve_forwarded
-        cluster.handlers["send_now"] = self.queue.serve_forwarded
-        cluster.on_orphans = self._adopt_orphans
-        cluster.on_released = lambda sid: drain_released(self.core, self.turns, sid)
-        cluster.on_expelled = self._expelled
-        self.core.cluster = cluster
+        core = self.core
+        served = {"cancel": self.cancels.serve_forwarded, "send_now": self.queue.serve_forwarded}
+        hooks = ClusterHooks(
+            handlers=served,
+            on_released=lambda sid: drain_released(core, self.turns, sid),
+            on_orphans=self._adopt_orphans,
+            on_expelled=self._expelled,
+            touch_queue=core.touch_queue,
+            closing=lambda: core.closing,
+        )
+        core.cluster = cluster = Cluster(
+            instance=core.instance,
+            lease=core.settings.lease_seconds,
+            url=core.store.url,
+            store=core.store,
+            bus=core.bus,
+            cancellations=core.cancellations,
+            spawn=core.spawn,
+            hooks=hooks,
+        )
         await cluster.start()
 
     async def _adopt_orphans(self, live: set[int], lost: bool) -> None:
@@ -140,6 +154,24 @@ class Engine:
     @property
     def store(self) -> Store:
         return self.core.store
+
+    # -- operations (U3) ------------------------------------------------------------------------
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`aclose` began (readiness answers 503 from then on)."""
+        return self.core.closing
+
+    def observe(self, metrics: Metrics) -> None:
+        """Report turns, reservations and cancellations to ``metrics`` from now on."""
+        self.core.metrics = metrics
+
+    def stats(self) -> EngineStats:
+        """This process's runtime counts, from memory (cheap enough for every scrape)."""
+        return EngineStats(len(self.core.runners), self.core.bus.subscriber_count())
+
+    async def queue_depth(self) -> QueueDepth:
+        """Queue entries over every session (one database read)."""
+        return QueueDepth(*await self.core.store.queue_depth())
 
     # -- authorisation --------------------------------------------------------------------------
     async def authorize_session(
