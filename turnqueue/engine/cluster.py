@@ -23,8 +23,8 @@ held is drained when it clears (``on_released``): the owner's own drain may have
 entry queued here committed.
 
 The cluster is built from explicit parts (the store, the bus, the cancellation registry, the task
-spawner and :class:`ClusterHooks`, the engine's call-backs); ``Core`` knows it only as
-:class:`~turnqueue.engine.peers.Peers`.
+spawner and :class:`~turnqueue.engine.peers.ClusterHooks`, the engine's call-backs); ``Core``
+knows it only as :class:`~turnqueue.engine.peers.Peers`.
 
 Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
 (its row is gone) and abandons its turns, whose ends the adopter has already recorded.
@@ -36,14 +36,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus, new_id
 from turnqueue.engine.cancellation import CancellationRegistry
-from turnqueue.engine.peers import OwnerUnreachable
+from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES, Listener
@@ -51,33 +49,6 @@ from turnqueue.store.notify import MAX_PAYLOAD_BYTES, Listener
 __all__ = ["Cluster", "ClusterHooks", "OwnerUnreachable"]
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-T = TypeVar("T")
-
-
-class Spawn(Protocol):
-    """``Core.spawn``: start a named background task the engine owns (awaited at shutdown)."""
-
-    def __call__(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterHooks:
-    """What the cluster calls back into the engine (wired once, by the orchestrator)."""
-
-    #: forwarded operations this instance serves as a turn's owner (``cancel``, ``send_now``)
-    handlers: Mapping[str, Handler]
-    #: a relayed hold cleared (C7): the queue it held is owed a drain
-    on_released: Callable[[str], Coroutine[Any, Any, None]]
-    #: each heartbeat, with the live instances and whether one vanished since the last (M6)
-    on_orphans: Callable[[set[int], bool], Awaitable[None]]
-    #: this instance learns it was declared dead
-    on_expelled: Callable[[], Awaitable[None]]
-    #: a session's runtime holds changed: bump and publish its queue revision (Q13)
-    touch_queue: Callable[[str], Awaitable[None]]
-    #: true once the engine is shutting down
-    closing: Callable[[], bool]
 
 
 #: C7 confirmations: sessions asked about per request, own cancellations reported per reply

@@ -34,8 +34,9 @@ from turnqueue.domain import (
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.cluster import Cluster, ClusterHooks
+from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
+from turnqueue.engine.peers import ClusterHooks
 from turnqueue.engine.queue import QueueOps, SendNowResult
 from turnqueue.engine.recovery import drain_released, recover
 from turnqueue.engine.replay import check_request, output_since
