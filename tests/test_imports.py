@@ -25,7 +25,7 @@ LAYERS = (
 #: A layer skipped on purpose: the resolvers read through the engine, never the store.
 BYPASSES = {("resolvers", "store")}
 #: Third-party packages kept to some layers: SQL in the store, GraphQL above the engine.
-FOREIGN = {"sqlalchemy": {"store"}, "alembic": {"store"}, "asyncpg": {"store"}}
+FOREIGN = {p: {"store"} for p in ("sqlalchemy", "sqlmodel", "alembic", "asyncpg", "aiosqlite")}
 NO_GRAPHQL = {"engine", "store", "bus", "agents", "domain", "errors", "settings"}
 #: Edges still to remove, each naming the part of issue 17 that removes it (empty after merging).
 KNOWN = {
