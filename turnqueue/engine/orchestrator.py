@@ -34,11 +34,10 @@ from turnqueue.domain import (
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
-from turnqueue.engine.peers import ClusterHooks
+from turnqueue.engine.membership import join_cluster
 from turnqueue.engine.queue import QueueOps, SendNowResult
-from turnqueue.engine.recovery import drain_released, recover
+from turnqueue.engine.recovery import recover
 from turnqueue.engine.replay import check_request, output_since
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
@@ -97,45 +96,14 @@ class Engine:
         engine.agent_sessions.default = default
         engine.agent_sessions.bind()
         engine.approvals.bind()
-        if store.shared:
-            await engine._join_cluster()
+        if store.shared:  # M4: other instances share the database
+            served = {
+                "cancel": engine.cancels.serve_forwarded,
+                "send_now": engine.queue.serve_forwarded,
+            }
+            await join_cluster(engine.core, engine.turns, served)
         await recover(engine.core, engine.turns, sweep=True)
         return engine
-
-    async def _join_cluster(self) -> None:
-        """M4: hear the other instances, answer their forwarded requests, adopt the dead's."""
-        core = self.core
-        served = {"cancel": self.cancels.serve_forwarded, "send_now": self.queue.serve_forwarded}
-        hooks = ClusterHooks(
-            handlers=served,
-            on_released=lambda sid: drain_released(core, self.turns, sid),
-            on_orphans=self._adopt_orphans,
-            on_expelled=self._expelled,
-            touch_queue=core.touch_queue,
-            closing=lambda: core.closing,
-        )
-        core.cluster = cluster = Cluster(
-            instance=core.instance,
-            lease=core.settings.lease_seconds,
-            url=core.store.url,
-            store=core.store,
-            bus=core.bus,
-            cancellations=core.cancellations,
-            spawn=core.spawn,
-            hooks=hooks,
-        )
-        await cluster.start()
-
-    async def _adopt_orphans(self, live: set[int], lost: bool) -> None:
-        """Each heartbeat: recover what dead instances left; when one has just died, also
-        sweep for queues it left eligible without running (a crash after a turn's end)."""
-        if not self.core.closing:
-            await recover(self.core, self.turns, sweep=lost, live=live)
-
-    async def _expelled(self) -> None:
-        """The others declared this instance dead and recovered its turns: let them go."""
-        for runner in list(self.core.runners.values()):
-            runner.abandon()
 
     async def aclose(self) -> None:
         """Graceful shutdown: stop every running turn, then wait for background work."""
