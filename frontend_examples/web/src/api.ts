@@ -17,6 +17,7 @@ import type {
   TasksQuery,
   TurnFieldsFragment,
   TurnOutputSubscription,
+  TurnOutputSubscriptionVariables,
   TypedDocumentString,
 } from "./gql/graphql";
 
@@ -43,6 +44,7 @@ graphql(`
   fragment SessionCore on Session {
     id taskId agent state revision promptable
     clarification { id question }
+    pendingApproval { id title toolCallId options { id name kind } }
     currentTurn { ...TurnFields }
     turns(last: 10) { ...TurnFields }
     task { id title workflowStep }
@@ -58,6 +60,8 @@ export type SessionCore = SessionCoreFragment;
 export type SessionSnapshot = SessionCore & { queue: QueueStatus; cancellation: CancellationStatus };
 export type TaskSummary = TasksQuery["tasks"][number];
 export type TurnOutputChunk = TurnOutputSubscription["turnOutput"];
+export type TurnOutputVariables = TurnOutputSubscriptionVariables;
+export type Approval = NonNullable<SessionCoreFragment["pendingApproval"]>;
 export interface UserError {
   code: ErrorCode;
   message: string;
@@ -91,9 +95,12 @@ export const SUBSCRIPTIONS = {
       sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }
     }
   `),
+  // Resumable (O2): with `turnId` and `afterOffset` only what follows is sent.
   output: graphql(`
-    subscription TurnOutput($sessionId: ID!) {
-      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }
+    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
+        sessionId turnId offset text done status
+      }
     }
   `),
 } as const;
@@ -139,6 +146,11 @@ export const MUTATIONS = {
       sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }
     }
   `),
+  answerApproval: graphql(`
+    mutation AnswerApproval($input: AnswerApprovalInput!) {
+      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }
+    }
+  `),
   cancel: graphql(`
     mutation Cancel($input: CancelInput!) {
       cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }
@@ -170,6 +182,7 @@ export interface MutationResult {
   cancellation?: CancellationStatus | null;
   task?: { id: string } | null;
   session?: { id: string } | null;
+  approval?: { id: string } | null;
 }
 
 /** Checked by tsc: every mutation's generated payload type is read as a MutationResult. */

@@ -6,6 +6,11 @@
  * 1. subscribe (queue, cancellation, session, output), then read the snapshot query;
  * 2. keep per session and kind the highest revision seen; drop anything older;
  * 3. on every (re)connect read the snapshot again (graphql-ws re-subscribes, with no cursor).
+ *
+ * A turn's output has a cursor of its own (O2, O4): the page keeps each turn's text with its
+ * offset in sessionStorage and, on every (re)connect and after a reload, subscribes to
+ * `turnOutput` from that offset (src/transcript.ts). Closing or reloading the page never stops
+ * a turn; only Cancel does.
  */
 import {
   createApi,
@@ -13,6 +18,7 @@ import {
   SESSION_SNAPSHOT,
   SUBSCRIPTIONS,
   TASKS,
+  type Approval,
   type CancellationStatus,
   type MutationInput,
   type MutationName,
@@ -22,15 +28,11 @@ import {
   type SessionCore,
   type SessionSnapshot,
   type TurnOutputChunk,
+  type TurnOutputVariables,
 } from "./api";
 import type { TypedDocumentString } from "./gql/graphql";
-import {
-  appendOutput,
-  cancellationShown,
-  RevisionBook,
-  type OptimisticCancel,
-  type TurnOutput,
-} from "./revisions";
+import { cancellationShown, RevisionBook, type OptimisticCancel } from "./revisions";
+import { resumeFrom, Transcripts } from "./transcript";
 
 type Kinds = { session: SessionCore; queue: QueueStatus; cancellation: CancellationStatus };
 
@@ -38,7 +40,8 @@ const params = new URLSearchParams(location.search);
 const sessionId = params.get("session");
 
 const book = new RevisionBook<Kinds>();
-const outputs = new Map<string, TurnOutput>();
+/** The session's turn outputs, kept in sessionStorage: a reload resumes them (O4). */
+const transcripts = new Transcripts(window.sessionStorage, sessionId ?? "");
 let optimisticCancel: OptimisticCancel | null = null;
 let editing: { entryId: string; draft: string } | null = null;
 let connected = false;
@@ -69,6 +72,7 @@ const api = createApi(params.get("token"), {
   connected() {
     connected = true;
     setConnection("connected", "live");
+    if (sessionId !== null) followOutput(sessionId); // from the offset the page has (O2)
     // After this tick: graphql-ws sends the (re-)subscriptions first, then we read the snapshot.
     setTimeout(() => {
       void loadTasks();
@@ -77,6 +81,7 @@ const api = createApi(params.get("token"), {
   },
   closed(fatal) {
     connected = false;
+    stopOutput?.(); // graphql-ws would resend the old variables: resubscribe on connect instead
     setConnection("closed", fatal ?? "reconnecting…");
   },
 });
@@ -100,13 +105,6 @@ function offerCancellation(status: CancellationStatus | null | undefined): void 
 function offerSession(session: SessionCore & Partial<SessionSnapshot>): void {
   const { queue, cancellation, ...core } = session;
   if (book.offer(core.id, "session", core)) {
-    const turn = core.currentTurn;
-    if (turn !== null) {
-      // A Turn read from a snapshot is its output from offset 0.
-      const done = turn.status !== "RUNNING";
-      const chunk = { turnId: turn.id, offset: 0, text: turn.output, done, status: turn.status };
-      outputs.set(turn.id, appendOutput(outputs.get(turn.id), chunk));
-    }
     renderSession();
   }
   offerQueue(queue);
@@ -114,9 +112,59 @@ function offerSession(session: SessionCore & Partial<SessionSnapshot>): void {
 }
 
 function offerOutput(chunk: TurnOutputChunk): void {
-  outputs.set(chunk.turnId, appendOutput(outputs.get(chunk.turnId), chunk));
-  for (const old of [...outputs.keys()].slice(0, -20)) outputs.delete(old); // keep the last 20
-  renderSession();
+  if (!transcripts.offer(chunk)) return;
+  saveSoon();
+  renderOutput();
+}
+
+// ---- turn output: resumed from the offset the page has (O2, O4) ------------------------------
+
+let stopOutput: (() => void) | null = null;
+let saveTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** Save the transcripts at most every 200 ms (and when the page goes away). */
+function saveSoon(): void {
+  saveTimer ??= setTimeout(() => {
+    saveTimer = undefined;
+    transcripts.save();
+  }, 200);
+}
+window.addEventListener("pagehide", () => transcripts.save());
+
+/**
+ * Subscribe to `turnOutput` from where the page is: the newest turn's id and offset while it
+ * runs, else the current turn and the later ones. Called on every connect; a reconnect thus
+ * asks for exactly what the page has not seen.
+ */
+function followOutput(id: string): void {
+  stopOutput?.();
+  const variables: TurnOutputVariables = resumeFrom(id, transcripts.newest());
+  let active = true;
+  const dispose = api.ws.subscribe<{ turnOutput: TurnOutputChunk }>(
+    { query: SUBSCRIPTIONS.output.toString(), variables },
+    {
+      next: (result) => {
+        if (active && result.data) offerOutput(result.data.turnOutput);
+      },
+      error: (err) => {
+        if (!active) return;
+        type Formatted = { message: string; extensions?: { code?: string } };
+        const errors = Array.isArray(err) ? (err as Formatted[]) : [];
+        showError(errors.map((e) => e.message).join("; ") || "output subscription failed");
+        if (errors.some((e) => e.extensions?.code === "RESYNC")) followOutput(id);
+      },
+      // A stream for one turn (`turnId`) ends after its `done`: follow the next turns.
+      complete: () => {
+        if (active && variables.turnId !== undefined) followOutput(id);
+      },
+    },
+  );
+  stopOutput = () => {
+    active = false;
+    stopOutput = null;
+    dispose();
+  };
+  document.body.dataset.outputFrom = JSON.stringify(variables); // for the tests
 }
 
 async function loadSnapshot(id: string): Promise<void> {
@@ -162,9 +210,7 @@ function openSession(id: string): void {
   follow(id, SUBSCRIPTIONS.queue, (d) => offerQueue(d.queueStatusChanged));
   follow(id, SUBSCRIPTIONS.cancellation, (d) => offerCancellation(d.cancellationChanged));
   follow(id, SUBSCRIPTIONS.session, (d) => offerSession(d.sessionChanged));
-  follow(id, SUBSCRIPTIONS.output, (d) => offerOutput(d.turnOutput));
-  // The snapshot is read once the socket is up (the `connected` handler), after subscribing.
-  if (connected) void loadSnapshot(id);
+  // The output and the snapshot follow once the socket is up (the `connected` handler).
 }
 
 // ---- actions ----------------------------------------------------------------------------------
@@ -297,11 +343,10 @@ function renderSession(): void {
   clarification.hidden = session.clarification === null;
   const question = session.clarification?.question;
   clarification.textContent = question ? `Agent asks: ${question}` : "";
+  renderApproval(session.pendingApproval);
   const turn = session.currentTurn;
-  const output = turn ? outputs.get(turn.id) : undefined;
-  $("output").textContent = output?.text ?? turn?.output ?? "";
-  $("output").dataset.turnId = turn?.id ?? "";
   $("turn-status").textContent = turn ? `· ${turn.prompt} · ${turn.status}` : "(none yet)";
+  renderOutput();
   $("turns").replaceChildren(
     ...session.turns.map((t) => {
       const li = el("li", { className: "turn" }, `${t.prompt} · ${t.status}`);
@@ -310,6 +355,33 @@ function renderSession(): void {
       return li;
     }),
   );
+}
+
+/** The current turn's streamed text; a turn the page never streamed shows the snapshot's. */
+function renderOutput(): void {
+  const turn = sessionId === null ? null : book.get(sessionId, "session")?.currentTurn;
+  if (!turn) return;
+  const output = $("output");
+  output.textContent = transcripts.get(turn.id)?.text ?? turn.output;
+  output.dataset.turnId = turn.id;
+}
+
+/** A6: the agent's permission request, its options as buttons that answer it. */
+function renderApproval(approval: Approval | null): void {
+  const box = $("approval");
+  box.hidden = approval === null;
+  box.dataset.approvalId = approval?.id ?? "";
+  if (approval === null) return box.replaceChildren();
+  const buttons = approval.options.map((option) => {
+    const button = el("button", { type: "button", textContent: option.name });
+    button.dataset.kind = option.kind;
+    button.addEventListener("click", () => {
+      for (const b of buttons) b.disabled = true; // answered once; the next session revision redraws
+      void mutate("answerApproval", { approvalId: approval.id, optionId: option.id });
+    });
+    return button;
+  });
+  box.replaceChildren(el("span", { textContent: `Agent asks: ${approval.title} ` }), ...buttons);
 }
 
 function renderCancellation(): void {

@@ -4,6 +4,14 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+/** Input of answerApproval (A6). */
+export type AnswerApprovalInput = {
+  /** The pending approval (`Session.pendingApproval.id`). */
+  approvalId: string;
+  /** One of its options' `id`; any other is INVALID_INPUT. */
+  optionId: string;
+};
+
 /** Input of cancel. */
 export type CancelInput = {
   /** The session (one of the caller's; any other is NOT_FOUND). */
@@ -208,14 +216,14 @@ export type CancellationFragment = { id: string, sessionId: string, pending: boo
 
 export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null };
 
-export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
 
 export type SessionSnapshotQueryVariables = Exact<{
   id: string;
 }>;
 
 
-export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
 
 export type TasksQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -241,10 +249,12 @@ export type SessionChangedSubscriptionVariables = Exact<{
 }>;
 
 
-export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
 
 export type TurnOutputSubscriptionVariables = Exact<{
   sessionId: string;
+  turnId?: string | null | undefined;
+  afterOffset?: number | null | undefined;
 }>;
 
 
@@ -305,6 +315,13 @@ export type SendNowMutationVariables = Exact<{
 
 
 export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type AnswerApprovalMutationVariables = Exact<{
+  input: AnswerApprovalInput;
+}>;
+
+
+export type AnswerApprovalMutation = { answerApproval: { approval: { id: string } | null, session: { id: string } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type CancelMutationVariables = Exact<{
   input: CancelInput;
@@ -379,6 +396,16 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
     id
     question
   }
+  pendingApproval {
+    id
+    title
+    toolCallId
+    options {
+      id
+      name
+      kind
+    }
+  }
   currentTurn {
     ...TurnFields
   }
@@ -451,6 +478,16 @@ fragment SessionCore on Session {
   clarification {
     id
     question
+  }
+  pendingApproval {
+    id
+    title
+    toolCallId
+    options {
+      id
+      name
+      kind
+    }
   }
   currentTurn {
     ...TurnFields
@@ -545,6 +582,16 @@ fragment SessionCore on Session {
     id
     question
   }
+  pendingApproval {
+    id
+    title
+    toolCallId
+    options {
+      id
+      name
+      kind
+    }
+  }
   currentTurn {
     ...TurnFields
   }
@@ -558,8 +605,8 @@ fragment SessionCore on Session {
   }
 }`) as unknown as TypedDocumentString<SessionChangedSubscription, SessionChangedSubscriptionVariables>;
 export const TurnOutputDocument = new TypedDocumentString(`
-    subscription TurnOutput($sessionId: ID!) {
-  turnOutput(sessionId: $sessionId) {
+    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+  turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
     sessionId
     turnId
     offset
@@ -783,6 +830,22 @@ export const SendNowDocument = new TypedDocumentString(`
     source
   }
 }`) as unknown as TypedDocumentString<SendNowMutation, SendNowMutationVariables>;
+export const AnswerApprovalDocument = new TypedDocumentString(`
+    mutation AnswerApproval($input: AnswerApprovalInput!) {
+  answerApproval(input: $input) {
+    approval {
+      id
+    }
+    session {
+      id
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<AnswerApprovalMutation, AnswerApprovalMutationVariables>;
 export const CancelDocument = new TypedDocumentString(`
     mutation Cancel($input: CancelInput!) {
   cancel(input: $input) {
