@@ -56,18 +56,20 @@ class Turn:
 
     @described.field(
         "The turn's structured output in order (A3): messages, thoughts, tool calls, plans "
-        "and raw agent updates (`acp` agents; other agents' text is one MESSAGE item). Kept "
-        "in memory by the instance that ran the turn, for its recent turns; empty elsewhere."
+        "and raw agent updates (`acp` agents; other agents' text is one MESSAGE item), folded "
+        "from the turn's durable output log (O1): every instance answers it, for a running "
+        "turn (what has been logged so far) and an ended one. Follow turnItems for live items."
     )
-    def items(self, info: Info) -> list[TurnItem]:
-        return [item_from_domain(i, it) for i, it in enumerate(info.context.turn_items(self.id))]
+    async def items(self, info: Info) -> list[TurnItem]:
+        items = await info.context.turn_items(self.id)
+        return [item_from_domain(i, it) for i, it in enumerate(items)]
 
     @described.field(
         "The turn's items (see `items`), a page at a time (G3), in order. An item keeps its "
         "place (a tool call's later updates change it where it is; new items come last), so a "
         "cursor keeps its place while the turn runs."
     )
-    def items_connection(
+    async def items_connection(
         self,
         info: Info,
         first: First = None,
@@ -76,7 +78,7 @@ class Turn:
         before: Before = None,
     ) -> Connection[TurnItem]:
         args = PageArgs(first=first, after=after, last=last, before=before)
-        return info.context.items_connection(self.id, args)
+        return await info.context.items_connection(self.id, args)
 
     @described.field(
         "Every permission request the agent made during the turn, with its answer (who, "
@@ -117,6 +119,52 @@ class TurnOutputChunk:
             turn_id=strawberry.ID(chunk.turn_id),
             offset=chunk.offset,
             text=chunk.text,
+            done=chunk.done,
+            status=chunk.status,
+        )
+
+
+@strawberry.type(
+    description="A piece of a turn's structured output (A3), as turnItems sends it: what the "
+    "log entries from `offset` up to `nextOffset` changed in the turn's items. Apply each of "
+    "`items` by its `index`: a new index appends the item; a known one is replaced by it, "
+    "except MessageItem and ThoughtItem, whose `text` here is only the text added (append it). "
+    "Folding every chunk from offset 0 gives `Turn.items`."
+)
+class TurnItemsChunk:
+    session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
+    turn_id: strawberry.ID = strawberry.field(
+        description="The turn the items belong to. A new id means a new turn, whose log "
+        "starts again at offset 0."
+    )
+    offset: int = strawberry.field(
+        description="The position in the turn's output log (O1) of the first entry this "
+        "message covers. Log positions count entries (text pieces, thoughts, tool call "
+        "updates, plans, raw updates), not characters: they are not turnOutput's offsets."
+    )
+    next_offset: int = strawberry.field(
+        description="The log position after this message: pass it as `afterOffset` (with "
+        "`turnId`) to resume right after it. Over SSE it is the event id `<turnId>:<nextOffset>`."
+    )
+    items: list[TurnItem] = strawberry.field(
+        description="The items these entries added or changed, in log order (one item may "
+        "appear more than once); empty in a final message that only ends the turn."
+    )
+    done: bool = strawberry.field(
+        description="True on the turn's last message: the turn has ended with `status`."
+    )
+    status: TurnStatus = strawberry.field(
+        description="The turn's status: RUNNING, or how it ended when `done`."
+    )
+
+    @classmethod
+    def from_domain(cls, chunk: domain.ItemsChunk) -> TurnItemsChunk:
+        return cls(
+            session_id=strawberry.ID(chunk.session_id),
+            turn_id=strawberry.ID(chunk.turn_id),
+            offset=chunk.offset,
+            next_offset=chunk.next_offset,
+            items=[item_from_domain(i, it) for i, it in chunk.changes],
             done=chunk.done,
             status=chunk.status,
         )

@@ -14,7 +14,7 @@ from turnqueue.schema.enums import ErrorCode
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueEntry, QueueStatus
 from turnqueue.schema.reads import MAX_PAGE, After, Before, First, Info, Last, Reads
 from turnqueue.schema.sessions import Session, Task
-from turnqueue.schema.turns import Turn, TurnOutputChunk
+from turnqueue.schema.turns import Turn, TurnItemsChunk, TurnOutputChunk
 
 __all__ = [
     "MAX_PAGE",
@@ -31,6 +31,7 @@ __all__ = [
     "Session",
     "Task",
     "Turn",
+    "TurnItemsChunk",
     "TurnOutputChunk",
     "UserError",
 ]
