@@ -226,7 +226,7 @@ async def test_o2_turn_items_without_a_turn_id_follow_the_next_turns(
     first = await asyncio.wait_for(anext(stream), WAIT)
     assert first.turn_id == run.turn_id
     run.complete()
-    while not (chunk := await asyncio.wait_for(anext(stream), WAIT)).done:
+    while not (await asyncio.wait_for(anext(stream), WAIT)).done:
         pass
     admission = await engine.send_message(PRINCIPAL, sid, "again")
     assert admission.turn is not None
