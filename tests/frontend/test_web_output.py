@@ -271,3 +271,101 @@ def test_o4_closing_the_page_does_not_stop_the_turn_only_cancel_does(
     expect(page.locator("#turns li").last).to_contain_text(f"{second.prompt} · CANCELLED")
     assert acp_server.output(session_id, second_id) == (second.said, "CANCELLED")
     shot(page, "o4-cancelled")
+
+
+# ---- A3, A6: a real agent's items and approvals ----
+
+TURN_ITEMS = """query($s: ID!) { session(id: $s) { currentTurn { id status
+  items { __typename ... on ToolCallItem { title status } ... on ThoughtItem { text }
+          ... on PlanItem { entries { content status } } }
+  approvals { outcome optionId answeredBy } } } }"""
+
+
+def items_of(page: Any) -> Any:
+    return page.locator("#items > li")
+
+
+@needs_browser
+def test_a3_tool_calls_plans_and_thoughts_stream_and_survive_a_reload(
+    context: Any, acp_server: Server, agents: AgentFactory
+) -> None:
+    """A3 (O4): the page shows a turn's thought, its tool call (title, status, updated in place)
+    and its plan as the agent streams them; after a reload mid-turn it shows them again and
+    resumes ``turnItems`` from its log offset, and the later updates still land in place."""
+    agent = agents()
+    session_id = acp_server.create_session("items")
+    page = context.new_page()
+    sockets = Sockets(page)
+    open_ready(page, acp_server, session_id)
+    acp_server.send(session_id, agent.prompt)
+    agent.send({"thought": "Looking at the notes first."})
+    expect(items_of(page)).to_have_text(["Looking at the notes first."])
+    agent.send({"tool": "call-1", "title": "Read notes.txt", "status": "pending"})
+    tool = page.locator("#items > li.ToolCallItem")
+    expect(tool).to_have_text("Read notes.txt pending")
+    agent.send({"tool": "call-1", "status": "in_progress"})
+    expect(tool).to_have_attribute("data-status", "in_progress")
+    agent.send({"plan": [["read the notes", "completed"], ["fix the typo", "pending"]]})
+    agent.say("Reading.")
+    expect(page.locator("#items > li.PlanItem li")).to_have_text(
+        ["read the notes · completed", "fix the typo · pending"]
+    )
+    wait_shown(page, "Reading.")
+    expect(items_of(page)).to_have_count(3)  # the message is the transcript, not an item here
+    shot(page, "a3-items-streaming")
+
+    page.reload()
+    wait_ready(page)
+    expect(tool).to_have_text("Read notes.txt in_progress")
+    resumed = [
+        m["payload"]["variables"]
+        for m in sockets.sent
+        if m.get("type") == "subscribe" and "turnItems(" in m["payload"]["query"]
+    ][-1]
+    assert resumed["turnId"] and resumed["afterOffset"] > 0, resumed
+
+    agent.send({"tool": "call-1", "status": "completed"})
+    expect(tool).to_have_text("Read notes.txt completed")
+    agent.end()
+    expect(page.locator("#turn-status")).to_have_text(f"· {agent.prompt} · COMPLETED")
+    expect(items_of(page)).to_have_count(3)
+    turn = acp_server.gql(TURN_ITEMS, s=session_id)["session"]["currentTurn"]
+    assert [i for i in turn["items"] if i["__typename"] != "MessageItem"] == [
+        {"__typename": "ThoughtItem", "text": "Looking at the notes first."},
+        {"__typename": "ToolCallItem", "title": "Read notes.txt", "status": "completed"},
+        {
+            "__typename": "PlanItem",
+            "entries": [
+                {"content": "read the notes", "status": "completed"},
+                {"content": "fix the typo", "status": "pending"},
+            ],
+        },
+    ]
+
+
+@needs_browser
+def test_a6_a_pending_approval_shows_its_options_as_buttons_that_answer_it(
+    context: Any, acp_server: Server, agents: AgentFactory
+) -> None:
+    """A6: the agent's permission request shows with its options as buttons while the queue is
+    held (APPROVAL); clicking one answers it (answerApproval) and the turn goes on with it."""
+    agent = agents()
+    session_id = acp_server.create_session("approval")
+    page = open_ready(context.new_page(), acp_server, session_id)
+    acp_server.send(session_id, agent.prompt)
+    agent.send("/permission")
+    approval = page.locator("#approval")
+    expect(approval).to_be_visible()
+    expect(approval).to_contain_text("Write notes.txt")
+    expect(approval.get_by_role("button")).to_have_text(["Allow", "Reject"])
+    expect(page.locator("#held-by")).to_contain_text("APPROVAL")
+    shot(page, "a6-approval-pending")
+
+    approval.get_by_role("button", name="Allow").click()
+    expect(approval).to_be_hidden()
+    wait_shown(page, "permission: allow")
+    expect(page.locator("#errors")).to_have_text("")
+    agent.end()
+    expect(page.locator("#turn-status")).to_have_text(f"· {agent.prompt} · COMPLETED")
+    turn = acp_server.gql(TURN_ITEMS, s=session_id)["session"]["currentTurn"]
+    assert [(a["outcome"], a["optionId"]) for a in turn["approvals"]] == [("SELECTED", "allow")]

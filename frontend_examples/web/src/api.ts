@@ -12,12 +12,14 @@ import { graphql } from "./gql";
 import type {
   CancellationFragment,
   ErrorCode,
+  ItemFieldsFragment,
   QueueFragment,
   SessionCoreFragment,
   TasksQuery,
   TurnFieldsFragment,
   TurnOutputSubscription,
   TurnOutputSubscriptionVariables,
+  TurnItemsSubscription,
   TypedDocumentString,
 } from "./gql/graphql";
 
@@ -41,6 +43,16 @@ graphql(`
   fragment TurnFields on Turn { id prompt source status output error }
 `);
 graphql(`
+  fragment ItemFields on TurnItem {
+    __typename index
+    ... on MessageItem { text }
+    ... on ThoughtItem { text }
+    ... on ToolCallItem { toolCallId title toolKind status }
+    ... on PlanItem { entries { content status } }
+    ... on RawItem { json }
+  }
+`);
+graphql(`
   fragment SessionCore on Session {
     id taskId agent state revision promptable
     clarification { id question }
@@ -61,6 +73,8 @@ export type SessionSnapshot = SessionCore & { queue: QueueStatus; cancellation: 
 export type TaskSummary = TasksQuery["tasks"][number];
 export type TurnOutputChunk = TurnOutputSubscription["turnOutput"];
 export type TurnOutputVariables = TurnOutputSubscriptionVariables;
+export type TurnItemsChunk = TurnItemsSubscription["turnItems"];
+export type TurnItem = ItemFieldsFragment;
 export type Approval = NonNullable<SessionCoreFragment["pendingApproval"]>;
 export interface UserError {
   code: ErrorCode;
@@ -100,6 +114,14 @@ export const SUBSCRIPTIONS = {
     subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
       turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
         sessionId turnId offset text done status
+      }
+    }
+  `),
+  // A3: the turn's items, resumable the same way (their offsets count log entries).
+  items: graphql(`
+    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
+        sessionId turnId offset nextOffset done status items { ...ItemFields }
       }
     }
   `),

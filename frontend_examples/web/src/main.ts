@@ -27,12 +27,13 @@ import {
   type QueueStatus,
   type SessionCore,
   type SessionSnapshot,
-  type TurnOutputChunk,
-  type TurnOutputVariables,
+  type TurnItem,
+  type TurnOutputVariables as TurnStreamVariables,
 } from "./api";
 import type { TypedDocumentString } from "./gql/graphql";
 import { cancellationShown, RevisionBook, type OptimisticCancel } from "./revisions";
-import { resumeFrom, Transcripts } from "./transcript";
+import { applyItems, type ItemsChunk, type TurnItems } from "./items";
+import { resumeFrom, transcripts, TurnStore, type Resumable } from "./transcript";
 
 type Kinds = { session: SessionCore; queue: QueueStatus; cancellation: CancellationStatus };
 
@@ -40,8 +41,6 @@ const params = new URLSearchParams(location.search);
 const sessionId = params.get("session");
 
 const book = new RevisionBook<Kinds>();
-/** The session's turn outputs, kept in sessionStorage: a reload resumes them (O4). */
-const transcripts = new Transcripts(window.sessionStorage, sessionId ?? "");
 let optimisticCancel: OptimisticCancel | null = null;
 let editing: { entryId: string; draft: string } | null = null;
 let connected = false;
@@ -72,7 +71,7 @@ const api = createApi(params.get("token"), {
   connected() {
     connected = true;
     setConnection("connected", "live");
-    if (sessionId !== null) followOutput(sessionId); // from the offset the page has (O2)
+    if (sessionId !== null) followTurns(sessionId); // from the offsets the page has (O2)
     // After this tick: graphql-ws sends the (re-)subscriptions first, then we read the snapshot.
     setTimeout(() => {
       void loadTasks();
@@ -81,7 +80,7 @@ const api = createApi(params.get("token"), {
   },
   closed(fatal) {
     connected = false;
-    stopOutput?.(); // graphql-ws would resend the old variables: resubscribe on connect instead
+    stopTurns();
     setConnection("closed", fatal ?? "reconnecting…");
   },
 });
@@ -111,60 +110,94 @@ function offerSession(session: SessionCore & Partial<SessionSnapshot>): void {
   offerCancellation(cancellation);
 }
 
-function offerOutput(chunk: TurnOutputChunk): void {
-  if (!transcripts.offer(chunk)) return;
-  saveSoon();
-  renderOutput();
-}
+// ---- a turn's output and items: resumed from the offsets the page holds (O2, O4) ------------
 
-// ---- turn output: resumed from the offset the page has (O2, O4) ------------------------------
-
-let stopOutput: (() => void) | null = null;
+/** The session's turn outputs and items, kept in sessionStorage: a reload resumes them. */
+const outputs = transcripts(window.sessionStorage, sessionId ?? "");
+const items = new TurnStore<TurnItems<TurnItem>, ItemsChunk<TurnItem>>(
+  window.sessionStorage,
+  `turnqueue.items.${sessionId ?? ""}`,
+  applyItems,
+);
+let stopStreams: (() => void)[] = [];
 let saveTimer: ReturnType<typeof setTimeout> | undefined;
 
-/** Save the transcripts at most every 200 ms (and when the page goes away). */
+/** Save what the page holds at most every 200 ms (and when the page goes away). */
 function saveSoon(): void {
   saveTimer ??= setTimeout(() => {
     saveTimer = undefined;
-    transcripts.save();
+    outputs.save();
+    items.save();
   }, 200);
 }
-window.addEventListener("pagehide", () => transcripts.save());
+window.addEventListener("pagehide", () => {
+  outputs.save();
+  items.save();
+});
+
+/** On every connect: follow the output and the items from where the page is. */
+function followTurns(id: string): void {
+  stopTurns();
+  stopStreams = [
+    followTurn(id, SUBSCRIPTIONS.output, (d) => d.turnOutput, outputs, renderOutput),
+    followTurn(id, SUBSCRIPTIONS.items, (d) => d.turnItems, items, renderItems),
+  ];
+}
+
+/** On every disconnect: graphql-ws would resubscribe with the old offsets, so stop instead. */
+function stopTurns(): void {
+  for (const stop of stopStreams) stop();
+  stopStreams = [];
+}
 
 /**
- * Subscribe to `turnOutput` from where the page is: the newest turn's id and offset while it
- * runs, else the current turn and the later ones. Called on every connect; a reconnect thus
- * asks for exactly what the page has not seen.
+ * Follow one turn stream (`turnOutput` or `turnItems`) from where `store` is: the newest turn's
+ * id and offset while it runs, else the current turn and the later ones. Answers how to stop.
  */
-function followOutput(id: string): void {
-  stopOutput?.();
-  const variables: TurnOutputVariables = resumeFrom(id, transcripts.newest());
-  let active = true;
-  const dispose = api.ws.subscribe<{ turnOutput: TurnOutputChunk }>(
-    { query: SUBSCRIPTIONS.output.toString(), variables },
-    {
-      next: (result) => {
-        if (active && result.data) offerOutput(result.data.turnOutput);
+function followTurn<D, C extends { turnId: string }, T extends Resumable>(
+  id: string,
+  document: TypedDocumentString<D, TurnStreamVariables>,
+  pick: (data: D) => C,
+  store: TurnStore<T, C>,
+  render: () => void,
+): () => void {
+  let stop = () => {};
+  const start = () => {
+    const variables: TurnStreamVariables = resumeFrom(id, store.newest());
+    let active = true;
+    const restart = () => {
+      stop();
+      start();
+    };
+    const dispose = api.ws.subscribe<D>(
+      { query: document.toString(), variables },
+      {
+        next: (result) => {
+          if (active && result.data && store.offer(pick(result.data))) {
+            saveSoon();
+            render();
+          }
+        },
+        error: (err) => {
+          if (!active) return;
+          type Formatted = { message: string; extensions?: { code?: string } };
+          const errors = Array.isArray(err) ? (err as Formatted[]) : [];
+          showError(errors.map((e) => e.message).join("; ") || "turn stream failed");
+          if (errors.some((e) => e.extensions?.code === "RESYNC")) restart();
+        },
+        // A stream of one turn (`turnId`) ends after its `done`: follow the next turns.
+        complete: () => {
+          if (active && variables.turnId !== undefined) restart();
+        },
       },
-      error: (err) => {
-        if (!active) return;
-        type Formatted = { message: string; extensions?: { code?: string } };
-        const errors = Array.isArray(err) ? (err as Formatted[]) : [];
-        showError(errors.map((e) => e.message).join("; ") || "output subscription failed");
-        if (errors.some((e) => e.extensions?.code === "RESYNC")) followOutput(id);
-      },
-      // A stream for one turn (`turnId`) ends after its `done`: follow the next turns.
-      complete: () => {
-        if (active && variables.turnId !== undefined) followOutput(id);
-      },
-    },
-  );
-  stopOutput = () => {
-    active = false;
-    stopOutput = null;
-    dispose();
+    );
+    stop = () => {
+      active = false;
+      dispose();
+    };
   };
-  document.body.dataset.outputFrom = JSON.stringify(variables); // for the tests
+  start();
+  return () => stop();
 }
 
 async function loadSnapshot(id: string): Promise<void> {
@@ -347,6 +380,7 @@ function renderSession(): void {
   const turn = session.currentTurn;
   $("turn-status").textContent = turn ? `· ${turn.prompt} · ${turn.status}` : "(none yet)";
   renderOutput();
+  renderItems();
   $("turns").replaceChildren(
     ...session.turns.map((t) => {
       const li = el("li", { className: "turn" }, `${t.prompt} · ${t.status}`);
@@ -362,8 +396,44 @@ function renderOutput(): void {
   const turn = sessionId === null ? null : book.get(sessionId, "session")?.currentTurn;
   if (!turn) return;
   const output = $("output");
-  output.textContent = transcripts.get(turn.id)?.text ?? turn.output;
+  output.textContent = outputs.get(turn.id)?.text ?? turn.output;
   output.dataset.turnId = turn.id;
+}
+
+/** A3: the current turn's thoughts, tool calls (title, status) and plans, as they stream. */
+function renderItems(): void {
+  const turn = sessionId === null ? null : book.get(sessionId, "session")?.currentTurn;
+  const shown = (turn ? items.get(turn.id)?.items : undefined) ?? [];
+  $("items").replaceChildren(
+    ...shown.flatMap((item) => {
+      const li = el("li", { className: item.__typename });
+      switch (item.__typename) {
+        case "MessageItem": // the transcript above shows it
+          return [];
+        case "ThoughtItem":
+          li.append(el("i", { textContent: item.text }));
+          break;
+        case "ToolCallItem":
+          li.append(`${item.title} `, el("b", { className: "status", textContent: item.status }));
+          li.dataset.status = item.status;
+          break;
+        case "PlanItem":
+          li.append(
+            "Plan",
+            el(
+              "ul",
+              {},
+              ...item.entries.map((e) => el("li", { textContent: `${e.content} · ${e.status}` })),
+            ),
+          );
+          break;
+        case "RawItem":
+          li.append(el("code", { textContent: item.json }));
+          break;
+      }
+      return [li];
+    }),
+  );
 }
 
 /** A6: the agent's permission request, its options as buttons that answer it. */

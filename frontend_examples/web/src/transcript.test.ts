@@ -4,7 +4,7 @@ import {
   codePoints,
   KEPT_TURNS,
   resumeFrom,
-  Transcripts,
+  transcripts,
   type OutputChunk,
 } from "./transcript";
 
@@ -72,23 +72,23 @@ describe("O4: a reload resumes where the page stopped", () => {
     expect(resumeFrom("s", ended)).toEqual({ sessionId: "s" });
   });
 
-  it("keeps text and offset together across a reload (a new Transcripts on the same store)", () => {
+  it("keeps text and offset together across a reload (a new store on the same storage)", () => {
     const store = new MemoryStore();
-    const page = new Transcripts(store, "s");
+    const page = transcripts(store, "s");
     expect(page.offer(chunk(0, "héllo "))).toBe(true);
     page.save();
     expect(page.offer(chunk(6, "wörld"))).toBe(true); // not saved yet: the reload replays it
-    const reloaded = new Transcripts(store, "s");
+    const reloaded = transcripts(store, "s");
     expect(reloaded.newest()).toMatchObject({ text: "héllo ", end: 6 });
     expect(resumeFrom("s", reloaded.newest())).toMatchObject({ afterOffset: 6 });
     expect(reloaded.offer(chunk(6, "wörld"))).toBe(true);
     expect(reloaded.offer(chunk(6, "wörld"))).toBe(false); // a duplicate changes nothing
     expect(reloaded.get("t1")?.text).toBe("héllo wörld");
-    expect(new Transcripts(store, "other").newest()).toBeUndefined();
+    expect(transcripts(store, "other").newest()).toBeUndefined();
   });
 
   it("keeps the newest turns only, in the order they came", () => {
-    const page = new Transcripts(null, "s");
+    const page = transcripts(null, "s");
     for (let i = 0; i <= KEPT_TURNS; i++) page.offer(chunk(0, `turn ${i}`, false, `t${i}`));
     expect(page.get("t0")).toBeUndefined();
     page.offer(chunk(6, " more", false, "t1")); // an older turn's chunk does not become newest
@@ -98,6 +98,6 @@ describe("O4: a reload resumes where the page stopped", () => {
   it("an unreadable stored value starts again from offset 0", () => {
     const store = new MemoryStore();
     store.setItem("turnqueue.output.s", "{not json");
-    expect(new Transcripts(store, "s").newest()).toBeUndefined();
+    expect(transcripts(store, "s").newest()).toBeUndefined();
   });
 });

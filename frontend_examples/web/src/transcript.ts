@@ -71,10 +71,18 @@ export function appendOutput(current: TurnOutput | undefined, chunk: OutputChunk
   };
 }
 
-/** The variables of the next `turnOutput` subscription, given the newest turn the page has. */
+/** What a turn stream needs to resume: the turn, the offset after what is held, its end. */
+export interface Resumable {
+  readonly turnId: string;
+  readonly end: number;
+  readonly done: boolean;
+}
+
+/** The variables of the next `turnOutput` (or `turnItems`) subscription, given the newest turn
+ * the page holds. */
 export function resumeFrom(
   sessionId: string,
-  newest: TurnOutput | undefined,
+  newest: Resumable | undefined,
 ): { sessionId: string; turnId?: string; afterOffset?: number } {
   // A running turn resumes by its id and offset: `afterOffset` without `turnId` applies to the
   // session's *current* turn, which may be a later one by now. Once it has ended (or with no
@@ -92,41 +100,44 @@ export interface KeyValueStore {
 /** How many of a session's newest turns are kept (the page shows the current one). */
 export const KEPT_TURNS = 3;
 
-/** One session's turn outputs, newest last, saved in `store` under one key. */
-export class Transcripts {
-  private turns: TurnOutput[];
-  private readonly key: string;
+/**
+ * The newest turns of one session as one stream has told them (`T`: a turn's output, or its
+ * items), saved in `store` under `key`; `merge` adds a chunk (and answers the value it was
+ * given when nothing changed).
+ */
+export class TurnStore<T extends Resumable, C extends { readonly turnId: string }> {
+  private turns: T[];
 
   constructor(
     private readonly store: KeyValueStore | null,
-    sessionId: string,
+    private readonly key: string,
+    private readonly merge: (current: T | undefined, chunk: C) => T,
   ) {
-    this.key = `turnqueue.output.${sessionId}`;
-    this.turns = Transcripts.load(store?.getItem(this.key) ?? null);
+    this.turns = TurnStore.load<T>(store?.getItem(key) ?? null);
   }
 
-  private static load(saved: string | null): TurnOutput[] {
+  private static load<T>(saved: string | null): T[] {
     try {
       const value: unknown = saved === null ? [] : JSON.parse(saved);
-      return Array.isArray(value) ? (value as TurnOutput[]) : [];
+      return Array.isArray(value) ? (value as T[]) : [];
     } catch {
       return []; // unreadable: start again from offset 0
     }
   }
 
-  get(turnId: string): TurnOutput | undefined {
+  get(turnId: string): T | undefined {
     return this.turns.find((t) => t.turnId === turnId);
   }
 
   /** The newest turn heard of (where `resumeFrom` continues). */
-  newest(): TurnOutput | undefined {
+  newest(): T | undefined {
     return this.turns.at(-1);
   }
 
   /** Merge a chunk; answers whether anything changed. */
-  offer(chunk: OutputChunk): boolean {
+  offer(chunk: C): boolean {
     const current = this.get(chunk.turnId);
-    const next = appendOutput(current, chunk);
+    const next = this.merge(current, chunk);
     if (next === current) return false;
     this.turns =
       current === undefined
@@ -135,7 +146,7 @@ export class Transcripts {
     return true;
   }
 
-  /** Write the text and its offset (together, so a reload resumes exactly). */
+  /** Write what is held with its offsets (together, so a reload resumes exactly). */
   save(): void {
     try {
       this.store?.setItem(this.key, JSON.stringify(this.turns));
@@ -143,4 +154,9 @@ export class Transcripts {
       // Full (a very long output): a reload then replays from what was saved last.
     }
   }
+}
+
+/** One session's turn outputs, kept under `turnqueue.output.<sessionId>`. */
+export function transcripts(store: KeyValueStore | null, sessionId: string) {
+  return new TurnStore<TurnOutput, OutputChunk>(store, `turnqueue.output.${sessionId}`, appendOutput);
 }

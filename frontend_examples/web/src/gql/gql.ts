@@ -18,6 +18,7 @@ type Documents = {
     "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": typeof types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": typeof types.CancellationFragmentDoc,
     "\n  fragment TurnFields on Turn { id prompt source status output error }\n": typeof types.TurnFieldsFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n": typeof types.ItemFieldsFragmentDoc,
     "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": typeof types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": typeof types.SessionSnapshotDocument,
     "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": typeof types.TasksDocument,
@@ -25,6 +26,7 @@ type Documents = {
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": typeof types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": typeof types.SessionChangedDocument,
     "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  ": typeof types.TurnOutputDocument,
+    "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  ": typeof types.TurnItemsDocument,
     "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": typeof types.CreateTaskDocument,
     "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.SendMessageDocument,
     "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.EnqueueMessageDocument,
@@ -40,6 +42,7 @@ const documents: Documents = {
     "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": types.CancellationFragmentDoc,
     "\n  fragment TurnFields on Turn { id prompt source status output error }\n": types.TurnFieldsFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n": types.ItemFieldsFragmentDoc,
     "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": types.SessionSnapshotDocument,
     "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": types.TasksDocument,
@@ -47,6 +50,7 @@ const documents: Documents = {
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": types.SessionChangedDocument,
     "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  ": types.TurnOutputDocument,
+    "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  ": types.TurnItemsDocument,
     "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": types.CreateTaskDocument,
     "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.SendMessageDocument,
     "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.EnqueueMessageDocument,
@@ -71,6 +75,10 @@ export function graphql(source: "\n  fragment Cancellation on CancellationStatus
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  fragment TurnFields on Turn { id prompt source status output error }\n"): typeof import('./graphql').TurnFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n"): typeof import('./graphql').ItemFieldsFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -99,6 +107,10 @@ export function graphql(source: "\n    subscription SessionChanged($sessionId: I
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  "): typeof import('./graphql').TurnOutputDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  "): typeof import('./graphql').TurnItemsDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -216,6 +216,24 @@ export type CancellationFragment = { id: string, sessionId: string, pending: boo
 
 export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null };
 
+type ItemFields_MessageItem_Fragment = { __typename: 'MessageItem', text: string, index: number };
+
+type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> };
+
+type ItemFields_RawItem_Fragment = { __typename: 'RawItem', json: string, index: number };
+
+type ItemFields_ThoughtItem_Fragment = { __typename: 'ThoughtItem', text: string, index: number };
+
+type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number };
+
+export type ItemFieldsFragment =
+  | ItemFields_MessageItem_Fragment
+  | ItemFields_PlanItem_Fragment
+  | ItemFields_RawItem_Fragment
+  | ItemFields_ThoughtItem_Fragment
+  | ItemFields_ToolCallItem_Fragment
+;
+
 export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
 
 export type SessionSnapshotQueryVariables = Exact<{
@@ -259,6 +277,21 @@ export type TurnOutputSubscriptionVariables = Exact<{
 
 
 export type TurnOutputSubscription = { turnOutput: { sessionId: string, turnId: string, offset: number, text: string, done: boolean, status: TurnStatus } };
+
+export type TurnItemsSubscriptionVariables = Exact<{
+  sessionId: string;
+  turnId?: string | null | undefined;
+  afterOffset?: number | null | undefined;
+}>;
+
+
+export type TurnItemsSubscription = { turnItems: { sessionId: string, turnId: string, offset: number, nextOffset: number, done: boolean, status: TurnStatus, items: Array<
+      | { __typename: 'MessageItem', text: string, index: number }
+      | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> }
+      | { __typename: 'RawItem', json: string, index: number }
+      | { __typename: 'ThoughtItem', text: string, index: number }
+      | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number }
+    > } };
 
 export type CreateTaskMutationVariables = Exact<{
   input: CreateTaskInput;
@@ -374,6 +407,33 @@ export const CancellationFragmentDoc = new TypedDocumentString(`
   revision
 }
     `, {"fragmentName":"Cancellation"}) as unknown as TypedDocumentString<CancellationFragment, unknown>;
+export const ItemFieldsFragmentDoc = new TypedDocumentString(`
+    fragment ItemFields on TurnItem {
+  __typename
+  index
+  ... on MessageItem {
+    text
+  }
+  ... on ThoughtItem {
+    text
+  }
+  ... on ToolCallItem {
+    toolCallId
+    title
+    toolKind
+    status
+  }
+  ... on PlanItem {
+    entries {
+      content
+      status
+    }
+  }
+  ... on RawItem {
+    json
+  }
+}
+    `, {"fragmentName":"ItemFields"}) as unknown as TypedDocumentString<ItemFieldsFragment, unknown>;
 export const TurnFieldsFragmentDoc = new TypedDocumentString(`
     fragment TurnFields on Turn {
   id
@@ -616,6 +676,45 @@ export const TurnOutputDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<TurnOutputSubscription, TurnOutputSubscriptionVariables>;
+export const TurnItemsDocument = new TypedDocumentString(`
+    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+  turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
+    sessionId
+    turnId
+    offset
+    nextOffset
+    done
+    status
+    items {
+      ...ItemFields
+    }
+  }
+}
+    fragment ItemFields on TurnItem {
+  __typename
+  index
+  ... on MessageItem {
+    text
+  }
+  ... on ThoughtItem {
+    text
+  }
+  ... on ToolCallItem {
+    toolCallId
+    title
+    toolKind
+    status
+  }
+  ... on PlanItem {
+    entries {
+      content
+      status
+    }
+  }
+  ... on RawItem {
+    json
+  }
+}`) as unknown as TypedDocumentString<TurnItemsSubscription, TurnItemsSubscriptionVariables>;
 export const CreateTaskDocument = new TypedDocumentString(`
     mutation CreateTask($input: CreateTaskInput!) {
   createTask(input: $input) {
