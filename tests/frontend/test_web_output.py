@@ -21,6 +21,9 @@ import pytest
 from frontend_server import REPO, Server, run_server
 from web_page import expect, needs_browser, shot, wait_ready
 
+#: The first test also pays for building the page and starting the server and the agent.
+pytestmark = pytest.mark.timeout(300)
+
 FAKE_ACP = REPO / "tests" / "agents" / "fake_acp_agent.py"
 #: Output that breaks naive offsets: astral characters (two UTF-16 units, one code point), a
 #: combining accent, CRLF, tabs and trailing spaces.

@@ -61,8 +61,9 @@ def test_u2_web_ui_routes_mount_only_a_built_page(
 
 @needs_node
 def test_r3_vitest_merge_by_revision() -> None:
-    """R3 (and C1's optimistic pending): the page's pure merge module, ``src/revisions.ts``,
-    passes its Vitest suite (``npm test``)."""
+    """R3 (and C1's optimistic pending, O2's offsets in code points, A3's item folding): the
+    page's pure modules (``src/revisions.ts``, ``transcript.ts``, ``items.ts``) pass their Vitest
+    suites (``npm test``)."""
     ensure_node_modules()
     env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
     result = subprocess.run(
