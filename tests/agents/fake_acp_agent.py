@@ -13,9 +13,9 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
   ``permission: <option id | cancelled>``; a cancelled answer ends the prompt ``cancelled``;
 - ``/refusal``, ``/max_tokens``, ``/max_turn_requests``: that stop reason;
 - ``/slow``: streams a chunk every 50 ms for a minute; honours ``session/cancel`` (``cancelled``);
-- ``/steps N [S]``: N steps S seconds apart (default 0.04), each a plan update (that step in progress), a tool
-  call (``step-<i>``, pending then completed) and a message chunk ``step <i> ``; a final plan
-  with every step completed; honours ``session/cancel``;
+- ``/steps N [S]``: N steps S seconds apart (default 0.04), each a plan update (that step in
+  progress), a tool call (``step-<i>``, pending then completed) and a message chunk
+  ``step <i> ``; a final plan with every step completed; honours ``session/cancel``;
 - ``/deaf``: ignores ``session/cancel`` (SIGTERM still ends it);
 - ``/stubborn``: ignores ``session/cancel`` and SIGTERM (only SIGKILL ends it);
 - ``/crash``: writes to stderr and exits with status 3 in the middle of the turn;
