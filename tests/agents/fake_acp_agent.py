@@ -17,6 +17,9 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
   JSON value, a string sent as one message chunk, ``{"tool": …}`` / ``{"plan": …}`` /
   ``{"thought": …}`` as that update (see ``_fifo_update``), ``"/permission"`` asks as above,
   ``null`` ends the turn; honours ``session/cancel``;
+- ``/steps N [S]``: N steps S seconds apart (default 0.04), each a plan update (that step in
+  progress), a tool call (``step-<i>``, pending then completed) and a message chunk
+  ``step <i> ``; a final plan with every step completed; honours ``session/cancel``;
 - ``/deaf``: ignores ``session/cancel`` (SIGTERM still ends it);
 - ``/stubborn``: ignores ``session/cancel`` and SIGTERM (only SIGKILL ends it);
 - ``/crash``: writes to stderr and exits with status 3 in the middle of the turn;
@@ -234,6 +237,29 @@ class FakeAgent:
                 await asyncio.sleep(0.05)
         elif word == "/fifo":
             end = await self._relay_fifo(session_id, text.split(maxsplit=1)[1].strip(), cancel)
+        elif word == "/steps":
+            args = text.split()[1:]
+            count = int(args[0]) if args else 5
+            pause = float(args[1]) if len(args) > 1 else 0.04
+            for i in range(count):
+                if cancel.is_set():
+                    return PromptResponse(stop_reason="cancelled")
+                entries = [
+                    plan_entry(f"step {j}", status="completed" if j < i else "pending")
+                    if j != i
+                    else plan_entry(f"step {j}", status="in_progress")
+                    for j in range(count)
+                ]
+                await client.session_update(session_id, update_plan(entries))
+                call = f"step-{i}"
+                await client.session_update(
+                    session_id, start_tool_call(call, f"Step {i}", kind="execute", status="pending")
+                )
+                await asyncio.sleep(pause)
+                await client.session_update(session_id, update_tool_call(call, status="completed"))
+                await self._say(session_id, f"step {i} ")
+            done = [plan_entry(f"step {j}", status="completed") for j in range(count)]
+            await client.session_update(session_id, update_plan(done))
         elif word in ("/deaf", "/stubborn"):
             if word == "/stubborn":
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)

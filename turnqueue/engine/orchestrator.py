@@ -107,6 +107,7 @@ class Engine:
         cluster = Cluster(self.core, self.core.store.url)
         cluster.handlers["cancel"] = self.cancels.serve_forwarded
         cluster.handlers["send_now"] = self.queue.serve_forwarded
+        cluster.handlers["answer_approval"] = self.approvals.serve_forwarded  # A6 on any instance
         cluster.on_orphans = self._adopt_orphans
         cluster.on_released = lambda sid: drain_released(self.core, self.turns, sid)
         cluster.on_expelled = self._expelled
