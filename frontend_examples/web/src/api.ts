@@ -72,7 +72,8 @@ export type SessionCore = SessionCoreFragment;
 export type SessionSnapshot = SessionCore & { queue: QueueStatus; cancellation: CancellationStatus };
 export type TaskSummary = TasksQuery["tasks"][number];
 export type TurnOutputChunk = TurnOutputSubscription["turnOutput"];
-export type TurnOutputVariables = TurnOutputSubscriptionVariables;
+/** The variables of turnOutput and of turnItems (the same: a session, a turn, an offset). */
+export type TurnStreamVariables = TurnOutputSubscriptionVariables;
 export type TurnItemsChunk = TurnItemsSubscription["turnItems"];
 export type TurnItem = ItemFieldsFragment;
 export type Approval = NonNullable<SessionCoreFragment["pendingApproval"]>;

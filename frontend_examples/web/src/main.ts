@@ -7,10 +7,10 @@
  * 2. keep per session and kind the highest revision seen; drop anything older;
  * 3. on every (re)connect read the snapshot again (graphql-ws re-subscribes, with no cursor).
  *
- * A turn's output has a cursor of its own (O2, O4): the page keeps each turn's text with its
- * offset in sessionStorage and, on every (re)connect and after a reload, subscribes to
- * `turnOutput` from that offset (src/transcript.ts). Closing or reloading the page never stops
- * a turn; only Cancel does.
+ * A turn's output and items have a cursor of their own (O2, O4): the page keeps each turn's
+ * text and items with their offsets in sessionStorage and, on every (re)connect and after a
+ * reload, subscribes to `turnOutput` and `turnItems` from those offsets (src/transcript.ts,
+ * src/items.ts). Closing or reloading the page never stops a turn; only Cancel does.
  */
 import {
   createApi,
@@ -28,7 +28,7 @@ import {
   type SessionCore,
   type SessionSnapshot,
   type TurnItem,
-  type TurnOutputVariables as TurnStreamVariables,
+  type TurnStreamVariables,
 } from "./api";
 import type { TypedDocumentString } from "./gql/graphql";
 import { cancellationShown, RevisionBook, type OptimisticCancel } from "./revisions";
@@ -446,7 +446,7 @@ function renderApproval(approval: Approval | null): void {
     const button = el("button", { type: "button", textContent: option.name });
     button.dataset.kind = option.kind;
     button.addEventListener("click", () => {
-      for (const b of buttons) b.disabled = true; // answered once; the next session revision redraws
+      for (const b of buttons) b.disabled = true; // once; the next session revision redraws
       void mutate("answerApproval", { approvalId: approval.id, optionId: option.id });
     });
     return button;

@@ -58,7 +58,8 @@ export function appendOutput(current: TurnOutput | undefined, chunk: OutputChunk
   if (current !== undefined && current.turnId !== chunk.turnId) {
     throw new Error(`chunk of turn ${chunk.turnId} offered to turn ${current.turnId}`);
   }
-  const known = current ?? { turnId: chunk.turnId, text: "", end: 0, done: false, status: "RUNNING" };
+  const empty = { turnId: chunk.turnId, text: "", end: 0, done: false, status: "RUNNING" as const };
+  const known = current ?? empty;
   if (known.done || chunk.offset > known.end) return known;
   const fresh = dropCodePoints(chunk.text, known.end - chunk.offset);
   if (fresh === "" && !chunk.done && current !== undefined) return current;
@@ -78,8 +79,10 @@ export interface Resumable {
   readonly done: boolean;
 }
 
-/** The variables of the next `turnOutput` (or `turnItems`) subscription, given the newest turn
- * the page holds. */
+/**
+ * The variables of the next `turnOutput` (or `turnItems`) subscription, given the newest turn
+ * the page holds.
+ */
 export function resumeFrom(
   sessionId: string,
   newest: Resumable | undefined,
@@ -157,6 +160,9 @@ export class TurnStore<T extends Resumable, C extends { readonly turnId: string 
 }
 
 /** One session's turn outputs, kept under `turnqueue.output.<sessionId>`. */
-export function transcripts(store: KeyValueStore | null, sessionId: string) {
-  return new TurnStore<TurnOutput, OutputChunk>(store, `turnqueue.output.${sessionId}`, appendOutput);
+export function transcripts(
+  store: KeyValueStore | null,
+  sessionId: string,
+): TurnStore<TurnOutput, OutputChunk> {
+  return new TurnStore(store, `turnqueue.output.${sessionId}`, appendOutput);
 }
