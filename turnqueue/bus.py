@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from turnqueue.domain import CancellationStatus, OutputChunk
+from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class EventKind(StrEnum):
     QUEUE = "queue"  # the queue status revision moved (Q13)
     CANCELLATION = "cancellation"  # a C2 transition; payload is the CancellationStatus
     OUTPUT = "output"  # streamed turn output; payload is the OutputChunk (no revision, R1)
+    ITEMS = "items"  # a batch of a turn's log committed (O1); payload is the LogBatch
     RESYNC = "resync"  # the bus lost events for this session (e.g. a LISTEN reconnect)
 
 
@@ -46,6 +47,7 @@ class Event:
     revision: int = 0
     cancellation: CancellationStatus | None = None
     chunk: OutputChunk | None = None
+    batch: LogBatch | None = None
     relayed: bool = False  # heard from another instance (M4), not to be sent on again
 
 

@@ -8,7 +8,8 @@ Messages travel on one NOTIFY channel as compact JSON:
 
 - ``ev``: an event for subscribers. Durable changes (session, queue) are sent by the store inside
   their own transaction, so PostgreSQL delivers them only on COMMIT and in commit order. Runtime
-  events (cancellation transitions, output) go through one ordered outbox. A receiver publishes
+  events (cancellation transitions, output, the output log's new ends) go through one ordered
+  outbox. A receiver publishes
   them on its local bus marked ``relayed``; cancellation values are remembered (C7) but never
   re-issued with a revision of the receiver's own.
 - ``cmd`` / ``re``: a request to the owner and its reply.
@@ -39,7 +40,7 @@ import logging
 from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus, new_id
+from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, TurnStatus, new_id
 from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
@@ -138,6 +139,10 @@ class Cluster:
             )
         elif event.kind is EventKind.OUTPUT and event.chunk is not None:
             self._send_chunk(event.chunk)
+        elif event.kind is EventKind.ITEMS and event.batch is not None:
+            # Only the log's new end: a receiver's turnItems reads the records from the log.
+            b = event.batch
+            self._send({"t": "ev", "k": "items", "s": b.session_id, "u": b.turn_id, "n": b.end})
 
     def _send_chunk(self, chunk: OutputChunk) -> None:
         # Split long text so every payload stays under NOTIFY's limit.
@@ -238,6 +243,8 @@ class Cluster:
         elif kind is EventKind.OUTPUT:
             chunk = OutputChunk(sid, m["u"], int(m["f"]), m["x"], bool(m["d"]), TurnStatus(m["st"]))
             event = Event(kind, sid, chunk=chunk, relayed=True)
+        elif kind is EventKind.ITEMS:
+            event = Event(kind, sid, batch=LogBatch(sid, m["u"], int(m["n"])), relayed=True)
         else:
             event = Event(kind, sid, int(m.get("r", 0)), relayed=True)
         self._bus.publish(event)

@@ -21,6 +21,7 @@ from turnqueue.domain import (
     Clarification,
     MessageSource,
     OutputChunk,
+    OutputRecord,
     QueueEntry,
     QueueStatus,
     SendNowScope,
@@ -35,10 +36,11 @@ from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.core import Core, check_content
+from turnqueue.engine.items import fold_records
 from turnqueue.engine.membership import join_cluster
 from turnqueue.engine.queue import QueueOps, SendNowResult
 from turnqueue.engine.recovery import recover
-from turnqueue.engine.replay import check_request, output_since
+from turnqueue.engine.replay import check_request, output_since, records_since
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission, Turns
@@ -100,6 +102,7 @@ class Engine:
             served = {
                 "cancel": engine.cancels.serve_forwarded,
                 "send_now": engine.queue.serve_forwarded,
+                "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
             }
             await join_cluster(engine.core, engine.turns, served)
         await recover(engine.core, engine.turns, sweep=True)
@@ -240,9 +243,16 @@ class Engine:
         """A1: every profile's name and type (never its command or environment)."""
         return self.agent_sessions.profiles()
 
-    def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
-        """A3: the structured items of a turn this process ran recently (else none)."""
-        return self.agent_sessions.items(turn_id)
+    async def records_since(
+        self, session_id: str, turn_id: str | None, after: int
+    ) -> tuple[Turn, list[OutputRecord]] | None:
+        """A3/O2: a turn and its log's records from position ``after`` on (any instance)."""
+        return await records_since(self.core, session_id, turn_id, after)
+
+    async def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
+        """A3: a turn's items folded from its durable log (any instance, running or ended)."""
+        async with self.core.store.read() as tx:
+            return fold_records(await tx.read_records(turn_id))
 
     async def pending_approval(self, session_id: str) -> Approval | None:
         """A6: the session's approval waiting for an answer."""
