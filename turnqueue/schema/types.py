@@ -28,9 +28,6 @@ from turnqueue.schema.enums import (
 from turnqueue.schema.items import Approval, TurnItem, item_from_domain
 from turnqueue.schema.scalars import Revision
 
-#: ``turns(last:)`` and ``tasks(first:)`` answer at most this many (SPEC §7).
-MAX_PAGE = 200
-
 
 class Reads(Protocol):
     """What types need from the per-operation context: cached, batched reads."""
@@ -528,7 +525,7 @@ class Session:
             ),
         ] = 20,
     ) -> list[Turn]:
-        last = max(0, min(last, MAX_PAGE))
+        last = domain.clamp_page(last)
         return [Turn.from_domain(t) for t in await info.context.turns(self.id, last)]
 
     @described.field(
