@@ -27,11 +27,6 @@ BYPASSES = {("resolvers", "store")}
 #: Third-party packages kept to some layers: SQL in the store, GraphQL above the engine.
 FOREIGN = {p: {"store"} for p in ("sqlalchemy", "sqlmodel", "alembic", "asyncpg", "aiosqlite")}
 NO_GRAPHQL = {"engine", "store", "bus", "agents", "domain", "errors", "settings"}
-#: Edges still to remove, each naming the part of issue 17 that removes it (empty after merging).
-KNOWN = {
-    "turnqueue.resolvers.connections -> turnqueue.store": "gql-layer (resolvers read via engine)",
-    "turnqueue.resolvers.connections -> turnqueue.store.protocol": "gql-layer (the same)",
-}
 
 
 @cache
@@ -67,10 +62,7 @@ def layer(module: str) -> str:
 
 
 def edges() -> dict[str, set[str]]:
-    return {
-        a: {b for b in bs if b.startswith("turnqueue") and f"{a} -> {b}" not in KNOWN}
-        for a, bs in imports().items()
-    }
+    return {a: {b for b in bs if b.startswith("turnqueue")} for a, bs in imports().items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -115,9 +107,3 @@ def test_layout_sql_stays_in_the_store_and_graphql_above_the_engine() -> None:
             if b in {"strawberry", "graphql", "starlette"} and layer(a) in NO_GRAPHQL:
                 wrong.append(f"{a} -> {b}")
     assert not wrong, "\n".join(sorted(wrong))
-
-
-def test_layout_known_edges_still_exist() -> None:
-    """An edge removed by its part of issue 17 leaves ``KNOWN`` with it."""
-    found = {f"{a} -> {b}" for a, bs in imports().items() for b in bs}
-    assert set(KNOWN) <= found, f"remove from KNOWN: {sorted(set(KNOWN) - found)}"

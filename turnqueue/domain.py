@@ -99,6 +99,16 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+#: The most items one page or list answers, whatever was asked (SPEC §7: ``tasks(first:)``,
+#: ``turns(last:)`` and every connection). The store caps its reads at it too.
+MAX_PAGE = 200
+
+
+def clamp_page(count: int) -> int:
+    """``count`` as a page answers it: at most :data:`MAX_PAGE`, and none when negative."""
+    return max(0, min(count, MAX_PAGE))
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     id: str

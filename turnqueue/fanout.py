@@ -8,12 +8,14 @@ executes once (its *lead*, a task owned by :class:`FanOut`) and every *member* i
 encoded payload, framed with its own operation id. Clients still speak plain
 graphql-transport-ws and see the frames the ordinary path would send them.
 
-Only snapshot subscriptions are grouped (:data:`SNAPSHOT_FIELDS`): every payload is a full state
-carrying a revision, so a member that joins late is first sent the group's newest payload, which
-is the current state (R3: snapshot first; anything newer is still to come from the lead), and a
-member that cannot keep up may skip states that a newer one replaces. ``turnOutput`` (chunks are
-deltas) and anything not recognised take Strawberry's own path unchanged
-(``transport.FanOutTransportWSHandler``).
+Only snapshot subscriptions are grouped, and only when every field they select moves with a
+revision their stream watches (each stream declares which fields do, beside itself:
+``resolvers.subscriptions.SNAPSHOTS``, see :mod:`turnqueue.resolvers.revisions`). Every payload
+is then a full state carrying a revision, so a member that joins late is first sent the group's
+newest payload, which is the current state (R3: snapshot first; anything newer is still to come
+from the lead), and a member that cannot keep up may skip states that a newer one replaces.
+``turnOutput`` (chunks are deltas) and anything not recognised take Strawberry's own path
+unchanged (``transport.FanOutTransportWSHandler``).
 
 Ownership: :class:`FanOut` is created by the composition root (``app.create_app``) and closed in
 the lifespan. A lead is cancelled when its last member leaves or when the FanOut closes (its bus
@@ -27,24 +29,11 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import Mapping
 from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from graphql import (
-    DocumentNode,
-    FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
-    GraphQLError,
-    InlineFragmentNode,
-    OperationDefinitionNode,
-    OperationType,
-    SelectionSetNode,
-    parse,
-    print_ast,
-)
+from graphql import GraphQLError, parse, print_ast
 from graphql.error import GraphQLFormattedError
 from strawberry.schema import BaseSchema
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
@@ -55,7 +44,8 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from turnqueue.resolvers.context import Context
-from turnqueue.resolvers.subscriptions import resync_error
+from turnqueue.resolvers.revisions import groupable
+from turnqueue.resolvers.subscriptions import SNAPSHOTS, resync_error
 
 if TYPE_CHECKING:
     from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
@@ -63,49 +53,6 @@ if TYPE_CHECKING:
     from turnqueue.engine import Engine
 
 log = logging.getLogger(__name__)
-
-#: What may be selected below a grouped root field: field name -> what may be selected below it
-#: (None: anything). A field is grouped only if *every* value it selects changes with a revision
-#: its stream watches; otherwise a late joiner's replayed payload could be older than a fresh
-#: read (e.g. ``currentTurn { output }`` grows without a revision, R1).
-Allowed = Mapping[str, "Allowed | None"]
-
-_TURN: Allowed = dict.fromkeys(
-    ("__typename", "id", "sessionId", "prompt", "source", "status", "error", "startedAt", "endedAt")
-)
-
-#: ``sessionChanged`` yields on a session or cancellation revision: only the Session's own row,
-#: its clarification, its turns' start and end, and its cancellation move with those.
-#: ``queue``, ``autoRun``, ``task`` and turn ``output`` do not: such selections are not grouped.
-_SESSION: Allowed = {
-    **dict.fromkeys(
-        (
-            "__typename",
-            "id",
-            "taskId",
-            "agent",
-            "state",
-            "revision",
-            "promptable",
-            "createdAt",
-            "updatedAt",
-            "cancellationPending",
-            "cancellationRevision",
-            "cancellation",
-            "clarification",
-        )
-    ),
-    "currentTurn": _TURN,
-    "turns": _TURN,
-}
-
-#: The grouped root fields. QueueStatus (Q13) and CancellationStatus (C2) are covered by their
-#: revision as a whole.
-SNAPSHOT_FIELDS: Mapping[str, Allowed | None] = {
-    "queueStatusChanged": None,
-    "cancellationChanged": None,
-    "sessionChanged": _SESSION,
-}
 
 
 class GroupKey(NamedTuple):
@@ -271,7 +218,7 @@ class FanOut:
     def _normalise_uncached(self, query: str, operation_name: str | None) -> str | None:
         try:
             document = parse(query, no_location=True, max_tokens=self._max_tokens)
-            if not _is_snapshot_subscription(document, operation_name):
+            if not groupable(document, operation_name, SNAPSHOTS):
                 return None
             return print_ast(document)
         except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
@@ -395,58 +342,3 @@ class FanOut:
         for lead in leads:
             lead.cancel()
         await asyncio.gather(*leads, return_exceptions=True)
-
-
-def _is_snapshot_subscription(document: DocumentNode, operation_name: str | None) -> bool:
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1 or operations[0].operation is not OperationType.SUBSCRIPTION:
-        return False
-    operation = operations[0]
-    name = operation.name.value if operation.name else None
-    if operation_name is not None and operation_name != name:
-        return False  # Strawberry closes the socket for it (4400)
-    roots = operation.selection_set.selections
-    if len(roots) != 1 or not isinstance(roots[0], FieldNode):
-        return False
-    root = roots[0]
-    if root.name.value not in SNAPSHOT_FIELDS:
-        return False
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
-    allowed = SNAPSHOT_FIELDS[root.name.value]
-    return allowed is None or _selects_only(root.selection_set, allowed, fragments, set())
-
-
-def _selects_only(
-    selection_set: SelectionSetNode | None,
-    allowed: Allowed,
-    fragments: Mapping[str, FragmentDefinitionNode],
-    entered: set[str],
-) -> bool:
-    """Whether ``selection_set`` (through its fragments) selects only ``allowed`` fields."""
-    if selection_set is None:
-        return True
-    for selection in selection_set.selections:
-        if isinstance(selection, FieldNode):
-            name = selection.name.value
-            if name not in allowed:
-                return False
-            below = allowed[name]
-            if below is not None and not _selects_only(
-                selection.selection_set, below, fragments, entered
-            ):
-                return False
-        elif isinstance(selection, InlineFragmentNode):
-            if not _selects_only(selection.selection_set, allowed, fragments, entered):
-                return False
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            fragment = fragments.get(name)
-            if fragment is None or name in entered:  # unknown or cyclic: not ours to judge
-                return False
-            if not _selects_only(fragment.selection_set, allowed, fragments, entered | {name}):
-                return False
-        else:
-            return False
-    return True

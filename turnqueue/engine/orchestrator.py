@@ -30,6 +30,7 @@ from turnqueue.domain import (
     Task,
     Turn,
     TurnItem,
+    clamp_page,
     is_valid_id,
 )
 from turnqueue.engine.agent_sessions import AgentSessions
@@ -39,6 +40,7 @@ from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.membership import join_cluster
 from turnqueue.engine.queue import QueueOps, SendNowResult
+from turnqueue.engine.reads import Reads
 from turnqueue.engine.recovery import recover
 from turnqueue.engine.replay import check_request, output_since, records_since
 from turnqueue.engine.snapshots import SharedReads
@@ -52,7 +54,6 @@ from turnqueue.store import Store
 
 log = logging.getLogger(__name__)
 
-MAX_PAGE = 200
 #: Sessions whose owner is remembered (about 100 bytes each).
 OWNER_CACHE_SIZE = 65_536
 
@@ -75,6 +76,7 @@ class Engine:
         #: agent profiles, session start (A1, A2) and turn items (A3)
         self.agent_sessions = AgentSessions(core, self.turns)
         self.approvals = Approvals(core, self.turns)  # A6
+        self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
         # Hazard: correct only because a session's owner is fixed at creation and sessions are
         # never deleted. If either ever changes, this cache must be invalidated there.
         self._owners: OrderedDict[str, str] = OrderedDict()
@@ -201,7 +203,7 @@ class Engine:
             return None
 
     async def tasks(self, principal: str, first: int) -> list[Task]:
-        return await self.core.store.list_tasks(principal, max(0, min(first, MAX_PAGE)))
+        return await self.core.store.list_tasks(principal, clamp_page(first))
 
     async def queue_status(self, session_id: str) -> QueueStatus:
         return await self.core.queue_status(session_id)
@@ -220,7 +222,7 @@ class Engine:
         return view.clarification if view else None
 
     async def turns_of(self, session_id: str, last: int) -> list[Turn]:
-        return await self.core.store.last_turns(session_id, max(0, min(last, MAX_PAGE)))
+        return await self.core.store.last_turns(session_id, clamp_page(last))
 
     async def current_turn(self, session_id: str) -> Turn | None:
         return await self.core.store.current_turn(session_id)

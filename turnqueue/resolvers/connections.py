@@ -23,16 +23,15 @@ from typing import Any, TypeVar
 from graphql import GraphQLError
 
 from turnqueue import domain
+from turnqueue.engine.reads import Page, Reads, SessionKey, TaskKey, TurnKey, Window
 from turnqueue.errors import ErrorCode
 from turnqueue.schema.connections import Connection, Edge, PageArgs, PageInfo
 from turnqueue.schema.items import TurnItem, item_from_domain
 from turnqueue.schema.types import Session, Task, Turn
-from turnqueue.store import Store
-from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
 
-#: Items per page when neither ``first`` nor ``last`` is given; at most ``MAX_PAGE`` in any case.
+#: Items per page when neither ``first`` nor ``last`` is given; at most ``domain.MAX_PAGE`` in
+#: any case.
 DEFAULT_PAGE = 50
-MAX_PAGE = 200
 #: Longer than any cursor this module makes; ``turns.seq`` is a 32-bit column.
 MAX_CURSOR = 200
 MAX_SEQ = 2**31 - 1
@@ -119,7 +118,7 @@ def list_page(items: Sequence[D], w: Window[int]) -> Page[int, D]:
 
 
 def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
-    """The store's window for these arguments, or an INVALID_INPUT GraphQL error."""
+    """The page window for these arguments, or an INVALID_INPUT GraphQL error."""
     first, last = args.first, args.last
     if first is not None and last is not None:
         raise invalid("pass first or last, not both")
@@ -135,8 +134,8 @@ def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
         except ValueError:
             raise invalid(f"{name} is not a cursor of this connection") from None
     return Window(
-        first=None if first is None else min(first, MAX_PAGE),
-        last=None if last is None else min(last, MAX_PAGE),
+        first=None if first is None else domain.clamp_page(first),
+        last=None if last is None else domain.clamp_page(last),
         after=bounds["after"],
         before=bounds["before"],
     )
@@ -159,13 +158,13 @@ def _timestamp_cursor(kind: str) -> Callable[[tuple[datetime, str]], str]:
     return lambda key: encode_cursor(kind, key[0].isoformat(), key[1])
 
 
-async def tasks(store: Store, owner: str, args: PageArgs) -> Connection[Task]:
-    page = await store.tasks_page(owner, window(args, task_key))
+async def tasks(reads: Reads, owner: str, args: PageArgs) -> Connection[Task]:
+    page = await reads.tasks_page(owner, window(args, task_key))
     return build(page, _timestamp_cursor("task"), Task.from_domain)
 
 
-async def sessions(store: Store, task_id: str, args: PageArgs) -> Connection[Session]:
-    page = await store.sessions_page(task_id, window(args, session_key))
+async def sessions(reads: Reads, task_id: str, args: PageArgs) -> Connection[Session]:
+    page = await reads.sessions_page(task_id, window(args, session_key))
     return build(page, _timestamp_cursor("session"), Session.from_domain)
 
 
@@ -174,6 +173,6 @@ def items(listing: Sequence[domain.TurnItem], args: PageArgs) -> Connection[Turn
     return build(page, lambda index: encode_cursor("item", index), lambda p: item_from_domain(*p))
 
 
-async def turns(store: Store, session_id: str, args: PageArgs) -> Connection[Turn]:
-    page = await store.turns_page(session_id, window(args, turn_key))
+async def turns(reads: Reads, session_id: str, args: PageArgs) -> Connection[Turn]:
+    page = await reads.turns_page(session_id, window(args, turn_key))
     return build(page, lambda seq: encode_cursor("turn", seq), Turn.from_domain)

@@ -84,15 +84,15 @@ class Loaders:
         return DataLoader(load_fn=self._turn_items)
 
     async def _tasks(self, ids: list[str]) -> list[domain.Task | None]:
-        found = await self.engine.store.tasks(ids)
+        found = await self.engine.reads.tasks(ids)
         return [found.get(i) for i in ids]
 
     async def _sessions(self, ids: list[str]) -> list[domain.Session | None]:
-        found = await self.engine.store.sessions(ids)
+        found = await self.engine.reads.sessions(ids)
         return [found.get(i) for i in ids]
 
     async def _sessions_of_tasks(self, ids: list[str]) -> list[list[domain.Session]]:
-        found = await self.engine.store.sessions_of_tasks(ids)
+        found = await self.engine.reads.sessions_of_tasks(ids)
         return [found.get(i, []) for i in ids]
 
     # The store has no batch reads for these; one concurrent read per distinct session.
@@ -193,10 +193,10 @@ class Context:
 
     # Pages are read as asked (no loader): a page is one keyset query of its own.
     async def sessions_connection(self, task_id: str, args: PageArgs) -> Connection[Session]:
-        return await connections.sessions(self.engine.store, task_id, args)
+        return await connections.sessions(self.engine.reads, task_id, args)
 
     async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Turn]:
-        return await connections.turns(self.engine.store, session_id, args)
+        return await connections.turns(self.engine.reads, session_id, args)
 
     async def items_connection(self, turn_id: str, args: PageArgs) -> Connection[TurnItem]:
         return connections.items(await self.turn_items(turn_id), args)

@@ -11,7 +11,7 @@ from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import AFTER, BEFORE, FIRST, LAST, Connection, PageArgs
 from turnqueue.schema.items import AgentProfile
-from turnqueue.schema.types import MAX_PAGE, Session, Task
+from turnqueue.schema.types import Session, Task
 
 Info = strawberry.Info[Context, None]
 
@@ -56,7 +56,7 @@ class Query:
         ] = 50,
     ) -> list[Task]:
         ctx = info.context
-        tasks = await ctx.engine.tasks(ctx.require_principal(), max(0, min(first, MAX_PAGE)))
+        tasks = await ctx.engine.tasks(ctx.require_principal(), first)  # clamped there (SPEC §7)
         return [Task.from_domain(t) for t in tasks]
 
     @described.field(
@@ -75,7 +75,7 @@ class Query:
     ) -> Connection[Task]:
         ctx = info.context
         args = PageArgs(first=first, after=after, last=last, before=before)
-        return await connections.tasks(ctx.engine.store, ctx.require_principal(), args)
+        return await connections.tasks(ctx.engine.reads, ctx.require_principal(), args)
 
     @described.field("The agent profiles a task can run with (A1): names and types only.")
     def agents(self, info: Info) -> list[AgentProfile]:

@@ -12,7 +12,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Annotated
 
 import strawberry
@@ -25,6 +25,7 @@ from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.item_stream import items_stream
+from turnqueue.resolvers.revisions import Snapshot, fields
 from turnqueue.schema import fields as described
 from turnqueue.schema.types import (
     CancellationStatus,
@@ -64,8 +65,19 @@ async def _next_event(sub: BusSubscription) -> Event:
     return event
 
 
+#: Q13: a QueueStatus is covered by the queue revision as a whole.
+QUEUE_SNAPSHOT = Snapshot(
+    "queueStatusChanged",
+    watches=(EventKind.QUEUE,),
+    payload=fields(
+        *("id", "sessionId", "autoRun", "pauseReason", "heldBy", "count", "max", "revision"),
+        entries=fields("id", "sessionId", "position", "content", "source", "queuedAt"),
+    ),
+)
+
+
 async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueStatus, None]:
-    sub = ctx.engine.subscribe(session_id, [EventKind.QUEUE])
+    sub = ctx.engine.subscribe(session_id, QUEUE_SNAPSHOT.watches)
     try:
         last = -1
         status = await ctx.engine.queue_status(session_id)
@@ -82,8 +94,36 @@ async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueSt
         sub.close()
 
 
+#: C2: a CancellationStatus is covered by the cancellation revision as a whole.
+_CANCELLATION = fields("id", "sessionId", "pending", "revision")
+
+#: A turn's start and end are session revisions; its output (R1), items (A3) and approvals are
+#: not.
+_TURN = fields(
+    *("id", "sessionId", "prompt", "source", "status", "error", "startedAt", "endedAt"),
+    still=("output", "items", "itemsConnection", "approvals"),
+)
+
+#: Yields on a session or a cancellation revision: the session's own row, its clarification,
+#: its turns' start and end, and its cancellation move with those. Its queue, task and agent
+#: error do not; nor, for sharing, do the pending approval and the turns' pages (never grouped).
+SESSION_SNAPSHOT = Snapshot(
+    "sessionChanged",
+    watches=(EventKind.SESSION, EventKind.CANCELLATION),
+    payload=fields(
+        *("id", "taskId", "agent", "state", "revision", "promptable", "createdAt", "updatedAt"),
+        *("cancellationPending", "cancellationRevision"),
+        cancellation=_CANCELLATION,
+        clarification=fields("id", "question", "askedAt"),
+        currentTurn=_TURN,
+        turns=_TURN,
+        still=("task", "autoRun", "queue", "agentError", "pendingApproval", "turnsConnection"),
+    ),
+)
+
+
 async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
-    sub = ctx.engine.subscribe(session_id, [EventKind.SESSION, EventKind.CANCELLATION])
+    sub = ctx.engine.subscribe(session_id, SESSION_SNAPSHOT.watches)
     try:
         last_session, last_cancellation = -1, -1
         cancellation = ctx.engine.cancellation(session_id)
@@ -108,10 +148,15 @@ async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Sessi
         sub.close()
 
 
+CANCELLATION_SNAPSHOT = Snapshot(
+    "cancellationChanged", watches=(EventKind.CANCELLATION,), payload=_CANCELLATION
+)
+
+
 async def _cancellation_stream(
     ctx: Context, session_id: str
 ) -> AsyncGenerator[CancellationStatus, None]:
-    sub = ctx.engine.subscribe(session_id, [EventKind.CANCELLATION])
+    sub = ctx.engine.subscribe(session_id, CANCELLATION_SNAPSHOT.watches)
     try:
         status = ctx.engine.cancellation(session_id)
         last = status.revision
@@ -125,6 +170,13 @@ async def _cancellation_stream(
                 yield CancellationStatus.from_domain(event.cancellation)
     finally:
         sub.close()
+
+
+#: The snapshot subscriptions by root field: the ones the fan-out may group (turnOutput's chunks
+#: are deltas, not states: it has none).
+SNAPSHOTS: Mapping[str, Snapshot] = {
+    s.root: s for s in (QUEUE_SNAPSHOT, SESSION_SNAPSHOT, CANCELLATION_SNAPSHOT)
+}
 
 
 def _unseen(

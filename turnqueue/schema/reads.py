@@ -15,9 +15,6 @@ import strawberry
 from turnqueue import domain
 from turnqueue.schema.connections import AFTER, BEFORE, FIRST, LAST, Connection, PageArgs
 
-#: ``turns(last:)`` and ``tasks(first:)`` answer at most this many (SPEC §7).
-MAX_PAGE = 200
-
 
 class Reads(Protocol):
     """What types need from the per-operation context: cached, batched reads."""

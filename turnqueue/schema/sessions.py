@@ -16,7 +16,7 @@ from turnqueue.schema.connections import Connection, PageArgs
 from turnqueue.schema.enums import SessionState
 from turnqueue.schema.items import Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus
-from turnqueue.schema.reads import MAX_PAGE, After, Before, First, Info, Last
+from turnqueue.schema.reads import After, Before, First, Info, Last
 from turnqueue.schema.scalars import Revision
 from turnqueue.schema.turns import Turn
 
@@ -208,7 +208,7 @@ class Session:
             ),
         ] = 20,
     ) -> list[Turn]:
-        last = max(0, min(last, MAX_PAGE))
+        last = domain.clamp_page(last)
         return [Turn.from_domain(t) for t in await info.context.turns(self.id, last)]
 
     @described.field(

@@ -12,12 +12,11 @@ import strawberry
 from turnqueue.errors import UserFacingError
 from turnqueue.schema.enums import ErrorCode
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueEntry, QueueStatus
-from turnqueue.schema.reads import MAX_PAGE, After, Before, First, Info, Last, Reads
+from turnqueue.schema.reads import After, Before, First, Info, Last, Reads
 from turnqueue.schema.sessions import Session, Task
 from turnqueue.schema.turns import Turn, TurnItemsChunk, TurnOutputChunk
 
 __all__ = [
-    "MAX_PAGE",
     "After",
     "Before",
     "CancellationStatus",

@@ -1,0 +1,217 @@
+"""One ACP agent process and its connection: spawn, stderr tail, client callbacks, stop and kill.
+
+The process runs in its own process group (``start_new_session=True``: pgid == pid), so SIGTERM
+and SIGKILL reach the whole group; it gets the profile's environment on top of a minimal one
+(``acp.default_environment()``), never the server's whole environment; its stderr is drained
+continuously (the last :data:`STDERR_TAIL_BYTES` kept for errors), so an agent that writes
+megabytes of logs never blocks on a full pipe.
+
+What the agent sends is routed to the process's current turn (:class:`Turn`): ``session/update``
+notifications from the connection's message stream in arrival order (a connection *observer*,
+before the package validates them), and ``session/request_permission`` through the client
+callbacks (:class:`_Client`). With no turn, updates are dropped and permission requests are
+answered ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal as posix_signal
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from acp import Client
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from turnqueue.agents.base import AgentStartError
+
+STDERR_TAIL_BYTES = 4 * 1024
+#: Largest JSON-RPC line read in one piece (longer lines are still read, in pieces).
+LINE_LIMIT = 1024 * 1024
+#: Seconds a stopping agent gets between SIGTERM and SIGKILL (idle stop, shutdown).
+STOP_GRACE_SECONDS = 2.0
+
+
+class Turn(Protocol):
+    """The turn a process is serving: where the agent's updates and permission requests go."""
+
+    def on_update(self, params: dict[str, Any]) -> None: ...
+
+    async def permission(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> str | None:
+        """The option to answer, or None for ``cancelled``."""
+        ...
+
+
+@dataclass(eq=False)
+class AcpProcess:
+    """One live agent process of one session."""
+
+    proc: asyncio.subprocess.Process
+    conn: ClientSideConnection | None = None
+    acp_session_id: str | None = None
+    load_supported: bool = False
+    stderr: deque[bytes] = field(default_factory=deque)
+    stderr_size: int = 0
+    dead: bool = False
+    run: Turn | None = None  # the turn receiving updates
+    idle: asyncio.TimerHandle | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def tail(self) -> str:
+        data = b"".join(self.stderr)[-STDERR_TAIL_BYTES:]
+        return data.decode("utf-8", errors="replace").strip()
+
+    def killpg(self, sig: posix_signal.Signals) -> None:
+        # The group id is the leader's pid. Hazard: once the leader is reaped and the group
+        # empty, that id could in principle be reused; SIGTERM is sent only while the leader
+        # lives, SIGKILL (the last word) also right after its exit, to reach what it left.
+        if self.proc.returncode is None or sig is posix_signal.SIGKILL:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+
+async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpProcess:
+    """Start the agent command in ``cwd`` and open its ACP connection (not yet initialised)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=str(cwd),
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        )
+    except FileNotFoundError as exc:
+        raise AgentStartError(f"agent command not found: {argv[0]}") from exc
+    except PermissionError as exc:
+        raise AgentStartError(f"agent command is not executable: {argv[0]}") from exc
+    except OSError as exc:
+        raise AgentStartError(f"cannot start agent command {argv[0]}: {exc}") from exc
+    process = AcpProcess(proc)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    process.tasks.append(asyncio.create_task(_drain_stderr(process), name="acp-stderr"))
+    process.tasks.append(asyncio.create_task(_watch(process), name="acp-exit"))
+    # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
+    # answers those "method not found"), hence the cast to the full protocol.
+    client = cast(Client, _Client(process))
+    process.conn = ClientSideConnection(
+        client, proc.stdin, proc.stdout, observers=[_observer(process)]
+    )
+    return process
+
+
+class _Client:
+    """The ACP client side of one process: permission requests go to its current turn."""
+
+    def __init__(self, process: AcpProcess) -> None:
+        self._process = process
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        run = self._process.run
+        option = await run.permission(tool_call, options) if run is not None else None
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=option, outcome="selected")
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        """Updates are taken from the message stream (see :func:`_observer`)."""
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+
+def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:
+    def observe(event: StreamEvent) -> None:
+        # Called by the connection's reader for every message, in arrival order.
+        message = event.message
+        if event.direction is not StreamDirection.INCOMING:
+            return
+        if message.get("method") != "session/update" or "id" in message:
+            return
+        run = process.run
+        params = message.get("params")
+        if run is not None and isinstance(params, dict):
+            run.on_update(params)
+
+    return observe
+
+
+async def _drain_stderr(process: AcpProcess) -> None:
+    stream = process.proc.stderr
+    assert stream is not None
+    with contextlib.suppress(Exception):
+        while chunk := await stream.read(65536):
+            process.stderr.append(chunk)
+            process.stderr_size += len(chunk)
+            while process.stderr_size - len(process.stderr[0]) >= STDERR_TAIL_BYTES:
+                process.stderr_size -= len(process.stderr.popleft())
+
+
+async def _watch(process: AcpProcess) -> None:
+    """When the leader exits, kill what is left of its group, so the pipes close and the
+    connection (and any prompt on it) ends."""
+    with contextlib.suppress(Exception):
+        await process.proc.wait()
+    process.dead = True
+    process.killpg(posix_signal.SIGKILL)
+
+
+async def terminate(process: AcpProcess) -> None:
+    """Stop gently: SIGTERM to the group, SIGKILL after a grace period, then release."""
+    process.killpg(posix_signal.SIGTERM)
+    try:
+        async with asyncio.timeout(STOP_GRACE_SECONDS):
+            await process.proc.wait()
+    except TimeoutError:
+        pass
+    process.killpg(posix_signal.SIGKILL)
+    await release(process)
+
+
+async def release(process: AcpProcess) -> None:
+    """Close the connection, reap the process and stop its helper tasks."""
+    if process.conn is not None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(STOP_GRACE_SECONDS):
+                await process.conn.close()
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(STOP_GRACE_SECONDS):
+            await process.proc.wait()
+    for task in process.tasks:
+        if task is not asyncio.current_task():
+            task.cancel()
+
+
+def tail_suffix(process: AcpProcess | None) -> str:
+    """``": <stderr tail>"`` for an error message, or nothing."""
+    tail = process.tail() if process is not None else ""
+    return f": {tail}" if tail else ""

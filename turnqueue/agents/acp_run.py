@@ -1,0 +1,209 @@
+"""One ACP turn: a ``session/prompt`` on the session's agent process, and what it says back.
+
+The turn's ``session/update`` notifications become turn output and items (:mod:`.acp_updates`);
+its permission requests go to the engine (A6, :data:`ApprovalHandler`) or, without one, are
+answered by the profile's policy; INTERRUPT is ``session/cancel`` and answers every pending
+permission request ``cancelled`` (A5); TERMINATE and KILL signal the process group and mark the
+process dead, so the next turn gets a fresh one (A4).
+
+Hazards:
+- ``session/prompt`` of one session never overlaps another: a per-session lock is held from the
+  start of a turn's process set-up to the end of its prompt, so a new turn whose predecessor was
+  abandoned (killed) waits for that predecessor to wind down first.
+- A stop reason is read only from the prompt's answer; a closed pipe or a dead process fails the
+  turn with the stderr tail, and marks the process dead so nothing is sent to it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal as posix_signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from acp import text_block
+from acp.schema import PermissionOption, ToolCallUpdate
+
+from turnqueue.agents.acp_process import AcpProcess
+from turnqueue.agents.acp_updates import to_output
+from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal
+from turnqueue.agents.profiles import Profile
+
+#: Seconds to wait for ``session/cancel`` to be written to an agent that does not read.
+SEND_TIMEOUT = 2.0
+
+_END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
+_ALLOW_KINDS = ("allow_once", "allow_always")
+_REJECT_KINDS = ("reject_once", "reject_always")
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """A ``session/request_permission`` of a turn, for the engine to ask a user (A6)."""
+
+    session_id: str
+    turn_id: str
+    title: str
+    tool_call_id: str | None
+    options: tuple[tuple[str, str, str], ...]  # (id, name, kind)
+    policy: str = "ask"  # the profile's: ask | allow | reject (the engine applies it)
+
+
+#: The engine's handler: answers an option id, or None for ``cancelled``. The agent cancels the
+#: awaiting task when the turn is cancelled or ends.
+ApprovalHandler = Callable[[PermissionRequest], Awaitable[str | None]]
+
+
+class Processes(Protocol):
+    """What a turn needs from its agent (:class:`~turnqueue.agents.acp.AcpAgent`)."""
+
+    profile: Profile
+    approvals: ApprovalHandler | None
+
+    def session_lock(self, session_id: str) -> asyncio.Lock: ...
+
+    async def ensure(self, session_id: str) -> AcpProcess: ...
+
+    async def kill(self, process: AcpProcess) -> None: ...
+
+    def busy(self, process: AcpProcess) -> None: ...
+
+    def idle(self, session_id: str, process: AcpProcess) -> None: ...
+
+
+class AcpRun(BaseRun):
+    """One turn: one ``session/prompt`` on the session's agent process."""
+
+    def __init__(self, agent: Processes, prompt: str, *, session_id: str, turn_id: str) -> None:
+        super().__init__(f"agent-acp-{turn_id}")
+        self._agent = agent
+        self._prompt = prompt
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self._process: AcpProcess | None = None
+        self._cancelled = False
+        self._sent: list[Signal] = []
+        self._waits: set[asyncio.Future[str | None]] = set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def _run(self) -> AgentResult:
+        async with self._agent.session_lock(self.session_id):
+            try:
+                process = await self._agent.ensure(self.session_id)
+            except AgentStartError as exc:
+                return AgentResult(ok=False, error=str(exc))
+            self._process = process
+            if self._cancelled or Signal.TERMINATE in self._sent or Signal.KILL in self._sent:
+                self._apply_kill_signals(process)
+                return AgentResult(ok=False, error="cancelled before the prompt was sent")
+            process.run = self
+            self._agent.busy(process)
+            try:
+                return await self._prompt_once(process)
+            finally:
+                process.run = None
+                self._cancel_waits()
+                self._agent.idle(self.session_id, process)
+
+    async def _prompt_once(self, process: AcpProcess) -> AgentResult:
+        assert process.conn is not None and process.acp_session_id is not None
+        try:
+            response = await process.conn.prompt(
+                session_id=process.acp_session_id, prompt=[text_block(self._prompt)]
+            )
+        except Exception as exc:
+            await self._agent.kill(process)
+            reason = "agent process exited" if process.proc.returncode is not None else str(exc)
+            if process.proc.returncode is not None:
+                reason += f" (status {process.proc.returncode})"
+            if self._sent:
+                reason = f"stopped ({', '.join(s.name for s in self._sent)}): {reason}"
+            tail = process.tail()
+            return AgentResult(ok=False, error=f"{reason}: {tail}" if tail else reason)
+        reason = str(response.stop_reason)
+        if reason == "end_turn":
+            return AgentResult(ok=True)
+        if reason == "cancelled":
+            return AgentResult(ok=False, error="cancelled")
+        return AgentResult(ok=False, error=reason if reason in _END_REASONS else f"stop: {reason}")
+
+    def on_update(self, params: dict[str, Any]) -> None:
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        out = to_output(update)
+        if isinstance(out, str):
+            self._emit(out)
+        elif out is not None:
+            self._emit_item(out)
+
+    async def permission(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> str | None:
+        """The option to answer (A6), or None for ``cancelled``."""
+        if self._cancelled:
+            return None
+        policy = self._agent.profile.permissions
+        handler = self._agent.approvals
+        if handler is None:  # no engine (the agent on its own): the policy here
+            if policy == "ask":
+                return None  # nobody to ask: the request is answered cancelled
+            kinds = _ALLOW_KINDS if policy == "allow" else _REJECT_KINDS
+            chosen = next((o for o in options if o.kind in kinds), None)
+            return chosen.option_id if chosen is not None else None
+        request = PermissionRequest(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            title=tool_call.title or "permission requested",
+            tool_call_id=tool_call.tool_call_id,
+            options=tuple((o.option_id, o.name, str(o.kind)) for o in options),
+            policy=policy,
+        )
+        wait: asyncio.Future[str | None] = asyncio.ensure_future(handler(request))
+        self._waits.add(wait)
+        try:
+            return await wait
+        except asyncio.CancelledError:
+            if wait.cancelled() and not _current_cancelling():
+                return None  # cancelled by us (A5): answer ``cancelled``
+            raise
+        finally:
+            self._waits.discard(wait)
+
+    def _cancel_waits(self) -> None:
+        for wait in list(self._waits):
+            wait.cancel()
+
+    async def signal(self, signal: Signal) -> None:
+        if self.done:
+            return
+        if signal not in self._sent:
+            self._sent.append(signal)
+        process = self._process
+        if signal is Signal.INTERRUPT:
+            # A5: session/cancel, and every pending permission request answered cancelled.
+            self._cancelled = True
+            self._cancel_waits()
+            if process is not None and process.conn is not None and not process.dead:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(SEND_TIMEOUT):
+                        assert process.acp_session_id is not None
+                        await process.conn.cancel(session_id=process.acp_session_id)
+            return
+        if process is not None:
+            self._apply_kill_signals(process)
+
+    def _apply_kill_signals(self, process: AcpProcess) -> None:
+        process.dead = True  # A4: the next turn gets a fresh process
+        sig = posix_signal.SIGKILL if Signal.KILL in self._sent else posix_signal.SIGTERM
+        process.killpg(sig)
+
+
+def _current_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
