@@ -24,10 +24,11 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
+from turnqueue.engine.change import Change
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.runner import Ending, TurnRunner
 from turnqueue.errors import Conflict, ErrorCode
-from turnqueue.store import SessionView, Tx
+from turnqueue.store import SessionView
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +79,15 @@ class Turns:
         )
 
     async def start_in(
-        self, tx: Tx, view: SessionView, prompt: str, source: MessageSource, consume: list[str]
+        self, c: Change, prompt: str, source: MessageSource, consume: list[str]
     ) -> Turn:
-        turn = await tx.start_turn(
-            view.session.id, prompt=prompt, source=source, consume=consume, owner=self.core.instance
+        """Start a turn in ``c``; it is launched once ``c`` has committed."""
+        turn = await c.start_turn(
+            prompt=prompt, source=source, consume=consume, owner=self.core.instance
         )
-        await self.core.queue_changed(tx, view.session.id)  # BUSY is now a hold
-        self.core.publish_after(tx, EventKind.SESSION, view.session.id, 0)
+        await c.queue_changed()  # BUSY is now a hold
+        agent = c.view.session.agent
+        c.on_commit(lambda: self.launch(turn, agent))
         return turn
 
     async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
@@ -109,82 +112,69 @@ class Turns:
     ) -> tuple[DrainResult, Turn | None]:
         if self.core.closing or self.core.runtime_holds(session_id):
             return DrainResult.HELD, None
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            result, turn = await self.reserve_in(tx, view, automatic=automatic)
-        if turn is not None:
-            self.launch(turn, view.session.agent)
-        return result, turn
+        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            return await self.reserve_in(c, c.view, automatic=automatic)
 
     async def reserve_in(
-        self, tx: Tx, view: SessionView, *, automatic: bool, ending: TurnRunner | None = None
+        self, c: Change, view: SessionView, *, automatic: bool, ending: TurnRunner | None = None
     ) -> tuple[DrainResult, Turn | None]:
-        """The Q3 decision and reservation inside the caller's transaction, which has taken
-        the lock row (``view``): the policy is read in the transaction that reserves. The
-        caller launches the returned turn after COMMIT."""
+        """The Q3 decision and reservation inside the caller's unit of work, which has taken
+        the lock row (``view``: its view, or what its changes made of it): the policy is read
+        in the transaction that reserves. The turn is launched after COMMIT."""
         if self.core.closing or self.blocked(view, ending):
             return DrainResult.HELD, None
         if view.queued == 0:
             return DrainResult.EMPTY, None
         if automatic and not view.policy.auto_run:
             return DrainResult.PAUSED, None
-        entry = await tx.reserve_head(view.session.id, owner=self.core.instance)
+        entry = await c.tx.reserve_head(view.session.id, owner=self.core.instance)
         if entry is None:
             return DrainResult.EMPTY, None
-        turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
+        turn = await self.start_in(c, entry.content, entry.source, [entry.id])
         return DrainResult.STARTED, turn
 
     async def send_message(self, session_id: str, content: str) -> Admission:
         """Start a turn when the session is free (targeted), queue it when busy."""
-        async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                if view.clarification is not None:
-                    raise Conflict(
-                        ErrorCode.CLARIFICATION_PENDING,
-                        "the agent asked a question: answer it with answerClarification",
-                    )
-                if not self.blocked(view):
-                    turn = await self.start_in(tx, view, content, MessageSource.USER, [])
-                elif view.session.state in BUSY or view.session.state in PROMPTABLE:
-                    check_capacity(view, self.core.settings.queue_limit)
-                    entry = await tx.add_entry(
-                        session_id, content=content, source=MessageSource.USER
-                    )
-                    await self.core.queue_changed(tx, session_id)
-                    return Admission(entry=entry)
-                else:
-                    raise Conflict(
-                        ErrorCode.SESSION_NOT_PROMPTABLE,
-                        f"session is {view.session.state}; it cannot take prompts",
-                    )
-            self.launch(turn, view.session.agent)
-            return Admission(turn=turn)
+        async with self.core.change(session_id) as c:
+            view = c.view
+            if view.clarification is not None:
+                raise Conflict(
+                    ErrorCode.CLARIFICATION_PENDING,
+                    "the agent asked a question: answer it with answerClarification",
+                )
+            if not self.blocked(view):
+                return Admission(turn=await self.start_in(c, content, MessageSource.USER, []))
+            if view.session.state in BUSY or view.session.state in PROMPTABLE:
+                check_capacity(view, self.core.settings.queue_limit)
+                entry = await c.tx.add_entry(session_id, content=content, source=MessageSource.USER)
+                await c.queue_changed()
+                return Admission(entry=entry)
+            raise Conflict(
+                ErrorCode.SESSION_NOT_PROMPTABLE,
+                f"session is {view.session.state}; it cannot take prompts",
+            )
 
     async def answer_clarification(
         self, session_id: str, answer: str, clarification_id: str | None
     ) -> Turn:
-        async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                pending = view.clarification
-                if pending is None or (
-                    clarification_id is not None and clarification_id != pending.id
-                ):
-                    raise Conflict(
-                        ErrorCode.NO_CLARIFICATION,
-                        "no such clarification is pending",
-                        ["clarificationId"] if pending is not None else None,
-                    )
-                await tx.clear_clarification(session_id)
-                if view.session.state not in PROMPTABLE or self.core.runtime_holds(session_id):
-                    raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
-                turn = await self.start_in(tx, view, answer, MessageSource.USER, [])
-            self.launch(turn, view.session.agent)
-            return turn
+        async with self.core.change(session_id) as c:
+            pending = c.view.clarification
+            if pending is None or (clarification_id is not None and clarification_id != pending.id):
+                raise Conflict(
+                    ErrorCode.NO_CLARIFICATION,
+                    "no such clarification is pending",
+                    ["clarificationId"] if pending is not None else None,
+                )
+            await c.clear_clarification()
+            if c.view.session.state not in PROMPTABLE or self.core.runtime_holds(session_id):
+                raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
+            return await self.start_in(c, answer, MessageSource.USER, [])
 
     async def _on_process(self, runner: TurnRunner, pgid: int) -> None:
-        """Remember the agent's process group, so recovery can kill it after a crash (M6)."""
+        """Remember the agent's process group, so recovery can kill it after a crash (M6).
+
+        Not a unit of work (``core.change``): it writes only the turn's own agent columns,
+        under no lock row, and moves no revision."""
         try:
             async with self.core.store.transaction() as tx:
                 await tx.set_turn_agent(runner.turn.id, socket.gethostname(), pgid)
@@ -226,7 +216,7 @@ class Turns:
                     runner.ending = True
                     decision = await self._decide_moves(runner, self._decide(runner, ending))
                 try:
-                    drained, following = await self._record_end(runner, ending, decision)
+                    drained = await self._record_end(runner, ending, decision)
                 except Exception:
                     log.exception("could not record the end of turn %s", runner.turn.id)
                     if not self.core.closing:
@@ -235,12 +225,12 @@ class Turns:
                         # Given up at shutdown: the turn stays RUNNING in the database and
                         # recovery (M6) ends it at the next start.
                         decision = replace(decision, status=TurnStatus.FAILED, moving=False)
-                        self._finish(runner, decision, None, None)
+                        self._finish(runner, decision, None)
                         return
                 else:
                     committed = True
                 if committed:
-                    self._finish(runner, decision, drained, following)
+                    self._finish(runner, decision, drained)
                     break
             await asyncio.sleep(delay)
             delay = min(delay * 2, END_RETRY_MAX)
@@ -264,20 +254,20 @@ class Turns:
 
     async def _record_end(
         self, runner: TurnRunner, ending: Ending, decision: _Decision
-    ) -> tuple[DrainResult | None, tuple[Turn, str] | None]:
+    ) -> DrainResult | None:
         """The end's one transaction: the turn, the session, the clarification, and the next
-        entry (Q4). Returns the drain's result and the turn to launch after COMMIT."""
+        entry (Q4), launched after COMMIT. Returns the drain's result. The caller holds the
+        session lock."""
         sid = runner.session_id
         status, question = decision.status, decision.question
         drained: DrainResult | None = None
-        following: tuple[Turn, str] | None = None
-        async with self.core.store.transaction() as tx:
-            # The lock row first, as in every transaction that changes a session: one lock
-            # order everywhere, so recovery on another instance cannot deadlock with this end
-            # (lock row, then turn, then session).
-            before = await tx.lock(sid)
-            await runner.write_rest(tx)  # O1: the log's last batch, published before ``done``
-            _, session = await tx.end_turn(
+        # The lock row first, as in every transaction that changes a session: one lock order
+        # everywhere, so recovery on another instance cannot deadlock with this end (lock row,
+        # then turn, then session).
+        async with self.core.change(sid, session_lock=False) as c:
+            before = c.view
+            await runner.write_rest(c.tx)  # O1: the log's last batch, published before ``done``
+            _, session = await c.end_turn(
                 runner.turn.id,
                 status=status,
                 output=ending.output,
@@ -285,11 +275,12 @@ class Turns:
                 session_state=SessionState.WAITING_FOR_INPUT,
             )
             if question is not None:
-                await tx.set_clarification(sid, turn_id=runner.turn.id, question=question)
-            await self.core.queue_changed(tx, sid)
-            self.core.publish_after(tx, EventKind.SESSION, sid, 0)
+                await c.set_clarification(turn_id=runner.turn.id, question=question)
+            await c.queue_changed()
             done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, status)
-            tx.after_commit(lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done)))
+            c.tx.after_commit(
+                lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
+            )
             if decision.drains:
                 # Q4 in the end's own transaction (one commit per turn end), under the same
                 # lock row; this runner, whose end this is, holds nothing. A task that moves
@@ -304,21 +295,20 @@ class Turns:
                         before, session=session, running_turn_id=None, running_turn_owner=None
                     )
                 else:
-                    after = await tx.view(sid)
+                    after = await c.tx.view(sid)
                 if after is not None:
-                    drained, turn = await self.reserve_in(tx, after, automatic=True, ending=runner)
-                    following = (turn, after.session.agent) if turn else None
-        return drained, following
+                    drained, _ = await self.reserve_in(c, after, automatic=True, ending=runner)
+        return drained
 
     def _finish(
         self,
         runner: TurnRunner,
         decision: _Decision,
         drained: DrainResult | None,
-        following: tuple[Turn, str] | None,
     ) -> None:
-        """After the end committed (or was given up): forget the runner, launch the next turn,
-        hold the queue for a step change. Called under the session lock."""
+        """After the end committed (or was given up; the next turn, if any, was launched at
+        COMMIT): forget the runner, hold the queue for a step change. Called under the session
+        lock."""
         sid = runner.session_id
         if self.core.runners.get(sid) is runner:
             del self.core.runners[sid]
@@ -328,8 +318,6 @@ class Turns:
         log.info("turn %s ended %s", runner.turn.id, decision.status.value)  # ids from context
         if drained is not None:
             self.core.metrics.reservation("automatic", drained.value)
-        if following is not None:
-            self.launch(*following)
         if decision.moving:
             # W1: hold the queue until the step change has committed.
             self.core.transitions.add(sid)
