@@ -64,8 +64,18 @@ class CancelResult:
 class Engine:
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.turns = Turns(core)
-        self.cancels = Cancels(core, self.turns)
+        # The workflow's call-backs (W1, W2) are passed at construction; they reach the
+        # workflow through this engine, which builds it last (it stops and drains through the
+        # parts built before it).
+        self.turns = Turns(
+            core, moves_on_complete=self._moves_on_complete, on_completed=self._step_completed
+        )
+        self.cancels = Cancels(
+            core,
+            self.turns,
+            moves_on_cancel=self._moves_on_cancel,
+            on_cancelled=self._step_completed,
+        )
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
         self.shared_reads = SharedReads(core.bus, core.queue_status)
@@ -75,6 +85,15 @@ class Engine:
         # Hazard: correct only because a session's owner is fixed at creation and sessions are
         # never deleted. If either ever changes, this cache must be invalidated there.
         self._owners: OrderedDict[str, str] = OrderedDict()
+
+    async def _moves_on_complete(self, session_id: str) -> bool:
+        return await self.workflows.moves_on_complete(session_id)
+
+    async def _moves_on_cancel(self, session_id: str) -> bool:
+        return await self.workflows.moves_on_cancel(session_id)
+
+    async def _step_completed(self, session_id: str) -> None:
+        await self.workflows.on_completed(session_id)
 
     @classmethod
     async def open(
@@ -282,6 +301,8 @@ class Engine:
         if agent_name not in self.core.agents:
             names = ", ".join(sorted(self.core.agents))
             raise InvalidInput(f"unknown agent {agent_name!r}; agents are {names}", ["agent"])
+        # Not units of work (``core.change``): the session is being created, so no other
+        # writer can know it yet and there is no lock row to order anything with.
         async with self.core.store.transaction() as tx:
             task = await tx.create_task(
                 title=title, owner=principal, workflow_step=self.core.workflow.first.name

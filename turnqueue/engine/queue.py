@@ -27,7 +27,8 @@ from turnqueue.domain import (
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity
-from turnqueue.engine.turns import DrainResult, Turns
+from turnqueue.engine.turn_end import DrainResult
+from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
 
