@@ -66,6 +66,8 @@ class AgentSessions:
         while True:
             await asyncio.sleep(self.core.settings.lease_seconds / 3)
             try:
+                # Not a unit of work (``core.change``): it refreshes ``updated_at`` only, under
+                # no lock row, and moves no revision.
                 async with self.core.store.transaction() as tx:
                     await tx.touch_starting(session_id)
             except Exception:

@@ -8,7 +8,11 @@ One :class:`Core` per process. Hazards it owns:
   the commit that acts on it. It is never held while waiting for an agent to stop. Across
   processes, the database lock row (Q3) is what serialises; this lock only orders one process's
   own tasks.
-- Publications go through ``publish_after(tx, …)``, i.e. only after COMMIT.
+- Every rule changes a session through one unit of work, ``change(sid, expected_revision)``
+  (``engine/change.py``): the session lock, the transaction, the lock row, the Q13 check, one
+  queue revision, and publications and launches only after COMMIT (``publish_after``).
+- A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is held by ``hold(sid, kind)``, which bumps
+  the queue revision when it starts and ends and releases it on every exit.
 - Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
 """
 
@@ -120,17 +124,13 @@ class Core:
             # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
             tx.notify(self.cluster.durable_payload(kind, session_id, revision))
 
-    async def queue_changed(self, tx: Tx, session_id: str) -> None:
-        """The queue status changed in ``tx``: one revision (Q13), published after commit.
-
-        R2: the same statement raises the session's durable cancellation floor to what this
-        process knows (and reserves) and reads back what others stored: see ``cancellation``."""
-        revision = await self.bump_queue(tx, session_id)
-        self.publish_after(tx, EventKind.QUEUE, session_id, revision)
-
     async def bump_queue(self, tx: Tx, session_id: str) -> int:
         """The queue revision of ``tx`` (bumped once per transaction by the store, Q13), the
-        cancellation floor raised with it (R2) and the runtime holds recorded with it (Q9)."""
+        cancellation floor raised with it (R2) and the runtime holds recorded with it (Q9).
+
+        R2: the same statement raises the session's durable cancellation floor to what this
+        process knows (and reserves) and reads back what others stored: see ``cancellation``.
+        Rules call it through their unit of work (``Change.queue_changed``)."""
         hint = self.cancellations.floor_hint(session_id)
         revision, floor = await tx.bump_queue(session_id, hint)
         self.cancellations.raise_floor(session_id, floor)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -197,7 +197,7 @@ class QueueOps:
         expected_revision: int | None,
         observed_turn: str | None,
     ) -> SendNowResult:
-        with ExitStack() as stack:
+        async with AsyncExitStack() as stack:
             async with self.core.session_lock(session_id):
                 claimed = await self._claim(
                     session_id, scope, entry_id, expected_revision, observed_turn
@@ -205,20 +205,15 @@ class QueueOps:
                 runner = self.core.runners.get(session_id)
                 if runner is not None:
                     # Held until the replacement is delivered: CANCELLING holds every other
-                    # start (Q9), so nothing slips in between the stop and the delivery.
-                    stack.enter_context(
-                        self.core.cancellations.reference(session_id, CancelKind.REPLACEMENT)
+                    # start (Q9), so nothing slips in between the stop and the delivery. The
+                    # replacement reference ends with the delivery, on every exit (C5).
+                    await stack.enter_async_context(
+                        self.core.hold(session_id, CancelKind.REPLACEMENT)
                     )
             if runner is not None:
-                await self.core.touch_queue(session_id)
                 await self.cancels.stop(runner)
-            try:
-                async with self.core.session_lock(session_id):
-                    turn = await self._deliver(session_id, claimed)
-            finally:
-                stack.close()  # the replacement reference ends with the delivery (C5)
-                if runner is not None:
-                    await self.core.touch_queue(session_id)
+            async with self.core.session_lock(session_id):
+                turn = await self._deliver(session_id, claimed)
             return SendNowResult(turn, len(claimed))
 
     async def _claim(
