@@ -64,17 +64,18 @@ class CancelResult:
 class Engine:
     def __init__(self, core: Core) -> None:
         self.core = core
-        # The workflow's call-backs (W1, W2) are passed at construction; they reach the
-        # workflow through this engine, which builds it last (it stops and drains through the
-        # parts built before it).
+        # The workflow's call-backs (W1, W2), passed at construction: the workflow is built
+        # last (it stops and drains through the parts built before it), so they reach it here.
         self.turns = Turns(
-            core, moves_on_complete=self._moves_on_complete, on_completed=self._step_completed
+            core,
+            moves_on_complete=lambda sid: self.workflows.moves_on_complete(sid),
+            on_completed=lambda sid: self.workflows.on_completed(sid),
         )
         self.cancels = Cancels(
             core,
             self.turns,
-            moves_on_cancel=self._moves_on_cancel,
-            on_cancelled=self._step_completed,
+            moves_on_cancel=lambda sid: self.workflows.moves_on_cancel(sid),
+            on_cancelled=lambda sid: self.workflows.on_completed(sid),
         )
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
@@ -85,15 +86,6 @@ class Engine:
         # Hazard: correct only because a session's owner is fixed at creation and sessions are
         # never deleted. If either ever changes, this cache must be invalidated there.
         self._owners: OrderedDict[str, str] = OrderedDict()
-
-    async def _moves_on_complete(self, session_id: str) -> bool:
-        return await self.workflows.moves_on_complete(session_id)
-
-    async def _moves_on_cancel(self, session_id: str) -> bool:
-        return await self.workflows.moves_on_cancel(session_id)
-
-    async def _step_completed(self, session_id: str) -> None:
-        await self.workflows.on_completed(session_id)
 
     @classmethod
     async def open(
