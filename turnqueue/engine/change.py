@@ -24,6 +24,15 @@ Then the body runs, and the unit of work
   after the publications, still under the session lock.
 
 If the body raises, the transaction rolls back: nothing is published and nothing is launched.
+
+Hazards:
+- Units of work do not nest: the store has one write transaction at a time (SQLite's writer
+  lock), so a body never opens another (``Core.hold`` and ``touch_queue`` open one: call them
+  outside). Two sessions changed together share one (:meth:`Change.join`).
+- The session event is published last, after the transaction's other events (the queue's, a
+  turn's ``done``): subscribers read the session again on it, so they see the committed state.
+- The session revision is tracked, not read back: every operation that moves it under the lock
+  row goes through this class (the lock row keeps every other writer of the session out).
 """
 
 from __future__ import annotations
