@@ -65,7 +65,8 @@ class Turns:
 
     # -- starting -----------------------------------------------------------------------------
     def launch(self, turn: Turn, agent_name: str) -> TurnRunner:
-        """Run a committed turn. Call right after its commit, still under the session lock."""
+        """Run a committed turn: ``start_in`` has its unit of work call this at COMMIT, still
+        under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(
