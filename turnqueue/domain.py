@@ -251,6 +251,32 @@ class OutputRecord:
     key: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """Records of a turn's log that just committed (O1), as the bus carries them: ``end`` is the
+    log's length after them. A batch relayed from another instance carries no records (only
+    ``end``): its readers read the log."""
+
+    session_id: str
+    turn_id: str
+    end: int
+    records: tuple[OutputRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsChunk:
+    """What ``turnItems`` sends (A3, O2): the changes log entries ``offset .. next_offset-1``
+    made to the turn's items, each as ``(index, item)`` (see :mod:`turnqueue.engine.items`)."""
+
+    session_id: str
+    turn_id: str
+    offset: int
+    next_offset: int
+    changes: tuple[tuple[int, TurnItem], ...]
+    done: bool
+    status: TurnStatus
+
+
 class ApprovalOutcome(StrEnum):
     PENDING = "PENDING"
     SELECTED = "SELECTED"

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from event_loops import LoopFactory, loops_for
 
-# test_command_served.py drives real servers with the cluster tests' helpers.
-CLUSTER = str(Path(__file__).resolve().parents[1] / "cluster")
-if CLUSTER not in sys.path:
-    sys.path.append(CLUSTER)
+# test_command_served.py drives real servers with the cluster tests' helpers, and
+# test_acp_items_served.py reads SSE with the ops tests' helpers.
+for _helpers in ("cluster", "ops"):
+    _path = str(Path(__file__).resolve().parents[1] / _helpers)
+    if _path not in sys.path:
+        sys.path.append(_path)
 
 
 def pytest_asyncio_loop_factories(

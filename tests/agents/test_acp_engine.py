@@ -97,7 +97,7 @@ async def test_a2_a3_session_start_and_items_through_the_engine(engine: Engine) 
     assert admission.turn is not None
     turn = await finished(engine, session_id, admission.turn.id)
     assert turn.output == "read it"
-    kinds = [i.kind for i in engine.turn_items(turn.id)]
+    kinds = [i.kind for i in await engine.turn_items(turn.id)]
     assert kinds == [ItemKind.TOOL_CALL, ItemKind.MESSAGE]
     assert [p.type for p in engine.agents()] == [AgentType.ACP, AgentType.SCRIPTED]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.domain import ItemKind, TurnItem
-from turnqueue.engine.items import MAX_ITEMS, ItemFold, recent_items
+from turnqueue.engine.items import MAX_ITEMS, ItemFold
 
 
 def test_a3_updates_map_to_text_and_items() -> None:
@@ -47,14 +47,8 @@ def test_a3_unknown_or_malformed_updates_are_kept_raw_never_dropped() -> None:
 
 
 def test_a3_fold_keeps_order_upserts_by_key_and_joins_chunks() -> None:
-    fold = ItemFold("turn-fold")
-    fold.add(TurnItem(ItemKind.MESSAGE, {"text": "a"}))
-    fold.add(TurnItem(ItemKind.MESSAGE, {"text": "b"}))
-    fold.add(TurnItem(ItemKind.TOOL_CALL, {"toolCallId": "1", "status": "pending"}, "1"))
-    fold.add(TurnItem(ItemKind.MESSAGE, {"text": "c"}))
-    fold.add(TurnItem(ItemKind.TOOL_CALL, {"status": "completed"}, "1"))
-    fold.add(TurnItem(ItemKind.THOUGHT, {"text": "x"}))
-    fold.add(TurnItem(ItemKind.THOUGHT, {"text": "y"}))
+    fold = ItemFold()
+    changes = [fold.add(piece) for piece in _pieces()]
     expected = (
         TurnItem(ItemKind.MESSAGE, {"text": "ab"}),
         TurnItem(ItemKind.TOOL_CALL, {"toolCallId": "1", "status": "completed"}, "1"),
@@ -62,11 +56,35 @@ def test_a3_fold_keeps_order_upserts_by_key_and_joins_chunks() -> None:
         TurnItem(ItemKind.THOUGHT, {"text": "xy"}),
     )
     assert fold.snapshot() == expected
-    assert recent_items("turn-fold") == expected
+    # What each piece changed, as turnItems sends it: text items only their new text, an
+    # update by key the whole item, folded.
+    assert changes == [
+        (0, TurnItem(ItemKind.MESSAGE, {"text": "a"})),
+        (0, TurnItem(ItemKind.MESSAGE, {"text": "b"})),
+        (1, TurnItem(ItemKind.TOOL_CALL, {"toolCallId": "1", "status": "pending"}, "1")),
+        (2, TurnItem(ItemKind.MESSAGE, {"text": "c"})),
+        (1, expected[1]),
+        (3, TurnItem(ItemKind.THOUGHT, {"text": "x"})),
+        (3, TurnItem(ItemKind.THOUGHT, {"text": "y"})),
+    ]
+    lean = ItemFold(keep_text=False)  # a stream's fold: the same changes, without the text
+    assert [lean.add(piece) for piece in _pieces()] == changes
+
+
+def _pieces() -> list[TurnItem]:
+    return [
+        TurnItem(ItemKind.MESSAGE, {"text": "a"}),
+        TurnItem(ItemKind.MESSAGE, {"text": "b"}),
+        TurnItem(ItemKind.TOOL_CALL, {"toolCallId": "1", "status": "pending"}, "1"),
+        TurnItem(ItemKind.MESSAGE, {"text": "c"}),
+        TurnItem(ItemKind.TOOL_CALL, {"status": "completed"}, "1"),
+        TurnItem(ItemKind.THOUGHT, {"text": "x"}),
+        TurnItem(ItemKind.THOUGHT, {"text": "y"}),
+    ]
 
 
 def test_a3_fold_is_bounded() -> None:
-    fold = ItemFold("turn-bounded")
+    fold = ItemFold()
     for i in range(MAX_ITEMS + 10):
         fold.add(TurnItem(ItemKind.RAW, {"i": i}))
     fold.add(TurnItem(ItemKind.MESSAGE, {"text": "dropped"}))

@@ -41,7 +41,7 @@ class Server:
         self._log_path = log
         self.process: subprocess.Popen[bytes] | None = None
 
-    async def start(self) -> Server:
+    async def start(self, wait: float = 20.0) -> Server:
         self._log = self._log_path.open("ab")
         self.process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
             [sys.executable, "-m", "turnqueue", "serve"],
@@ -50,7 +50,7 @@ class Server:
             stderr=subprocess.STDOUT,
         )
         async with httpx.AsyncClient(timeout=2) as http:
-            for _ in range(200):  # bounded: up to ~20 s for the process to listen
+            for _ in range(int(wait / 0.1)):  # bounded: ``wait`` s for the process to listen
                 if self.process.poll() is not None:
                     raise RuntimeError(f"server exited: {self._log_path.read_text()[-2000:]}")
                 try:

@@ -1,5 +1,5 @@
 """Agent profiles as the engine uses them (A1), the start of a session's agent (A2), and the
-structured items of turns (A3).
+structured items of turns (A3, read from the output log: ``engine.items``).
 
 A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its agent when the
 session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the
@@ -15,9 +15,8 @@ import logging
 from collections import OrderedDict
 
 from turnqueue.agents import AcpAgent, agent_profile
-from turnqueue.domain import AgentProfile, SessionState, TurnItem
+from turnqueue.domain import AgentProfile, SessionState
 from turnqueue.engine.core import Core
-from turnqueue.engine.items import recent_items
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -46,9 +45,6 @@ class AgentSessions:
 
     def profiles(self) -> list[AgentProfile]:
         return [agent_profile(name, agent) for name, agent in sorted(self.core.agents.items())]
-
-    def items(self, turn_id: str) -> tuple[TurnItem, ...]:
-        return recent_items(turn_id) or ()
 
     def failure(self, session_id: str) -> str | None:
         return self._failures.get(session_id)

@@ -14,6 +14,10 @@ the profile's policy:
 Hazards:
 - *Exactly once.* The answer is the store's conditional ``UPDATE … WHERE outcome = 'PENDING'``:
   of racing answers (here or on other instances) one wins, the others get APPROVAL_RESOLVED.
+- *Any instance (M4).* Only the instance running the turn holds the agent's waiting call, so an
+  answer received elsewhere is forwarded to that owner (``answer_approval``, as a cancel is) and
+  resolved there, under the same conditional update: a forwarded answer and a local one race
+  like two local ones.
 - *The queue must not stay held.* An approval cancelled because its turn ended may release its
   hold only after that end's drain ran (and was held by it), so releasing runs an automatic
   drain itself (Q4).
@@ -25,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
 
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
 from turnqueue.domain import (
@@ -37,6 +43,7 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.engine.change import Change
+from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
@@ -133,12 +140,20 @@ class Approvals:
             raise NotFound("approval", ["approvalId"])
         return approval
 
-    async def resolve(self, principal: str, approval: Approval, option_id: str) -> Approval:
-        """Answer a pending approval with ``option_id``, exactly once (A6)."""
+    async def resolve(
+        self, principal: str, approval: Approval, option_id: str, *, forwarded: bool = False
+    ) -> Approval:
+        """Answer a pending approval with ``option_id``, exactly once (A6), on the instance
+        running its turn (forwarded there when that is another one)."""
         if option_id not in {o.id for o in approval.options}:
             known = ", ".join(o.id for o in approval.options)
             raise InvalidInput(f"optionId must be one of: {known}", ["optionId"])
         sid = approval.session_id
+        if not forwarded and approval.outcome is ApprovalOutcome.PENDING:
+            if approval.id not in self._waiting:
+                owner = await self.core.remote_owner(sid)
+                if owner is not None:
+                    return await self._forward(owner, principal, approval, option_id)
         async with self.core.session_lock(sid):
             waiting = self._waiting.get(approval.id)
             if approval.outcome is not ApprovalOutcome.PENDING or (
@@ -157,7 +172,7 @@ class Approvals:
                         raise _resolved()
                     raise Conflict(
                         ErrorCode.SESSION_BUSY,
-                        "the approval's turn runs on another instance; answer it there",
+                        "the instance running the approval's turn cannot answer it now",
                     )
                 won = await tx.answer_approval(
                     approval.id,
@@ -180,6 +195,35 @@ class Approvals:
             answered_by=principal,
             answered_at=now,
         )
+
+    async def _forward(
+        self, owner: int, principal: str, approval: Approval, option_id: str
+    ) -> Approval:
+        assert self.core.cluster is not None
+        args = {"a": approval.id, "o": option_id, "p": principal}
+        timeout = max(5.0, self.core.settings.lease_seconds)
+        try:
+            reply = await self.core.cluster.call(owner, "answer_approval", args, timeout)
+        except OwnerUnreachable:
+            log.warning("owner %s of approval %s did not answer", owner, approval.id)
+            raise Conflict(
+                ErrorCode.SESSION_BUSY,
+                "the instance running the approval's turn did not answer; try again",
+            ) from None
+        return replace(
+            approval,
+            outcome=ApprovalOutcome.SELECTED,
+            option_id=option_id,
+            answered_by=principal,
+            answered_at=datetime.fromisoformat(reply["at"]),
+        )
+
+    async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The owner's side of a forwarded answer (authorised where it was received)."""
+        approval = await self.find(str(args["a"]))
+        answered = await self.resolve(str(args["p"]), approval, str(args["o"]), forwarded=True)
+        assert answered.answered_at is not None
+        return {"at": answered.answered_at.isoformat()}
 
     # -- reads ---------------------------------------------------------------------------------
     async def pending(self, session_id: str) -> Approval | None:

@@ -1,81 +1,111 @@
-"""A turn's structured output in memory (A3): its :class:`TurnItem`s in order, folded by key.
+"""A turn's structured output (A3) folded from its durable log (O1): its :class:`TurnItem`s.
 
-The runner adds every item its agent streams. Two folds keep the list what a UI shows:
+The log (:mod:`turnqueue.engine.outputlog`) holds every piece the agent streamed, in order: text
+(MESSAGE records), thoughts, tool calls and their updates, plans, raw updates. Two folds turn it
+into the list a UI shows (``Turn.items``):
 
 - an item with a ``key`` (a tool call's id) *updates* the earlier item with that key in place
   (its data merged over the old: an ACP ``tool_call_update`` carries only what changed);
-- consecutive MESSAGE (or THOUGHT) chunks without a key are joined into one item.
+- consecutive MESSAGE (or THOUGHT) pieces without a key are joined into one item.
 
-Until the durable output log (SPEC O1) stores items, the folds of the most recent turns stay
-here after their end (bounded, :data:`RECENT_TURNS`), so ``Turn.items`` still answers for a turn
-that just ended; an older or another instance's turn answers no items.
+:meth:`ItemFold.add` answers what each piece changed, as ``turnItems`` streams it (O2): the
+item's index and either the item whole (new, or updated by key) or, for a joined text item, only
+the text it gained. Any instance folds any turn's log the same way, running or ended.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
-from turnqueue.domain import ItemKind, TurnItem
+from turnqueue.domain import ItemKind, OutputRecord, TurnItem
 
 #: Items kept per turn; beyond it new items are dropped (updates of kept ones still apply).
 MAX_ITEMS = 10_000
 #: Characters kept in one joined MESSAGE/THOUGHT item.
 MAX_TEXT_CHARS = 1_000_000
-#: Ended turns whose items are remembered in this process.
-RECENT_TURNS = 256
 
 _JOINED = frozenset({ItemKind.MESSAGE, ItemKind.THOUGHT})
-_recent: OrderedDict[str, ItemFold] = OrderedDict()
+
+#: What one piece changed: the item's index, and the item (for a joined text item that already
+#: existed: only the text it gained).
+Change = tuple[int, TurnItem]
+
+
+def record_item(record: OutputRecord) -> TurnItem:
+    """The piece a log record holds (a MESSAGE record keeps its text in ``text``)."""
+    if record.kind is ItemKind.MESSAGE and record.data is None:
+        return TurnItem(ItemKind.MESSAGE, {"text": record.text})
+    return TurnItem(record.kind, dict(record.data or {}), record.key)
 
 
 class ItemFold:
-    def __init__(self, turn_id: str) -> None:
-        self.turn_id = turn_id
+    """The items of one turn, folded piece by piece.
+
+    ``keep_text=False`` (a stream's fold) keeps only what placing the next pieces needs (sizes
+    and keyed items), not the joined text nor unkeyed items' data (nothing later refers to a
+    plan or a raw update): a subscriber never re-sends what it already sent.
+    """
+
+    def __init__(self, *, keep_text: bool = True) -> None:
+        self._keep_text = keep_text
         self._items: list[TurnItem] = []
         # Text of a joined MESSAGE/THOUGHT item by index, in parts: joining on each chunk would
         # copy the whole text every time (quadratic in the number of chunks).
         self._parts: dict[int, list[str]] = {}
         self._sizes: dict[int, int] = {}
         self._by_key: dict[str, int] = {}
-        _recent[turn_id] = self
-        while len(_recent) > RECENT_TURNS:
-            _recent.popitem(last=False)
 
-    def add(self, item: TurnItem) -> None:
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add_record(self, record: OutputRecord) -> Change | None:
+        return self.add(record_item(record))
+
+    def add(self, item: TurnItem) -> Change | None:
+        """Fold ``item`` in; what it changed, or None when it changed nothing (beyond a bound)."""
         if item.key is not None and item.key in self._by_key:
             index = self._by_key[item.key]
             old = self._items[index]
-            self._items[index] = TurnItem(old.kind, {**old.data, **item.data}, old.key)
-            return
+            merged = TurnItem(old.kind, {**old.data, **item.data}, old.key)
+            self._items[index] = merged
+            return index, merged
         last = len(self._items) - 1
         if item.key is None and item.kind in _JOINED:
             text = str(item.data.get("text", ""))
-            if last in self._parts and self._items[last].kind is item.kind:
+            if last in self._sizes and self._items[last].kind is item.kind:
                 room = MAX_TEXT_CHARS - self._sizes[last]
-                if room > 0:
-                    self._parts[last].append(text[:room])
-                    self._sizes[last] += min(len(text), room)
-                return
+                gained = text[: max(room, 0)]
+                if not gained:
+                    return None
+                if self._keep_text:
+                    self._parts[last].append(gained)
+                self._sizes[last] += len(gained)
+                return last, TurnItem(item.kind, {"text": gained})
             if len(self._items) >= MAX_ITEMS:
-                return
-            self._items.append(item)
-            self._parts[last + 1] = [text[:MAX_TEXT_CHARS]]
-            self._sizes[last + 1] = min(len(text), MAX_TEXT_CHARS)
-            return
+                return None
+            text = text[:MAX_TEXT_CHARS]
+            index = last + 1
+            self._items.append(TurnItem(item.kind, {}))
+            self._parts[index] = [text] if self._keep_text else []
+            self._sizes[index] = len(text)
+            return index, TurnItem(item.kind, {"text": text})
         if len(self._items) >= MAX_ITEMS:
-            return
+            return None
         if item.key is not None:
             self._by_key[item.key] = len(self._items)
-        self._items.append(item)
+        kept = item if item.key is not None or self._keep_text else TurnItem(item.kind, {})
+        self._items.append(kept)
+        return len(self._items) - 1, item
 
     def snapshot(self) -> tuple[TurnItem, ...]:
+        """The items as they are now (only for a fold that keeps its text)."""
         return tuple(
             TurnItem(it.kind, {"text": "".join(self._parts[i])}) if i in self._parts else it
             for i, it in enumerate(self._items)
         )
 
 
-def recent_items(turn_id: str) -> tuple[TurnItem, ...] | None:
-    """The items of a turn run by this process recently (running or ended), else None."""
-    fold = _recent.get(turn_id)
-    return fold.snapshot() if fold is not None else None
+def fold_records(records: list[OutputRecord]) -> tuple[TurnItem, ...]:
+    """A turn's items from its whole log (``Turn.items``)."""
+    fold = ItemFold()
+    for record in records:
+        fold.add_record(record)
+    return fold.snapshot()

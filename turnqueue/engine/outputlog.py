@@ -27,7 +27,15 @@ import weakref
 from dataclasses import replace
 
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import ItemKind, OutputChunk, OutputRecord, Turn, TurnItem, TurnStatus
+from turnqueue.domain import (
+    ItemKind,
+    LogBatch,
+    OutputChunk,
+    OutputRecord,
+    Turn,
+    TurnItem,
+    TurnStatus,
+)
 from turnqueue.store.protocol import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -200,6 +208,11 @@ class OutputLog:
         tx.after_commit(lambda: self._publish(batch))
 
     def _publish(self, batch: list[OutputRecord]) -> None:
+        sid = self.turn.session_id
+        if batch:  # turnItems (A3, O2): every record, text and items, after its commit
+            end = batch[-1].seq + 1
+            logged = LogBatch(sid, self.turn.id, end, tuple(batch))
+            self._bus.publish(Event(EventKind.ITEMS, sid, batch=logged))
         texts = [r.text for r in batch if r.kind is ItemKind.MESSAGE]
         if not texts:
             return
@@ -209,7 +222,7 @@ class OutputLog:
         chunk = OutputChunk(
             self.turn.session_id, self.turn.id, offset, text, False, TurnStatus.RUNNING
         )
-        self._bus.publish(Event(EventKind.OUTPUT, self.turn.session_id, chunk=chunk))
+        self._bus.publish(Event(EventKind.OUTPUT, sid, chunk=chunk))
 
     async def detach(self) -> None:
         """Stop flushing this turn: a write in flight holding its batch commits or fails

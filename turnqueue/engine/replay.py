@@ -5,13 +5,17 @@ published); any other turn from the durable log (O1), whoever runs it, whether i
 has ended, or its owner died. No owner round trip is needed: every chunk any instance has
 published is in the log by then (see :mod:`turnqueue.engine.outputlog`).
 
+The same holds for a turn's items (A3): :func:`records_since` reads the log's records from a
+position (``turnItems``' offsets count records, text and items alike), for any turn, on any
+instance.
+
 Hazard (order): the caller subscribes to the bus *before* it reads here and then drops what the
 read covered; reading first would lose whatever committed between the read and the subscription.
 """
 
 from __future__ import annotations
 
-from turnqueue.domain import OutputChunk, Turn, TurnStatus
+from turnqueue.domain import ItemKind, OutputChunk, OutputRecord, Turn, TurnStatus
 from turnqueue.engine.core import Core
 from turnqueue.errors import InvalidInput, NotFound
 
@@ -42,16 +46,9 @@ async def output_since(
     runner = core.runners.get(session_id)
     if runner is not None and turn_id in (None, runner.turn.id):
         return runner.snapshot(after)
-    turn: Turn | None
-    if turn_id is None:
-        turn = await core.store.current_turn(session_id)
-        if turn is None:
-            return None
-    else:
-        async with core.store.read() as tx:
-            turn = await tx.get_turn(turn_id)
-        if turn is None or turn.session_id != session_id:
-            raise NotFound("no such turn in this session")
+    turn = await _turn(core, session_id, turn_id)
+    if turn is None:
+        return None
     # The turn first, then its log: a turn read as ended has its whole log (the end appends the
     # last batch in its own transaction, and an ended turn's log never changes). One read as
     # RUNNING may end meanwhile; its ``done`` then reaches the caller, who subscribed first.
@@ -71,3 +68,33 @@ async def output_since(
         if ended:
             start = min(after, len(turn.output))
     return OutputChunk(session_id, turn.id, start, text, ended, turn.status)
+
+
+async def _turn(core: Core, session_id: str, turn_id: str | None) -> Turn | None:
+    """The turn named (None: the session's current one, None when it has none yet)."""
+    if turn_id is None:
+        return await core.store.current_turn(session_id)
+    async with core.store.read() as tx:
+        turn = await tx.get_turn(turn_id)
+    if turn is None or turn.session_id != session_id:
+        raise NotFound("no such turn in this session")
+    return turn
+
+
+async def records_since(
+    core: Core, session_id: str, turn_id: str | None, after: int
+) -> tuple[Turn, list[OutputRecord]] | None:
+    """The turn (None: the session's current one) and its log's records from position
+    ``after`` on (``seq >= after``), read turn first: a turn read as ended has its whole log.
+    None when the session has no turn yet. NotFound for a turn of another session."""
+    if after < 0:
+        raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
+    turn = await _turn(core, session_id, turn_id)
+    if turn is None:
+        return None
+    async with core.store.read() as tx:
+        records = await tx.read_records(turn.id, after - 1)
+    if not records and after == 0 and turn.status is not TurnStatus.RUNNING and turn.output:
+        # A turn that ended before the log existed (migration 0006) keeps only ``output``.
+        records = [OutputRecord(turn.id, 0, 0, ItemKind.MESSAGE, turn.output)]
+    return turn, records

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import CancelOutcome, ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
-from turnqueue.engine.items import ItemFold
 from turnqueue.engine.outputlog import MAX_OUTPUT_CHARS, OutputLog
 from turnqueue.logs import bind
 from turnqueue.store.protocol import Store, Tx
@@ -53,7 +52,6 @@ class TurnRunner:
         self.log = OutputLog(turn, store, bus) if store is not None else None
         self._parts: list[str] = []  # the in-memory path only
         self._length = 0
-        self.items = ItemFold(turn.id)  # A3: the turn's structured output, in order
         self.ending = False  # set under the session lock once the end has been decided
         self.finished = asyncio.Event()  # set once the end has been committed
         self.final_status: TurnStatus | None = None
@@ -114,12 +112,7 @@ class TurnRunner:
             for sig in self._signals:
                 await self._run.signal(sig)
             async for piece in self._run.stream():
-                self._append(piece)  # the durable log takes text and items alike (O1)
-                self.items.add(
-                    piece
-                    if isinstance(piece, TurnItem)
-                    else TurnItem(ItemKind.MESSAGE, {"text": piece})
-                )
+                self._append(piece)  # the durable log takes text and items alike (O1, A3)
             result = await self._run.wait()
         except asyncio.CancelledError:
             # Abandoned (a stuck agent after the cancel ladder, or shutdown): still record the end.

@@ -24,7 +24,7 @@ from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
 
 from turnqueue import domain
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.resolvers import connections
 from turnqueue.schema.connections import Connection, PageArgs
 from turnqueue.schema.items import TurnItem
@@ -78,6 +78,11 @@ class Loaders:
         # Read once per operation so pending and its revision agree across fields (C2).
         return DataLoader(load_fn=self._cancellations)
 
+    @cached_property
+    def turn_items(self) -> DataLoader[str, tuple[domain.TurnItem, ...]]:
+        # A3: folded from the output log, once per turn per operation (items and its pages).
+        return DataLoader(load_fn=self._turn_items)
+
     async def _tasks(self, ids: list[str]) -> list[domain.Task | None]:
         found = await self.engine.store.tasks(ids)
         return [found.get(i) for i in ids]
@@ -102,6 +107,9 @@ class Loaders:
 
     async def _turns(self, keys: list[tuple[str, int]]) -> list[list[domain.Turn]]:
         return list(await asyncio.gather(*(self.engine.turns_of(s, n) for s, n in keys)))
+
+    async def _turn_items(self, ids: list[str]) -> list[tuple[domain.TurnItem, ...]]:
+        return await _each(self.engine.turn_items, ids)
 
     async def _cancellations(self, ids: list[str]) -> list[domain.CancellationStatus]:
         return [self.engine.cancellation(i) for i in ids]
@@ -171,8 +179,8 @@ class Context:
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
         return await self.loaders.turns.load((session_id, last))
 
-    def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]:
-        return self.engine.turn_items(turn_id)
+    async def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]:
+        return await self.loaders.turn_items.load(turn_id)
 
     def agent_error(self, session_id: str) -> str | None:
         return self.engine.agent_error(session_id)
@@ -190,8 +198,8 @@ class Context:
     async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Turn]:
         return await connections.turns(self.engine.store, session_id, args)
 
-    def items_connection(self, turn_id: str, args: PageArgs) -> Connection[TurnItem]:
-        return connections.items(self.engine.turn_items(turn_id), args)
+    async def items_connection(self, turn_id: str, args: PageArgs) -> Connection[TurnItem]:
+        return connections.items(await self.turn_items(turn_id), args)
 
 
 class FreshReads(SchemaExtension):

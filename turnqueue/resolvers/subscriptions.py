@@ -24,8 +24,15 @@ from turnqueue.bus import Event, EventKind, SubscriberLagged
 from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.item_stream import items_stream
 from turnqueue.schema import fields as described
-from turnqueue.schema.types import CancellationStatus, QueueStatus, Session, TurnOutputChunk
+from turnqueue.schema.types import (
+    CancellationStatus,
+    QueueStatus,
+    Session,
+    TurnItemsChunk,
+    TurnOutputChunk,
+)
 
 Info = strawberry.Info[Context, None]
 
@@ -154,7 +161,8 @@ def output_event_id(chunk: domain.OutputChunk) -> str:
 
 
 def _last_event_id(ctx: Context) -> tuple[str, int] | None:
-    """An SSE reconnect's ``Last-Event-ID`` (O3), when it names a turnOutput position."""
+    """An SSE reconnect's ``Last-Event-ID`` (O3), when it names a turnOutput or turnItems
+    position (``<turnId>:<offset>``; each counts in its own unit)."""
     request = ctx.request
     header = request.headers.get("last-event-id") if isinstance(request, Request) else None
     if not header:
@@ -162,10 +170,28 @@ def _last_event_id(ctx: Context) -> tuple[str, int] | None:
     turn_id, _, offset = header.strip().rpartition(":")
     if not turn_id or not offset.isdigit():
         raise GraphQLError(
-            "Last-Event-ID is not a turnOutput event id (<turnId>:<offset>)",
+            "Last-Event-ID is not a turnOutput or turnItems event id (<turnId>:<offset>)",
             extensions={"code": ErrorCode.INVALID_INPUT.value},
         )
     return turn_id, int(offset)
+
+
+async def _resume_point(
+    ctx: Context, session_id: str, turn_id: strawberry.ID | None, after_offset: int | None
+) -> tuple[str | None, int]:
+    """Where turnOutput or turnItems starts (O2, O3): authorised, checked, and a reconnect's
+    ``Last-Event-ID`` over the arguments."""
+    await _authorize(ctx, session_id)
+    resumed = _last_event_id(ctx)
+    turn = str(turn_id) if turn_id is not None else None
+    after = after_offset or 0
+    if resumed is not None:
+        turn, after = resumed
+    try:
+        await ctx.engine.check_output_request(session_id, turn, after)
+    except UserFacingError as e:
+        raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+    return turn, after
 
 
 async def _output_stream(
@@ -286,14 +312,39 @@ class Subscription:
         ] = None,
     ) -> AsyncGenerator[TurnOutputChunk, None]:
         ctx = info.context
-        await _authorize(ctx, session_id)
-        resumed = _last_event_id(ctx)
-        turn = str(turn_id) if turn_id is not None else None
-        after = after_offset or 0
-        if resumed is not None:
-            turn, after = resumed
-        try:
-            await ctx.engine.check_output_request(session_id, turn, after)
-        except UserFacingError as e:
-            raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+        turn, after = await _resume_point(ctx, session_id, turn_id, after_offset)
         return _output_stream(ctx, session_id, turn, after)
+
+    @described.subscription(
+        "A turn's structured output (A3, O2): its items (messages, thoughts, tool calls with "
+        "their updates, plans, raw agent updates) with their log offsets. First what follows "
+        "`afterOffset` (everything from offset 0 without it), read from the durable log, then "
+        "each new batch as it is logged, with no gap and no duplicate, on any instance, for a "
+        "running turn, an ended one or one whose server died; a turn's last message has "
+        "`done: true` and its status. Without `turnId` it follows the session's current turn "
+        "and then the later ones; with `turnId` it ends after that turn's end. Over SSE each "
+        "event's `id` is `<turnId>:<nextOffset>`, and a reconnect's `Last-Event-ID` resumes "
+        "right after it (O3). Offsets count log entries, not characters (see TurnItemsChunk)."
+    )
+    async def turn_items(
+        self,
+        info: Info,
+        session_id: SessionId,
+        turn_id: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(
+                description="The turn to read (any of the session's turns); default: the "
+                "current one, then the following ones."
+            ),
+        ] = None,
+        after_offset: Annotated[
+            int | None,
+            strawberry.argument(
+                description="The log position already received (the last message's "
+                "`nextOffset`): only what follows is sent."
+            ),
+        ] = None,
+    ) -> AsyncGenerator[TurnItemsChunk, None]:
+        ctx = info.context
+        turn, after = await _resume_point(ctx, session_id, turn_id, after_offset)
+        return items_stream(ctx, session_id, turn, after, _next_event)

@@ -1,0 +1,149 @@
+"""Object types of a session's queue, cancellation and clarification (SPEC §7, Q13, C2)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+
+from turnqueue import domain
+from turnqueue.schema.enums import HoldReason, MessageSource, PauseReason
+from turnqueue.schema.scalars import Revision
+
+
+@strawberry.type(
+    description="A question the agent asked. The turn that asked it ended COMPLETED with the "
+    "question as its output; answer it with answerClarification."
+)
+class Clarification:
+    id: strawberry.ID = strawberry.field(
+        description="The clarification's id: pass it as `clarificationId` to answer exactly this "
+        "question."
+    )
+    question: str = strawberry.field(description="The agent's question.")
+    asked_at: datetime = strawberry.field(description="When the agent asked it.")
+
+    @classmethod
+    def from_domain(cls, clarification: domain.Clarification) -> Clarification:
+        return cls(
+            id=strawberry.ID(clarification.id),
+            question=clarification.question,
+            asked_at=clarification.asked_at,
+        )
+
+
+@strawberry.type(
+    description="Whether a cancellation of the session's turn is in progress (C1), with its "
+    "revision (C2): what cancellationChanged sends and cancel answers. Runtime state, never "
+    "stored; every instance shows the same (C7)."
+)
+class CancellationStatus:
+    id: strawberry.ID = strawberry.field(
+        description="`cancellation:<sessionId>`: one stable id per session, so normalised caches "
+        "(Apollo, urql) merge every update into one object."
+    )
+    session_id: strawberry.ID = strawberry.field(description="The session it belongs to.")
+    pending: bool = strawberry.field(
+        description="True from the moment a cancellation (a cancel, or the stop of a Send Now "
+        "replacement) is accepted until the last one in progress ends; false otherwise (C1)."
+    )
+    revision: Revision = strawberry.field(
+        description="The cancellation revision: it grows on each change of `pending`, and only "
+        "then (C2), and never goes back, not across restarts or instances (R2). Keep the "
+        "highest you have seen and ignore lower ones. 0 (with `pending` false) while the server "
+        "knows of no cancellation of the session, e.g. before the first: it never outranks a "
+        "real transition."
+    )
+
+    @classmethod
+    def from_domain(cls, status: domain.CancellationStatus) -> CancellationStatus:
+        return cls(
+            id=strawberry.ID(f"cancellation:{status.session_id}"),
+            session_id=strawberry.ID(status.session_id),
+            pending=status.pending,
+            revision=Revision(status.revision),
+        )
+
+
+@strawberry.type(description="A message waiting in a session's queue.")
+class QueueEntry:
+    id: strawberry.ID = strawberry.field(
+        description="The entry's id (a UUID). It keeps it when a failed delivery returns it to "
+        "the head of the queue (Q10)."
+    )
+    session_id: strawberry.ID = strawberry.field(description="The session whose queue holds it.")
+    position: int = strawberry.field(
+        description="Its place among the visible entries: 1 is the head, which runs next (FIFO). "
+        "It changes as entries ahead of it run, are removed or reordered."
+    )
+    content: str = strawberry.field(
+        description="The message; USER entries can be edited with updateQueueEntry."
+    )
+    source: MessageSource = strawberry.field(
+        description="Who queued it; only USER entries can be edited (Q12)."
+    )
+    queued_at: datetime = strawberry.field(description="When it was queued.")
+
+    @classmethod
+    def from_domain(cls, entry: domain.QueueEntry) -> QueueEntry:
+        return cls(
+            id=strawberry.ID(entry.id),
+            session_id=strawberry.ID(entry.session_id),
+            position=entry.position,
+            content=entry.content,
+            source=entry.source,
+            queued_at=entry.queued_at,
+        )
+
+
+@strawberry.type(
+    description="A session's queue: its entries, its auto-run policy (Q1, Q14), what holds it "
+    "(Q9) and its revision (Q13), as queueStatusChanged sends it. Any change to any of these "
+    "fields is a new `revision`."
+)
+class QueueStatus:
+    id: strawberry.ID = strawberry.field(
+        description="`queue:<sessionId>`: one stable id per session, so normalised caches merge "
+        "every update into one object."
+    )
+    session_id: strawberry.ID = strawberry.field(description="The session it belongs to.")
+    auto_run: bool = strawberry.field(
+        description="Whether the queue runs on by itself: when a turn ends, the head entry "
+        "starts (Q4). Durable; true until set otherwise. Turning it off never stops the active "
+        "turn (Q2)."
+    )
+    pause_reason: PauseReason | None = strawberry.field(
+        description="Why `autoRun` is false; null while it is true."
+    )
+    held_by: list[HoldReason] = strawberry.field(
+        description="What holds delivery right now even with `autoRun` on (Q9); empty when "
+        "nothing does."
+    )
+    entries: list[QueueEntry] = strawberry.field(
+        description="The visible entries, head first. An entry reserved for a turn that is "
+        "starting is hidden; if the start fails it comes back at the head (Q10)."
+    )
+    count: int = strawberry.field(description="How many entries are visible (`entries`).")
+    max: int | None = strawberry.field(
+        description="The most entries the queue takes (`TURNQUEUE_QUEUE_MAX`); one more is "
+        "QUEUE_FULL (Q11). Null when unlimited."
+    )
+    revision: Revision = strawberry.field(
+        description="The queue revision (Q13): durable, it grows with every change of this "
+        "status and never goes back. Keep the highest per session; pass it as "
+        "`expectedRevision` to a queue mutation to refuse (QUEUE_CHANGED) if the queue changed."
+    )
+
+    @classmethod
+    def from_domain(cls, status: domain.QueueStatus) -> QueueStatus:
+        return cls(
+            id=strawberry.ID(f"queue:{status.session_id}"),
+            session_id=strawberry.ID(status.session_id),
+            auto_run=status.auto_run,
+            pause_reason=status.pause_reason,
+            held_by=list(status.held_by),
+            entries=[QueueEntry.from_domain(e) for e in status.entries],
+            count=status.count,
+            max=status.max,
+            revision=Revision(status.revision),
+        )

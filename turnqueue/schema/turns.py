@@ -1,0 +1,170 @@
+"""Object types of a turn and its streamed output (SPEC §7, A3, O2)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+
+from turnqueue import domain
+from turnqueue.schema import fields as described
+from turnqueue.schema.connections import Connection, PageArgs
+from turnqueue.schema.enums import MessageSource, TurnStatus
+from turnqueue.schema.items import Approval, TurnItem, item_from_domain
+from turnqueue.schema.reads import After, Before, First, Info, Last
+
+
+@strawberry.type(description="One prompt of a session and the agent's answer to it.")
+class Turn:
+    id: strawberry.ID = strawberry.field(description="The turn's id (a UUID).")
+    session_id: strawberry.ID = strawberry.field(description="The session it ran in.")
+    prompt: str = strawberry.field(
+        description="The prompt the agent was given (Send Now with scope ALL joins its entries "
+        "with blank lines)."
+    )
+    source: MessageSource = strawberry.field(
+        description="Where the prompt came from (a queued entry keeps its source)."
+    )
+    status: TurnStatus = strawberry.field(
+        description="RUNNING until the turn ends, then how it ended. The end is a new session "
+        "`revision`."
+    )
+    output: str = strawberry.field(
+        description="The agent's answer. While the turn runs it may be empty or behind: follow "
+        "turnOutput for the live text."
+    )
+    error: str | None = strawberry.field(
+        description="Why the turn failed or was cut short (e.g. `interrupted` when its server "
+        "died, M6); null otherwise."
+    )
+    started_at: datetime = strawberry.field(description="When the turn started.")
+    ended_at: datetime | None = strawberry.field(description="When it ended; null while RUNNING.")
+
+    @classmethod
+    def from_domain(cls, turn: domain.Turn) -> Turn:
+        return cls(
+            id=strawberry.ID(turn.id),
+            session_id=strawberry.ID(turn.session_id),
+            prompt=turn.prompt,
+            source=turn.source,
+            status=turn.status,
+            output=turn.output,
+            error=turn.error,
+            started_at=turn.started_at,
+            ended_at=turn.ended_at,
+        )
+
+    @described.field(
+        "The turn's structured output in order (A3): messages, thoughts, tool calls, plans "
+        "and raw agent updates (`acp` agents; other agents' text is one MESSAGE item), folded "
+        "from the turn's durable output log (O1): every instance answers it, for a running "
+        "turn (what has been logged so far) and an ended one. Follow turnItems for live items."
+    )
+    async def items(self, info: Info) -> list[TurnItem]:
+        items = await info.context.turn_items(self.id)
+        return [item_from_domain(i, it) for i, it in enumerate(items)]
+
+    @described.field(
+        "The turn's items (see `items`), a page at a time (G3), in order. An item keeps its "
+        "place (a tool call's later updates change it where it is; new items come last), so a "
+        "cursor keeps its place while the turn runs."
+    )
+    async def items_connection(
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[TurnItem]:
+        args = PageArgs(first=first, after=after, last=last, before=before)
+        return await info.context.items_connection(self.id, args)
+
+    @described.field(
+        "Every permission request the agent made during the turn, with its answer (who, "
+        "which option, when), oldest first (A6)."
+    )
+    async def approvals(self, info: Info) -> list[Approval]:
+        return [Approval.from_domain(a) for a in await info.context.approvals_of_turn(self.id)]
+
+
+@strawberry.type(
+    description="A piece of a turn's streamed output, as turnOutput sends it. Streamed output "
+    "bumps no revision: place each chunk by `offset`."
+)
+class TurnOutputChunk:
+    session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
+    turn_id: strawberry.ID = strawberry.field(
+        description="The turn the text belongs to. A new id means a new turn, whose output "
+        "starts again at offset 0."
+    )
+    offset: int = strawberry.field(
+        description="Where `text` starts in the turn's output, in characters. The first message "
+        "carries the output so far from 0; later ones continue where the previous ended."
+    )
+    text: str = strawberry.field(
+        description="The text from `offset` on (empty in a final chunk that only ends the turn)."
+    )
+    done: bool = strawberry.field(
+        description="True on the turn's last chunk: the turn has ended with `status`."
+    )
+    status: TurnStatus = strawberry.field(
+        description="The turn's status: RUNNING, or how it ended when `done`."
+    )
+
+    @classmethod
+    def from_domain(cls, chunk: domain.OutputChunk) -> TurnOutputChunk:
+        return cls(
+            session_id=strawberry.ID(chunk.session_id),
+            turn_id=strawberry.ID(chunk.turn_id),
+            offset=chunk.offset,
+            text=chunk.text,
+            done=chunk.done,
+            status=chunk.status,
+        )
+
+
+@strawberry.type(
+    description="A piece of a turn's structured output (A3), as turnItems sends it: what the "
+    "log entries from `offset` up to `nextOffset` changed in the turn's items. Apply each of "
+    "`items` by its `index`: a new index appends the item; a known one is replaced by it, "
+    "except MessageItem and ThoughtItem, whose `text` here is only the text added (append it). "
+    "Folding every chunk from offset 0 gives `Turn.items`."
+)
+class TurnItemsChunk:
+    session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
+    turn_id: strawberry.ID = strawberry.field(
+        description="The turn the items belong to. A new id means a new turn, whose log "
+        "starts again at offset 0."
+    )
+    offset: int = strawberry.field(
+        description="The position in the turn's output log (O1) of the first entry this "
+        "message covers. Log positions count entries (text pieces, thoughts, tool call "
+        "updates, plans, raw updates), not characters: they are not turnOutput's offsets."
+    )
+    next_offset: int = strawberry.field(
+        description="The log position after this message: pass it as `afterOffset` (with "
+        "`turnId`) to resume right after it. Over SSE it is the event id `<turnId>:<nextOffset>`."
+    )
+    items: list[TurnItem] = strawberry.field(
+        description="The items these entries added or changed, in log order (one item may "
+        "appear more than once); empty in a final message that only ends the turn."
+    )
+    done: bool = strawberry.field(
+        description="True on the turn's last message: the turn has ended with `status`."
+    )
+    status: TurnStatus = strawberry.field(
+        description="The turn's status: RUNNING, or how it ended when `done`."
+    )
+
+    @classmethod
+    def from_domain(cls, chunk: domain.ItemsChunk) -> TurnItemsChunk:
+        return cls(
+            session_id=strawberry.ID(chunk.session_id),
+            turn_id=strawberry.ID(chunk.turn_id),
+            offset=chunk.offset,
+            next_offset=chunk.next_offset,
+            items=[item_from_domain(i, it) for i, it in chunk.changes],
+            done=chunk.done,
+            status=chunk.status,
+        )
