@@ -15,7 +15,6 @@ import logging
 from collections import OrderedDict
 
 from turnqueue.agents import AcpAgent, agent_profile
-from turnqueue.bus import EventKind
 from turnqueue.domain import AgentProfile, SessionState
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
@@ -63,6 +62,8 @@ class AgentSessions:
         while True:
             await asyncio.sleep(self.core.settings.lease_seconds / 3)
             try:
+                # Not a unit of work (``core.change``): it refreshes ``updated_at`` only, under
+                # no lock row, and moves no revision.
                 async with self.core.store.transaction() as tx:
                     await tx.touch_starting(session_id)
             except Exception:
@@ -87,18 +88,12 @@ class AgentSessions:
             while len(self._failures) > FAILURES_KEPT:
                 self._failures.popitem(last=False)
         state = SessionState.WAITING_FOR_INPUT if reason is None else SessionState.FAILED
-        async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                if view.session.state is not SessionState.STARTING:
-                    return  # changed meanwhile (e.g. replaced): leave it
-                session = await tx.set_session_state(session_id, state)
-                self.core.publish_after(tx, EventKind.SESSION, session_id, session.revision)
-                await self.core.queue_changed(tx, session_id)  # BUSY no longer holds
-                turn = None
-                if reason is None:
-                    after = await tx.view(session_id)
-                    if after is not None:
-                        _, turn = await self.turns.reserve_in(tx, after, automatic=True)
-            if turn is not None:
-                self.turns.launch(turn, agent_name)
+        async with self.core.change(session_id) as c:
+            if c.view.session.state is not SessionState.STARTING:
+                return  # changed meanwhile (e.g. replaced): leave it
+            await c.set_session_state(state)
+            await c.queue_changed()  # BUSY no longer holds
+            if reason is None:
+                after = await c.tx.view(session_id)
+                if after is not None:
+                    await self.turns.reserve_in(c, after, automatic=True)

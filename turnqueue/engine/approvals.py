@@ -33,7 +33,6 @@ from datetime import datetime
 from typing import Any
 
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
-from turnqueue.bus import EventKind
 from turnqueue.domain import (
     Approval,
     ApprovalOption,
@@ -43,11 +42,11 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
+from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
-from turnqueue.store import Tx
 
 log = logging.getLogger(__name__)
 
@@ -93,19 +92,19 @@ class Approvals:
                 answered_by=f"policy:{request.policy}",
                 answered_at=approval.requested_at,
             )
+            # Not a unit of work (``core.change``): an approval answered at once changes no
+            # session, holds nothing and moves no revision; it is only recorded (A6).
             async with self.core.store.transaction() as tx:
                 await tx.add_approval(answered)
             return chosen
         waiting = _Waiting(approval, asyncio.get_running_loop().create_future())
         sid = approval.session_id
         try:
-            async with self.core.session_lock(sid):
-                async with self.core.store.transaction() as tx:
-                    await tx.lock(sid)
-                    await tx.add_approval(approval)
-                    self._waiting[approval.id] = waiting
-                    self._sync_hold(sid)
-                    await self._changed(tx, sid)
+            async with self.core.change(sid) as c:
+                await c.tx.add_approval(approval)
+                self._waiting[approval.id] = waiting
+                self._sync_hold(sid)
+                await self._changed(c)
             return await waiting.future
         finally:
             if self._waiting.pop(approval.id, None) is not None:
@@ -116,9 +115,8 @@ class Approvals:
         sid = approval.session_id
         try:
             async with self.core.session_lock(sid):
-                async with self.core.store.transaction() as tx:
-                    await tx.lock(sid)
-                    await tx.answer_approval(
+                async with self.core.change(sid, session_lock=False) as c:  # held just above
+                    await c.tx.answer_approval(
                         approval.id,
                         outcome=ApprovalOutcome.CANCELLED,
                         option_id=None,
@@ -126,7 +124,7 @@ class Approvals:
                         at=utcnow(),
                     )
                     self._sync_hold(sid)
-                    await self._changed(tx, sid)
+                    await self._changed(c)
                 await self.turns.auto_drain(sid)  # the hold may have held the turn end's drain
         except Exception:
             log.exception("could not release approval %s", approval.id)
@@ -163,8 +161,8 @@ class Approvals:
             ):
                 raise _resolved()
             now = utcnow()
-            async with self.core.store.transaction() as tx:
-                await tx.lock(sid)
+            async with self.core.change(sid, session_lock=False) as c:  # held just above
+                tx = c.tx
                 current = await tx.get_approval(approval.id)
                 if current is None or current.outcome is not ApprovalOutcome.PENDING:
                     raise _resolved()  # answered meanwhile (here, or on another instance)
@@ -187,7 +185,7 @@ class Approvals:
                     raise _resolved()
                 del self._waiting[approval.id]
                 self._sync_hold(sid)
-                await self._changed(tx, sid)
+                await self._changed(c)
             if not waiting.future.done():
                 waiting.future.set_result(option_id)
         return replace(
@@ -244,11 +242,10 @@ class Approvals:
         else:
             self.core.approval_holds.discard(session_id)
 
-    async def _changed(self, tx: Tx, session_id: str) -> None:
+    async def _changed(self, c: Change) -> None:
         """A new session revision (pendingApproval changed) and queue revision (heldBy)."""
-        revision = await tx.bump_session(session_id)
-        await self.core.queue_changed(tx, session_id)
-        self.core.publish_after(tx, EventKind.SESSION, session_id, revision)
+        await c.bump_session()
+        await c.queue_changed()
 
 
 def _resolved() -> Conflict:

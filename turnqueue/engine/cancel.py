@@ -1,4 +1,5 @@
-"""Cancelling the active turn: explicit cancels (C3–C5, C9, Q7, W2) and the stop ladder.
+"""Cancelling the active turn: explicit cancels (C3–C5, C9, Q7, W2); the stop ladder itself is
+the runner's (``TurnRunner.stop``).
 
 An accepted cancellation is a task owned by the engine, not by the request that asked for it (C4):
 the caller awaits it through ``asyncio.shield`` and may go away. Concurrent explicit cancels of one
@@ -12,15 +13,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from typing import Any
 
-from turnqueue.agents import Signal
-from turnqueue.bus import EventKind
 from turnqueue.domain import CancelKind, CancelOutcome, PauseReason, SessionState, TurnStatus
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
-from turnqueue.engine.runner import TurnRunner
+from turnqueue.engine.runner import StopLadder, TurnRunner
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode
 
@@ -28,16 +27,23 @@ log = logging.getLogger(__name__)
 
 
 class Cancels:
-    def __init__(self, core: Core, turns: Turns) -> None:
+    def __init__(
+        self,
+        core: Core,
+        turns: Turns,
+        *,
+        moves_on_cancel: Callable[[str], Awaitable[bool]] | None = None,
+        on_cancelled: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.core = core
         self.turns = turns
         self._explicit: dict[str, asyncio.Task[CancelOutcome]] = {}
         #: sessions with a Send Now replacement under way (C3: an explicit cancel does not join it)
         self.replacements: set[str] = set()
-        #: W2 hooks: does a user's cancel move the task on (read before the cancellation's
-        #: reference is released), and the move itself (run after, under no lock)
-        self.moves_on_cancel: Callable[[str], Awaitable[bool]] | None = None
-        self.on_cancelled: Callable[[str], Awaitable[None]] | None = None
+        #: W2: does a user's cancel move the task on (read before the cancellation's reference
+        #: is released), and the move itself (run after, under no lock)
+        self.moves_on_cancel = moves_on_cancel
+        self.on_cancelled = on_cancelled
 
     def busy(self, session_id: str) -> bool:
         return session_id in self._explicit or session_id in self.replacements
@@ -80,33 +86,29 @@ class Cancels:
 
     async def _explicit_stop(self, session_id: str) -> CancelOutcome:
         moving = False
-        with ExitStack() as stack:
+        # The explicit reference (CANCELLING, C5) is released on every exit of this block, and
+        # the queue revision bumped when it starts and ends (``Core.hold``).
+        async with AsyncExitStack() as stack:
             async with self.core.session_lock(session_id):
                 runner = self.core.runners.get(session_id)
                 if runner is not None and not runner.ending:
                     await self._mark_accepted(session_id, runner.turn.id)  # Q7, durable first
-                    stack.enter_context(
-                        self.core.cancellations.reference(session_id, CancelKind.EXPLICIT)
-                    )
+                    await stack.enter_async_context(self.core.hold(session_id, CancelKind.EXPLICIT))
                 elif runner is not None or not await self._end_agent_gone(session_id, stack):
                     return await self._nothing_running(session_id)
-            try:
-                outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
-                if runner is not None:
-                    await self.core.touch_queue(session_id)  # CANCELLING is now a hold
-                    outcome = await self.stop(runner)
-                cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
-                await self._park_backlog(session_id)  # Q7: before the reference is released
-                # W2: a step change the cancel triggers holds the queue from before the
-                # reference is released until it has committed, so no prompt that arrives
-                # meanwhile (another client's enqueueMessage) starts on the step being left.
-                if cancelled and self.moves_on_cancel is not None:
-                    moving = await self.moves_on_cancel(session_id)
-                    if moving:
-                        self.core.transitions.add(session_id)
-            finally:
-                stack.close()  # release (C5): pending may turn false here
-                await self.core.touch_queue(session_id)
+            outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
+            if runner is not None:
+                outcome = await self.stop(runner)
+            cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
+            await self._park_backlog(session_id)  # Q7: before the reference is released
+            # W2: a step change the cancel triggers holds the queue from before the reference
+            # is released until it has committed, so no prompt that arrives meanwhile (another
+            # client's enqueueMessage) starts on the step being left. The hold is handed to the
+            # step change (``on_cancelled`` releases it), so it is no ``Core.hold`` block.
+            if cancelled and self.moves_on_cancel is not None:
+                moving = await self.moves_on_cancel(session_id)
+                if moving:
+                    self.core.transitions.add(session_id)
         if moving and self.on_cancelled is not None:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
             return outcome
@@ -114,7 +116,7 @@ class Cancels:
             await self.turns.auto_drain(session_id)  # obeys the policy Q7 may just have set
         return outcome
 
-    async def _end_agent_gone(self, session_id: str, stack: ExitStack) -> bool:
+    async def _end_agent_gone(self, session_id: str, stack: AsyncExitStack) -> bool:
         """C5: a RUNNING turn whose agent is gone (no runner here, no live owner elsewhere)
         ends here as a cancelled one, under an explicit reference that ``stack`` releases after
         the Q7 park, like every other explicit cancel. False when there is no such turn.
@@ -123,19 +125,18 @@ class Cancels:
             view = await tx.view(session_id)
         if view is None or view.running_turn_id is None:
             return False
-        stack.enter_context(self.core.cancellations.reference(session_id, CancelKind.EXPLICIT))
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            if view.running_turn_id is not None:  # else recovery ended it meanwhile
-                await tx.end_turn(
-                    view.running_turn_id,
+        await stack.enter_async_context(self.core.hold(session_id, CancelKind.EXPLICIT))
+        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            turn_id = c.view.running_turn_id
+            if turn_id is not None:  # else recovery ended it meanwhile
+                await c.end_turn(
+                    turn_id,
                     status=TurnStatus.CANCELLED,
-                    output=await tx.output_text(view.running_turn_id),  # its log (O1)
+                    output=await c.tx.output_text(turn_id),  # its log (O1)
                     error="agent gone",
                     session_state=SessionState.WAITING_FOR_INPUT,
                 )
-                await self.core.queue_changed(tx, session_id)
-                self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
+                await c.queue_changed()
         return True
 
     async def _nothing_running(self, session_id: str) -> CancelOutcome:
@@ -143,13 +144,10 @@ class Cancels:
 
         Called under the session lock. A withdrawn clarification no longer holds the queue,
         so an automatic drain follows (Q9: ON means run when eligible)."""
-        withdrawn = False
-        async with self.core.store.transaction() as tx:
-            await tx.lock(session_id)
-            if await tx.clear_clarification(session_id) is not None:
-                withdrawn = True
-                await self.core.queue_changed(tx, session_id)
-                self.core.publish_after(tx, EventKind.SESSION, session_id, 0)
+        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            withdrawn = await c.clear_clarification() is not None
+            if withdrawn:
+                await c.queue_changed()
         if withdrawn:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
@@ -159,44 +157,26 @@ class Cancels:
         recovery parks the backlog if this instance dies before ``_park_backlog`` (which clears
         the mark in the transaction that parks). If it cannot be written, the cancel fails
         with the store's error and nothing was accepted. Called under the session lock."""
-        async with self.core.store.transaction() as tx:
-            await tx.lock(session_id)
-            await tx.set_cancel_mark(session_id, turn_id)
+        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            await c.tx.set_cancel_mark(session_id, turn_id)
 
     async def _park_backlog(self, session_id: str) -> None:
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            if view.cancel_mark is not None:
-                await tx.set_cancel_mark(session_id, None)  # decided here, atomically
-            if view.queued == 0:
+        """Q7: park what is queued. Under no session lock: it decides nothing about a turn
+        (the policy it writes is read under the lock row by every start)."""
+        async with self.core.change(session_id, session_lock=False) as c:
+            if c.view.cancel_mark is not None:
+                await c.tx.set_cancel_mark(session_id, None)  # decided here, atomically
+            if c.view.queued == 0:
                 return
-            await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
-            await self.core.queue_changed(tx, session_id)
+            await c.tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
+            await c.queue_changed()
 
     async def stop(self, runner: TurnRunner) -> CancelOutcome:
-        """The stop ladder: SIGINT, wait; SIGTERM, wait; SIGKILL, wait; then abandon the agent.
-
-        The whole ladder is bounded by ``cancel_operation_timeout`` (C4)."""
+        """Stop ``runner``'s agent with the ladder the settings give (``TurnRunner.stop``)."""
         settings = self.core.settings
-        try:
-            async with asyncio.timeout(settings.cancel_operation_timeout):
-                await runner.signal(Signal.INTERRUPT)
-                if await runner.wait_finished(settings.cancel_timeout):
-                    return CancelOutcome.STOPPED
-                log.warning("turn %s ignored the interrupt; escalating", runner.turn.id)
-                await runner.signal(Signal.TERMINATE)
-                if await runner.wait_finished(settings.escalation_timeout):
-                    return CancelOutcome.ESCALATED
-                await runner.signal(Signal.KILL)
-                if await runner.wait_finished(settings.escalation_timeout):
-                    return CancelOutcome.ESCALATED
-        except TimeoutError:
-            pass
-        except Exception:
-            log.exception("stopping turn %s failed", runner.turn.id)
-        # The agent would not stop: abandon it. The runner task records the turn as ended
-        # (CANCELLED, since a reference is held) on its way out.
-        log.error("turn %s did not stop; abandoning its agent", runner.turn.id)
-        runner.abandon()
-        await runner.wait_finished(settings.escalation_timeout)
-        return CancelOutcome.TIMED_OUT
+        ladder = StopLadder(
+            settings.cancel_timeout,
+            settings.escalation_timeout,
+            settings.cancel_operation_timeout,
+        )
+        return await runner.stop(ladder)

@@ -21,7 +21,7 @@ anyone. The floor has two sources:
 - what this process heard (``relay``), which suffices while its LISTEN connection is up;
 - a durable high-water mark on the session's lock row (``raise_floor``), which covers what it
   did not hear (it was down, or its LISTEN was cut). Every transaction that changes a session's
-  queue status writes ``floor_hint`` there and reads the stored value back (``Core.queue_changed``).
+  queue status writes ``floor_hint`` there and reads the stored value back (``Core.bump_queue``).
   While a reference is held the hint *reserves* the release's revision too (``revision + 1``):
   the owner's turn-end transaction writes it before the end commits, and the next owner's turn
   start reads it under the same lock row after that commit, so even a release published after

@@ -8,7 +8,11 @@ One :class:`Core` per process. Hazards it owns:
   the commit that acts on it. It is never held while waiting for an agent to stop. Across
   processes, the database lock row (Q3) is what serialises; this lock only orders one process's
   own tasks.
-- Publications go through ``publish_after(tx, …)``, i.e. only after COMMIT.
+- Every rule changes a session through one unit of work, ``change(sid, expected_revision)``
+  (``engine/change.py``): the session lock, the transaction, the lock row, the Q13 check, one
+  queue revision, and publications and launches only after COMMIT (``publish_after``).
+- A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is held by ``hold(sid, kind)``, which bumps
+  the queue revision when it starts and ends and releases it on every exit.
 - Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
 """
 
@@ -17,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
 
@@ -26,12 +31,14 @@ from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
+    CancelKind,
     CancellationStatus,
     HoldReason,
     QueueStatus,
     Workflow,
 )
 from turnqueue.engine.cancellation import CancellationRegistry
+from turnqueue.engine.change import Change, change
 from turnqueue.engine.peers import Peers
 from turnqueue.engine.stats import NULL_METRICS, Metrics
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
@@ -117,16 +124,18 @@ class Core:
             # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
             tx.notify(self.cluster.durable_payload(kind, session_id, revision))
 
-    async def queue_changed(self, tx: Tx, session_id: str) -> None:
-        """The queue status changed in ``tx``: one revision (Q13), published after commit.
+    async def bump_queue(self, tx: Tx, session_id: str) -> int:
+        """The queue revision of ``tx`` (bumped once per transaction by the store, Q13), the
+        cancellation floor raised with it (R2) and the runtime holds recorded with it (Q9).
 
         R2: the same statement raises the session's durable cancellation floor to what this
-        process knows (and reserves) and reads back what others stored: see ``cancellation``."""
+        process knows (and reserves) and reads back what others stored: see ``cancellation``.
+        Rules call it through their unit of work (``Change.queue_changed``)."""
         hint = self.cancellations.floor_hint(session_id)
         revision, floor = await tx.bump_queue(session_id, hint)
         self.cancellations.raise_floor(session_id, floor)
         self.holds_at.record(session_id, revision, tuple(self.runtime_holds(session_id)))
-        self.publish_after(tx, EventKind.QUEUE, session_id, revision)
+        return revision
 
     def _on_cancellation_transition(self, status: CancellationStatus) -> None:
         # Runs inside the registry's critical section: synchronous, in transition order.
@@ -142,6 +151,35 @@ class Core:
         if owner is None or owner == self.instance:
             return None
         return owner if owner in await self.cluster.live() else None
+
+    # -- the unit of work and runtime holds ----------------------------------------------------
+    def change(
+        self, session_id: str, expected_revision: int | None = None, *, session_lock: bool = True
+    ) -> AbstractAsyncContextManager[Change]:
+        """One rule's unit of work on one session (``engine/change.py``): the session lock
+        (``session_lock=False``: the caller holds it, or the rule decides nothing about the
+        session's turn), a transaction, the lock row, the Q13 check, one queue revision, and
+        events and launches after COMMIT only."""
+        return change(self, session_id, expected_revision, session_lock=session_lock)
+
+    @asynccontextmanager
+    async def hold(self, session_id: str, kind: CancelKind | None = None) -> AsyncIterator[None]:
+        """A runtime hold for the block (Q9): CANCELLING by a cancellation reference of ``kind``
+        (C5), or WORKFLOW_TRANSITION when ``kind`` is None. The queue revision is bumped when it
+        starts and again when it ends (Q13: each ``heldBy`` comes with a revision of its own);
+        it is released on every exit."""
+        with ExitStack() as stack:
+            if kind is None:
+                self.transitions.add(session_id)
+                stack.callback(self.transitions.discard, session_id)
+            else:
+                stack.enter_context(self.cancellations.reference(session_id, kind))
+            try:
+                await self.touch_queue(session_id)
+                yield
+            finally:
+                stack.close()  # released first: the bump below carries the new heldBy
+                await self.touch_queue(session_id)
 
     # -- holds (Q9) ---------------------------------------------------------------------------
     def runtime_holds(self, session_id: str) -> list[HoldReason]:
@@ -198,9 +236,8 @@ class Core:
     async def touch_queue(self, session_id: str) -> None:
         """Bump the queue revision because a runtime hold changed (Q13) and publish it."""
         try:
-            async with self.store.transaction() as tx:
-                await tx.lock(session_id)
-                await self.queue_changed(tx, session_id)
+            async with self.change(session_id, session_lock=False) as c:
+                await c.queue_changed()
         except Exception:
             # A missed bump would leave heldBy stale; tell subscribers to resync instead.
             log.exception("could not record a hold change of session %s", session_id)
@@ -237,16 +274,6 @@ class HoldsAt:
     def get(self, session_id: str, revision: int) -> tuple[HoldReason, ...] | None:
         recent = self._by_session.get(session_id)
         return recent.get(revision) if recent is not None else None
-
-
-def check_expected(view: SessionView, expected_revision: int | None) -> None:
-    """Q13: a stale ``expectedRevision`` changes nothing."""
-    if expected_revision is not None and expected_revision != view.policy.revision:
-        raise Conflict(
-            ErrorCode.QUEUE_CHANGED,
-            f"queue revision is {view.policy.revision}, not {expected_revision}",
-            ["expectedRevision"],
-        )
 
 
 def check_content(content: str, limit: int, field: str = "content") -> str:

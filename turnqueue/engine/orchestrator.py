@@ -68,8 +68,19 @@ class CancelResult:
 class Engine:
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.turns = Turns(core)
-        self.cancels = Cancels(core, self.turns)
+        # The workflow's call-backs (W1, W2), passed at construction: the workflow is built
+        # last (it stops and drains through the parts built before it), so they reach it here.
+        self.turns = Turns(
+            core,
+            moves_on_complete=lambda sid: self.workflows.moves_on_complete(sid),
+            on_completed=lambda sid: self.workflows.on_completed(sid),
+        )
+        self.cancels = Cancels(
+            core,
+            self.turns,
+            moves_on_cancel=lambda sid: self.workflows.moves_on_cancel(sid),
+            on_cancelled=lambda sid: self.workflows.on_completed(sid),
+        )
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
         self.shared_reads = SharedReads(core.bus, core.queue_status)
@@ -295,6 +306,8 @@ class Engine:
         if agent_name not in self.core.agents:
             names = ", ".join(sorted(self.core.agents))
             raise InvalidInput(f"unknown agent {agent_name!r}; agents are {names}", ["agent"])
+        # Not units of work (``core.change``): the session is being created, so no other
+        # writer can know it yet and there is no lock row to order anything with.
         async with self.core.store.transaction() as tx:
             task = await tx.create_task(
                 title=title, owner=principal, workflow_step=self.core.workflow.first.name

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,8 +26,9 @@ from turnqueue.domain import (
 )
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import OwnerUnreachable
-from turnqueue.engine.core import Core, check_capacity, check_expected
-from turnqueue.engine.turns import DrainResult, Turns
+from turnqueue.engine.core import Core, check_capacity
+from turnqueue.engine.turn_end import DrainResult
+from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
 
@@ -52,61 +53,47 @@ class QueueOps:
         source: MessageSource = MessageSource.USER,
     ) -> tuple[QueueEntry, Turn | None]:
         """Always queue, then one automatic drain (Q3)."""
-        async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                check_expected(view, expected_revision)
-                check_capacity(view, self.core.settings.queue_limit)
-                entry = await tx.add_entry(session_id, content=content, source=source)
-                # The drain after enqueueMessage (Q3, automatic) runs in this same transaction:
-                # one lock row, one commit, one queue revision for "queued and started".
-                view = replace(view, queued=view.queued + 1)
-                result, turn = await self.turns.reserve_in(tx, view, automatic=True)
-                if turn is None:
-                    await self.core.queue_changed(tx, session_id)
-            if turn is not None:
-                self.turns.launch(turn, view.session.agent)
-            self.core.metrics.reservation("automatic", result.value)
+        async with self.core.change(session_id, expected_revision) as c:
+            check_capacity(c.view, self.core.settings.queue_limit)
+            entry = await c.tx.add_entry(session_id, content=content, source=source)
+            # The drain after enqueueMessage (Q3, automatic) runs in this same transaction:
+            # one lock row, one commit, one queue revision for "queued and started".
+            view = replace(c.view, queued=c.view.queued + 1)
+            result, turn = await self.turns.reserve_in(c, view, automatic=True)
+            await c.queue_changed()  # the same revision as the start's, if one started
+        self.core.metrics.reservation("automatic", result.value)
         return entry, turn
 
     async def update_entry(
         self, session_id: str, entry_id: str, content: str, expected_revision: int | None
     ) -> None:
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            check_expected(view, expected_revision)
-            entry = _visible(await tx.list_entries(session_id), entry_id)
+        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            entry = _visible(await c.tx.list_entries(session_id), entry_id)
             if entry.source is not MessageSource.USER:
                 raise Conflict(
                     ErrorCode.NOT_EDITABLE, f"a {entry.source} entry cannot be edited", ["entryId"]
                 )
-            await tx.update_entry(entry_id, content=content)
-            await self.core.queue_changed(tx, session_id)
+            await c.tx.update_entry(entry_id, content=content)
+            await c.queue_changed()
 
     async def remove_entry(
         self, session_id: str, entry_id: str, expected_revision: int | None
     ) -> None:
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            check_expected(view, expected_revision)
-            _visible(await tx.list_entries(session_id), entry_id)
-            await tx.remove_entries(session_id, [entry_id])
-            await self.core.queue_changed(tx, session_id)
+        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            _visible(await c.tx.list_entries(session_id), entry_id)
+            await c.tx.remove_entries(session_id, [entry_id])
+            await c.queue_changed()
 
     async def clear(self, session_id: str, expected_revision: int | None) -> None:
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            check_expected(view, expected_revision)
-            if await tx.remove_entries(session_id, None):
-                await self.core.queue_changed(tx, session_id)
+        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            if await c.tx.remove_entries(session_id, None):
+                await c.queue_changed()
 
     async def reorder(
         self, session_id: str, ordered_ids: Sequence[str], expected_revision: int | None
     ) -> None:
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            check_expected(view, expected_revision)
-            visible = [e.id for e in await tx.list_entries(session_id)]
+        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            visible = [e.id for e in await c.tx.list_entries(session_id)]
             if len(ordered_ids) != len(set(ordered_ids)) or sorted(ordered_ids) != sorted(visible):
                 raise Conflict(
                     ErrorCode.QUEUE_CHANGED,
@@ -114,20 +101,18 @@ class QueueOps:
                     ["orderedIds"],
                 )
             if list(ordered_ids) != visible:
-                await tx.reorder_entries(session_id, ordered_ids)
-                await self.core.queue_changed(tx, session_id)
+                await c.tx.reorder_entries(session_id, ordered_ids)
+                await c.queue_changed()
 
     async def set_auto_run(
         self, session_id: str, auto_run: bool, expected_revision: int | None
     ) -> Turn | None:
         """Q2: OFF never touches the active turn; ON starts the head when eligible."""
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            check_expected(view, expected_revision)
+        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
             reason = None if auto_run else PauseReason.USER
-            if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
-                await tx.set_policy(session_id, auto_run=auto_run, pause_reason=reason)
-                await self.core.queue_changed(tx, session_id)
+            if (c.view.policy.auto_run, c.view.policy.pause_reason) != (auto_run, reason):
+                await c.tx.set_policy(session_id, auto_run=auto_run, pause_reason=reason)
+                await c.queue_changed()
         if not auto_run:
             return None
         async with self.core.session_lock(session_id):
@@ -137,13 +122,13 @@ class QueueOps:
     async def drain(self, session_id: str, expected_revision: int | None) -> Turn | None:
         """Q6: needs a promptable session without a clarification; sets auto-run ON first."""
         async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                check_expected(view, expected_revision)
-                _check_promptable(view)
-                if not view.policy.auto_run:
-                    await tx.set_policy(session_id, auto_run=True, pause_reason=None)
-                    await self.core.queue_changed(tx, session_id)
+            # Two units of work under one session lock: the policy commits even when the
+            # targeted start that follows finds the session held (Q6).
+            async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+                _check_promptable(c.view)
+                if not c.view.policy.auto_run:
+                    await c.tx.set_policy(session_id, auto_run=True, pause_reason=None)
+                    await c.queue_changed()
             return await self.turns.targeted_head(session_id)
 
     # -- Send Now (Q5) --------------------------------------------------------------------------
@@ -212,7 +197,7 @@ class QueueOps:
         expected_revision: int | None,
         observed_turn: str | None,
     ) -> SendNowResult:
-        with ExitStack() as stack:
+        async with AsyncExitStack() as stack:
             async with self.core.session_lock(session_id):
                 claimed = await self._claim(
                     session_id, scope, entry_id, expected_revision, observed_turn
@@ -220,20 +205,15 @@ class QueueOps:
                 runner = self.core.runners.get(session_id)
                 if runner is not None:
                     # Held until the replacement is delivered: CANCELLING holds every other
-                    # start (Q9), so nothing slips in between the stop and the delivery.
-                    stack.enter_context(
-                        self.core.cancellations.reference(session_id, CancelKind.REPLACEMENT)
+                    # start (Q9), so nothing slips in between the stop and the delivery. The
+                    # replacement reference ends with the delivery, on every exit (C5).
+                    await stack.enter_async_context(
+                        self.core.hold(session_id, CancelKind.REPLACEMENT)
                     )
             if runner is not None:
-                await self.core.touch_queue(session_id)
                 await self.cancels.stop(runner)
-            try:
-                async with self.core.session_lock(session_id):
-                    turn = await self._deliver(session_id, claimed)
-            finally:
-                stack.close()  # the replacement reference ends with the delivery (C5)
-                if runner is not None:
-                    await self.core.touch_queue(session_id)
+            async with self.core.session_lock(session_id):
+                turn = await self._deliver(session_id, claimed)
             return SendNowResult(turn, len(claimed))
 
     async def _claim(
@@ -251,14 +231,13 @@ class QueueOps:
         TURN_CHANGED, which is why the active turn is checked here, under the session lock
         (runners change only under it) and the lock row (a start on another instance, M4),
         rather than after the claim and undone by hand."""
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            check_expected(view, expected)
+        async with self.core.change(session_id, expected, session_lock=False) as c:  # held
+            view = c.view
             if view.clarification is not None:
                 raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
             if view.session.state not in PROMPTABLE and view.session.state not in BUSY:
                 raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}")
-            visible = await tx.list_entries(session_id)
+            visible = await c.tx.list_entries(session_id)
             if scope is SendNowScope.ALL:
                 if not visible:
                     raise Conflict(ErrorCode.QUEUE_EMPTY, "the queue is empty")
@@ -271,20 +250,22 @@ class QueueOps:
                 runner is None and view.running_turn_id is not None  # started elsewhere (M4)
             ):
                 raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
-            claimed = await tx.claim_entries(session_id, ids, owner=self.core.instance)
+            claimed = await c.tx.claim_entries(session_id, ids, owner=self.core.instance)
             if [e.id for e in claimed] != ids:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
-            await tx.set_policy(session_id, auto_run=True, pause_reason=None)
-            await self.core.queue_changed(tx, session_id)
+            await c.tx.set_policy(session_id, auto_run=True, pause_reason=None)
+            await c.queue_changed()
         return claimed
 
     async def _deliver(self, session_id: str, claimed: list[QueueEntry]) -> Turn | None:
-        """Start the claimed entries as one turn; on any failure they go back (Q10)."""
+        """Start the claimed entries as one turn; on any failure they go back (Q10). Called
+        under the session lock."""
         prompt = "\n\n".join(e.content for e in claimed)
         source = claimed[0].source if len(claimed) == 1 else MessageSource.USER
+        ids = [e.id for e in claimed]
         try:
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
+            async with self.core.change(session_id, session_lock=False) as c:
+                view = c.view
                 if (
                     view.session.state not in PROMPTABLE
                     or view.running_turn_id is not None
@@ -294,20 +275,17 @@ class QueueOps:
                 # W3: a step change that moved the queue to a new session while the active turn
                 # was stopping took the claimed entries with it, released: they run there, at
                 # the head of its queue, and never here too (the lock row orders the two).
-                if await tx.count_in_flight(session_id, [e.id for e in claimed]) != len(claimed):
+                if await c.tx.count_in_flight(session_id, ids) != len(claimed):
                     raise Conflict(
                         ErrorCode.QUEUE_CHANGED,
                         "the entry moved to the task's new session with a workflow step change",
                     )
-                turn = await self.turns.start_in(tx, view, prompt, source, [e.id for e in claimed])
+                return await self.turns.start_in(c, prompt, source, ids)
         except BaseException:
-            async with self.core.store.transaction() as tx:
-                await tx.lock(session_id)
-                if await tx.release_entries(session_id, [e.id for e in claimed]):
-                    await self.core.queue_changed(tx, session_id)
+            async with self.core.change(session_id, session_lock=False) as c:
+                if await c.tx.release_entries(session_id, ids):
+                    await c.queue_changed()
             raise
-        self.turns.launch(turn, view.session.agent)
-        return turn
 
 
 def _visible(entries: Sequence[QueueEntry], entry_id: str) -> QueueEntry:

@@ -26,7 +26,6 @@ import os
 import signal
 import socket
 
-from turnqueue.bus import EventKind
 from turnqueue.domain import PauseReason, SessionState, Turn, TurnStatus
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
@@ -58,6 +57,7 @@ async def recover(
     recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks))
     fresh_epoch = 0
     if recovered:
+        # Not a unit of work (``core.change``): the epoch belongs to no session.
         async with core.store.transaction() as tx:
             fresh_epoch = await tx.next_epoch()
     for session_id in recovered:
@@ -109,15 +109,17 @@ def _kill_agent_group(turn: Turn) -> None:
 async def _recover_session(
     core: Core, session_id: str, turn_ids: list[str], entry_ids: list[str], mark: str | None
 ) -> None:
-    async with core.store.transaction() as tx:
-        view = await tx.lock(session_id)
+    # Under no session lock, as recovery always ran: what it adopts has no runner here (a dead
+    # instance's work, or this process's before its start), and the lock row orders it.
+    async with core.change(session_id, session_lock=False) as c:
+        tx, view = c.tx, c.view
         if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
             await tx.set_cancel_mark(session_id, None)
             # Q7: when entries remain queued (released in-flight ones included), park them.
             if view.queued + len(entry_ids) > 0:
                 await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
         for turn_id in turn_ids:
-            await tx.end_turn(
+            await c.end_turn(
                 turn_id,
                 status=TurnStatus.FAILED,
                 output=await tx.output_text(turn_id),  # what its log kept (O1)
@@ -128,6 +130,6 @@ async def _recover_session(
             await tx.release_entries(session_id, entry_ids)
         if not turn_ids and view.running_turn_id is None and not view.session.promptable:
             if view.session.state in (SessionState.RUNNING, SessionState.STARTING):
-                await tx.set_session_state(session_id, SessionState.WAITING_FOR_INPUT)
-        await core.queue_changed(tx, session_id)
-        core.publish_after(tx, EventKind.SESSION, session_id, 0)
+                await c.set_session_state(SessionState.WAITING_FOR_INPUT)
+        await c.queue_changed()
+        c.session_changed()  # always: a stream following the session reads it again

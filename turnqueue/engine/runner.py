@@ -1,8 +1,9 @@
 """One running turn in this process: its agent run, its streamed output and its end.
 
-The runner only runs the agent and logs its output (:class:`~turnqueue.engine.outputlog.OutputLog`,
-O1); what the end means for the session (status, clarification, drain, workflow) is decided by
-:mod:`turnqueue.engine.turns` under the session lock. The agent's stream yields ``str`` (a MESSAGE
+The runner only runs the agent, logs its output (:class:`~turnqueue.engine.outputlog.OutputLog`,
+O1) and stops it (the stop ladder, :meth:`TurnRunner.stop`); what the end means for the session
+(status, clarification, drain, workflow) is decided by :mod:`turnqueue.engine.turns` under the
+session lock. The agent's stream yields ``str`` (a MESSAGE
 text chunk) or :class:`~turnqueue.domain.TurnItem`. Without a store (benchmarks' in-memory path)
 text chunks are published as they arrive and nothing is logged.
 """
@@ -16,20 +17,30 @@ from dataclasses import dataclass
 
 from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
+from turnqueue.domain import CancelOutcome, ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
 from turnqueue.engine.outputlog import MAX_OUTPUT_CHARS, OutputLog
 from turnqueue.logs import bind
 from turnqueue.store.protocol import Store, Tx
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_OUTPUT_CHARS", "Ending", "TurnRunner"]
+__all__ = ["MAX_OUTPUT_CHARS", "Ending", "StopLadder", "TurnRunner"]
 
 
 @dataclass(frozen=True, slots=True)
 class Ending:
     result: AgentResult
     output: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopLadder:
+    """How long each rung of the stop ladder waits (settings ``cancel_timeout`` and
+    ``escalation_timeout``) and the bound on the whole (``cancel_operation_timeout``, C4)."""
+
+    interrupt_wait: float
+    escalation_wait: float
+    bound: float
 
 
 class TurnRunner:
@@ -123,6 +134,34 @@ class TurnRunner:
         if self.log is not None:
             await self.log.detach()
         await on_end(self, ending)
+
+    async def stop(self, ladder: StopLadder) -> CancelOutcome:
+        """The stop ladder: SIGINT, wait; SIGTERM, wait; SIGKILL, wait; then abandon the agent.
+
+        The whole ladder is bounded by ``ladder.bound`` (C4). It never raises: an agent that
+        cannot be signalled is abandoned like one that ignores every signal."""
+        try:
+            async with asyncio.timeout(ladder.bound):
+                await self.signal(Signal.INTERRUPT)
+                if await self.wait_finished(ladder.interrupt_wait):
+                    return CancelOutcome.STOPPED
+                log.warning("turn %s ignored the interrupt; escalating", self.turn.id)
+                await self.signal(Signal.TERMINATE)
+                if await self.wait_finished(ladder.escalation_wait):
+                    return CancelOutcome.ESCALATED
+                await self.signal(Signal.KILL)
+                if await self.wait_finished(ladder.escalation_wait):
+                    return CancelOutcome.ESCALATED
+        except TimeoutError:
+            pass
+        except Exception:
+            log.exception("stopping turn %s failed", self.turn.id)
+        # The agent would not stop: abandon it. The runner task records the turn as ended
+        # (CANCELLED, since a reference is held) on its way out.
+        log.error("turn %s did not stop; abandoning its agent", self.turn.id)
+        self.abandon()
+        await self.wait_finished(ladder.escalation_wait)
+        return CancelOutcome.TIMED_OUT
 
     async def signal(self, sig: Signal) -> None:
         self._signals.append(sig)

@@ -10,8 +10,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import dataclass
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import (
@@ -22,21 +21,26 @@ from turnqueue.domain import (
     QueueEntry,
     SessionState,
     Turn,
-    TurnStatus,
 )
+from turnqueue.engine.change import Change
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.runner import Ending, TurnRunner
+from turnqueue.engine.turn_end import (
+    DrainResult,
+    TurnEnd,
+    decide_end,
+    drain_decision,
+    given_up,
+    view_after_end,
+    view_holds,
+    with_move,
+)
 from turnqueue.errors import Conflict, ErrorCode
-from turnqueue.store import SessionView, Tx
+from turnqueue.store import SessionView
 
 log = logging.getLogger(__name__)
 
-
-class DrainResult(StrEnum):
-    STARTED = "STARTED"
-    PAUSED = "PAUSED"  # auto-run is off (Q3: "paused" is told apart from "empty")
-    EMPTY = "EMPTY"
-    HELD = "HELD"  # Q9: busy, not promptable, clarification, cancelling, transition
+__all__ = ["Admission", "DrainResult", "Turns"]  # DrainResult is turn_end's, named here too
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +50,25 @@ class Admission:
 
 
 class Turns:
-    def __init__(self, core: Core) -> None:
+    def __init__(
+        self,
+        core: Core,
+        *,
+        moves_on_complete: Callable[[str], Awaitable[bool]] | None = None,
+        on_completed: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.core = core
-        #: W1 hook: called after a COMPLETED turn's end has committed, outside the session
+        #: W1 guard: called (under the session lock, before the end is written) to know
+        #: whether the step makes this completion move the task on
+        self.moves_on_complete = moves_on_complete
+        #: W1 action: called after a COMPLETED turn's end has committed, outside the session
         #: lock, when ``moves_on_complete`` said the task moves; it runs the drain itself.
-        self.on_completed: Callable[[str], Awaitable[None]] | None = None
-        #: called (under no lock) to know whether the step makes a completion move the task
-        self.moves_on_complete: Callable[[str], Awaitable[bool]] | None = None
+        self.on_completed = on_completed
 
     # -- starting -----------------------------------------------------------------------------
     def launch(self, turn: Turn, agent_name: str) -> TurnRunner:
-        """Run a committed turn. Call right after its commit, still under the session lock."""
+        """Run a committed turn: ``start_in`` has its unit of work call this at COMMIT, still
+        under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(
@@ -70,21 +82,21 @@ class Turns:
         sid = view.session.id
         runner = self.core.runners.get(sid)
         return bool(
-            view.session.state not in PROMPTABLE
-            or view.clarification is not None
-            or view.running_turn_id is not None
+            view_holds(view)
             or (runner is not None and runner is not ending)
             or self.core.runtime_holds(sid)
         )
 
     async def start_in(
-        self, tx: Tx, view: SessionView, prompt: str, source: MessageSource, consume: list[str]
+        self, c: Change, prompt: str, source: MessageSource, consume: list[str]
     ) -> Turn:
-        turn = await tx.start_turn(
-            view.session.id, prompt=prompt, source=source, consume=consume, owner=self.core.instance
+        """Start a turn in ``c``; it is launched once ``c`` has committed."""
+        turn = await c.start_turn(
+            prompt=prompt, source=source, consume=consume, owner=self.core.instance
         )
-        await self.core.queue_changed(tx, view.session.id)  # BUSY is now a hold
-        self.core.publish_after(tx, EventKind.SESSION, view.session.id, 0)
+        await c.queue_changed()  # BUSY is now a hold
+        agent = c.view.session.agent
+        c.on_commit(lambda: self.launch(turn, agent))
         return turn
 
     async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
@@ -109,82 +121,67 @@ class Turns:
     ) -> tuple[DrainResult, Turn | None]:
         if self.core.closing or self.core.runtime_holds(session_id):
             return DrainResult.HELD, None
-        async with self.core.store.transaction() as tx:
-            view = await tx.lock(session_id)
-            result, turn = await self.reserve_in(tx, view, automatic=automatic)
-        if turn is not None:
-            self.launch(turn, view.session.agent)
-        return result, turn
+        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            return await self.reserve_in(c, c.view, automatic=automatic)
 
     async def reserve_in(
-        self, tx: Tx, view: SessionView, *, automatic: bool, ending: TurnRunner | None = None
+        self, c: Change, view: SessionView, *, automatic: bool, ending: TurnRunner | None = None
     ) -> tuple[DrainResult, Turn | None]:
-        """The Q3 decision and reservation inside the caller's transaction, which has taken
-        the lock row (``view``): the policy is read in the transaction that reserves. The
-        caller launches the returned turn after COMMIT."""
-        if self.core.closing or self.blocked(view, ending):
-            return DrainResult.HELD, None
-        if view.queued == 0:
-            return DrainResult.EMPTY, None
-        if automatic and not view.policy.auto_run:
-            return DrainResult.PAUSED, None
-        entry = await tx.reserve_head(view.session.id, owner=self.core.instance)
+        """The Q3 decision and reservation inside the caller's unit of work, which has taken
+        the lock row (``view``: its view, or what its changes made of it): the policy is read
+        in the transaction that reserves. The turn is launched after COMMIT."""
+        held = self.core.closing or self.blocked(view, ending)
+        decided = drain_decision(view, automatic=automatic, held=held)
+        if decided is not None:
+            return decided, None
+        entry = await c.tx.reserve_head(view.session.id, owner=self.core.instance)
         if entry is None:
             return DrainResult.EMPTY, None
-        turn = await self.start_in(tx, view, entry.content, entry.source, [entry.id])
+        turn = await self.start_in(c, entry.content, entry.source, [entry.id])
         return DrainResult.STARTED, turn
 
     async def send_message(self, session_id: str, content: str) -> Admission:
         """Start a turn when the session is free (targeted), queue it when busy."""
-        async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                if view.clarification is not None:
-                    raise Conflict(
-                        ErrorCode.CLARIFICATION_PENDING,
-                        "the agent asked a question: answer it with answerClarification",
-                    )
-                if not self.blocked(view):
-                    turn = await self.start_in(tx, view, content, MessageSource.USER, [])
-                elif view.session.state in BUSY or view.session.state in PROMPTABLE:
-                    check_capacity(view, self.core.settings.queue_limit)
-                    entry = await tx.add_entry(
-                        session_id, content=content, source=MessageSource.USER
-                    )
-                    await self.core.queue_changed(tx, session_id)
-                    return Admission(entry=entry)
-                else:
-                    raise Conflict(
-                        ErrorCode.SESSION_NOT_PROMPTABLE,
-                        f"session is {view.session.state}; it cannot take prompts",
-                    )
-            self.launch(turn, view.session.agent)
-            return Admission(turn=turn)
+        async with self.core.change(session_id) as c:
+            view = c.view
+            if view.clarification is not None:
+                raise Conflict(
+                    ErrorCode.CLARIFICATION_PENDING,
+                    "the agent asked a question: answer it with answerClarification",
+                )
+            if not self.blocked(view):
+                return Admission(turn=await self.start_in(c, content, MessageSource.USER, []))
+            if view.session.state in BUSY or view.session.state in PROMPTABLE:
+                check_capacity(view, self.core.settings.queue_limit)
+                entry = await c.tx.add_entry(session_id, content=content, source=MessageSource.USER)
+                await c.queue_changed()
+                return Admission(entry=entry)
+            raise Conflict(
+                ErrorCode.SESSION_NOT_PROMPTABLE,
+                f"session is {view.session.state}; it cannot take prompts",
+            )
 
     async def answer_clarification(
         self, session_id: str, answer: str, clarification_id: str | None
     ) -> Turn:
-        async with self.core.session_lock(session_id):
-            async with self.core.store.transaction() as tx:
-                view = await tx.lock(session_id)
-                pending = view.clarification
-                if pending is None or (
-                    clarification_id is not None and clarification_id != pending.id
-                ):
-                    raise Conflict(
-                        ErrorCode.NO_CLARIFICATION,
-                        "no such clarification is pending",
-                        ["clarificationId"] if pending is not None else None,
-                    )
-                await tx.clear_clarification(session_id)
-                if view.session.state not in PROMPTABLE or self.core.runtime_holds(session_id):
-                    raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
-                turn = await self.start_in(tx, view, answer, MessageSource.USER, [])
-            self.launch(turn, view.session.agent)
-            return turn
+        async with self.core.change(session_id) as c:
+            pending = c.view.clarification
+            if pending is None or (clarification_id is not None and clarification_id != pending.id):
+                raise Conflict(
+                    ErrorCode.NO_CLARIFICATION,
+                    "no such clarification is pending",
+                    ["clarificationId"] if pending is not None else None,
+                )
+            await c.clear_clarification()
+            if c.view.session.state not in PROMPTABLE or self.core.runtime_holds(session_id):
+                raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
+            return await self.start_in(c, answer, MessageSource.USER, [])
 
     async def _on_process(self, runner: TurnRunner, pgid: int) -> None:
-        """Remember the agent's process group, so recovery can kill it after a crash (M6)."""
+        """Remember the agent's process group, so recovery can kill it after a crash (M6).
+
+        Not a unit of work (``core.change``): it writes only the turn's own agent columns,
+        under no lock row, and moves no revision."""
         try:
             async with self.core.store.transaction() as tx:
                 await tx.set_turn_agent(runner.turn.id, socket.gethostname(), pgid)
@@ -192,23 +189,12 @@ class Turns:
             log.exception("could not record the process group of turn %s", runner.turn.id)
 
     # -- ending -------------------------------------------------------------------------------
-    def _decide(self, runner: TurnRunner, ending: Ending) -> _Decision:
-        """What the end means, decided once, under the session lock: C8 (pending wins) is read
-        here, so no cancellation can be accepted between this decision and its commit."""
-        pending = self.core.cancellations.pending(runner.session_id)
-        result = ending.result
-        if pending:
-            status = TurnStatus.CANCELLED
-        elif result.ok:
-            status = TurnStatus.COMPLETED
-        else:
-            status = TurnStatus.FAILED
-        question = result.clarification if status is TurnStatus.COMPLETED else None
-        error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
-        return _Decision(status, error, question, pending)
-
     async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:
         """Record a turn's end, retrying until it commits (Q10, M6).
+
+        What the end means is decided once, under the session lock (``turn_end``): C8 (pending
+        wins) is read there, so no cancellation can be accepted between the decision and its
+        commit.
 
         Hazard: an end that cannot commit (the database away, another process holding SQLite's
         write lock past ``db_timeout``) must not be dropped: nothing else would end the turn
@@ -218,139 +204,99 @@ class Turns:
         so that readers and other sessions' work go on. Only a shutdown gives up: recovery at
         the next start ends the turn then."""
         sid = runner.session_id
-        decision: _Decision | None = None
+        end: TurnEnd | None = None
         delay = END_RETRY_FIRST
         while True:
             async with self.core.session_lock(sid):
-                if decision is None:
+                if end is None:
                     runner.ending = True
-                    decision = await self._decide_moves(runner, self._decide(runner, ending))
+                    end = decide_end(ending.result, pending=self.core.cancellations.pending(sid))
+                    if end.asks_workflow and self.moves_on_complete is not None:
+                        end = with_move(end, await self._read_moves(sid))
                 try:
-                    drained, following = await self._record_end(runner, ending, decision)
+                    drained = await self._record_end(runner, ending, end)
                 except Exception:
                     log.exception("could not record the end of turn %s", runner.turn.id)
-                    if not self.core.closing:
-                        committed = False
-                    else:
+                    if self.core.closing:
                         # Given up at shutdown: the turn stays RUNNING in the database and
                         # recovery (M6) ends it at the next start.
-                        decision = replace(decision, status=TurnStatus.FAILED, moving=False)
-                        self._finish(runner, decision, None, None)
+                        self._finish(runner, given_up(end), None)
                         return
                 else:
-                    committed = True
-                if committed:
-                    self._finish(runner, decision, drained, following)
+                    self._finish(runner, end, drained)
                     break
             await asyncio.sleep(delay)
             delay = min(delay * 2, END_RETRY_MAX)
-        if decision.moving and self.on_completed is not None:
+        if end.moving and self.on_completed is not None:
             await self.on_completed(sid)
 
-    async def _decide_moves(self, runner: TurnRunner, decision: _Decision) -> _Decision:
-        """W1: does this completion move the task on? A guard that cannot be read holds (Q9)."""
-        if (
-            decision.status is not TurnStatus.COMPLETED
-            or decision.question is not None
-            or self.moves_on_complete is None
-        ):
-            return decision
+    async def _read_moves(self, session_id: str) -> bool | None:
+        """W1: does this completion move the task on? None when the guard cannot be read."""
+        assert self.moves_on_complete is not None
         try:
-            return replace(decision, moving=await self.moves_on_complete(runner.session_id))
+            return await self.moves_on_complete(session_id)
         except Exception:
             # The end is still recorded; only the drain waits (Q9).
-            log.exception("could not read the workflow step of session %s", runner.session_id)
-            return replace(decision, unchecked=True)
+            log.exception("could not read the workflow step of session %s", session_id)
+            return None
 
     async def _record_end(
-        self, runner: TurnRunner, ending: Ending, decision: _Decision
-    ) -> tuple[DrainResult | None, tuple[Turn, str] | None]:
-        """The end's one transaction: the turn, the session, the clarification, and the next
-        entry (Q4). Returns the drain's result and the turn to launch after COMMIT."""
+        self, runner: TurnRunner, ending: Ending, end: TurnEnd
+    ) -> DrainResult | None:
+        """The end's one unit of work: the turn, the session, the clarification, and the next
+        entry (Q4), launched after COMMIT. Returns the drain's result. The caller holds the
+        session lock."""
         sid = runner.session_id
-        status, question = decision.status, decision.question
         drained: DrainResult | None = None
-        following: tuple[Turn, str] | None = None
-        async with self.core.store.transaction() as tx:
-            # The lock row first, as in every transaction that changes a session: one lock
-            # order everywhere, so recovery on another instance cannot deadlock with this end
-            # (lock row, then turn, then session).
-            before = await tx.lock(sid)
-            await runner.write_rest(tx)  # O1: the log's last batch, published before ``done``
-            _, session = await tx.end_turn(
+        # The lock row first, as in every transaction that changes a session: one lock order
+        # everywhere, so recovery on another instance cannot deadlock with this end (lock row,
+        # then turn, then session).
+        async with self.core.change(sid, session_lock=False) as c:
+            await runner.write_rest(c.tx)  # O1: the log's last batch, published before ``done``
+            _, session = await c.end_turn(
                 runner.turn.id,
-                status=status,
+                status=end.status,
                 output=ending.output,
-                error=decision.error,
+                error=end.error,
                 session_state=SessionState.WAITING_FOR_INPUT,
             )
-            if question is not None:
-                await tx.set_clarification(sid, turn_id=runner.turn.id, question=question)
-            await self.core.queue_changed(tx, sid)
-            self.core.publish_after(tx, EventKind.SESSION, sid, 0)
-            done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, status)
-            tx.after_commit(lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done)))
-            if decision.drains:
+            if end.question is not None:
+                await c.set_clarification(turn_id=runner.turn.id, question=end.question)
+            await c.queue_changed()
+            done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, end.status)
+            c.tx.after_commit(
+                lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
+            )
+            if end.drains:
                 # Q4 in the end's own transaction (one commit per turn end), under the same
                 # lock row; this runner, whose end this is, holds nothing. A task that moves
-                # steps drains later, once the move has committed (W1). The view after the
-                # end: when the locked view saw this turn running, the end changed only the
-                # turn and the session (the lock row keeps every other writer out), so it is
-                # that view with the new session and no running turn; otherwise it is read
-                # again.
-                after: SessionView | None
-                if question is None and before.running_turn_id == runner.turn.id:
-                    after = replace(
-                        before, session=session, running_turn_id=None, running_turn_owner=None
-                    )
-                else:
-                    after = await tx.view(sid)
+                # steps drains later, once the move has committed (W1).
+                after = view_after_end(c.view, session, runner.turn.id, end.question)
+                if after is None:
+                    after = await c.tx.view(sid)
                 if after is not None:
-                    drained, turn = await self.reserve_in(tx, after, automatic=True, ending=runner)
-                    following = (turn, after.session.agent) if turn else None
-        return drained, following
+                    drained, _ = await self.reserve_in(c, after, automatic=True, ending=runner)
+        return drained
 
-    def _finish(
-        self,
-        runner: TurnRunner,
-        decision: _Decision,
-        drained: DrainResult | None,
-        following: tuple[Turn, str] | None,
-    ) -> None:
-        """After the end committed (or was given up): forget the runner, launch the next turn,
-        hold the queue for a step change. Called under the session lock."""
+    def _finish(self, runner: TurnRunner, end: TurnEnd, drained: DrainResult | None) -> None:
+        """After the end committed (or was given up; the next turn, if any, was launched at
+        COMMIT): forget the runner, hold the queue for a step change. Called under the session
+        lock."""
         sid = runner.session_id
         if self.core.runners.get(sid) is runner:
             del self.core.runners[sid]
-        runner.final_status = decision.status
+        runner.final_status = end.status
         runner.finished.set()
-        self.core.metrics.turn_ended(decision.status.value)
-        log.info("turn %s ended %s", runner.turn.id, decision.status.value)  # ids from context
+        self.core.metrics.turn_ended(end.status.value)
+        log.info("turn %s ended %s", runner.turn.id, end.status.value)  # ids from context
         if drained is not None:
             self.core.metrics.reservation("automatic", drained.value)
-        if following is not None:
-            self.launch(*following)
-        if decision.moving:
-            # W1: hold the queue until the step change has committed.
+        if end.moving:
+            # W1: hold the queue until the step change has committed. Handed to the step
+            # change (``on_completed`` releases it), so it is no ``Core.hold`` block.
             self.core.transitions.add(sid)
 
 
 #: Back-off between attempts to record a turn's end that could not commit.
 END_RETRY_FIRST = 0.05
 END_RETRY_MAX = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Decision:
-    """What a turn's end means (decided once, whatever the number of attempts to commit it)."""
-
-    status: TurnStatus
-    error: str | None
-    question: str | None
-    pending: bool  # a cancellation was pending (C8): recorded CANCELLED, nothing drains
-    moving: bool = False  # the task moves on (W1): it drains once the move has committed
-    unchecked: bool = False  # the workflow guard could not be read (Q9: it holds)
-
-    @property
-    def drains(self) -> bool:
-        return not (self.pending or self.moving or self.unchecked)

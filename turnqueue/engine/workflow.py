@@ -12,7 +12,6 @@ import logging
 import tomllib
 from pathlib import Path
 
-from turnqueue.bus import EventKind
 from turnqueue.domain import (
     CancelKind,
     OnTurnComplete,
@@ -70,10 +69,6 @@ class Workflows:
         self.core = core
         self.turns = turns
         self.cancels = cancels
-        turns.moves_on_complete = self.moves_on_complete
-        turns.on_completed = self.on_completed
-        cancels.moves_on_cancel = self.moves_on_cancel
-        cancels.on_cancelled = self.on_completed
 
     async def _task_of(self, session_id: str) -> tuple[Task, Session]:
         async with self.core.store.read() as tx:
@@ -134,41 +129,38 @@ class Workflows:
     async def enter(self, task: Task, step: WorkflowStep) -> Task:
         source_id = task.current_session_id
         assert source_id is not None
-        self.core.transitions.add(source_id)
-        try:
-            await self.core.touch_queue(source_id)
+        async with self.core.hold(source_id):  # WORKFLOW_TRANSITION (Q9)
             if step.new_session_on_enter:
                 return await self._transfer(task, step, source_id)
-            async with self.core.store.transaction() as tx:
-                source = await tx.lock(source_id)  # the lock row first (one lock order)
-                moved = await tx.set_task_step(task.id, step.name, source_id)
+            # Under no session lock, as a step change always was: it starts and ends no turn.
+            async with self.core.change(source_id, session_lock=False) as c:
+                moved = await c.tx.set_task_step(task.id, step.name, source_id)
                 last = self.core.workflow.is_last(step.name)
-                if last and source.session.state is SessionState.WAITING_FOR_INPUT:
-                    await tx.set_session_state(source_id, SessionState.COMPLETED)
-                    self.core.publish_after(tx, EventKind.SESSION, source_id, 0)
+                if last and c.view.session.state is SessionState.WAITING_FOR_INPUT:
+                    await c.set_session_state(SessionState.COMPLETED)
                 else:
                     # Reaching the last step while a turn runs completes the session when that
                     # turn ends (durably: the end may come after a restart, by recovery);
                     # leaving the last step before then takes it back.
-                    running = source.session.state is SessionState.RUNNING
-                    await tx.set_complete_on_idle(source_id, last and running)
+                    running = c.view.session.state is SessionState.RUNNING
+                    await c.tx.set_complete_on_idle(source_id, last and running)
             return moved
-        finally:
-            self.core.transitions.discard(source_id)
-            await self.core.touch_queue(source_id)
 
     async def _transfer(self, task: Task, step: WorkflowStep, source_id: str) -> Task:
         """W3: a new session takes the queue; the source completes and loses its policy row."""
         runner = self.core.runners.get(source_id)
         if runner is not None:
+            # A plain reference, not a ``Core.hold``: the step change's WORKFLOW_TRANSITION
+            # already holds the queue (with its revisions) for as long as this stop lasts.
             with self.core.cancellations.reference(source_id, CancelKind.INTERNAL):
                 await self.cancels.stop(runner)
-        async with self.core.store.transaction() as tx:
-            source = await tx.lock(source_id)
+        async with self.core.change(source_id, session_lock=False) as c:
+            source = c.view
+            tx = c.tx
             destination = await tx.create_session(
                 task_id=task.id, agent=source.session.agent, state=SessionState.WAITING_FOR_INPUT
             )
-            await tx.lock(destination.id)
+            d = await c.join(destination.id)
             await tx.release_entries(source_id, None)  # nothing in flight may stay behind
             await tx.move_entries(source_id, destination.id)
             if not source.policy.auto_run:  # destination = source AND destination (new: ON)
@@ -176,11 +168,11 @@ class Workflows:
                     destination.id, auto_run=False, pause_reason=PauseReason.TRANSFER
                 )
             await tx.delete_policy(source_id)
-            await tx.set_session_state(source_id, SessionState.COMPLETED)
+            await c.set_session_state(SessionState.COMPLETED)
             moved = await tx.set_task_step(task.id, step.name, destination.id)
-            for sid in (source_id, destination.id):
-                await self.core.queue_changed(tx, sid)
-                self.core.publish_after(tx, EventKind.SESSION, sid, 0)
+            for unit in (c, d):
+                await unit.queue_changed()
+            d.session_changed()  # a new session: its first revision
         # A2: the completed session's agent process (an acp profile keeps one) is stopped; the
         # new session starts its own on its first prompt.
         close = getattr(self.core.agents.get(source.session.agent), "close_session", None)

@@ -1,0 +1,208 @@
+"""The unit of work of one session: every rule that changes a session writes through it.
+
+::
+
+    async with core.change(session_id, expected_revision) as c:
+        ...  # c.view: the locked view; c.tx: the transaction
+        await c.queue_changed()
+
+In order, ``Core.change`` takes
+
+1. the session's in-process lock (``session_lock=False`` when the caller holds it already, or
+   when the rule decides nothing about the session's turn; see ``core``),
+2. a store transaction, and the session's lock row first in it (Q3: one lock order everywhere),
+3. the ``expectedRevision`` check (Q13: a stale one raises ``QUEUE_CHANGED`` and changes nothing).
+
+Then the body runs, and the unit of work
+
+- bumps the queue revision at most once (:meth:`Change.queue_changed`; a second call in the same
+  transaction shares the first's revision, Q13) and records the runtime holds served with it;
+- tracks the session's revision through the operations that move it (:meth:`Change.start_turn`,
+  :meth:`Change.end_turn`, ...) and publishes one session event carrying the revision the
+  transaction commits;
+- publishes only after COMMIT, and runs :meth:`Change.on_commit` call-backs (launching turns)
+  after the publications, still under the session lock.
+
+If the body raises, the transaction rolls back: nothing is published and nothing is launched.
+
+Hazards:
+- Units of work do not nest: the store has one write transaction at a time (SQLite's writer
+  lock), so a body never opens another (``Core.hold`` and ``touch_queue`` open one: call them
+  outside). Two sessions changed together share one (:meth:`Change.join`).
+- The session event is published last, after the transaction's other events (the queue's, a
+  turn's ``done``): subscribers read the session again on it, so they see the committed state.
+- The session revision is tracked, not read back: every operation that moves it under the lock
+  row goes through this class (the lock row keeps every other writer of the session out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Protocol
+
+from turnqueue.bus import EventKind
+from turnqueue.domain import (
+    Clarification,
+    MessageSource,
+    Session,
+    SessionState,
+    Turn,
+    TurnStatus,
+)
+from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.store import SessionView, Store, Tx
+
+
+class Parts(Protocol):
+    """What a unit of work needs of the engine's core (``Core`` provides it)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    def session_lock(self, session_id: str) -> asyncio.Lock: ...
+
+    async def bump_queue(self, tx: Tx, session_id: str) -> int: ...
+
+    def publish_after(self, tx: Tx, kind: EventKind, session_id: str, revision: int) -> None: ...
+
+
+class Change:
+    """One session's changes inside one transaction that holds its lock row."""
+
+    def __init__(self, core: Parts, tx: Tx, view: SessionView) -> None:
+        self._core = core
+        self.tx = tx
+        #: the session as the lock row found it (rules may keep a derived view of their own)
+        self.view = view
+        self.session_id = view.session.id
+        #: the session revision this transaction has reached (the store's, tracked)
+        self.session_revision = view.session.revision
+        #: the queue revision this transaction bumped to, once it has
+        self.queue_revision: int | None = None
+        self._session_changed = False
+        self._joined: list[Change] = []
+        self._on_commit: list[Callable[[], object]] = []
+
+    # -- the queue revision (Q13) -----------------------------------------------------------
+    async def queue_changed(self) -> int:
+        """The queue status changed: one revision per transaction (Q13), published after
+        commit with the runtime holds of this moment (see ``Core.holds``).
+
+        R2: the same statement raises the session's durable cancellation floor to what this
+        process knows (and reserves) and reads back what others stored (``Core.bump_queue``);
+        a second call raises it again when this process has learnt more meanwhile."""
+        revision = await self._core.bump_queue(self.tx, self.session_id)
+        if self.queue_revision is None:
+            self.queue_revision = revision
+            self._core.publish_after(self.tx, EventKind.QUEUE, self.session_id, revision)
+        return revision
+
+    # -- the session revision: the operations that move it ----------------------------------
+    def session_changed(self, revision: int | None = None) -> None:
+        """A session event is owed (published at the end, with the revision reached)."""
+        if revision is not None:
+            self.session_revision = revision
+        self._session_changed = True
+
+    async def start_turn(
+        self, *, prompt: str, source: MessageSource, consume: list[str], owner: int | None
+    ) -> Turn:
+        turn = await self.tx.start_turn(
+            self.session_id, prompt=prompt, source=source, consume=consume, owner=owner
+        )
+        self.session_changed(self.session_revision + 1)  # the store bumps it once
+        return turn
+
+    async def end_turn(
+        self,
+        turn_id: str,
+        *,
+        status: TurnStatus,
+        output: str,
+        error: str | None,
+        session_state: SessionState,
+    ) -> tuple[Turn, Session]:
+        turn, session = await self.tx.end_turn(
+            turn_id, status=status, output=output, error=error, session_state=session_state
+        )
+        self.session_changed(session.revision)
+        return turn, session
+
+    async def set_session_state(self, state: SessionState) -> Session:
+        session = await self.tx.set_session_state(self.session_id, state)
+        self.session_changed(session.revision)
+        return session
+
+    async def set_clarification(self, *, turn_id: str | None, question: str) -> Clarification:
+        clarification = await self.tx.set_clarification(
+            self.session_id, turn_id=turn_id, question=question
+        )
+        self.session_changed(self.session_revision + 1)
+        return clarification
+
+    async def clear_clarification(self) -> Clarification | None:
+        cleared = await self.tx.clear_clarification(self.session_id)
+        if cleared is not None:
+            self.session_changed(self.session_revision + 1)
+        return cleared
+
+    async def bump_session(self) -> int:
+        """A new session revision without a state change (A6: ``pendingApproval``)."""
+        revision = await self.tx.bump_session(self.session_id)
+        self.session_changed(revision)
+        return revision
+
+    # -- other sessions and after commit -----------------------------------------------------
+    async def join(self, session_id: str) -> Change:
+        """Another session changed in this same transaction (W3's destination): its lock row
+        is taken now (after this one's: lock rows in the order the rule names them), and its
+        publications follow this one's."""
+        joined = Change(self._core, self.tx, await self.tx.lock(session_id))
+        self._joined.append(joined)
+        return joined
+
+    def on_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the transaction has committed and its events are published,
+        still under the session lock (a rolled-back change runs none)."""
+        self._on_commit.append(callback)
+
+    def _before_commit(self) -> None:
+        for change in (self, *self._joined):
+            if change._session_changed:
+                self._core.publish_after(
+                    self.tx, EventKind.SESSION, change.session_id, change.session_revision
+                )
+
+    def _after_commit(self) -> None:
+        for change in (self, *self._joined):
+            for callback in change._on_commit:
+                callback()
+
+
+@asynccontextmanager
+async def change(
+    core: Parts, session_id: str, expected_revision: int | None, *, session_lock: bool
+) -> AsyncIterator[Change]:
+    """See the module's docstring (``Core.change`` is the entry point)."""
+    lock: AbstractAsyncContextManager[object] = (
+        core.session_lock(session_id) if session_lock else nullcontext()
+    )
+    async with lock:
+        async with core.store.transaction() as tx:
+            c = Change(core, tx, await tx.lock(session_id))
+            check_expected(c.view, expected_revision)
+            yield c
+            c._before_commit()
+        c._after_commit()
+
+
+def check_expected(view: SessionView, expected_revision: int | None) -> None:
+    """Q13: a stale ``expectedRevision`` changes nothing."""
+    if expected_revision is not None and expected_revision != view.policy.revision:
+        raise Conflict(
+            ErrorCode.QUEUE_CHANGED,
+            f"queue revision is {view.policy.revision}, not {expected_revision}",
+            ["expectedRevision"],
+        )
