@@ -130,6 +130,8 @@ class Follower:
         self.turn_items = TurnItems()
         #: the session's pending approval (A6), as the newest session revision shows it
         self.approval: dict[str, Any] | None = None
+        #: the first pending approval seen (what ``--answer-approval`` answers)
+        self.first_approval: dict[str, Any] | None = None
         self.approval_seen = asyncio.Event()
         self._out = out
 
@@ -161,7 +163,8 @@ class Follower:
             if approval is not None and approval != self.approval:
                 self.print(describe_approval(approval))
             self.approval = approval
-            if approval is not None:
+            if approval is not None and self.first_approval is None:
+                self.first_approval = approval
                 self.approval_seen.set()
         self.offer("cancellation", session.get("cancellation"))
         self.offer("queue", session.get("queue"))
@@ -312,8 +315,8 @@ async def _snapshot_then_act(
         # A6: the session's pending approval (now, or the next one the session shows).
         async def answer() -> None:
             await follower.approval_seen.wait()
-            assert follower.approval is not None
-            approval = follower.approval["id"]
+            assert follower.first_approval is not None
+            approval = follower.first_approval["id"]
             payload = await _mutate(session, "answerApproval", approvalId=approval, optionId=option)
             report("answerApproval", payload)
 
