@@ -56,3 +56,30 @@ async def test_a_failing_listener_does_not_stop_delivery() -> None:
     with bus.subscribe("s", [EventKind.QUEUE]) as sub:
         bus.publish(ev(1))
         assert (await asyncio.wait_for(sub.get(), 1)).revision == 1
+
+
+async def test_u3_the_delivery_hook_sees_each_event_a_reader_receives() -> None:
+    """U3's delivery latency is timed from ``publish`` to this hook (no patching of the bus)."""
+    seen: list[Event] = []
+    bus = EventBus(2, on_deliver=seen.append)
+    with bus.subscribe("s", [EventKind.QUEUE]) as sub:
+        first = ev(1)
+        bus.publish(first)
+        bus.publish(ev(2, kind=EventKind.SESSION))  # filtered out: never delivered
+        assert await sub.get() is first
+        assert seen == [first]
+        for revision in range(2, 6):  # overflow the buffer of 2
+            bus.publish(ev(revision))
+        with pytest.raises(SubscriberLagged):
+            await sub.get()
+        assert seen == [first]  # a lagged read delivers nothing
+
+
+async def test_a_failing_delivery_hook_does_not_break_the_reader() -> None:
+    def broken(_: Event) -> None:
+        raise RuntimeError("hook bug")
+
+    bus = EventBus(4, on_deliver=broken)
+    with bus.subscribe("s", [EventKind.QUEUE]) as sub:
+        bus.publish(ev(1))
+        assert (await asyncio.wait_for(sub.get(), 1)).revision == 1

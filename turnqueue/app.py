@@ -21,10 +21,10 @@ from starlette.routing import Route, WebSocketRoute
 from turnqueue.agents import Agent
 from turnqueue.api import build_schema
 from turnqueue.bus import EventBus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut
 from turnqueue.graphiql import graphiql_routes
-from turnqueue.metrics import CONTENT_TYPE_LATEST, PrometheusMetrics
+from turnqueue.prometheus import CONTENT_TYPE_LATEST, PrometheusMetrics
 from turnqueue.settings import Settings
 from turnqueue.transport import TurnqueueGraphQL
 from turnqueue.webui import web_ui_routes
@@ -64,7 +64,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
         await migrate(settings.async_database_url)
         store = await open_store(settings)
         try:
-            bus = EventBus(settings.subscriber_buffer)
+            bus = EventBus(settings.subscriber_buffer, on_deliver=metrics.delivered)
             runtime.engine = await Engine.open(settings, store, bus, agents=agents)
             app.state.engine = runtime.engine  # for operators' tooling and in-process tests
             app.state.metrics = metrics
@@ -91,7 +91,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
     async def readyz(_request: Request) -> JSONResponse:
         try:
             engine = runtime.get_engine()
-            if engine.core.closing:
+            if engine.closing:
                 raise RuntimeError("shutting down")
             async with asyncio.timeout(settings.db_timeout):
                 await engine.store.ping()

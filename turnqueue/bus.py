@@ -11,6 +11,10 @@ Hazards:
   memory or stall the others: it is marked *lagged*, its buffer is dropped, and its next ``get``
   raises :class:`SubscriberLagged`, so the API can tell the client to resubscribe (R3). Changes are
   never skipped silently.
+- Observers are registered, never patched in: ``add_listener`` sees every publication (inside
+  ``publish``), and the ``on_deliver`` hook given at construction sees each event a subscriber's
+  ``get`` returns (the metrics time delivery between the two). Both must be cheap and not block;
+  a failing one is logged, never passed to the publisher or the reader.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ class Subscription:
         event = await self._queue.get()
         if self._lagged:
             raise SubscriberLagged(f"subscriber of session {self.session_id} fell behind")
+        self._bus._delivered(event)
         return event
 
     def close(self) -> None:
@@ -90,10 +95,14 @@ class Subscription:
 
 
 class EventBus:
-    def __init__(self, buffer_size: int = 256) -> None:
+    def __init__(
+        self, buffer_size: int = 256, on_deliver: Callable[[Event], None] | None = None
+    ) -> None:
+        """``on_deliver``: called with each event a subscriber's ``get`` returns (metrics)."""
         self._buffer_size = buffer_size
         self._subscribers: defaultdict[str, set[Subscription]] = defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
+        self._on_deliver = on_deliver
 
     def subscribe(self, session_id: str, kinds: Iterable[EventKind]) -> Subscription:
         """Register now (synchronously), so a snapshot read after this call can miss nothing."""
@@ -115,6 +124,14 @@ class EventBus:
                 listener(event)
             except Exception:
                 log.exception("event listener failed for %s", event)
+
+    def _delivered(self, event: Event) -> None:
+        if self._on_deliver is None:
+            return
+        try:
+            self._on_deliver(event)
+        except Exception:
+            log.exception("delivery hook failed for %s", event)
 
     def sessions(self) -> list[str]:
         """Sessions that have subscribers here."""

@@ -60,7 +60,7 @@ from turnqueue.resolvers.subscriptions import resync_error
 if TYPE_CHECKING:
     from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
 
-    from turnqueue.engine.orchestrator import Engine
+    from turnqueue.engine import Engine
 
 log = logging.getLogger(__name__)
 

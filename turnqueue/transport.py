@@ -42,7 +42,7 @@ from strawberry.types.unset import UnsetType
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
 from turnqueue.auth import AuthenticationFailed
 from turnqueue.auth import Authenticator as Authenticator
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut, PreEncoded
 from turnqueue.graphiql import page_html
 from turnqueue.resolvers.context import Context

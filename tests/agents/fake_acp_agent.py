@@ -13,6 +13,10 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
   ``permission: <option id | cancelled>``; a cancelled answer ends the prompt ``cancelled``;
 - ``/refusal``, ``/max_tokens``, ``/max_turn_requests``: that stop reason;
 - ``/slow``: streams a chunk every 50 ms for a minute; honours ``session/cancel`` (``cancelled``);
+- ``/fifo PATH``: the test is the agent: every line written to the named pipe at ``PATH`` is a
+  JSON value, a string sent as one message chunk, ``{"tool": …}`` / ``{"plan": …}`` /
+  ``{"thought": …}`` as that update (see ``_fifo_update``), ``"/permission"`` asks as above,
+  ``null`` ends the turn; honours ``session/cancel``;
 - ``/steps N [S]``: N steps S seconds apart (default 0.04), each a plan update (that step in
   progress), a tool call (``step-<i>``, pending then completed) and a message chunk
   ``step <i> ``; a final plan with every step completed; honours ``session/cancel``;
@@ -33,6 +37,7 @@ makes ``session/new`` fail.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -123,6 +128,53 @@ class FakeAgent:
         outcome = answer.outcome
         return getattr(outcome, "option_id", None)
 
+    async def _relay_fifo(self, session_id: str, path: str, cancel: asyncio.Event) -> str:
+        """``/fifo``: relay the test's lines until ``null`` (``end_turn``) or a cancel."""
+        # O_RDWR: opening never waits for a writer and the pipe never reads as closed.
+        pipe = os.fdopen(os.open(path, os.O_RDWR | os.O_NONBLOCK), "rb", buffering=0)
+        reader = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+        cancelled = asyncio.ensure_future(cancel.wait())
+        try:
+            while True:
+                line = asyncio.ensure_future(reader.readline())
+                await asyncio.wait({line, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+                if cancelled.done():
+                    line.cancel()
+                    return "cancelled"
+                value = json.loads(line.result())
+                if value is None:
+                    return "end_turn"
+                await self._fifo_update(session_id, value)
+        finally:
+            cancelled.cancel()
+            transport.close()
+
+    async def _fifo_update(self, session_id: str, value: Any) -> None:
+        assert self.client is not None
+        if isinstance(value, str) and value == "/permission":
+            option = await self._ask(session_id)
+            await self._say(session_id, f"permission: {option or 'cancelled'}")
+        elif isinstance(value, str):
+            await self._say(session_id, value)
+        elif "tool" in value:  # {"tool": id, "title": …, "status": …}: start, then updates
+            call_id, status = value["tool"], value.get("status", "pending")
+            if "title" in value:
+                update: Any = start_tool_call(call_id, value["title"], status=status)
+            else:
+                update = update_tool_call(call_id, status=status)
+            await self.client.session_update(session_id, update)
+        elif "plan" in value:  # {"plan": [[content, status], …]}
+            entries = [plan_entry(c, status=s) for c, s in value["plan"]]
+            await self.client.session_update(session_id, update_plan(entries))
+        elif "thought" in value:
+            await self.client.session_update(
+                session_id, update_agent_thought_text(value["thought"])
+            )
+
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
         word = text.split(maxsplit=1)[0] if text.strip() else ""
@@ -183,6 +235,8 @@ class FakeAgent:
                     return PromptResponse(stop_reason="cancelled")
                 await self._say(session_id, f"{i} ")
                 await asyncio.sleep(0.05)
+        elif word == "/fifo":
+            end = await self._relay_fifo(session_id, text.split(maxsplit=1)[1].strip(), cancel)
         elif word == "/steps":
             args = text.split()[1:]
             count = int(args[0]) if args else 5

@@ -25,7 +25,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.clients import poll
-from turnqueue import metrics
+from turnqueue import prometheus
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
 
@@ -189,7 +189,7 @@ async def test_p7_standing_subscription_retains_nothing_per_event(
         # What is retained is the GraphQL layer's, whatever the store: one field on PostgreSQL
         # shows the store's event path is clean too, and keeps the suite's time in bounds.
         pytest.skip("the GraphQL layer is the same on both stores: one field on PostgreSQL")
-    monkeypatch.setattr(metrics, "MAX_STAMPS", STAMPS)
+    monkeypatch.setattr(prometheus, "MAX_STAMPS", STAMPS)
     api = await start_api(subscription_fanout=fanout)
     windows = await retained_over_events(api, field)
     # A per-event leak shows in every window; a one-off (a cache filled once) in one at most.

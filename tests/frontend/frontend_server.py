@@ -8,6 +8,7 @@ The server serves the built web page at ``/`` when it exists (``turnqueue.webui`
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -22,7 +23,9 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 30.0
+START_TIMEOUT = 90.0  # a loaded 2-core machine takes long to import and migrate
+OUTPUT_QUERY = """subscription($s: ID!, $t: ID) {
+  turnOutput(sessionId: $s, turnId: $t) { offset text done status } }"""
 
 
 def serve_command(port: int) -> list[str]:
@@ -105,6 +108,32 @@ class Server:
             sessionId=session_id,
             autoRun=auto_run,
         )
+
+    def output(
+        self, session_id: str, turn_id: str, min_chars: int | None = None
+    ) -> tuple[str, str]:
+        """A turn's output read from the server's durable log: ``turnOutput`` over GraphQL over
+        SSE from offset 0, until the turn's end, or (``min_chars``) until at least that many
+        characters have come. Answers the text and the last chunk's status."""
+        headers = {"accept": "text/event-stream"}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        params = {"query": OUTPUT_QUERY, "variables": json.dumps({"s": session_id, "t": turn_id})}
+        text, status = "", "RUNNING"
+        with httpx.stream(
+            "GET", self.graphql_url, params=params, headers=headers, timeout=30
+        ) as response:
+            for line in response.iter_lines():
+                if not line.startswith("data:") or line == "data:":
+                    continue
+                chunk = json.loads(line[len("data:") :]).get("data", {}).get("turnOutput")
+                if chunk is None:
+                    continue
+                assert chunk["offset"] == len(text), (chunk, text)
+                text, status = text + chunk["text"], chunk["status"]
+                if chunk["done"] or (min_chars is not None and len(text) >= min_chars):
+                    break
+        return text, status
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

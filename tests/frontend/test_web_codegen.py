@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from frontend_server import REPO
-from test_web_ui import NO_NODE, WEB, _ensure_node_modules
+from web_page import NO_NODE, WEB, ensure_node_modules
 
 GENERATED = WEB / "src" / "gql"
 pytestmark = pytest.mark.skipif(NO_NODE, reason="node/npm not installed (CI installs them)")
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(NO_NODE, reason="node/npm not installed (CI inst
 
 def _codegen(out: Path, schema: Path | None = None) -> None:
     """``npm run codegen`` into ``out`` (from ``schema`` instead of the repository's)."""
-    _ensure_node_modules()
+    ensure_node_modules()
     env = {**os.environ, "CODEGEN_OUT": f"{out}/", "NO_COLOR": "1"}
     if schema is not None:
         env["CODEGEN_SCHEMA"] = str(schema)
@@ -74,7 +74,7 @@ def test_g5_a_schema_change_makes_the_generated_types_stale(tmp_path: Path) -> N
 def test_g5_the_page_typechecks_against_the_generated_types() -> None:
     """G5: ``tsc`` (strict) accepts the page with the generated types: every field it reads and
     every mutation input it sends exists in the schema with that type."""
-    _ensure_node_modules()
+    ensure_node_modules()
     result = subprocess.run(
         ["npm", "run", "typecheck", "--silent"],
         cwd=WEB,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -23,22 +22,22 @@ from typing import Any
 
 import httpx
 import pytest
-from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
+from frontend_server import Server, run_server
+from web_page import (
+    WEB,
+    ensure_node_modules,
+    expect,
+    needs_browser,
+    needs_node,
+    open_page,
+    shot,
+    wait_ready,
+)
 
 from turnqueue.webui import ENV_VAR, web_ui_routes
 
-WEB = REPO / "frontend_examples" / "web"
-ARTIFACTS = Path(__file__).parent / "artifacts"
 TURN_SECONDS = "2"
 LONG = 20_000  # ms: a few 2 s turns in a row
-
-NO_NODE = shutil.which("node") is None or shutil.which("npm") is None
-needs_node = pytest.mark.skipif(NO_NODE, reason="node/npm not installed (CI installs them)")
-needs_browser = pytest.mark.skipif(
-    NO_NODE or not CHROMIUM.exists(),
-    reason="needs node/npm and Debian's chromium at /usr/bin/chromium "
-    "(CI: apt-get install -y chromium)",
-)
 
 
 # ---- the server's static mount (no browser needed) ----
@@ -60,44 +59,12 @@ def test_u2_web_ui_routes_mount_only_a_built_page(
     assert web_ui_routes() == []
 
 
-# ---- building the page ----
-
-
-def _newest(paths: list[Path]) -> float:
-    return max(p.stat().st_mtime for p in paths if p.exists())
-
-
-def _npm(*args: str) -> None:
-    result = subprocess.run(["npm", *args], cwd=WEB, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        pytest.fail(f"npm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-
-
-def _ensure_node_modules() -> None:
-    installed = WEB / "node_modules" / ".package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < _newest([WEB / "package-lock.json"]):
-        _npm("ci", "--no-audit", "--no-fund")
-
-
-@pytest.fixture(scope="session")
-def web_dist() -> Path:
-    """``frontend_examples/web/dist``, (re)built when missing or older than its sources."""
-    sources = [
-        WEB / name for name in ("index.html", "package.json", "package-lock.json", "vite.config.ts")
-    ]
-    sources += list((WEB / "src").rglob("*"))
-    index = WEB / "dist" / "index.html"
-    if not index.exists() or index.stat().st_mtime < _newest(sources):
-        _ensure_node_modules()
-        _npm("run", "build")
-    return WEB / "dist"
-
-
 @needs_node
 def test_r3_vitest_merge_by_revision() -> None:
-    """R3 (and C1's optimistic pending): the page's pure merge module, ``src/revisions.ts``,
-    passes its Vitest suite (``npm test``)."""
-    _ensure_node_modules()
+    """R3 (and C1's optimistic pending, O2's offsets in code points, A3's item folding): the
+    page's pure modules (``src/revisions.ts``, ``transcript.ts``, ``items.ts``) pass their Vitest
+    suites (``npm test``)."""
+    ensure_node_modules()
     env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
     result = subprocess.run(
         ["npm", "test", "--silent"], cwd=WEB, env=env, capture_output=True, text=True, check=False
@@ -118,49 +85,6 @@ def web_server(web_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         TURNQUEUE_WEB_DIST=str(web_dist),
     ) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def context(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(10_000)
-    yield context
-    context.close()
-
-
-def expect(target: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect(target)
-
-
-def open_page(context: Any, server: Server, session_id: str) -> Any:
-    """A page on the session, once it is live and has merged its first snapshot."""
-    page = context.new_page()
-    page.goto(f"{server.base_url}/?session={session_id}")
-    wait_ready(page)
-    return page
-
-
-def wait_ready(page: Any, snapshots: int = 1) -> None:
-    expect(page.locator("#conn")).to_have_text("live")
-    page.wait_for_function(f"Number(document.body.dataset.snapshots ?? 0) >= {snapshots}")
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def turns(page: Any) -> Any:

@@ -55,7 +55,6 @@ class _Entry:
     #: the last revision this process issued for the session (its epoch's base before any)
     revision: int
     count: int = 0
-    kinds: list[CancelKind] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +117,6 @@ class CancellationRegistry:
         return [
             CancellationStatus(sid, True, e.revision) for sid, e in self._entries.items() if e.count
         ]
-
-    def kinds(self, session_id: str) -> tuple[CancelKind, ...]:
-        entry = self._entries.get(session_id)
-        return tuple(entry.kinds or ()) if entry else ()
 
     # -- R2: the floor ----------------------------------------------------------------------------
     def floor_hint(self, session_id: str) -> int:
@@ -190,26 +185,25 @@ class CancellationRegistry:
 
     @contextmanager
     def reference(self, session_id: str, kind: CancelKind) -> Iterator[None]:
-        """Hold one reference for the duration of the block; released on every exit (C5)."""
-        self._acquire(session_id, kind)
+        """Hold one reference for the duration of the block; released on every exit (C5).
+
+        ``kind`` names the C5 reference at the call site; only the count is kept."""
+        self._acquire(session_id)
         try:
             yield
         finally:
-            self._release(session_id, kind)
+            self._release(session_id)
 
-    def _acquire(self, session_id: str, kind: CancelKind) -> None:
+    def _acquire(self, session_id: str) -> None:
         entry = self._entries.get(session_id)
         if entry is None:
             entry = self._entries[session_id] = _Entry(revision=self._base)
-        entry.kinds = [*(entry.kinds or ()), kind]
         entry.count += 1
         if entry.count == 1:
             self._transition(session_id, entry)
 
-    def _release(self, session_id: str, kind: CancelKind) -> None:
+    def _release(self, session_id: str) -> None:
         entry = self._entries[session_id]
-        if entry.kinds and kind in entry.kinds:
-            entry.kinds.remove(kind)
         entry.count -= 1
         if entry.count == 0:
             self._transition(session_id, entry)

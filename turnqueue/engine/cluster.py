@@ -23,6 +23,10 @@ holds) and is asked again after each heartbeat, until the publisher answers or i
 held is drained when it clears (``on_released``): the owner's own drain may have run before an
 entry queued here committed.
 
+The cluster is built from explicit parts (the store, the bus, the cancellation registry, the task
+spawner and :class:`~turnqueue.engine.peers.ClusterHooks`, the engine's call-backs); ``Core``
+knows it only as :class:`~turnqueue.engine.peers.Peers`.
+
 Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
 (its row is gone) and abandons its turns, whose ends the adopter has already recorded.
 """
@@ -33,18 +37,19 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from turnqueue.bus import Event, EventKind
+from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, TurnStatus, new_id
-from turnqueue.engine.core import Core
+from turnqueue.engine.cancellation import CancellationRegistry
+from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
+from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES, Listener
 
-log = logging.getLogger(__name__)
+__all__ = ["Cluster", "ClusterHooks", "OwnerUnreachable"]
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+log = logging.getLogger(__name__)
 
 
 #: C7 confirmations: sessions asked about per request, own cancellations reported per reply
@@ -53,28 +58,38 @@ ASK_CHUNK = 60
 MAX_REPORTED = 100
 
 
-class OwnerUnreachable(Exception):
-    """The owning instance did not answer in time."""
-
-
 class Cluster:
-    def __init__(self, core: Core, url: str) -> None:
-        self.core = core
-        self.instance = core.instance
-        self.lease = core.settings.lease_seconds
+    """One instance's link to the others (implements :class:`~turnqueue.engine.peers.Peers`)."""
+
+    def __init__(
+        self,
+        *,
+        instance: int,
+        lease: float,
+        url: str,
+        store: Store,
+        bus: EventBus,
+        cancellations: CancellationRegistry,
+        spawn: Spawn,
+        hooks: ClusterHooks,
+    ) -> None:
+        self.instance = instance
+        self.lease = lease
+        self._store = store
+        self._bus = bus
+        self._cancellations = cancellations
+        self._spawn = spawn
+        self._hooks = hooks
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.handlers: dict[str, Handler] = {"cancellations": self._serve_cancellations}
-        #: called when a relayed hold cleared (C7): the queue it held is owed a drain
-        self.on_released: Callable[[str], Coroutine[Any, Any, None]] | None = None
+        self._handlers: dict[str, Handler] = {
+            "cancellations": self._serve_cancellations,
+            **hooks.handlers,
+        }
         #: relayed ``pending`` values to confirm after a LISTEN outage: {session: revision}
         self._unconfirmed: dict[str, int] = {}
         self._confirming: asyncio.Task[None] | None = None
-        #: called each heartbeat with the live instances and whether one vanished since the last
-        self.on_orphans: Callable[[set[int], bool], Awaitable[None]] | None = None
         self._last_live: set[int] = set()
-        #: called when this instance learns it was declared dead
-        self.on_expelled: Callable[[], Awaitable[None]] | None = None
         self._listener = Listener(url, self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
@@ -83,10 +98,10 @@ class Cluster:
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        async with self.core.store.lease() as tx:
+        async with self._store.lease() as tx:
             await tx.register_instance(self.instance)
         await self._listener.start()
-        self.core.bus.add_listener(self._forward_runtime_event)
+        self._bus.add_listener(self._forward_runtime_event)
         self._tasks = [
             asyncio.create_task(self._send_loop(), name="cluster-outbox"),
             asyncio.create_task(self._heartbeat_loop(), name="cluster-heartbeat"),
@@ -101,11 +116,11 @@ class Cluster:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._listener.aclose()
         with contextlib.suppress(Exception):
-            async with self.core.store.lease() as tx:
+            async with self._store.lease() as tx:
                 await tx.unregister_instance(self.instance)
 
     async def live(self) -> set[int]:
-        async with self.core.store.read() as tx:
+        async with self._store.read() as tx:
             return await tx.live_instances(self.lease)
 
     # -- outgoing -------------------------------------------------------------------------------
@@ -160,7 +175,7 @@ class Cluster:
             while not self._outbox.empty() and len(batch) < 100:
                 batch.append(self._outbox.get_nowait())
             try:
-                await self.core.store.notify(batch)
+                await self._store.notify(batch)
             except Exception:
                 log.exception("could not send %d notifications", len(batch))
             finally:
@@ -190,7 +205,7 @@ class Cluster:
 
     async def _serve(self, message: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"t": "re", "to": message["o"], "id": message["id"]}
-        handler = self.handlers.get(message["op"])
+        handler = self._handlers.get(message["op"])
         try:
             if handler is None:
                 raise ValueError(f"unknown operation {message['op']!r}")
@@ -211,7 +226,7 @@ class Cluster:
         if kind == "ev":
             self._relay(message)
         elif kind == "cmd" and message.get("to") == self.instance:
-            self.core.spawn(self._serve(message), name=f"serve:{message['op']}")
+            self._spawn(self._serve(message), f"serve:{message['op']}")
         elif kind == "re" and message.get("to") == self.instance:
             future = self._replies.get(message["id"])
             if future is not None and not future.done():
@@ -222,7 +237,7 @@ class Cluster:
         sid = m["s"]
         if kind is EventKind.CANCELLATION:
             status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
-            if self.core.cancellations.relay(status, int(m.get("o", 0))):
+            if self._cancellations.relay(status, int(m.get("o", 0))):
                 self._released(sid)
             event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
         elif kind is EventKind.OUTPUT:
@@ -232,33 +247,33 @@ class Cluster:
             event = Event(kind, sid, batch=LogBatch(sid, m["u"], int(m["n"])), relayed=True)
         else:
             event = Event(kind, sid, int(m.get("r", 0)), relayed=True)
-        self.core.bus.publish(event)
+        self._bus.publish(event)
 
     def _on_resync(self) -> None:
         """Notifications were lost while LISTEN was down: every subscriber re-reads, and what
         was relayed as pending is confirmed with the owners (C7)."""
-        registry = self.core.cancellations
+        registry = self._cancellations
         for session_id in registry.relayed_pending():
             self._unconfirmed[session_id] = registry.status(session_id).revision
         self._confirm_soon(always=True)
-        for session_id in self.core.bus.sessions():
-            self.core.bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
+        for session_id in self._bus.sessions():
+            self._bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
 
     def _released(self, session_id: str) -> None:
-        if self.on_released is not None and not self.core.closing:
-            self.core.spawn(self.on_released(session_id), name=f"released:{session_id}")
+        if not self._hooks.closing():
+            self._spawn(self._hooks.on_released(session_id), f"released:{session_id}")
 
     # -- C7: confirming relayed values after an outage ----------------------------------------
     def _confirm_soon(self, always: bool = False) -> None:
         if not (always or self._unconfirmed):
             return
         if self._confirming is None or self._confirming.done():
-            self._confirming = self.core.spawn(self._confirm(), name="cluster-confirm")
+            self._confirming = self._spawn(self._confirm(), "cluster-confirm")
 
     async def _serve_cancellations(self, args: dict[str, Any]) -> dict[str, Any]:
         """What this instance owns for the sessions asked about, and every cancellation of its
         own under way (another instance may have missed its start)."""
-        registry = self.core.cancellations
+        registry = self._cancellations
         found = {sid: st for sid in args.get("ss", []) if (st := registry.own(str(sid)))}
         pending = registry.own_pending()
         if len(pending) > MAX_REPORTED:
@@ -281,7 +296,7 @@ class Cluster:
         return statuses
 
     async def _confirm(self) -> None:
-        registry = self.core.cancellations
+        registry = self._cancellations
         asked = dict(self._unconfirmed)
         others = sorted(await self.live() - {self.instance})
         replies = await asyncio.gather(*(self._ask(i, sorted(asked)) for i in others))
@@ -308,10 +323,10 @@ class Cluster:
             new = registry.status(sid)
             if new == old:
                 continue
-            self.core.bus.publish(
+            self._bus.publish(
                 Event(EventKind.CANCELLATION, sid, new.revision, cancellation=new, relayed=True)
             )
-            await self.core.touch_queue(sid)  # heldBy changed here (Q13)
+            await self._hooks.touch_queue(sid)  # heldBy changed here (Q13)
             if old.pending and not new.pending:
                 self._released(sid)
 
@@ -325,14 +340,13 @@ class Cluster:
         while True:
             await asyncio.sleep(interval)
             try:
-                async with self.core.store.lease() as tx:
+                async with self._store.lease() as tx:
                     alive = await tx.heartbeat(self.instance, self.lease)
                     live = await tx.live_instances(self.lease) if alive else set()
                 if not alive:
                     log.error("this instance was declared dead by the others; re-registering")
-                    if self.on_expelled is not None:
-                        await self.on_expelled()  # let its turns go before it is live again
-                    async with self.core.store.lease() as tx:
+                    await self._hooks.on_expelled()  # let its turns go before it is live again
+                    async with self._store.lease() as tx:
                         await tx.register_instance(self.instance)
                         live = await tx.live_instances(self.lease)
                 self._lost = self._lost or bool(self._last_live - live)
@@ -349,8 +363,7 @@ class Cluster:
             live, lost, self._lost = self._last_live, self._lost, False
             self._confirm_soon()  # C7: what a publisher did not confirm yet, asked again
             try:
-                if self.on_orphans is not None:
-                    await self.on_orphans(live, lost)
+                await self._hooks.on_orphans(live, lost)
             except Exception:
                 log.exception("recovery after a heartbeat failed")
                 self._lost = self._lost or lost  # try the sweep again after the next beat

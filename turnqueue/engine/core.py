@@ -32,13 +32,13 @@ from turnqueue.domain import (
     Workflow,
 )
 from turnqueue.engine.cancellation import CancellationRegistry
+from turnqueue.engine.peers import Peers
+from turnqueue.engine.stats import NULL_METRICS, Metrics
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
-from turnqueue.metrics import NULL_METRICS, Metrics
 from turnqueue.settings import Settings
 from turnqueue.store import SessionView, Store, Tx
 
 if TYPE_CHECKING:
-    from turnqueue.engine.cluster import Cluster
     from turnqueue.engine.runner import TurnRunner
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,8 @@ class Core:
         self.cancellations = CancellationRegistry(epoch, self._on_cancellation_transition)
         #: this process's instance id (its epoch): the owner recorded on the turns it runs (M4)
         self.instance = epoch
-        #: set when several processes share the database (PostgreSQL)
-        self.cluster: Cluster | None = None
+        #: set when several processes share the database (PostgreSQL; engine/cluster.py)
+        self.cluster: Peers | None = None
         self.runners: dict[str, TurnRunner] = {}
         #: sessions whose task is changing step (hold WORKFLOW_TRANSITION, Q9)
         self.transitions: set[str] = set()
@@ -75,7 +75,7 @@ class Core:
         self.closing = False
         #: the runtime holds each recent queue revision was bumped with (see ``holds``)
         self.holds_at = HoldsAt()
-        #: operations observer (turnqueue.metrics); a no-op unless the app binds one
+        #: operations observer (engine/stats.py); a no-op unless the app sets one
         self.metrics: Metrics = NULL_METRICS
 
     # -- locks and tasks ---------------------------------------------------------------------

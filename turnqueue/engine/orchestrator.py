@@ -35,13 +35,14 @@ from turnqueue.domain import (
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
+from turnqueue.engine.membership import join_cluster
 from turnqueue.engine.queue import QueueOps, SendNowResult
-from turnqueue.engine.recovery import drain_released, recover
+from turnqueue.engine.recovery import recover
 from turnqueue.engine.replay import check_request, output_since, records_since
 from turnqueue.engine.snapshots import SharedReads
+from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
@@ -97,33 +98,15 @@ class Engine:
         engine.agent_sessions.default = default
         engine.agent_sessions.bind()
         engine.approvals.bind()
-        if store.shared:
-            await engine._join_cluster()
+        if store.shared:  # M4: other instances share the database
+            served = {
+                "cancel": engine.cancels.serve_forwarded,
+                "send_now": engine.queue.serve_forwarded,
+                "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
+            }
+            await join_cluster(engine.core, engine.turns, served)
         await recover(engine.core, engine.turns, sweep=True)
         return engine
-
-    async def _join_cluster(self) -> None:
-        """M4: hear the other instances, answer their forwarded requests, adopt the dead's."""
-        cluster = Cluster(self.core, self.core.store.url)
-        cluster.handlers["cancel"] = self.cancels.serve_forwarded
-        cluster.handlers["send_now"] = self.queue.serve_forwarded
-        cluster.handlers["answer_approval"] = self.approvals.serve_forwarded  # A6 on any instance
-        cluster.on_orphans = self._adopt_orphans
-        cluster.on_released = lambda sid: drain_released(self.core, self.turns, sid)
-        cluster.on_expelled = self._expelled
-        self.core.cluster = cluster
-        await cluster.start()
-
-    async def _adopt_orphans(self, live: set[int], lost: bool) -> None:
-        """Each heartbeat: recover what dead instances left; when one has just died, also
-        sweep for queues it left eligible without running (a crash after a turn's end)."""
-        if not self.core.closing:
-            await recover(self.core, self.turns, sweep=lost, live=live)
-
-    async def _expelled(self) -> None:
-        """The others declared this instance dead and recovered its turns: let them go."""
-        for runner in list(self.core.runners.values()):
-            runner.abandon()
 
     async def aclose(self) -> None:
         """Graceful shutdown: stop every running turn, then wait for background work."""
@@ -143,6 +126,24 @@ class Engine:
     @property
     def store(self) -> Store:
         return self.core.store
+
+    # -- operations (U3) ------------------------------------------------------------------------
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`aclose` began (readiness answers 503 from then on)."""
+        return self.core.closing
+
+    def observe(self, metrics: Metrics) -> None:
+        """Report turns, reservations and cancellations to ``metrics`` from now on."""
+        self.core.metrics = metrics
+
+    def stats(self) -> EngineStats:
+        """This process's runtime counts, from memory (cheap enough for every scrape)."""
+        return EngineStats(len(self.core.runners), self.core.bus.subscriber_count())
+
+    async def queue_depth(self) -> QueueDepth:
+        """Queue entries over every session (one database read)."""
+        return QueueDepth(*await self.core.store.queue_depth())
 
     # -- authorisation --------------------------------------------------------------------------
     async def authorize_session(

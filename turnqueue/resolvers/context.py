@@ -24,7 +24,7 @@ from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
 
 from turnqueue import domain
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.resolvers import connections
 from turnqueue.schema.connections import Connection, PageArgs
 from turnqueue.schema.items import TurnItem

@@ -8,17 +8,12 @@ the context only through the :class:`Reads` protocol below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 import strawberry
 
 from turnqueue import domain
 from turnqueue.schema.connections import AFTER, BEFORE, FIRST, LAST, Connection, PageArgs
-
-if TYPE_CHECKING:
-    from turnqueue.schema.items import TurnItem
-    from turnqueue.schema.sessions import Session
-    from turnqueue.schema.turns import Turn
 
 #: ``turns(last:)`` and ``tasks(first:)`` answer at most this many (SPEC §7).
 MAX_PAGE = 200
@@ -51,11 +46,14 @@ class Reads(Protocol):
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]: ...
 
-    async def sessions_connection(self, task_id: str, args: PageArgs) -> Connection[Session]: ...
+    # The three connections are of Session, Turn and TurnItem: typed ``Any`` here because those
+    # types import this module (naming them would be an import cycle, tests/test_imports.py);
+    # each field that returns one states its precise type.
+    async def sessions_connection(self, task_id: str, args: PageArgs) -> Connection[Any]: ...
 
-    async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Turn]: ...
+    async def turns_connection(self, session_id: str, args: PageArgs) -> Connection[Any]: ...
 
-    async def items_connection(self, turn_id: str, args: PageArgs) -> Connection[TurnItem]: ...
+    async def items_connection(self, turn_id: str, args: PageArgs) -> Connection[Any]: ...
 
 
 Info = strawberry.Info[Reads, None]

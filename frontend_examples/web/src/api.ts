@@ -12,11 +12,14 @@ import { graphql } from "./gql";
 import type {
   CancellationFragment,
   ErrorCode,
+  ItemFieldsFragment,
   QueueFragment,
   SessionCoreFragment,
   TasksQuery,
   TurnFieldsFragment,
   TurnOutputSubscription,
+  TurnOutputSubscriptionVariables,
+  TurnItemsSubscription,
   TypedDocumentString,
 } from "./gql/graphql";
 
@@ -40,9 +43,20 @@ graphql(`
   fragment TurnFields on Turn { id prompt source status output error }
 `);
 graphql(`
+  fragment ItemFields on TurnItem {
+    __typename index
+    ... on MessageItem { text }
+    ... on ThoughtItem { text }
+    ... on ToolCallItem { toolCallId title toolKind status }
+    ... on PlanItem { entries { content status } }
+    ... on RawItem { json }
+  }
+`);
+graphql(`
   fragment SessionCore on Session {
     id taskId agent state revision promptable
     clarification { id question }
+    pendingApproval { id title toolCallId options { id name kind } }
     currentTurn { ...TurnFields }
     turns(last: 10) { ...TurnFields }
     task { id title workflowStep }
@@ -58,6 +72,11 @@ export type SessionCore = SessionCoreFragment;
 export type SessionSnapshot = SessionCore & { queue: QueueStatus; cancellation: CancellationStatus };
 export type TaskSummary = TasksQuery["tasks"][number];
 export type TurnOutputChunk = TurnOutputSubscription["turnOutput"];
+/** The variables of turnOutput and of turnItems (the same: a session, a turn, an offset). */
+export type TurnStreamVariables = TurnOutputSubscriptionVariables;
+export type TurnItemsChunk = TurnItemsSubscription["turnItems"];
+export type TurnItem = ItemFieldsFragment;
+export type Approval = NonNullable<SessionCoreFragment["pendingApproval"]>;
 export interface UserError {
   code: ErrorCode;
   message: string;
@@ -91,9 +110,20 @@ export const SUBSCRIPTIONS = {
       sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }
     }
   `),
+  // Resumable (O2): with `turnId` and `afterOffset` only what follows is sent.
   output: graphql(`
-    subscription TurnOutput($sessionId: ID!) {
-      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }
+    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
+        sessionId turnId offset text done status
+      }
+    }
+  `),
+  // A3: the turn's items, resumable the same way (their offsets count log entries).
+  items: graphql(`
+    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
+        sessionId turnId offset nextOffset done status items { ...ItemFields }
+      }
     }
   `),
 } as const;
@@ -139,6 +169,11 @@ export const MUTATIONS = {
       sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }
     }
   `),
+  answerApproval: graphql(`
+    mutation AnswerApproval($input: AnswerApprovalInput!) {
+      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }
+    }
+  `),
   cancel: graphql(`
     mutation Cancel($input: CancelInput!) {
       cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }
@@ -170,6 +205,7 @@ export interface MutationResult {
   cancellation?: CancellationStatus | null;
   task?: { id: string } | null;
   session?: { id: string } | null;
+  approval?: { id: string } | null;
 }
 
 /** Checked by tsc: every mutation's generated payload type is read as a MutationResult. */

@@ -6,6 +6,11 @@
  * 1. subscribe (queue, cancellation, session, output), then read the snapshot query;
  * 2. keep per session and kind the highest revision seen; drop anything older;
  * 3. on every (re)connect read the snapshot again (graphql-ws re-subscribes, with no cursor).
+ *
+ * A turn's output and items have a cursor of their own (O2, O4): the page keeps each turn's
+ * text and items with their offsets in sessionStorage and, on every (re)connect and after a
+ * reload, subscribes to `turnOutput` and `turnItems` from those offsets (src/transcript.ts,
+ * src/items.ts). Closing or reloading the page never stops a turn; only Cancel does.
  */
 import {
   createApi,
@@ -13,6 +18,7 @@ import {
   SESSION_SNAPSHOT,
   SUBSCRIPTIONS,
   TASKS,
+  type Approval,
   type CancellationStatus,
   type MutationInput,
   type MutationName,
@@ -21,16 +27,13 @@ import {
   type QueueStatus,
   type SessionCore,
   type SessionSnapshot,
-  type TurnOutputChunk,
+  type TurnItem,
+  type TurnStreamVariables,
 } from "./api";
 import type { TypedDocumentString } from "./gql/graphql";
-import {
-  appendOutput,
-  cancellationShown,
-  RevisionBook,
-  type OptimisticCancel,
-  type TurnOutput,
-} from "./revisions";
+import { cancellationShown, RevisionBook, type OptimisticCancel } from "./revisions";
+import { applyItems, type ItemsChunk, type TurnItems } from "./items";
+import { resumeFrom, transcripts, TurnStore, type Resumable } from "./transcript";
 
 type Kinds = { session: SessionCore; queue: QueueStatus; cancellation: CancellationStatus };
 
@@ -38,7 +41,6 @@ const params = new URLSearchParams(location.search);
 const sessionId = params.get("session");
 
 const book = new RevisionBook<Kinds>();
-const outputs = new Map<string, TurnOutput>();
 let optimisticCancel: OptimisticCancel | null = null;
 let editing: { entryId: string; draft: string } | null = null;
 let connected = false;
@@ -69,6 +71,7 @@ const api = createApi(params.get("token"), {
   connected() {
     connected = true;
     setConnection("connected", "live");
+    if (sessionId !== null) followTurns(sessionId); // from the offsets the page has (O2)
     // After this tick: graphql-ws sends the (re-)subscriptions first, then we read the snapshot.
     setTimeout(() => {
       void loadTasks();
@@ -77,6 +80,7 @@ const api = createApi(params.get("token"), {
   },
   closed(fatal) {
     connected = false;
+    stopTurns();
     setConnection("closed", fatal ?? "reconnecting…");
   },
 });
@@ -100,23 +104,100 @@ function offerCancellation(status: CancellationStatus | null | undefined): void 
 function offerSession(session: SessionCore & Partial<SessionSnapshot>): void {
   const { queue, cancellation, ...core } = session;
   if (book.offer(core.id, "session", core)) {
-    const turn = core.currentTurn;
-    if (turn !== null) {
-      // A Turn read from a snapshot is its output from offset 0.
-      const done = turn.status !== "RUNNING";
-      const chunk = { turnId: turn.id, offset: 0, text: turn.output, done, status: turn.status };
-      outputs.set(turn.id, appendOutput(outputs.get(turn.id), chunk));
-    }
     renderSession();
   }
   offerQueue(queue);
   offerCancellation(cancellation);
 }
 
-function offerOutput(chunk: TurnOutputChunk): void {
-  outputs.set(chunk.turnId, appendOutput(outputs.get(chunk.turnId), chunk));
-  for (const old of [...outputs.keys()].slice(0, -20)) outputs.delete(old); // keep the last 20
-  renderSession();
+// ---- a turn's output and items: resumed from the offsets the page holds (O2, O4) ------------
+
+/** The session's turn outputs and items, kept in sessionStorage: a reload resumes them. */
+const outputs = transcripts(window.sessionStorage, sessionId ?? "");
+const items = new TurnStore<TurnItems<TurnItem>, ItemsChunk<TurnItem>>(
+  window.sessionStorage,
+  `turnqueue.items.${sessionId ?? ""}`,
+  applyItems,
+);
+let stopStreams: (() => void)[] = [];
+let saveTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** Save what the page holds at most every 200 ms (and when the page goes away). */
+function saveSoon(): void {
+  saveTimer ??= setTimeout(() => {
+    saveTimer = undefined;
+    outputs.save();
+    items.save();
+  }, 200);
+}
+window.addEventListener("pagehide", () => {
+  outputs.save();
+  items.save();
+});
+
+/** On every connect: follow the output and the items from where the page is. */
+function followTurns(id: string): void {
+  stopTurns();
+  stopStreams = [
+    followTurn(id, SUBSCRIPTIONS.output, (d) => d.turnOutput, outputs, renderOutput),
+    followTurn(id, SUBSCRIPTIONS.items, (d) => d.turnItems, items, renderItems),
+  ];
+}
+
+/** On every disconnect: graphql-ws would resubscribe with the old offsets, so stop instead. */
+function stopTurns(): void {
+  for (const stop of stopStreams) stop();
+  stopStreams = [];
+}
+
+/**
+ * Follow one turn stream (`turnOutput` or `turnItems`) from where `store` is: the newest turn's
+ * id and offset while it runs, else the current turn and the later ones. Answers how to stop.
+ */
+function followTurn<D, C extends { turnId: string }, T extends Resumable>(
+  id: string,
+  document: TypedDocumentString<D, TurnStreamVariables>,
+  pick: (data: D) => C,
+  store: TurnStore<T, C>,
+  render: () => void,
+): () => void {
+  let stop = () => {};
+  const start = () => {
+    const variables: TurnStreamVariables = resumeFrom(id, store.newest());
+    let active = true;
+    const restart = () => {
+      stop();
+      start();
+    };
+    const dispose = api.ws.subscribe<D>(
+      { query: document.toString(), variables },
+      {
+        next: (result) => {
+          if (active && result.data && store.offer(pick(result.data))) {
+            saveSoon();
+            render();
+          }
+        },
+        error: (err) => {
+          if (!active) return;
+          type Formatted = { message: string; extensions?: { code?: string } };
+          const errors = Array.isArray(err) ? (err as Formatted[]) : [];
+          showError(errors.map((e) => e.message).join("; ") || "turn stream failed");
+          if (errors.some((e) => e.extensions?.code === "RESYNC")) restart();
+        },
+        // A stream of one turn (`turnId`) ends after its `done`: follow the next turns.
+        complete: () => {
+          if (active && variables.turnId !== undefined) restart();
+        },
+      },
+    );
+    stop = () => {
+      active = false;
+      dispose();
+    };
+  };
+  start();
+  return () => stop();
 }
 
 async function loadSnapshot(id: string): Promise<void> {
@@ -162,9 +243,7 @@ function openSession(id: string): void {
   follow(id, SUBSCRIPTIONS.queue, (d) => offerQueue(d.queueStatusChanged));
   follow(id, SUBSCRIPTIONS.cancellation, (d) => offerCancellation(d.cancellationChanged));
   follow(id, SUBSCRIPTIONS.session, (d) => offerSession(d.sessionChanged));
-  follow(id, SUBSCRIPTIONS.output, (d) => offerOutput(d.turnOutput));
-  // The snapshot is read once the socket is up (the `connected` handler), after subscribing.
-  if (connected) void loadSnapshot(id);
+  // The output and the snapshot follow once the socket is up (the `connected` handler).
 }
 
 // ---- actions ----------------------------------------------------------------------------------
@@ -297,11 +376,11 @@ function renderSession(): void {
   clarification.hidden = session.clarification === null;
   const question = session.clarification?.question;
   clarification.textContent = question ? `Agent asks: ${question}` : "";
+  renderApproval(session.pendingApproval);
   const turn = session.currentTurn;
-  const output = turn ? outputs.get(turn.id) : undefined;
-  $("output").textContent = output?.text ?? turn?.output ?? "";
-  $("output").dataset.turnId = turn?.id ?? "";
   $("turn-status").textContent = turn ? `· ${turn.prompt} · ${turn.status}` : "(none yet)";
+  renderOutput();
+  renderItems();
   $("turns").replaceChildren(
     ...session.turns.map((t) => {
       const li = el("li", { className: "turn" }, `${t.prompt} · ${t.status}`);
@@ -310,6 +389,69 @@ function renderSession(): void {
       return li;
     }),
   );
+}
+
+/** The current turn's streamed text; a turn the page never streamed shows the snapshot's. */
+function renderOutput(): void {
+  const turn = sessionId === null ? null : book.get(sessionId, "session")?.currentTurn;
+  if (!turn) return;
+  const output = $("output");
+  output.textContent = outputs.get(turn.id)?.text ?? turn.output;
+  output.dataset.turnId = turn.id;
+}
+
+/** A3: the current turn's thoughts, tool calls (title, status) and plans, as they stream. */
+function renderItems(): void {
+  const turn = sessionId === null ? null : book.get(sessionId, "session")?.currentTurn;
+  const shown = (turn ? items.get(turn.id)?.items : undefined) ?? [];
+  $("items").replaceChildren(
+    ...shown.flatMap((item) => {
+      const li = el("li", { className: item.__typename });
+      switch (item.__typename) {
+        case "MessageItem": // the transcript above shows it
+          return [];
+        case "ThoughtItem":
+          li.append(el("i", { textContent: item.text }));
+          break;
+        case "ToolCallItem":
+          li.append(`${item.title} `, el("b", { className: "status", textContent: item.status }));
+          li.dataset.status = item.status;
+          break;
+        case "PlanItem":
+          li.append(
+            "Plan",
+            el(
+              "ul",
+              {},
+              ...item.entries.map((e) => el("li", { textContent: `${e.content} · ${e.status}` })),
+            ),
+          );
+          break;
+        case "RawItem":
+          li.append(el("code", { textContent: item.json }));
+          break;
+      }
+      return [li];
+    }),
+  );
+}
+
+/** A6: the agent's permission request, its options as buttons that answer it. */
+function renderApproval(approval: Approval | null): void {
+  const box = $("approval");
+  box.hidden = approval === null;
+  box.dataset.approvalId = approval?.id ?? "";
+  if (approval === null) return box.replaceChildren();
+  const buttons = approval.options.map((option) => {
+    const button = el("button", { type: "button", textContent: option.name });
+    button.dataset.kind = option.kind;
+    button.addEventListener("click", () => {
+      for (const b of buttons) b.disabled = true; // once; the next session revision redraws
+      void mutate("answerApproval", { approvalId: approval.id, optionId: option.id });
+    });
+    return button;
+  });
+  box.replaceChildren(el("span", { textContent: `Agent asks: ${approval.title} ` }), ...buttons);
 }
 
 function renderCancellation(): void {

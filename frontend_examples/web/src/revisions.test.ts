@@ -1,12 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  appendOutput,
-  cancellationShown,
-  isNewer,
-  RevisionBook,
-  type OutputChunk,
-  type Versioned,
-} from "./revisions";
+import { cancellationShown, isNewer, RevisionBook, type Versioned } from "./revisions";
 
 interface Q extends Versioned {
   autoRun: boolean;
@@ -61,42 +54,6 @@ describe("R3: keep the highest revision per session and kind", () => {
     expect(book.get("s1", "queue")).toBeUndefined();
     expect(book.get("s10", "queue")?.revision).toBe(9);
     expect(book.offer("s1", "queue", { revision: 1, autoRun: true })).toBe(true);
-  });
-});
-
-describe("turn output is ordered by offset (R1: output bumps no revision)", () => {
-  const chunk = (offset: number, text: string, done = false): OutputChunk => ({
-    turnId: "t1",
-    offset,
-    text,
-    done,
-    status: done ? "COMPLETED" : "RUNNING",
-  });
-
-  it("appends contiguous chunks and trims overlaps", () => {
-    let out = appendOutput(undefined, chunk(0, "Hel"));
-    out = appendOutput(out, chunk(3, "lo"));
-    out = appendOutput(out, chunk(1, "ello, w")); // overlaps what we have
-    expect(out.text).toBe("Hello, w");
-    out = appendOutput(out, chunk(2, "ll")); // entirely known
-    expect(out.text).toBe("Hello, w");
-  });
-
-  it("ignores a chunk that would leave a gap", () => {
-    const out = appendOutput(appendOutput(undefined, chunk(0, "ab")), chunk(5, "xyz"));
-    expect(out.text).toBe("ab");
-  });
-
-  it("a finished output is final", () => {
-    let out = appendOutput(undefined, chunk(0, "all of it", true));
-    expect(out).toMatchObject({ done: true, status: "COMPLETED" });
-    out = appendOutput(out, chunk(0, "all"));
-    expect(out).toMatchObject({ text: "all of it", done: true });
-  });
-
-  it("refuses a chunk of another turn", () => {
-    const out = appendOutput(undefined, chunk(0, "x"));
-    expect(() => appendOutput(out, { ...chunk(1, "y"), turnId: "t2" })).toThrow();
   });
 });
 

@@ -43,48 +43,6 @@ export class RevisionBook<M extends Record<Kind, Versioned>> {
   }
 }
 
-export type TurnStatus = "RUNNING" | "COMPLETED" | "CANCELLED" | "FAILED";
-
-/** A piece of a turn's output: `text` starts at character `offset` of the whole output. */
-export interface OutputChunk {
-  readonly turnId: string;
-  readonly offset: number;
-  readonly text: string;
-  readonly done: boolean;
-  readonly status: TurnStatus;
-}
-
-export interface TurnOutput {
-  readonly turnId: string;
-  readonly text: string;
-  readonly done: boolean;
-  readonly status: TurnStatus;
-}
-
-/**
- * Add a chunk to what is known of a turn's output. Streamed output has no revision (R1): the
- * offset orders it. Overlaps are trimmed; a chunk that would leave a gap is ignored (the turn's
- * full output comes with the next session snapshot, as a chunk at offset 0); a finished output
- * is final.
- */
-export function appendOutput(current: TurnOutput | undefined, chunk: OutputChunk): TurnOutput {
-  if (current !== undefined && current.turnId !== chunk.turnId) {
-    throw new Error(`chunk of turn ${chunk.turnId} offered to turn ${current.turnId}`);
-  }
-  const known = current?.text ?? "";
-  if (current?.done || chunk.offset > known.length) {
-    return current ?? { turnId: chunk.turnId, text: "", done: false, status: "RUNNING" };
-  }
-  const end = chunk.offset + chunk.text.length;
-  const text = end > known.length ? known + chunk.text.slice(known.length - chunk.offset) : known;
-  return {
-    turnId: chunk.turnId,
-    text,
-    done: chunk.done,
-    status: chunk.done ? chunk.status : "RUNNING",
-  };
-}
-
 /**
  * What the Cancel button shows (SPEC §7): from the click until the backend's first newer
  * cancellation value (or the cancel mutation's answer) the page shows an optimistic pending

@@ -18,13 +18,15 @@ type Documents = {
     "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": typeof types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": typeof types.CancellationFragmentDoc,
     "\n  fragment TurnFields on Turn { id prompt source status output error }\n": typeof types.TurnFieldsFragmentDoc,
-    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": typeof types.SessionCoreFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n": typeof types.ItemFieldsFragmentDoc,
+    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": typeof types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": typeof types.SessionSnapshotDocument,
     "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": typeof types.TasksDocument,
     "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": typeof types.QueueStatusChangedDocument,
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": typeof types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": typeof types.SessionChangedDocument,
-    "\n    subscription TurnOutput($sessionId: ID!) {\n      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }\n    }\n  ": typeof types.TurnOutputDocument,
+    "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  ": typeof types.TurnOutputDocument,
+    "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  ": typeof types.TurnItemsDocument,
     "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": typeof types.CreateTaskDocument,
     "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.SendMessageDocument,
     "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.EnqueueMessageDocument,
@@ -33,19 +35,22 @@ type Documents = {
     "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.ReorderQueueDocument,
     "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  ": typeof types.SetAutoRunDocument,
     "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  ": typeof types.SendNowDocument,
+    "\n    mutation AnswerApproval($input: AnswerApprovalInput!) {\n      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }\n    }\n  ": typeof types.AnswerApprovalDocument,
     "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": typeof types.CancelDocument,
 };
 const documents: Documents = {
     "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": types.CancellationFragmentDoc,
     "\n  fragment TurnFields on Turn { id prompt source status output error }\n": types.TurnFieldsFragmentDoc,
-    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": types.SessionCoreFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n": types.ItemFieldsFragmentDoc,
+    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": types.SessionSnapshotDocument,
     "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": types.TasksDocument,
     "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": types.QueueStatusChangedDocument,
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": types.SessionChangedDocument,
-    "\n    subscription TurnOutput($sessionId: ID!) {\n      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }\n    }\n  ": types.TurnOutputDocument,
+    "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  ": types.TurnOutputDocument,
+    "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  ": types.TurnItemsDocument,
     "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": types.CreateTaskDocument,
     "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.SendMessageDocument,
     "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.EnqueueMessageDocument,
@@ -54,6 +59,7 @@ const documents: Documents = {
     "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.ReorderQueueDocument,
     "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  ": types.SetAutoRunDocument,
     "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  ": types.SendNowDocument,
+    "\n    mutation AnswerApproval($input: AnswerApprovalInput!) {\n      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }\n    }\n  ": types.AnswerApprovalDocument,
     "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": types.CancelDocument,
 };
 
@@ -72,7 +78,11 @@ export function graphql(source: "\n  fragment TurnFields on Turn { id prompt sou
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n"): typeof import('./graphql').SessionCoreFragmentDoc;
+export function graphql(source: "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n"): typeof import('./graphql').ItemFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n"): typeof import('./graphql').SessionCoreFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -96,7 +106,11 @@ export function graphql(source: "\n    subscription SessionChanged($sessionId: I
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n    subscription TurnOutput($sessionId: ID!) {\n      turnOutput(sessionId: $sessionId) { sessionId turnId offset text done status }\n    }\n  "): typeof import('./graphql').TurnOutputDocument;
+export function graphql(source: "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  "): typeof import('./graphql').TurnOutputDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  "): typeof import('./graphql').TurnItemsDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -129,6 +143,10 @@ export function graphql(source: "\n    mutation SetAutoRun($input: SetAutoRunInp
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  "): typeof import('./graphql').SendNowDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation AnswerApproval($input: AnswerApprovalInput!) {\n      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }\n    }\n  "): typeof import('./graphql').AnswerApprovalDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -4,6 +4,14 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+/** Input of answerApproval (A6). */
+export type AnswerApprovalInput = {
+  /** The pending approval (`Session.pendingApproval.id`). */
+  approvalId: string;
+  /** One of its options' `id`; any other is INVALID_INPUT. */
+  optionId: string;
+};
+
 /** Input of cancel. */
 export type CancelInput = {
   /** The session (one of the caller's; any other is NOT_FOUND). */
@@ -208,14 +216,32 @@ export type CancellationFragment = { id: string, sessionId: string, pending: boo
 
 export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null };
 
-export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
+type ItemFields_MessageItem_Fragment = { __typename: 'MessageItem', text: string, index: number };
+
+type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> };
+
+type ItemFields_RawItem_Fragment = { __typename: 'RawItem', json: string, index: number };
+
+type ItemFields_ThoughtItem_Fragment = { __typename: 'ThoughtItem', text: string, index: number };
+
+type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number };
+
+export type ItemFieldsFragment =
+  | ItemFields_MessageItem_Fragment
+  | ItemFields_PlanItem_Fragment
+  | ItemFields_RawItem_Fragment
+  | ItemFields_ThoughtItem_Fragment
+  | ItemFields_ToolCallItem_Fragment
+;
+
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
 
 export type SessionSnapshotQueryVariables = Exact<{
   id: string;
 }>;
 
 
-export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
 
 export type TasksQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -241,14 +267,31 @@ export type SessionChangedSubscriptionVariables = Exact<{
 }>;
 
 
-export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
 
 export type TurnOutputSubscriptionVariables = Exact<{
   sessionId: string;
+  turnId?: string | null | undefined;
+  afterOffset?: number | null | undefined;
 }>;
 
 
 export type TurnOutputSubscription = { turnOutput: { sessionId: string, turnId: string, offset: number, text: string, done: boolean, status: TurnStatus } };
+
+export type TurnItemsSubscriptionVariables = Exact<{
+  sessionId: string;
+  turnId?: string | null | undefined;
+  afterOffset?: number | null | undefined;
+}>;
+
+
+export type TurnItemsSubscription = { turnItems: { sessionId: string, turnId: string, offset: number, nextOffset: number, done: boolean, status: TurnStatus, items: Array<
+      | { __typename: 'MessageItem', text: string, index: number }
+      | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> }
+      | { __typename: 'RawItem', json: string, index: number }
+      | { __typename: 'ThoughtItem', text: string, index: number }
+      | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number }
+    > } };
 
 export type CreateTaskMutationVariables = Exact<{
   input: CreateTaskInput;
@@ -306,6 +349,13 @@ export type SendNowMutationVariables = Exact<{
 
 export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
+export type AnswerApprovalMutationVariables = Exact<{
+  input: AnswerApprovalInput;
+}>;
+
+
+export type AnswerApprovalMutation = { answerApproval: { approval: { id: string } | null, session: { id: string } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
 export type CancelMutationVariables = Exact<{
   input: CancelInput;
 }>;
@@ -357,6 +407,33 @@ export const CancellationFragmentDoc = new TypedDocumentString(`
   revision
 }
     `, {"fragmentName":"Cancellation"}) as unknown as TypedDocumentString<CancellationFragment, unknown>;
+export const ItemFieldsFragmentDoc = new TypedDocumentString(`
+    fragment ItemFields on TurnItem {
+  __typename
+  index
+  ... on MessageItem {
+    text
+  }
+  ... on ThoughtItem {
+    text
+  }
+  ... on ToolCallItem {
+    toolCallId
+    title
+    toolKind
+    status
+  }
+  ... on PlanItem {
+    entries {
+      content
+      status
+    }
+  }
+  ... on RawItem {
+    json
+  }
+}
+    `, {"fragmentName":"ItemFields"}) as unknown as TypedDocumentString<ItemFieldsFragment, unknown>;
 export const TurnFieldsFragmentDoc = new TypedDocumentString(`
     fragment TurnFields on Turn {
   id
@@ -378,6 +455,16 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   clarification {
     id
     question
+  }
+  pendingApproval {
+    id
+    title
+    toolCallId
+    options {
+      id
+      name
+      kind
+    }
   }
   currentTurn {
     ...TurnFields
@@ -451,6 +538,16 @@ fragment SessionCore on Session {
   clarification {
     id
     question
+  }
+  pendingApproval {
+    id
+    title
+    toolCallId
+    options {
+      id
+      name
+      kind
+    }
   }
   currentTurn {
     ...TurnFields
@@ -545,6 +642,16 @@ fragment SessionCore on Session {
     id
     question
   }
+  pendingApproval {
+    id
+    title
+    toolCallId
+    options {
+      id
+      name
+      kind
+    }
+  }
   currentTurn {
     ...TurnFields
   }
@@ -558,8 +665,8 @@ fragment SessionCore on Session {
   }
 }`) as unknown as TypedDocumentString<SessionChangedSubscription, SessionChangedSubscriptionVariables>;
 export const TurnOutputDocument = new TypedDocumentString(`
-    subscription TurnOutput($sessionId: ID!) {
-  turnOutput(sessionId: $sessionId) {
+    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+  turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
     sessionId
     turnId
     offset
@@ -569,6 +676,45 @@ export const TurnOutputDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<TurnOutputSubscription, TurnOutputSubscriptionVariables>;
+export const TurnItemsDocument = new TypedDocumentString(`
+    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {
+  turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {
+    sessionId
+    turnId
+    offset
+    nextOffset
+    done
+    status
+    items {
+      ...ItemFields
+    }
+  }
+}
+    fragment ItemFields on TurnItem {
+  __typename
+  index
+  ... on MessageItem {
+    text
+  }
+  ... on ThoughtItem {
+    text
+  }
+  ... on ToolCallItem {
+    toolCallId
+    title
+    toolKind
+    status
+  }
+  ... on PlanItem {
+    entries {
+      content
+      status
+    }
+  }
+  ... on RawItem {
+    json
+  }
+}`) as unknown as TypedDocumentString<TurnItemsSubscription, TurnItemsSubscriptionVariables>;
 export const CreateTaskDocument = new TypedDocumentString(`
     mutation CreateTask($input: CreateTaskInput!) {
   createTask(input: $input) {
@@ -783,6 +929,22 @@ export const SendNowDocument = new TypedDocumentString(`
     source
   }
 }`) as unknown as TypedDocumentString<SendNowMutation, SendNowMutationVariables>;
+export const AnswerApprovalDocument = new TypedDocumentString(`
+    mutation AnswerApproval($input: AnswerApprovalInput!) {
+  answerApproval(input: $input) {
+    approval {
+      id
+    }
+    session {
+      id
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<AnswerApprovalMutation, AnswerApprovalMutationVariables>;
 export const CancelDocument = new TypedDocumentString(`
     mutation Cancel($input: CancelInput!) {
   cancel(input: $input) {

@@ -1,8 +1,9 @@
 """Operations metrics (SPEC U3): Prometheus text at ``/metrics``.
 
-The engine knows only the tiny :class:`Metrics` observer protocol (``core.metrics``, a no-op by
-default); :class:`PrometheusMetrics` implements it on a ``CollectorRegistry`` of its own, one per
-app, so several apps in one process (tests) never share or clash over the global registry.
+The engine knows only the tiny :class:`~turnqueue.engine.stats.Metrics` observer protocol (a
+no-op by default); :class:`PrometheusMetrics` implements it on a ``CollectorRegistry`` of its own,
+one per app, so several apps in one process (tests) never share or clash over the global
+registry. The gauges read ``Engine.stats()`` (memory) and ``Engine.queue_depth()`` (database).
 
 Hazards:
 
@@ -10,10 +11,10 @@ Hazards:
   must be synchronous, cheap and never raise (prometheus-client counters are all three).
 - Event delivery latency is measured from the bus's listener (called synchronously inside
   ``publish``, so before any subscriber can have resumed) to the moment the subscriber's ``get``
-  returns the same event object. The bus has no hook for the latter, so :meth:`bind` wraps
-  ``bus.subscribe`` of *this app's* bus to time each subscription's ``get``. The stamps are kept
-  in a bounded map keyed by the event object's id; the event itself is kept with its stamp so its
-  id cannot be reused while the stamp lives.
+  returns the same event object: the bus's ``on_deliver`` hook, :meth:`delivered`, which the app
+  passes when it builds *its* bus. The stamps are kept in a bounded map keyed by the event
+  object's id; the event itself is kept with its stamp so its id cannot be reused while the stamp
+  lives.
 - Queue depth is a database fact (entries of every session, possibly written by other instances),
   so it is read with one ``COUNT`` per scrape in :meth:`refresh`, not kept as a running sum.
 - The errors counter counts ``ERROR`` log records of the ``turnqueue`` loggers (masked resolver
@@ -27,8 +28,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -41,48 +41,17 @@ from prometheus_client import (
 from prometheus_client.process_collector import ProcessCollector
 
 if TYPE_CHECKING:
-    from turnqueue.bus import Event, EventBus, EventKind, Subscription
-    from turnqueue.engine.orchestrator import Engine
+    from turnqueue.bus import Event
+    from turnqueue.engine import Engine
     from turnqueue.fanout import FanOut
 
-__all__ = ["CONTENT_TYPE_LATEST", "NULL_METRICS", "Metrics", "NullMetrics", "PrometheusMetrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "PrometheusMetrics"]
 
 log = logging.getLogger(__name__)
 
 #: At most this many publish stamps are kept for the delivery-latency histogram.
 MAX_STAMPS = 4096
 
-
-class Metrics(Protocol):
-    """What the engine reports. Every call is synchronous, cheap and must not raise."""
-
-    def turn_started(self) -> None: ...
-
-    def turn_ended(self, status: str) -> None: ...
-
-    def reservation(self, kind: str, outcome: str) -> None:
-        """``kind``: ``automatic`` or ``targeted`` (Q3); ``outcome``: started/paused/empty/held."""
-
-    def cancel_done(self, outcome: str, seconds: float) -> None: ...
-
-
-class NullMetrics:
-    """The default observer: does nothing."""
-
-    def turn_started(self) -> None:
-        pass
-
-    def turn_ended(self, status: str) -> None:
-        pass
-
-    def reservation(self, kind: str, outcome: str) -> None:
-        pass
-
-    def cancel_done(self, outcome: str, seconds: float) -> None:
-        pass
-
-
-NULL_METRICS = NullMetrics()
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _CANCEL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0)
@@ -98,6 +67,8 @@ class _ErrorCounter(logging.Handler):
 
 
 class PrometheusMetrics:
+    """The engine's observer (``turnqueue.engine.Metrics``) and the bus's, as Prometheus text."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -194,14 +165,13 @@ class PrometheusMetrics:
 
     # -- wiring ---------------------------------------------------------------------------------
     def bind(self, engine: Engine) -> None:
-        """Observe this engine and its bus (call once, after ``Engine.open``)."""
+        """Observe this engine and its bus (call once, after ``Engine.open``; the bus must have
+        been built with ``on_deliver=self.delivered``)."""
         self._engine = engine
-        engine.core.metrics = self
-        bus = engine.core.bus
-        self.subscriptions.set_function(bus.subscriber_count)
-        self.running_turns.set_function(lambda: len(engine.core.runners))
-        bus.add_listener(self._published)
-        _time_deliveries(bus, self._delivered)
+        engine.observe(self)
+        self.subscriptions.set_function(lambda: engine.stats().subscriptions)
+        self.running_turns.set_function(lambda: engine.stats().running_turns)
+        engine.bus.add_listener(self._published)
         logging.getLogger("turnqueue").addHandler(self._error_handler)
 
     def observe_fanout(self, fanout: FanOut) -> None:
@@ -218,7 +188,8 @@ class PrometheusMetrics:
         if len(self._stamps) > MAX_STAMPS:
             self._stamps.popitem(last=False)
 
-    def _delivered(self, event: Event) -> None:
+    def delivered(self, event: Event) -> None:
+        """The bus's ``on_deliver`` hook: a subscriber's ``get`` returned ``event``."""
         stamp = self._stamps.get(id(event))
         if stamp is not None and stamp[0] is event:
             self.delivery.observe(time.perf_counter() - stamp[1])
@@ -229,13 +200,13 @@ class PrometheusMetrics:
             return
         try:
             async with asyncio.timeout(5):
-                visible, in_flight = await self._engine.store.queue_depth()
+                depth = await self._engine.queue_depth()
         except Exception as exc:
             log.warning("metrics: could not read the queue depth: %s", exc)
             self.ready.set(0)
             return
-        self.queue_depth.set(visible)
-        self.in_flight.set(in_flight)
+        self.queue_depth.set(depth.visible)
+        self.in_flight.set(depth.in_flight)
         self.ready.set(1)
 
     def render(self) -> bytes:
@@ -247,22 +218,3 @@ def _task_count() -> float:
         return float(len(asyncio.all_tasks()))
     except RuntimeError:  # scraped outside the loop (not by /metrics)
         return float("nan")
-
-
-def _time_deliveries(bus: EventBus, report: Callable[[Event], None]) -> None:
-    """Wrap ``bus.subscribe`` so each subscription reports the events its reader receives."""
-    subscribe = bus.subscribe
-
-    def timed_subscribe(session_id: str, kinds: Iterable[EventKind]) -> Subscription:
-        sub = subscribe(session_id, kinds)
-        get = sub.get
-
-        async def timed_get() -> Event:
-            event = await get()
-            report(event)
-            return event
-
-        sub.get = timed_get  # type: ignore[method-assign]
-        return sub
-
-    bus.subscribe = timed_subscribe  # type: ignore[method-assign]

@@ -1,0 +1,23 @@
+"""The engine: every rule of the spec (queue Q, cancellation C, workflow W, replay R, output O,
+agents A, cluster M) behind one entry point, :class:`Engine` (``engine/orchestrator.py``).
+
+What is public is what this module exports; the rest of the package is the engine's inside.
+``Engine.open`` builds it from a store and a bus; ``Engine.stats`` / ``queue_depth`` and the
+:class:`Metrics` observer are the operators' view (U3). See docs/architecture.md.
+"""
+
+from turnqueue.engine.orchestrator import CancelResult, Engine
+from turnqueue.engine.queue import SendNowResult
+from turnqueue.engine.stats import NULL_METRICS, EngineStats, Metrics, QueueDepth
+from turnqueue.engine.turns import Admission
+
+__all__ = [
+    "NULL_METRICS",
+    "Admission",
+    "CancelResult",
+    "Engine",
+    "EngineStats",
+    "Metrics",
+    "QueueDepth",
+    "SendNowResult",
+]

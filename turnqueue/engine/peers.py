@@ -1,0 +1,73 @@
+"""The seam between the engine and the other instances sharing its database (M4).
+
+Both directions are declared here: :class:`Peers`, what the engine needs of the others (``Core``
+holds one as ``core.cluster``, ``None`` on SQLite), and :class:`ClusterHooks`, what the cluster
+calls back into the engine. ``engine/cluster.py`` implements ``Peers`` and is built from explicit
+parts (store, bus, cancellation registry, ``Spawn``, hooks), so the cluster imports the engine's
+parts and ``Core`` never imports the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from turnqueue.bus import EventKind
+
+__all__ = ["ClusterHooks", "Handler", "OwnerUnreachable", "Peers", "Spawn"]
+
+#: a forwarded operation served for another instance: its arguments in, its result out
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class OwnerUnreachable(Exception):
+    """The owning instance did not answer in time."""
+
+
+class Peers(Protocol):
+    """The other server processes on the same PostgreSQL database."""
+
+    def durable_payload(self, kind: EventKind, session_id: str, revision: int) -> str:
+        """The NOTIFY payload announcing a durable change, sent inside its transaction."""
+        ...
+
+    async def live(self) -> set[int]:
+        """The instances (epochs) whose lease is current."""
+        ...
+
+    async def call(
+        self, owner: int, op: str, args: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """Run ``op`` on the owning instance (:class:`OwnerUnreachable` when it is silent)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+T = TypeVar("T")
+
+
+class Spawn(Protocol):
+    """``Core.spawn``: start a named background task the engine owns (awaited at shutdown)."""
+
+    def __call__(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHooks:
+    """What the cluster calls back into the engine (wired once, by ``membership.join_cluster``)."""
+
+    #: forwarded operations this instance serves as a turn's owner (``cancel``, ``send_now``)
+    handlers: Mapping[str, Handler]
+    #: a relayed hold cleared (C7): the queue it held is owed a drain
+    on_released: Callable[[str], Coroutine[Any, Any, None]]
+    #: each heartbeat, with the live instances and whether one vanished since the last (M6)
+    on_orphans: Callable[[set[int], bool], Awaitable[None]]
+    #: this instance learns it was declared dead
+    on_expelled: Callable[[], Awaitable[None]]
+    #: a session's runtime holds changed: bump and publish its queue revision (Q13)
+    touch_queue: Callable[[str], Awaitable[None]]
+    #: true once the engine is shutting down
+    closing: Callable[[], bool]
