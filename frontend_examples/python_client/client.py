@@ -1,10 +1,12 @@
 """Follow one turnqueue session from the terminal (SPEC U2), the right way round (R3):
 
 1. open one graphql-transport-ws connection (token in ``connection_init``, keepalive pings);
-2. subscribe to the session, its queue, its cancellation and its turn output;
+2. subscribe to the session, its queue, its cancellation, its turn output and its turn items
+   (tool calls, plans, thoughts: ``turnItems``, folded by :mod:`.items`);
 3. read the snapshot query;
 4. keep per kind the highest revision seen, print what is newer, drop what is older;
-5. then act (``--auto-run``, ``--send``, ``--send-now``, ``--cancel``) and keep following.
+5. then act (``--auto-run``, ``--send``, ``--send-now``, ``--cancel``, ``--answer-approval``)
+   and keep following.
 
 Every line printed starts with the kind it is about, so the output is easy to read and to grep::
 
@@ -12,6 +14,8 @@ Every line printed starts with the kind it is about, so the output is easy to re
     queue rev 4: auto-run off (paused: USER), held by BUSY, 1 queued: [3a9c…] 'next'
     cancellation rev 4294967298: pending
     output: 'You said: hello\\n'
+    item 1 tool call [call-1] Read file (read): completed
+    approval 5d1c…: 'Write notes.txt' options: allow=Allow (allow_once), reject=Reject (reject_once)
     stale: queue rev 3 < 4 dropped
 """
 
@@ -29,12 +33,18 @@ from gql.client import AsyncClientSession
 from gql.transport.exceptions import TransportQueryError
 from gql.transport.websockets import WebsocketsTransport
 
+from frontend_examples.python_client.items import TurnItems, describe_approval, describe_item
+
 Kind = Literal["session", "queue", "cancellation"]
 
 QUEUE = "id sessionId autoRun pauseReason heldBy count max revision entries { id content source }"
 CANCELLATION = "id sessionId pending revision"
 SESSION = f"""id state revision promptable clarification {{ question }}
+  pendingApproval {{ id title toolCallId options {{ id name kind }} }}
   currentTurn {{ id prompt status error }} cancellation {{ {CANCELLATION} }}"""
+ITEM = """index kind ... on MessageItem { text } ... on ThoughtItem { text }
+  ... on ToolCallItem { toolCallId title toolKind status }
+  ... on PlanItem { entries { content status } } ... on RawItem { json }"""
 
 SNAPSHOT = f"query Snapshot($id: ID!) {{ session(id: $id) {{ {SESSION} queue {{ {QUEUE} }} }} }}"
 SUBSCRIPTIONS = {
@@ -42,6 +52,8 @@ SUBSCRIPTIONS = {
     "cancellationChanged": f"{{ cancellationChanged(sessionId: $id) {{ {CANCELLATION} }} }}",
     "sessionChanged": f"{{ sessionChanged(sessionId: $id) {{ {SESSION} }} }}",
     "turnOutput": "{ turnOutput(sessionId: $id) { turnId offset text done status } }",
+    "turnItems": "{ turnItems(sessionId: $id) { turnId offset nextOffset done status "
+    f"items {{ {ITEM} }} }} }}",
 }
 ERRORS = "userErrors { code message }"
 MUTATIONS = {
@@ -50,12 +62,15 @@ MUTATIONS = {
     f"queue {{ {QUEUE} }} {ERRORS} }}",
     "sendNow": f"sendNow(input: $input) {{ sentCount queue {{ {QUEUE} }} {ERRORS} }}",
     "cancel": f"cancel(input: $input) {{ outcome cancellation {{ {CANCELLATION} }} {ERRORS} }}",
+    "answerApproval": "answerApproval(input: $input) { approval { id outcome optionId } "
+    f"{ERRORS} }}",
 }
 INPUT_TYPES = {
     "setAutoRun": "SetAutoRunInput",
     "sendMessage": "SendMessageInput",
     "sendNow": "SendNowInput",
     "cancel": "CancelInput",
+    "answerApproval": "AnswerApprovalInput",
 }
 
 
@@ -112,6 +127,12 @@ class Follower:
     def __init__(self, session_id: str, out: TextIO = sys.stdout) -> None:
         self.session_id = session_id
         self.revisions = Revisions()
+        self.turn_items = TurnItems()
+        #: the session's pending approval (A6), as the newest session revision shows it
+        self.approval: dict[str, Any] | None = None
+        #: the first pending approval seen (what ``--answer-approval`` answers)
+        self.first_approval: dict[str, Any] | None = None
+        self.approval_seen = asyncio.Event()
         self._out = out
 
     def print(self, line: str) -> None:
@@ -137,7 +158,14 @@ class Follower:
 
     def offer_session(self, session: dict[str, Any]) -> None:
         """A Session carries three kinds: its own, its cancellation (C6) and maybe its queue."""
-        self.offer("session", session)
+        if self.offer("session", session):
+            approval = session.get("pendingApproval")
+            if approval is not None and approval != self.approval:
+                self.print(describe_approval(approval))
+            self.approval = approval
+            if approval is not None and self.first_approval is None:
+                self.first_approval = approval
+                self.approval_seen.set()
         self.offer("cancellation", session.get("cancellation"))
         self.offer("queue", session.get("queue"))
 
@@ -146,6 +174,13 @@ class Follower:
             self.print(f"output: {chunk['text']!r}")
         if chunk["done"]:
             self.print(f"output done: turn {_short(chunk['turnId'])} {chunk['status']}")
+
+    def offer_items(self, chunk: dict[str, Any]) -> None:
+        """A turnItems chunk: print each item it changed, as it now is (A3)."""
+        for item in self.turn_items.apply(chunk):
+            line = describe_item(item)
+            if line is not None:
+                self.print(line)
 
 
 def ws_url(url: str) -> str:
@@ -180,6 +215,7 @@ class Options(argparse.Namespace):
     auto_run: str | None
     send_now: str | None
     cancel: bool
+    answer_approval: str | None
     follow_seconds: float | None
 
 
@@ -198,6 +234,7 @@ async def run(options: Options, out: TextIO = sys.stdout) -> int:
             ("queueStatusChanged", lambda q: follower.offer("queue", q)),
             ("cancellationChanged", lambda c: follower.offer("cancellation", c)),
             ("turnOutput", follower.offer_output),
+            ("turnItems", follower.offer_items),
         ]
 
         async def pump(field: str, handle: Callable[[dict[str, Any]], object]) -> None:
@@ -212,6 +249,9 @@ async def run(options: Options, out: TextIO = sys.stdout) -> int:
                     if not _is_resync(e):
                         raise
                     follower.print(f"{field}: resubscribing ({e})")
+                    if field == "turnItems":
+                        # The new stream sends the current turn's items again from offset 0.
+                        follower.turn_items = TurnItems()
 
         running = [tasks.create_task(pump(field, handle)) for field, handle in followers]
         try:
@@ -246,6 +286,9 @@ async def _snapshot_then_act(
             facts["turn"] = _short(payload["turn"]["id"])
         if payload.get("queuedEntry"):
             facts["queued"] = _short(payload["queuedEntry"]["id"])
+        if payload.get("approval"):
+            facts["approval"] = payload["approval"]["outcome"]
+            facts["option"] = payload["approval"]["optionId"]
         follower.print(f"{name}: {errors or 'ok'} {facts}".rstrip())
         follower.offer("queue", payload.get("queue"))
         follower.offer("cancellation", payload.get("cancellation"))
@@ -266,6 +309,18 @@ async def _snapshot_then_act(
             report("cancel", await _mutate(session, "cancel", sessionId=sid))
 
         tasks.create_task(cancel())
+    if options.answer_approval is not None:
+        option = options.answer_approval
+
+        # A6: the session's pending approval (now, or the next one the session shows).
+        async def answer() -> None:
+            await follower.approval_seen.wait()
+            assert follower.first_approval is not None
+            approval = follower.first_approval["id"]
+            payload = await _mutate(session, "answerApproval", approvalId=approval, optionId=option)
+            report("answerApproval", payload)
+
+        tasks.create_task(answer())
     return True
 
 
@@ -276,7 +331,8 @@ def _is_resync(error: TransportQueryError) -> bool:
 def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m frontend_examples.python_client",
-        description="Follow one turnqueue session: turns, queue, auto-run and cancellation.",
+        description="Follow one turnqueue session: turns, their items and approvals, queue, "
+        "auto-run and cancellation.",
     )
     parser.add_argument("--url", default="http://127.0.0.1:8000/graphql")
     parser.add_argument("--session", required=True, help="the session id to follow")
@@ -285,6 +341,11 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--auto-run", choices=["on", "off"], help="set the queue's auto-run")
     parser.add_argument("--send-now", metavar="ENTRY_ID", help="run this queue entry now")
     parser.add_argument("--cancel", action="store_true", help="cancel the active turn")
+    parser.add_argument(
+        "--answer-approval",
+        metavar="OPTION_ID",
+        help="answer the session's pending approval (or the next one) with this option",
+    )
     parser.add_argument(
         "--follow-seconds", type=float, help="stop following after N seconds (default: never)"
     )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, ManualRun, new_session
 
+from turnqueue.api import build_schema
 from turnqueue.bus import EventKind, Subscription
 from turnqueue.domain import ItemKind, TurnItem, TurnStatus
 from turnqueue.engine.items import fold_records
@@ -119,6 +120,25 @@ async def test_a3_turn_items_are_folded_from_the_durable_log(
     assert "".join(str(i.data["text"]) for i in items if i.kind is ItemKind.MESSAGE) == turn.output
     other = await open_engine()  # another instance on the same database: no memory of the turn
     assert await other.turn_items(turn.id) == items
+    # Through GraphQL on that instance: Turn.items and a page of Turn.itemsConnection.
+    schema = build_schema(other.core.settings)
+    query = """query($s: ID!) { session(id: $s) { currentTurn {
+      items { index kind ... on ToolCallItem { status } }
+      itemsConnection(first: 2, after: null) { edges { node { index kind } }
+        pageInfo { hasNextPage } } } } }"""
+    context = Context(engine=other, principal=PRINCIPAL)
+    result = await schema.execute(query, {"s": sid}, context_value=context)
+    assert result.errors is None, result.errors
+    assert result.data is not None
+    shown = result.data["session"]["currentTurn"]
+    assert [i["kind"] for i in shown["items"]] == [i.kind.value for i in items]
+    assert shown["items"][1] == {"index": 1, "kind": "TOOL_CALL", "status": "completed"}
+    page = shown["itemsConnection"]
+    assert [e["node"] for e in page["edges"]] == [
+        {"index": 0, "kind": "MESSAGE"},
+        {"index": 1, "kind": "TOOL_CALL"},
+    ]
+    assert page["pageInfo"]["hasNextPage"] is True
 
 
 async def test_a3_o2_turn_items_stream_resumes_at_every_offset(

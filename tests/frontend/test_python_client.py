@@ -17,11 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from frontend_server import REPO, Server, ServerFactory
 
 from frontend_examples.python_client import Follower, Revisions
+from frontend_examples.python_client.items import TurnItems
 from turnqueue.agents.scripted import reply_for
 
 WAIT = 20.0
@@ -179,6 +181,77 @@ def test_q5_c1_client_send_now_and_cancel(server_factory: ServerFactory) -> None
         assert revisions(cancellations, "cancellation") == sorted(
             set(revisions(cancellations, "cancellation"))
         ), lines
+
+
+FAKE_ACP = REPO / "tests" / "agents" / "fake_acp_agent.py"
+
+
+def test_a3_a6_client_follows_tool_calls_and_plans_and_answers_an_approval(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    """A3: the client folds turnItems and prints each tool call and the plan as they change;
+    A6: ``--answer-approval`` answers the pending approval it shows, and the turn goes on."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'default = "fake"\n[agents.fake]\ntype = "acp"\n'
+        f'command = ["{sys.executable}", "{FAKE_ACP}"]\nworkspace = "{tmp_path / "work"}"\n',
+        encoding="utf-8",
+    )
+    with server_factory(TURNQUEUE_AGENTS_FILE=str(agents)) as server:
+        session_id = server.create_session("acp")
+        with client(server, session_id, "--send", "/steps 2") as c:
+            lines = c.wait_for(
+                lambda line: line == "item 3 tool call [step-1] Step 1 (execute): completed",
+                lambda line: line == "item 0 plan: [x] step 0 | [x] step 1",
+                lambda line: "COMPLETED: '/steps 2'" in line,
+                timeout=60,
+            )
+        assert "item 1 tool call [step-0] Step 0 (execute): pending" in lines, lines
+        assert "item 0 plan: [>] step 0 | [ ] step 1" in lines, lines
+        with client(server, session_id, "--send", "/permission", "--answer-approval", "allow") as c:
+            lines = c.wait_for(
+                lambda line: line.startswith("approval ") and "allow=Allow (allow_once)" in line,
+                lambda line: line.startswith("answerApproval: ok"),
+                lambda line: "COMPLETED: '/permission'" in line,
+                timeout=60,
+            )
+        answered = next(line for line in lines if line.startswith("answerApproval:"))
+        assert "'approval': 'SELECTED'" in answered and "'option': 'allow'" in answered
+        output = "".join(
+            ast.literal_eval(line.removeprefix("output: "))
+            for line in lines
+            if line.startswith("output: ")
+        )
+        # turnOutput starts with the current (previous, ended) turn, then follows the new one.
+        assert output.endswith("permission: allow"), lines
+
+
+def test_a3_turn_items_fold_by_index_and_text_items_append() -> None:
+    items = TurnItems()
+    tool = {"index": 0, "kind": "TOOL_CALL", "toolCallId": "c", "title": "t", "status": "pending"}
+    items.apply(
+        {
+            "turnId": "t1",
+            "nextOffset": 2,
+            "items": [tool, {"index": 1, "kind": "MESSAGE", "text": "a"}],
+        }
+    )
+    changed = items.apply(
+        {
+            "turnId": "t1",
+            "nextOffset": 4,
+            "items": [
+                {"index": 1, "kind": "MESSAGE", "text": "b"},
+                {**tool, "status": "completed"},
+            ],
+        }
+    )
+    assert [i["index"] for i in changed] == [0, 1]
+    assert items.shown("t1") == [
+        {**tool, "status": "completed"},
+        {"index": 1, "kind": "MESSAGE", "text": "ab"},
+    ]
+    assert items.resume_at == {"t1": 4}  # afterOffset for a reconnect
 
 
 def test_r3_follower_drops_stale_and_ignores_equal_revisions() -> None:
