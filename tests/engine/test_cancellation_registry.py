@@ -212,4 +212,31 @@ def test_c7_adopting_starts_above_the_floor_and_forgets_the_relayed_hold() -> No
     assert registry.pending("t") is True
     registry.adopt("t", 9)
     assert registry.status("t") == CancellationStatus("t", False, 9 << 32)
+    assert registry.relayed_pending() == {}  # nothing left to ask the dead owner about
     assert registry.relay(CancellationStatus("t", False, 10 << 32), origin=10) is False
+
+
+def test_r2_a_lower_relayed_revision_never_lowers_the_floor() -> None:
+    """R2: the floor only rises: a relayed transition below the durable floor (late, or from
+    an older owner) leaves it, so the next transition still continues above the floor."""
+    registry, seen = recording(1)
+    base = 1 << 32
+    registry.raise_floor("s", base + 100)
+    registry.relay(CancellationStatus("s", False, base + 50), origin=2)
+    assert registry.floor_hint("s") == base + 100
+    with registry.reference("s", EXPLICIT):
+        pass
+    assert pairs(seen) == [(True, base + 101), (False, base + 102)]
+
+
+def test_c7_a_relayed_clear_under_our_own_reference_owes_no_drain_yet() -> None:
+    """C7/Q9: a queue held by a relayed ``pending`` is still held when that value clears while
+    a cancellation of ours runs on the session: no drain is owed then (ours drains on its
+    release); the relayed hold is settled once the session is no longer pending."""
+    registry, _ = recording(1)
+    registry.relay(CancellationStatus("s", True, 5 << 32), origin=5)
+    assert registry.pending("s") is True  # held by the relayed value
+    with registry.reference("s", EXPLICIT):
+        assert registry.relay(CancellationStatus("s", False, (5 << 32) + 1), origin=5) is False
+        assert registry.forget("s") is False  # still pending: ours
+    assert registry.pending("s") is False
