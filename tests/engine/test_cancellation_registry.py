@@ -217,12 +217,14 @@ def test_c7_adopting_starts_above_the_floor_and_forgets_the_relayed_hold() -> No
 
 
 def test_r2_a_lower_relayed_revision_never_lowers_the_floor() -> None:
-    """R2: the floor only rises: a relayed transition below the durable floor (late, or from
-    an older owner) leaves it, so the next transition still continues above the floor."""
+    """R2: the floor only rises: a relayed transition below it (late, or from an older owner)
+    and a stale read of the durable mark leave it, so the next transition still continues
+    above the floor."""
     registry, seen = recording(1)
     base = 1 << 32
     registry.raise_floor("s", base + 100)
     registry.relay(CancellationStatus("s", False, base + 50), origin=2)
+    registry.raise_floor("s", base + 60)  # a stale read of the durable mark
     assert registry.floor_hint("s") == base + 100
     with registry.reference("s", EXPLICIT):
         pass
