@@ -239,6 +239,7 @@ def test_c7_a_relayed_clear_under_our_own_reference_owes_no_drain_yet() -> None:
     registry.relay(CancellationStatus("s", True, 5 << 32), origin=5)
     assert registry.pending("s") is True  # held by the relayed value
     with registry.reference("s", EXPLICIT):
-        assert registry.relay(CancellationStatus("s", False, (5 << 32) + 1), origin=5) is False
+        assert registry.relay(CancellationStatus("s", False, (5 << 32) + 2), origin=5) is False
+        assert registry.status("s") == CancellationStatus("s", True, (5 << 32) + 1)  # ours
         assert registry.forget("s") is False  # still pending: ours
     assert registry.pending("s") is False
