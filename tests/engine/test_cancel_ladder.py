@@ -124,3 +124,23 @@ async def test_q7_the_park_happens_before_pending_clears(
     assert seen[1] == (False, False, PauseReason.CANCEL)
     await settle(engine, sid)
     assert agent.no_new_run()
+
+
+async def test_c9_a_withdrawn_clarification_is_published_even_when_nothing_starts(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C9: a cancel with nothing running withdraws a pending clarification and publishes the
+    session's change itself (with auto-run OFF no drain follows, so no later start publishes
+    it instead)."""
+    sid = await busy(engine, agent, "work")
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    agent.runs[-1].complete(clarification="which one?")
+    await settle(engine, sid)
+    await engine.enqueue(PRINCIPAL, sid, "held", None)
+    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+        result = await engine.cancel(PRINCIPAL, sid)
+        event = await next_event(sub, EventKind.SESSION)
+    assert result.outcome is CancelOutcome.NOTHING_RUNNING
+    assert event.session_id == sid  # type: ignore[attr-defined]
+    assert await engine.clarification(sid) is None
+    assert agent.no_new_run()
