@@ -13,7 +13,15 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event
 
 from turnqueue.agents import Signal
 from turnqueue.bus import EventKind
-from turnqueue.domain import CancelOutcome, PauseReason, SendNowScope, TurnStatus
+from turnqueue.domain import (
+    CancelOutcome,
+    ItemKind,
+    MessageSource,
+    OutputRecord,
+    PauseReason,
+    SendNowScope,
+    TurnStatus,
+)
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
@@ -144,3 +152,28 @@ async def test_c9_a_withdrawn_clarification_is_published_even_when_nothing_start
     assert event.session_id == sid  # type: ignore[attr-defined]
     assert await engine.clarification(sid) is None
     assert agent.no_new_run()
+
+
+async def test_c5_o1_a_turn_whose_agent_is_gone_keeps_its_logged_output(
+    engine: Engine,
+) -> None:
+    """C5/O1: a RUNNING turn with no agent behind it, ended by an explicit cancel, keeps the
+    output its durable log holds."""
+    _, session = await new_session(engine)
+    sid = session.id
+    async with engine.core.store.transaction() as tx:
+        await tx.lock(sid)
+        ghost = await tx.start_turn(
+            sid, prompt="ghost", source=MessageSource.USER, owner=engine.core.instance
+        )
+        await tx.append_output(ghost.id, [OutputRecord(ghost.id, 0, 0, ItemKind.MESSAGE, "half")])
+    result = await engine.cancel(PRINCIPAL, sid)
+    assert result.outcome is CancelOutcome.STOPPED
+    turn = await engine.current_turn(sid)
+    assert turn is not None
+    assert (turn.id, turn.status, turn.error, turn.output) == (
+        ghost.id,
+        TurnStatus.CANCELLED,
+        "agent gone",
+        "half",
+    )

@@ -207,3 +207,29 @@ async def test_m6_the_agent_process_group_of_an_orphaned_turn_is_killed_on_its_h
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+async def test_q7_m6_a_finished_cancels_park_is_not_repeated_by_a_later_recovery(
+    engine: Engine, open_engine, agent: ManualAgent
+) -> None:
+    """Q7/M6: the explicit cancel's durable mark is cleared in the transaction that parks the
+    backlog, so once the user resumes, a crash of the next turn is recovered like any other:
+    the queue runs on (auto-run ON), it is not parked again for the old cancel."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "work")
+    await agent.next_run()
+    for content in ("A", "B"):
+        await engine.enqueue(PRINCIPAL, sid, content, None)
+    await engine.cancel(PRINCIPAL, sid)
+    parked = await engine.queue_status(sid)
+    assert (parked.auto_run, parked.pause_reason) == (False, PauseReason.CANCEL)
+    await engine.set_auto_run(PRINCIPAL, sid, True, None)  # the user resumes: A runs
+    assert (await agent.next_run()).prompt == "A"
+    await crash(engine)
+    second = ManualAgent()
+    restarted = await open_engine(agent_=second)
+    assert (await second.next_run()).prompt == "B"
+    status = await restarted.queue_status(sid)
+    assert (status.auto_run, status.pause_reason) == (True, None)
+    bury(agent)
