@@ -2,7 +2,8 @@
 
 ``ManualAgent`` runs turns that end only when the test says so (``run.complete()``,
 ``run.fail()``), so races are driven by real concurrent tasks and awaited events, never sleeps.
-A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/deaf`` ignores every signal.
+A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/hardy`` ignores INTERRUPT and TERMINATE
+(KILL stops it); ``/deaf`` ignores every signal; ``/broken`` raises on every signal.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ class ManualRun:
     async def signal(self, signal: Signal) -> None:
         self.signals.append(signal)
         self.signalled.set()
+        if self.prompt.startswith("/broken"):
+            raise RuntimeError(f"cannot deliver {signal.name}")
         if self.prompt.startswith("/deaf"):
+            return
+        if self.prompt.startswith("/hardy") and signal is not Signal.KILL:
             return
         if self.prompt.startswith("/stubborn") and signal is Signal.INTERRUPT:
             return

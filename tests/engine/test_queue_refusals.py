@@ -182,11 +182,16 @@ async def test_q10_a_turn_slipping_in_before_delivery_returns_the_claim_to_the_h
 
 
 async def test_q13_q9_replacement_bumps_the_queue_revision_as_cancelling_starts_and_ends(
-    engine: Engine, agent: ManualAgent
+    open_engine: Any, engine_settings: Any, agent: ManualAgent
 ) -> None:
     """Q13, Q9: a Send Now replacing a stubborn turn serves a new queue revision holding
     CANCELLING while it stops the turn (bumped before the first signal), and once delivered
-    a later one, bumped by this process after the reference was released, without it."""
+    a later one, bumped by this process after the reference was released, without it.
+    (The interrupt is waited out for 3 s, not 0.5: on a loaded machine the checks below
+    took longer than that, and the escalation had ended the turn before them.)"""
+    engine = await open_engine(
+        engine_settings.model_copy(update={"cancel_timeout": 3, "cancel_operation_timeout": 10})
+    )
     sid, run = await busy_session(engine, agent)
     await engine.send_message(PRINCIPAL, sid, "/stubborn")  # queued behind "first"
     run.complete()
