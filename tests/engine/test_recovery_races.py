@@ -1,12 +1,12 @@
 """Found by the long cluster-model run (README, Reliability): two instances recovering the same
 dead instance's session at once (M6) can publish its cancellation revisions out of order (R2).
 
-``recover`` takes one fresh epoch, then adopts each recovered session with ``(False, epoch <<
-32)`` before that session's transaction. An instance B that took a *newer* epoch meanwhile may
-adopt and publish first; an instance A that did not hear it (its LISTEN cut) then publishes a
-lower revision for the same session, and every client that saw B's drops A's from then on.
-Strict xfail until the fix: it fails (passes unexpectedly) once adopt continues above the
-durable floor.
+``recover`` takes one fresh epoch, then adopted each recovered session with ``(False, epoch <<
+32)`` before that session's transaction. An instance B that took a *newer* epoch meanwhile could
+adopt and publish first; an instance A that did not hear it (its LISTEN cut) then published a
+lower revision for the same session, and every client that saw B's dropped A's from then on.
+Fixed: a session is adopted inside its recovery transaction, under the lock row, after reading
+the durable floor, and continues above it (``recovery._recover_session``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from turnqueue.engine.recovery import recover
 from turnqueue.store.tx import SqlTx
 
 
-@pytest.mark.xfail(strict=True, reason="R2: concurrent recoveries adopt out of epoch order")
 async def test_r2_m6_two_instances_recovering_one_session_never_publish_backwards(
     database_url: str, engine_settings: Any, open_engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

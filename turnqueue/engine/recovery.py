@@ -61,10 +61,9 @@ async def recover(
         async with core.store.transaction() as tx:
             fresh_epoch = await tx.next_epoch()
     for session_id in recovered:
-        # Adopted first, so the recovery's own transaction stores the new floor (R2).
-        core.cancellations.adopt(session_id, fresh_epoch)
         await _recover_session(
             core,
+            fresh_epoch,
             session_id,
             by_session.get(session_id, []),
             orphan_entries.get(session_id, []),
@@ -107,12 +106,24 @@ def _kill_agent_group(turn: Turn) -> None:
 
 
 async def _recover_session(
-    core: Core, session_id: str, turn_ids: list[str], entry_ids: list[str], mark: str | None
+    core: Core,
+    epoch: int,
+    session_id: str,
+    turn_ids: list[str],
+    entry_ids: list[str],
+    mark: str | None,
 ) -> None:
     # Under no session lock, as recovery always ran: what it adopts has no runner here (a dead
     # instance's work, or this process's before its start), and the lock row orders it.
     async with core.change(session_id, session_lock=False) as c:
         tx, view = c.tx, c.view
+        # R2 hazard: two instances may recover the same session, each with its own fresh epoch,
+        # and the one with the newer epoch may adopt first while this one does not hear it
+        # (LISTEN cut). So adopt only under the lock row, after reading the durable floor
+        # (this first bump reads it back), and continue above it; the last bump below stores
+        # the adopted revision as the new floor in this same transaction.
+        await c.queue_changed()
+        core.cancellations.adopt(session_id, epoch)
         if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
             await tx.set_cancel_mark(session_id, None)
             # Q7: when entries remain queued (released in-flight ones included), park them.
