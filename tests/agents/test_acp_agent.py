@@ -44,7 +44,7 @@ async def turn(
     agent: AcpAgent, prompt: str, session: str = "s1"
 ) -> tuple[str, list[TurnItem], AgentResult]:
     run = await agent.start(prompt, session_id=session, turn_id=f"t-{prompt}")
-    fold = ItemFold(f"t-{prompt}-{id(run)}")
+    fold = ItemFold()
     text: list[str] = []
     async for piece in run.stream():
         if isinstance(piece, TurnItem):
