@@ -39,7 +39,7 @@ from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus, new_id
 from turnqueue.engine.core import Core
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
-from turnqueue.store.notify import MAX_PAYLOAD_BYTES, Listener
+from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class OwnerUnreachable(Exception):
 
 
 class Cluster:
-    def __init__(self, core: Core, url: str) -> None:
+    def __init__(self, core: Core) -> None:
         self.core = core
         self.instance = core.instance
         self.lease = core.settings.lease_seconds
@@ -74,7 +74,7 @@ class Cluster:
         self._last_live: set[int] = set()
         #: called when this instance learns it was declared dead
         self.on_expelled: Callable[[], Awaitable[None]] | None = None
-        self._listener = Listener(url, self._on_message, self._on_resync)
+        self._listener = core.store.listen(self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
         self._beat = asyncio.Event()

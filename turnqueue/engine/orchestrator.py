@@ -102,7 +102,7 @@ class Engine:
 
     async def _join_cluster(self) -> None:
         """M4: hear the other instances, answer their forwarded requests, adopt the dead's."""
-        cluster = Cluster(self.core, self.core.store.url)
+        cluster = Cluster(self.core)
         cluster.handlers["cancel"] = self.cancels.serve_forwarded
         cluster.handlers["send_now"] = self.queue.serve_forwarded
         cluster.on_orphans = self._adopt_orphans
