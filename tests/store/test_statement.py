@@ -94,8 +94,9 @@ def test_p1_the_bare_postgresql_dialect_compiles_what_an_engine_s_would() -> Non
             for statement in value.values() if isinstance(value, dict) else [value]:
                 if not isinstance(statement, Statement):
                     continue
-                ours, theirs = statement.plan(postgres.DIALECT), Plan.compile(
-                    statement.clause, engine.dialect
+                ours, theirs = (
+                    statement.plan(postgres.DIALECT),
+                    Plan.compile(statement.clause, engine.dialect),
                 )
                 assert ours.sql == theirs.sql
                 assert [n for n, _ in ours.params] == [n for n, _ in theirs.params]
