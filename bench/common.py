@@ -19,9 +19,10 @@ from typing import Any, Literal
 import asyncpg
 from sqlalchemy import insert
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from turnqueue.store.engine import create_engine_for_url
 from turnqueue.store.migrate import migrate
-from turnqueue.store.sql import SqlStore
 from turnqueue.store.tables import queue_entries, queue_session_locks, sessions, tasks
 
 PG_ENV = "TURNQUEUE_TEST_DATABASE_URL"
@@ -165,8 +166,18 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+@contextlib.asynccontextmanager
+async def bulk(url: str) -> AsyncIterator[AsyncEngine]:
+    """An SQLAlchemy engine of its own for bulk set-up (the store has none on PostgreSQL)."""
+    engine = create_engine_for_url(url)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
 async def seed_sessions(
-    store: SqlStore, count: int, *, entries: int = 0, owner: str = "local", batch: int = 5_000
+    url: str, count: int, *, entries: int = 0, owner: str = "local", batch: int = 5_000
 ) -> list[str]:
     """``count`` WAITING_FOR_INPUT sessions (task, session, lock row) with ``entries`` queued
     entries each; returns their ids."""
@@ -197,7 +208,7 @@ async def seed_sessions(
             }
             for sid in chunk
         ]
-        async with store.engine.begin() as conn:
+        async with bulk(url) as engine, engine.begin() as conn:
             await conn.execute(insert(tasks), task_rows)
             await conn.execute(insert(sessions), session_rows)
             await conn.execute(
@@ -205,15 +216,15 @@ async def seed_sessions(
             )
         ids.extend(chunk)
         if entries:
-            await _insert_entries(store, [(sid, i) for sid in chunk for i in range(1, entries + 1)])
+            await _insert_entries(url, [(sid, i) for sid in chunk for i in range(1, entries + 1)])
     return ids
 
 
-async def seed_entries(store: SqlStore, session_id: str, count: int) -> None:
-    await _insert_entries(store, [(session_id, i) for i in range(1, count + 1)])
+async def seed_entries(url: str, session_id: str, count: int) -> None:
+    await _insert_entries(url, [(session_id, i) for i in range(1, count + 1)])
 
 
-async def _insert_entries(store: SqlStore, where: list[tuple[str, int]]) -> None:
+async def _insert_entries(url: str, where: list[tuple[str, int]]) -> None:
     """Queued entries at (session, position), inserted in batches."""
     now = _now()
     for start in range(0, len(where), 5_000):
@@ -229,7 +240,7 @@ async def _insert_entries(store: SqlStore, where: list[tuple[str, int]]) -> None
             }
             for sid, position in where[start : start + 5_000]
         ]
-        async with store.engine.begin() as conn:
+        async with bulk(url) as engine, engine.begin() as conn:
             await conn.execute(insert(queue_entries), rows)
 
 

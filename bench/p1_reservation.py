@@ -1,7 +1,7 @@
 """P1: automatic reservations/s through the store (the Q3 transaction), 8 sessions in parallel.
 
 Ours: ``SqlStore.transaction()`` → ``tx.lock`` → policy check → ``tx.reserve_head(owner=…)`` →
-``tx.start_turn(consume=[…])`` → ``tx.bump_queue_revision``: what ``Turns.auto_drain`` does
+``tx.start_turn(consume=[…])`` → ``tx.bump_queue``: what ``Turns.auto_drain`` does
 (its in-memory hold checks cost nothing here). Baseline: the same statements, hand-written, on
 raw asyncpg (a pool of 8) or raw synchronous ``sqlite3`` (one connection; SQLite has one writer,
 so the 8 sessions take turns). Each reservation consumes one of the session's queued entries.
@@ -114,7 +114,7 @@ async def q3_store(store: SqlStore, session_id: str) -> bool:
         await tx.start_turn(
             session_id, prompt=entry.content, source=entry.source, consume=[entry.id], owner=OWNER
         )
-        await tx.bump_queue_revision(session_id)
+        await tx.bump_queue(session_id, 0)
     return True
 
 
@@ -246,7 +246,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
         store = await open_store(Settings(database_url=url))
         try:
             for rep in range(cfg.reps):
-                work = [await seed_sessions(store, SESSIONS, entries=per_session) for _ in "abc"]
+                work = [await seed_sessions(url, SESSIONS, entries=per_session) for _ in "abc"]
 
                 async def measure_ours(w: list[str] = work[0]) -> None:
                     ours.append(await _drive(w, per_session, lambda s: q3_store(store, s)))
@@ -265,7 +265,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                 for step in steps if rep % 2 == 0 else steps[::-1]:
                     await step()
             if cfg.profile:
-                await _profile(store, backend, cfg, per_session)
+                await _profile(store, url, backend, cfg, per_session)
         finally:
             await store.close()
     driver = "raw sqlite3 (synchronous)" if sqlite else "raw asyncpg"
@@ -295,10 +295,12 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
     return rows
 
 
-async def _profile(store: SqlStore, backend: Backend, cfg: Config, per_session: int) -> None:
+async def _profile(
+    store: SqlStore, url: str, backend: Backend, cfg: Config, per_session: int
+) -> None:
     from pyinstrument import Profiler
 
-    work = await seed_sessions(store, SESSIONS, entries=per_session)
+    work = await seed_sessions(url, SESSIONS, entries=per_session)
     profiler = Profiler(interval=0.0005, async_mode="disabled")
     profiler.start()
     await _drive(work, per_session, lambda s: q3_store(store, s))

@@ -4,6 +4,7 @@ busy (not dead) instance dead and take its turns."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -20,10 +21,12 @@ async def test_m6_heartbeats_go_on_while_the_pool_is_exhausted(
 ) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("leases exist only where several instances share a database (PostgreSQL)")
+    pool_size = 2
     settings = engine_settings.model_copy(
-        update={"db_pool_size": 1, "lease_seconds": 0.6, "db_timeout": 30.0}
+        update={"db_pool_size": pool_size, "lease_seconds": 0.6, "db_timeout": 30.0}
     )
     engine = await open_engine(settings)
+    store = engine.store
     observer = await asyncpg.connect(asyncpg_dsn(database_url))
 
     async def beat() -> datetime:
@@ -33,14 +36,22 @@ async def test_m6_heartbeats_go_on_while_the_pool_is_exhausted(
         assert isinstance(value, datetime)
         return value
 
-    pool = engine.store.engine.pool  # type: ignore[attr-defined]
-    held: list[Any] = []
+    # Request traffic takes every connection of the store's pool: transactions left open.
+    release = asyncio.Event()
+    taken = asyncio.Semaphore(0)
+
+    async def hold() -> None:
+        async with store.transaction():
+            taken.release()
+            await release.wait()
+
+    holders = [asyncio.create_task(hold()) for _ in range(pool_size)]
     try:
-        for _ in range(2):  # pool_size 1 + max_overflow 1: every pooled connection is taken
-            conn = await engine.store.engine.connect()  # type: ignore[attr-defined]
-            await conn.begin()
-            held.append(conn)
-        assert pool.checkedout() == 2 and pool.overflow() == 1
+        for _ in holders:
+            await taken.acquire()
+        pool = await store._pool(lease=False)  # the pool the transactions came from
+        assert pool.get_size() == pool.get_max_size() == pool_size
+        assert pool.get_idle_size() == 0  # exhausted: the next transaction would wait
         before = await beat()
 
         async def renewed() -> bool:
@@ -48,7 +59,6 @@ async def test_m6_heartbeats_go_on_while_the_pool_is_exhausted(
 
         await poll(renewed, "a heartbeat while the pool is exhausted", timeout=10)
     finally:
-        for conn in held:
-            await conn.rollback()
-            await conn.close()
+        release.set()
+        await asyncio.gather(*holders, return_exceptions=True)
         await observer.close()

@@ -88,6 +88,7 @@ from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store import notify
+from turnqueue.store.postgres import PostgresStore
 from turnqueue.store.sql import SqlStore, open_store
 
 T = TypeVar("T")
@@ -831,7 +832,7 @@ async def kill_instance(victim: Instance, observer: asyncpg.Connection) -> None:
     for run in victim.agent.runs:  # its agents die with it
         run.finish(AgentResult(ok=False, error="process died"))
     await observer.execute("DELETE FROM instances WHERE id = $1", core.instance)
-    await SqlStore.close(store)
+    await PostgresStore.close(store)
 
 
 async def _poll(condition: Callable[[], bool], what: str) -> None:

@@ -38,15 +38,29 @@ async def visible(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
         return [(e.position, e.content) for e in await tx.list_entries(session_id)]
 
 
+async def bump(tx: Any, session_id: str) -> int:
+    """Q13: the queue revision this transaction commits (no floor to raise)."""
+    revision, _ = await tx.bump_queue(session_id, 0)
+    return int(revision)
+
+
+async def in_flight_sessions(tx: Any) -> list[str]:
+    """Sessions with in-flight entries (all of them orphans of an empty set of instances)."""
+    return sorted(await tx.orphaned_entries([]))
+
+
 def _protocol_methods(protocol: type) -> set[str]:
     return {name for name in vars(protocol) if not name.startswith("_")}
 
 
 def test_sql_store_implements_every_protocol_method() -> None:
-    from turnqueue.store.tx import SqlTx
+    from turnqueue.store.postgres import PostgresStore, PostgresTx
+    from turnqueue.store.sqlite import SqliteStore, SqliteTx
 
-    assert _protocol_methods(Tx) - set(dir(SqlTx)) == set()
-    assert _protocol_methods(Store) - set(dir(SqlStore)) == set()
+    for tx in (SqliteTx, PostgresTx):
+        assert _protocol_methods(Tx) - set(dir(tx)) == set()
+    for backend in (SqliteStore, PostgresStore):
+        assert _protocol_methods(Store) - set(dir(backend)) == set()
     _static_check: Callable[[SqlStore], Store] = lambda s: s  # noqa: E731 (mypy checks it)
 
 
@@ -121,7 +135,7 @@ async def test_q13_queue_revision_changes_only_through_bump(store: SqlStore) -> 
         await tx.add_entry(sid, content="a", source=USER)
         await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.USER)
         assert (await tx.lock(sid)).policy.revision == 0
-        assert await tx.bump_queue_revision(sid) == 1
+        assert await bump(tx, sid) == 1
     async with store.read() as tx:
         assert (await tx.view(sid)).policy.revision == 1  # type: ignore[union-attr]
 
@@ -130,15 +144,15 @@ async def test_q13_queue_revision_survives_policy_delete(store: SqlStore) -> Non
     sid = await new_session(store)
     async with store.transaction() as tx:
         await tx.set_policy(sid, auto_run=False, pause_reason=PauseReason.TRANSFER)
-        assert await tx.bump_queue_revision(sid) == 1
+        assert await bump(tx, sid) == 1
     async with store.transaction() as tx:
         await tx.delete_policy(sid)
         view = await tx.lock(sid)
         assert view.policy.revision == 1 and view.policy.auto_run is True
-        assert await tx.bump_queue_revision(sid) == 2
+        assert await bump(tx, sid) == 2
     with pytest.raises(KeyError):
         async with store.transaction() as tx:
-            await tx.bump_queue_revision("00000000-0000-0000-0000-000000000000")
+            await bump(tx, "00000000-0000-0000-0000-000000000000")
 
 
 async def test_r1_session_revision_bumps_on_state_turns_and_clarification(
@@ -171,7 +185,7 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
         view = await tx.lock(sid)
         assert view.session.state is SessionState.RUNNING
         assert view.running_turn_id == first.id
-        assert [t.id for t in await tx.running_turns()] == [first.id]
+        assert [t.id for t in await tx.orphaned_turns([])] == [first.id]
         ended, session = await tx.end_turn(
             first.id,
             status=TurnStatus.COMPLETED,
@@ -216,7 +230,7 @@ async def test_q3_reserve_head_is_fifo_and_hides_in_flight(store: SqlStore) -> N
         assert (await tx.reserve_head(sid)).content == "b"  # type: ignore[union-attr]
         assert (await tx.reserve_head(sid)).content == "c"  # type: ignore[union-attr]
         assert await tx.reserve_head(sid) is None
-        assert await tx.in_flight_sessions() == [sid]
+        assert await in_flight_sessions(tx) == [sid]
 
 
 async def test_q12_update_remove_reorder(store: SqlStore) -> None:
@@ -292,11 +306,11 @@ async def test_q10_start_turn_consumes_in_flight_entries_in_same_transaction(
         head = await tx.reserve_head(sid)
     assert head is not None
     async with store.read() as tx:
-        assert await tx.in_flight_sessions() == [sid]
+        assert await in_flight_sessions(tx) == [sid]
     async with store.transaction() as tx:
         # b is visible, not in flight: naming it must not delete it.
         turn = await tx.start_turn(sid, prompt=head.content, source=head.source, consume=[a, b])
-        assert await tx.in_flight_sessions() == []
+        assert await in_flight_sessions(tx) == []
         assert [x.id for x in await tx.list_entries(sid)] == [b]
         assert (await tx.lock(sid)).running_turn_id == turn.id
 
@@ -311,7 +325,7 @@ async def test_q10_failed_start_turn_keeps_the_entry(store: SqlStore) -> None:
             await tx.start_turn(sid, prompt="a", source=USER, consume=[a])
             raise RuntimeError("delivery failed")
     async with store.transaction() as tx:
-        assert await tx.in_flight_sessions() == [sid]
+        assert await in_flight_sessions(tx) == [sid]
         assert await tx.release_entries(sid, None) == 1
     assert await visible(store, sid) == [(1, "a")]
 
@@ -408,10 +422,10 @@ async def test_q13_one_queue_revision_per_transaction(store: SqlStore) -> None:
     revision (no snapshot can show the state between them), and the next commit gets the next."""
     sid = await new_session(store)
     async with store.transaction() as tx:
-        first = await tx.bump_queue_revision(sid)
-        assert await tx.bump_queue_revision(sid) == first
+        first = await bump(tx, sid)
+        assert await bump(tx, sid) == first
     async with store.transaction() as tx:
-        assert await tx.bump_queue_revision(sid) == first + 1
+        assert await bump(tx, sid) == first + 1
         view = await tx.view(sid)
         assert view is not None and view.policy.revision == first + 1
 
@@ -450,7 +464,7 @@ async def test_concurrent_write_transactions_all_succeed(store: SqlStore) -> Non
         async with store.transaction() as tx:
             await tx.lock(sid)
             await tx.add_entry(sid, content=f"m{i}", source=USER)
-            return await tx.bump_queue_revision(sid)
+            return await bump(tx, sid)
 
     revisions = await asyncio.gather(*(writer(i) for i in range(20)))
     assert sorted(revisions) == list(range(1, 21))
@@ -535,12 +549,15 @@ async def test_p6_queued_counter_follows_every_entry_change(store: SqlStore) -> 
         assert (await tx.view(dst)).queued == 1  # type: ignore[union-attr]
 
 
-async def test_p6_queued_counter_counts_rows_written_outside_the_store(store: SqlStore) -> None:
+async def test_p6_queued_counter_counts_rows_written_outside_the_store(
+    store: SqlStore, database_url: str
+) -> None:
     """The counter is kept by the database (triggers), so a seed script or an operator's bulk
     INSERT/UPDATE/DELETE cannot make it drift."""
     from sqlalchemy import delete, insert, update
 
     from turnqueue.domain import utcnow
+    from turnqueue.store.engine import create_engine_for_url
     from turnqueue.store.tables import queue_entries as qe
 
     sid, other = await new_session(store), await new_session(store)
@@ -557,15 +574,17 @@ async def test_p6_queued_counter_counts_rows_written_outside_the_store(store: Sq
         }
         for i in range(1, 41)
     ]
-    async with store.engine.begin() as conn:
+    engine = create_engine_for_url(database_url)  # an operator's own connection
+    async with engine.begin() as conn:
         await conn.execute(insert(qe), rows)
     async with store.read() as tx:
         await _assert_counted(tx, sid)
         assert (await tx.view(sid)).queued == 30  # type: ignore[union-attr]
-    async with store.engine.begin() as conn:
+    async with engine.begin() as conn:
         await conn.execute(insert(qe).from_select(list(rows[0]), _copy_of(qe, sid, other)))
         await conn.execute(update(qe).where(qe.c.session_id == sid).values(in_flight=False))
         await conn.execute(delete(qe).where(qe.c.session_id == other, qe.c.position > 30))
+    await engine.dispose()
     async with store.read() as tx:
         await _assert_counted(tx, sid, other)
         assert [(await tx.view(s)).queued for s in (sid, other)] == [40, 23]  # type: ignore[union-attr]
@@ -597,7 +616,7 @@ async def test_a_cancelled_writer_leaves_nothing_and_blocks_nobody(store: SqlSto
             await tx.lock(sid)
             await tx.add_entry(sid, content=f"doomed {i}", source=USER)
             await tx.reserve_head(sid)
-            await tx.bump_queue_revision(sid)
+            await bump(tx, sid)
             await asyncio.sleep(30)
 
     for yields in range(8):  # cancelled after 0, 1, 2, … turns of the event loop
@@ -611,7 +630,7 @@ async def test_a_cancelled_writer_leaves_nothing_and_blocks_nobody(store: SqlSto
     async with store.transaction() as tx:
         view = await tx.lock(sid)
         assert (view.policy.revision, view.queued) == (0, 1)
-        assert await tx.in_flight_sessions() == []
+        assert await in_flight_sessions(tx) == []
         await tx.add_entry(sid, content="next", source=USER)
     assert await visible(store, sid) == [(1, "kept"), (2, "next")]
     assert kept

@@ -78,3 +78,30 @@ def test_a_statement_compiles_once_per_dialect() -> None:
     assert statement.plan(SQLITE) is statement.plan(SQLITE)
     assert statement.plan(PG) is not statement.plan(SQLITE)
     assert "$1" in statement.plan(PG).sql and "?" in statement.plan(SQLITE).sql
+
+
+def test_p1_the_bare_postgresql_dialect_compiles_what_an_engine_s_would() -> None:
+    """The PostgreSQL store has no SQLAlchemy engine: its statements compile with a bare asyncpg
+    dialect, to the very SQL, parameters and processors an asyncpg engine's dialect gives."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from turnqueue.store import entries, instances, output, postgres, queuestate, rows, tx
+
+    engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:1/none")
+    compared = 0
+    for module in (tx, entries, rows, instances, output, queuestate, postgres):
+        for value in vars(module).values():
+            for statement in value.values() if isinstance(value, dict) else [value]:
+                if not isinstance(statement, Statement):
+                    continue
+                ours, theirs = (
+                    statement.plan(postgres.DIALECT),
+                    Plan.compile(statement.clause, engine.dialect),
+                )
+                assert ours.sql == theirs.sql
+                assert [n for n, _ in ours.params] == [n for n, _ in theirs.params]
+                assert [type(p) for _, p in ours.params] == [type(p) for _, p in theirs.params]
+                assert ours.bound == theirs.bound
+                assert (ours.results is None) == (theirs.results is None)
+                compared += 1
+    assert compared > 20

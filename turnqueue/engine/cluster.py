@@ -45,7 +45,7 @@ from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
-from turnqueue.store.notify import MAX_PAYLOAD_BYTES, Listener
+from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 
 __all__ = ["Cluster", "ClusterHooks", "OwnerUnreachable"]
 
@@ -66,7 +66,6 @@ class Cluster:
         *,
         instance: int,
         lease: float,
-        url: str,
         store: Store,
         bus: EventBus,
         cancellations: CancellationRegistry,
@@ -90,7 +89,7 @@ class Cluster:
         self._unconfirmed: dict[str, int] = {}
         self._confirming: asyncio.Task[None] | None = None
         self._last_live: set[int] = set()
-        self._listener = Listener(url, self._on_message, self._on_resync)
+        self._listener = store.listen(self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
         self._beat = asyncio.Event()

@@ -40,7 +40,6 @@ async def join_cluster(core: Core, turns: Turns, served: Mapping[str, Handler]) 
     core.cluster = cluster = Cluster(
         instance=core.instance,
         lease=core.settings.lease_seconds,
-        url=core.store.url,
         store=core.store,
         bus=core.bus,
         cancellations=core.cancellations,

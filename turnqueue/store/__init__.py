@@ -3,6 +3,6 @@
 This package is the only place SQL lives. The engine sees :class:`Store` and :class:`Tx` only.
 """
 
-from turnqueue.store.protocol import Reservation, ReserveOutcome, SessionView, Store, Tx
+from turnqueue.store.protocol import Listener, SessionView, Store, Tx
 
-__all__ = ["Reservation", "ReserveOutcome", "SessionView", "Store", "Tx"]
+__all__ = ["Listener", "SessionView", "Store", "Tx"]

@@ -14,14 +14,15 @@ from typing import Any
 from sqlalchemy import and_, insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
-from turnqueue.store.conn import AnyRow, Conn
+from turnqueue.store.conn import Conn
 from turnqueue.store.rows import RUNNING
+from turnqueue.store.statement import Record
 from turnqueue.store.tables import approvals, turns
 
 _PENDING = ApprovalOutcome.PENDING.value
 
 
-def approval_from(row: AnyRow) -> Approval:
+def approval_from(row: Record) -> Approval:
     options = tuple(
         ApprovalOption(str(o["id"]), str(o["name"]), str(o["kind"]))
         for o in json.loads(row.options)

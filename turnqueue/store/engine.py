@@ -1,5 +1,6 @@
-"""Creating the ``AsyncEngine`` for SQLite (aiosqlite) or PostgreSQL (asyncpg), and on SQLite the
-synchronous (pysqlite) engine of the store's write connection.
+"""SQLAlchemy engines: the ``AsyncEngine`` of the migrations (SQLite on aiosqlite, PostgreSQL on
+asyncpg) and of SQLite's reads, and the synchronous (pysqlite) engine of SQLite's write
+connection. The PostgreSQL store has no engine (``turnqueue.store.postgres``).
 
 SQLite hazards handled here:
 
@@ -8,11 +9,11 @@ SQLite hazards handled here:
 * Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
   transaction never fails half-way when upgrading from a read lock). A connection opts in with
   the execution option :data:`IMMEDIATE` (migrations); reads use a deferred ``BEGIN`` (a WAL
-  snapshot). The store's write connection begins its own transactions (``store.sql``). Both
+  snapshot). The store's write connection begins its own transactions (``store.sqlite``). Both
   engines share these listeners.
 * Within one process every write transaction additionally holds one ``asyncio.Lock`` (see
-  :class:`turnqueue.store.sql.SqlStore`) so concurrent tasks wait in line instead of spinning on
-  SQLITE_BUSY; the busy timeout only covers other processes.
+  :class:`turnqueue.store.sqlite.SqliteStore`) so concurrent tasks wait in line instead of
+  spinning on SQLITE_BUSY; the busy timeout only covers other processes.
 """
 
 from __future__ import annotations
@@ -25,21 +26,12 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from turnqueue.settings import Settings, async_database_url
+from turnqueue.settings import async_database_url
 
 #: Execution option that makes the ``begin`` event emit ``BEGIN IMMEDIATE`` (SQLite only).
 IMMEDIATE = "turnqueue_begin_immediate"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-
-
-def create_engine(settings: Settings) -> AsyncEngine:
-    """The engine for ``settings.database_url``; no I/O happens until first use."""
-    return create_engine_for_url(
-        settings.async_database_url,
-        pool_size=settings.db_pool_size,
-        timeout=settings.db_timeout,
-    )
 
 
 def create_engine_for_url(url: str, *, pool_size: int = 5, timeout: float = 30.0) -> AsyncEngine:
@@ -66,7 +58,7 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
 
 def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
     """A synchronous (pysqlite) engine for the store's write connection
-    (``turnqueue.store.conn.SqliteWriter``), with the same pragmas."""
+    (``turnqueue.store.sqlite.SqliteWriter``), with the same pragmas."""
     busy_timeout_ms = _busy_timeout_ms(timeout)
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),

@@ -37,7 +37,7 @@ locks = queue_session_locks
 # -- prebuilt statements (see turnqueue.store.rows) ---------------------------------------------
 #: (tail sort key, visible count). The tail is over in-flight entries too, so nothing visible
 #: sorts after it; the count is the lock row's trigger-kept counter (no scan of the queue).
-_tail = select(
+tail_select = select(
     select(func.coalesce(func.max(qe.c.position), 0))
     .where(qe.c.session_id == bindparam("p_session_id"))
     .scalar_subquery()
@@ -47,8 +47,8 @@ _tail = select(
     .scalar_subquery()
     .label("visible"),
 )
-_TAIL = Statement(_tail)
-_ENTRY_VALUES = {
+_TAIL = Statement(tail_select)
+ENTRY_VALUES = {
     "id": bindparam("p_id", type_=String),
     "session_id": bindparam("p_session_id", type_=String),
     "content": bindparam("p_content", type_=Text),
@@ -57,20 +57,7 @@ _ENTRY_VALUES = {
     "in_flight": false(),
 }
 _INSERT_ENTRY = Statement(
-    insert(qe).values(position=bindparam("p_position", type_=BigInteger), **_ENTRY_VALUES)
-)
-#: PostgreSQL: ``add_entry`` in one round trip (a data-modifying WITH; SQLite has none, and
-#: there a statement costs no round trip). Returns the visible count before the insert.
-_tail_cte = _tail.cte("tail")
-_ADD_ENTRY_PG = Statement(
-    select(_tail_cte.c.visible).add_cte(
-        insert(qe)
-        .from_select(
-            ["position", *_ENTRY_VALUES],
-            select(_tail_cte.c.tail + 1, *_ENTRY_VALUES.values()),
-        )
-        .cte("inserted")
-    )
+    insert(qe).values(position=bindparam("p_position", type_=BigInteger), **ENTRY_VALUES)
 )
 _head = qe.alias("head")
 # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent reservation
@@ -114,10 +101,9 @@ _COUNT_BEFORE = Statement(
 
 
 class EntryStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection, and ``self._pg``."""
+    """Mixin: needs ``self._conn``, the transaction's connection."""
 
     _conn: Conn
-    _pg: bool
 
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
@@ -134,14 +120,15 @@ class EntryStatements:
             "p_source": source.value,
             "p_now": queued_at,
         }
-
-        if self._pg:
-            visible = await self._conn.scalar(_ADD_ENTRY_PG, params)
-        else:
-            tail, visible = (await self._conn.execute(_TAIL, params)).one()
-            await self._conn.execute(_INSERT_ENTRY, {**params, "p_position": int(tail) + 1})
+        visible = await self._insert_entry(params)
         ordinal = int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
         return QueueEntry(entry_id, session_id, ordinal, content, source, queued_at)
+
+    async def _insert_entry(self, params: dict[str, Any]) -> int | None:
+        """Insert at the tail; the visible count before it."""
+        tail, visible = (await self._conn.execute(_TAIL, params)).one()
+        await self._conn.execute(_INSERT_ENTRY, {**params, "p_position": int(tail) + 1})
+        return int(visible) if visible is not None else None
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
         params = {"p_id": entry_id, "p_content": content}
@@ -224,10 +211,6 @@ class EntryStatements:
             qe.c.session_id == session_id, qe.c.in_flight == true(), qe.c.id.in_(list(entry_ids))
         )
         return int(await self._conn.scalar(stmt) or 0)
-
-    async def in_flight_sessions(self) -> list[str]:
-        stmt = select(qe.c.session_id).where(qe.c.in_flight == true()).distinct()
-        return sorted(str(sid) for sid in (await self._conn.scalars(stmt)))
 
     async def move_entries(self, source_id: str, destination_id: str) -> int:
         # Every entry moves, in-flight ones included (they keep their flag; see release_entries).

@@ -12,13 +12,11 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, false, or_, select, text, true, update
+from sqlalchemy import ColumnElement, delete, false, or_, select, true, update
 
 from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
 from turnqueue.store.conn import Conn
-from turnqueue.store.notify import CHANNEL
 from turnqueue.store.rows import RUNNING, turn_from
-from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
     clarifications,
     instances,
@@ -31,16 +29,6 @@ from turnqueue.store.tables import (
 
 qe = queue_entries
 
-#: Every notification of a transaction in one round trip. Hazard (order): PostgreSQL evaluates
-#: volatile select-list functions after ORDER BY (since 9.6), so they are sent in list order,
-#: and delivered in the order sent.
-NOTIFY_ALL = Statement(
-    text(
-        "SELECT pg_notify(:channel, n.payload) "
-        "FROM unnest(CAST(:payloads AS text[])) WITH ORDINALITY AS n(payload, i) ORDER BY n.i"
-    )
-)
-
 
 def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
     ids = list(live)
@@ -48,24 +36,14 @@ def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
 
 
 class InstanceStatements:
-    """Mixin: needs ``self._conn`` and ``self._pg``."""
+    """Mixin: needs ``self._conn``."""
 
     _conn: Conn
-    _pg: bool
-    _notifications: list[str]
 
     def notify(self, payload: str) -> None:
         """Send ``payload`` to every instance when (and only if) this transaction commits.
 
-        A no-op on SQLite, which has a single process."""
-        if self._pg:
-            self._notifications.append(payload)
-
-    async def flush_notifications(self) -> None:
-        """Called by the store right before COMMIT (PostgreSQL delivers them at COMMIT)."""
-        if self._notifications:
-            payloads, self._notifications = self._notifications, []
-            await self._conn.execute(NOTIFY_ALL, {"channel": CHANNEL, "payloads": payloads})
+        A no-op here (SQLite has a single process); ``PostgresTx`` sends it."""
 
     async def register_instance(self, instance: int) -> None:
         now = utcnow()

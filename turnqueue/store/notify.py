@@ -4,10 +4,11 @@ Sending is done by the store: ``Tx.notify`` inside a transaction (PostgreSQL del
 COMMIT, in commit order, and drops it on ROLLBACK — exactly "publish after commit") and
 ``Store.notify`` outside one (runtime events: cancellation transitions, output, commands).
 
-Receiving is :class:`Listener`: one dedicated asyncpg connection that LISTENs on the channel and
-hands every payload to a callback. Hazard: a dropped connection loses every notification sent
-while it was down, so after each reconnect ``on_resync`` is called and the caller tells every
-local subscriber to read a fresh snapshot instead of trusting its stream.
+Receiving is :class:`Listener` (``PostgresStore.listen``): one dedicated asyncpg connection
+that LISTENs on the channel and hands every payload to a callback. Hazard: a dropped connection
+loses every notification sent while it was down, so after each reconnect ``on_resync`` is called
+and the caller tells every local subscriber to read a fresh snapshot instead of trusting its
+stream.
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ def asyncpg_dsn(url: str) -> str:
 class Listener:
     def __init__(
         self,
-        url: str,
+        dsn: str,
         on_message: Callable[[str], None],
         on_resync: Callable[[], None],
         *,
         channel: str = CHANNEL,
         retry_seconds: float = 0.5,
     ) -> None:
-        self._dsn = asyncpg_dsn(url)
+        self._dsn = dsn
         self._on_message = on_message
         self._on_resync = on_resync
         self._channel = channel

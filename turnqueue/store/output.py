@@ -29,13 +29,12 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    text,
 )
 
 from turnqueue.domain import ItemKind, OutputRecord
-from turnqueue.store.conn import AnyRow, Conn
+from turnqueue.store.conn import Conn
 from turnqueue.store.rows import RUNNING
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import turn_output, turns
 
 _TAKE_RUNNING = Statement(
@@ -53,20 +52,6 @@ _INSERT_ONE = Statement(
         item_key=bindparam("p_key", type_=String),
         text=bindparam("p_text", type_=Text),
         data=bindparam("p_data", type_=JSON),
-    )
-)
-#: PostgreSQL: the whole batch in one round trip (the driver binds Python lists as arrays), and
-#: only while the turn is RUNNING: the CTE takes the turn row first, so no row is inserted (the
-#: row count is 0) once the turn's end has committed.
-_INSERT_MANY_PG = Statement(
-    text(
-        "WITH running AS (SELECT id FROM turns WHERE id = :turn_id AND status = 'RUNNING' "
-        "FOR UPDATE) "
-        'INSERT INTO turn_output (turn_id, seq, "offset", kind, item_key, text, data) '
-        "SELECT running.id, u.s, u.o, u.k, u.ik, u.t, CAST(u.d AS json) FROM running, unnest("
-        "CAST(:seqs AS integer[]), CAST(:offsets AS bigint[]), CAST(:kinds AS text[]), "
-        "CAST(:keys AS text[]), CAST(:texts AS text[]), CAST(:datas AS text[])"
-        ") AS u(s, o, k, ik, t, d)"
     )
 )
 _COLUMNS = (
@@ -98,7 +83,7 @@ _RECORDS_AFTER = Statement(
 )
 
 
-def _record(turn_id: str, row: AnyRow) -> OutputRecord:
+def _record(turn_id: str, row: Record) -> OutputRecord:
     data = row.data
     if isinstance(data, str):  # PostgreSQL ``json`` may come back as its text
         data = json.loads(data)
@@ -114,18 +99,15 @@ def _record(turn_id: str, row: AnyRow) -> OutputRecord:
 
 
 class OutputStatements:
-    """Mixin: needs ``self._conn`` and ``self._pg``."""
+    """Mixin: needs ``self._conn``. ``PostgresTx`` sends a batch in one round trip."""
 
     _conn: Conn
-    _pg: bool
 
     async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
         """Append ``records`` to a RUNNING turn's log; False (nothing written) once it ended."""
-        if self._pg and records:
-            return await self._append_pg(turn_id, records)
         if await self._conn.scalar(_TAKE_RUNNING, {"p_turn_id": turn_id}) is None:
             return False
-        for r in records:  # SQLite: in process, one prebuilt statement per record
+        for r in records:  # one prebuilt statement per record (SQLite: in process)
             params: dict[str, Any] = {
                 "p_turn_id": turn_id,
                 "p_seq": r.seq,
@@ -137,24 +119,6 @@ class OutputStatements:
             }
             await self._conn.execute(_INSERT_ONE, params)
         return True
-
-    async def _append_pg(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
-        datas: list[str | None] = [
-            None if r.data is None else json.dumps(r.data, separators=(",", ":")) for r in records
-        ]
-        result = await self._conn.execute(
-            _INSERT_MANY_PG,
-            {
-                "turn_id": turn_id,
-                "seqs": [r.seq for r in records],
-                "offsets": [r.offset for r in records],
-                "kinds": [r.kind.value for r in records],
-                "keys": [r.key for r in records],
-                "texts": [r.text for r in records],
-                "datas": datas,
-            },
-        )
-        return result.rowcount > 0
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
         """The MESSAGE records of the turn's log that end after ``after_offset`` characters."""

@@ -24,15 +24,12 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
-from turnqueue.domain import Session, Task, Turn
-from turnqueue.store.conn import AnyRow
+from turnqueue.domain import MAX_PAGE, Session, Task, Turn, clamp_page
 from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
+from turnqueue.store.statement import Record
 from turnqueue.store.tables import sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
-
-#: The most items one page answers, whatever was asked (SPEC §7's cap of 200).
-MAX_PAGE = 200
 
 
 def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> ColumnElement[bool]:
@@ -56,8 +53,8 @@ class _Listing:
         columns: Sequence[Any],
         *,
         newest_first: bool,
-        key_of: Callable[[AnyRow], Any],
-        item_of: Callable[[AnyRow], Any],
+        key_of: Callable[[Record], Any],
+        item_of: Callable[[Record], Any],
     ) -> None:
         self.base = base
         self.columns = list(columns)
@@ -96,7 +93,7 @@ async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, 
     (counting last, the mirror image)."""
     from_end = window.last is not None
     count = window.last if from_end else window.first
-    limit = max(0, min(count if count is not None else MAX_PAGE, MAX_PAGE))
+    limit = clamp_page(count if count is not None else MAX_PAGE)
     stmt = listing.base
     if window.after is not None:
         stmt = stmt.where(listing.after(window.after))
@@ -121,15 +118,15 @@ async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, 
     return Page(items=items, has_previous=has_previous, has_next=has_next)
 
 
-def _task_key(row: AnyRow) -> TaskKey:
+def _task_key(row: Record) -> TaskKey:
     return (row._mapping["created_at"], row._mapping["id"])
 
 
-def _session_key(row: AnyRow) -> SessionKey:
+def _session_key(row: Record) -> SessionKey:
     return (row._mapping["created_at"], row._mapping["id"])
 
 
-def _turn_key(row: AnyRow) -> TurnKey:
+def _turn_key(row: Record) -> TurnKey:
     return int(row._mapping["seq"])
 
 

@@ -4,7 +4,7 @@ The caller owns the transaction::
 
     async with store.transaction() as tx:
         view = await tx.lock(session_id)       # the session's lock row first (Q3)
-        reservation = await tx.reserve_head(session_id)
+        entry = await tx.reserve_head(session_id)
         ...
     # committed here; ``tx.after_commit`` callbacks have run
 
@@ -19,18 +19,17 @@ writer and ``lock`` only reads.
 
 Revisions (R1): methods that change a session's state, turns or clarification bump the session's
 revision themselves and return the new value. Queue changes do *not* bump the queue revision by
-themselves: the engine calls :meth:`Tx.bump_queue_revision` in every transaction that changed the
+themselves: the engine calls :meth:`Tx.bump_queue` in every transaction that changed the
 queue status (entries, policy, pause reason or holds), and the store bumps it once per
 transaction and session however often it is called, so one commit is one revision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
 from turnqueue.domain import (
@@ -48,18 +47,6 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
-
-
-class ReserveOutcome(StrEnum):
-    RESERVED = "RESERVED"
-    PAUSED = "PAUSED"  # auto_run is false: the head stays queued (Q3 "paused" vs "empty")
-    EMPTY = "EMPTY"
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    outcome: ReserveOutcome
-    entry: QueueEntry | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +93,18 @@ class Page(Generic[K, T]):
     has_next: bool
 
 
+class Listener(Protocol):
+    """Hears the notifications of every instance (``Tx.notify``, ``Store.notify``)."""
+
+    #: How often the connection was lost and re-established.
+    reconnects: int
+
+    async def start(self) -> None:
+        """Connect and listen; returns once the first listen is in place."""
+
+    async def aclose(self) -> None: ...
+
+
 class Tx(Protocol):
     def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` (sync, or returning an awaitable that is awaited) after COMMIT."""
@@ -150,7 +149,7 @@ class Tx(Protocol):
         """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""
 
     async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
-        """Every record of the turn's log after ``after_seq`` (text and items), in order."""
+        """Every record of the turn's log after ``after_seq``, in order (text and items: A3)."""
 
     async def output_text(self, turn_id: str) -> str:
         """The turn's output text as its log holds it."""
@@ -241,9 +240,6 @@ class Tx(Protocol):
 
     async def get_turn(self, turn_id: str) -> Turn | None: ...
 
-    async def running_turns(self) -> list[Turn]:
-        """Every RUNNING turn of every session (recovery, M6)."""
-
     # -- clarifications ---------------------------------------------------------------------
     async def set_clarification(
         self, session_id: str, *, turn_id: str | None, question: str
@@ -263,13 +259,11 @@ class Tx(Protocol):
     async def delete_policy(self, session_id: str) -> None:
         """Remove the policy row (W3); the session then reads auto-run true again."""
 
-    async def bump_queue_revision(self, session_id: str) -> int:
-        """Increment the durable queue revision kept on the lock row (never deleted), once per
-        transaction: a second call in the same transaction returns the same revision."""
-
     async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
-        """:meth:`bump_queue_revision`, also raising the session's durable cancellation floor
-        to at least ``cancel_floor`` (R2). Returns the queue revision and the stored floor."""
+        """Increment the durable queue revision kept on the lock row (never deleted), once per
+        transaction: a second call in the same transaction returns the same revision. Also
+        raise the session's durable cancellation floor to at least ``cancel_floor`` (R2).
+        Returns the queue revision and the stored floor."""
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
@@ -311,9 +305,6 @@ class Tx(Protocol):
         """How many of these entries are in flight in this session's queue (a Send Now checks
         that its claim is still its own before it starts, W3)."""
 
-    async def in_flight_sessions(self) -> list[str]:
-        """Sessions that have in-flight entries (recovery, M6)."""
-
     async def move_entries(self, source_id: str, destination_id: str) -> int:
         """Move every entry of the source to the destination's tail, in order (W3)."""
 
@@ -337,8 +328,10 @@ class Store(Protocol):
     def shared(self) -> bool:
         """True when several processes may share the database (PostgreSQL)."""
 
-    @property
-    def url(self) -> str: ...
+    def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
+        """A listener for every instance's notifications (M4), not yet started: each payload
+        goes to ``on_payload``; ``on_resync`` is called after each reconnect, when what was
+        sent during the outage is lost. Only where :attr:`shared` (PostgreSQL)."""
 
     async def notify(self, payloads: Sequence[str]) -> None:
         """Send runtime notifications to every instance now, in order."""
@@ -374,6 +367,3 @@ class Store(Protocol):
 
     async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
         """The session's turns, oldest first."""
-
-
-AfterCommit = Callable[[], Awaitable[None] | None]

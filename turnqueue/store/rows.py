@@ -8,8 +8,8 @@ literals that partial indexes need (``'RUNNING'``, ``in_flight = false``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from sqlalchemy import (
     ColumnClause,
@@ -33,9 +33,8 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
-from turnqueue.store.conn import AnyRow
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import (
     clarifications,
     queue_entries,
@@ -53,18 +52,26 @@ VISIBLE = queue_entries.c.in_flight == false()
 ENTRY_ORDER = (queue_entries.c.position, queue_entries.c.id)
 
 
+class Mapped(Protocol):
+    """A row by column name: a :class:`~turnqueue.store.statement.Record` or a
+    :class:`Prefixed` part of one."""
+
+    @property
+    def _mapping(self) -> Mapping[str, Any]: ...
+
+
 class Prefixed:
     """The columns of ``row`` whose names start with ``prefix``, without it: one table's part
     of a row that joins two tables with the same column names."""
 
     __slots__ = ("_mapping",)
 
-    def __init__(self, row: Any, prefix: str) -> None:
+    def __init__(self, row: Record, prefix: str) -> None:
         cut = len(prefix)
         self._mapping = {k[cut:]: v for k, v in row._mapping.items() if k.startswith(prefix)}
 
 
-def task_from(row: AnyRow) -> Task:
+def task_from(row: Mapped) -> Task:
     m = row._mapping
     return Task(
         id=m["id"],
@@ -76,7 +83,7 @@ def task_from(row: AnyRow) -> Task:
     )
 
 
-def session_from(row: AnyRow) -> Session:
+def session_from(row: Mapped) -> Session:
     m = row._mapping
     return Session(
         id=m["id"],
@@ -90,7 +97,7 @@ def session_from(row: AnyRow) -> Session:
     )
 
 
-def turn_from(row: AnyRow) -> Turn:
+def turn_from(row: Mapped) -> Turn:
     m = row._mapping
     return Turn(
         id=m["id"],
@@ -108,7 +115,7 @@ def turn_from(row: AnyRow) -> Turn:
     )
 
 
-def entry_from(row: AnyRow, ordinal: int) -> QueueEntry:
+def entry_from(row: Record, ordinal: int) -> QueueEntry:
     """``ordinal`` is the 1-based place among visible entries, never the stored sort key."""
     m = row._mapping
     return QueueEntry(
@@ -121,7 +128,7 @@ def entry_from(row: AnyRow, ordinal: int) -> QueueEntry:
     )
 
 
-def entries_from(rows: Sequence[AnyRow]) -> list[QueueEntry]:
+def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
     return [entry_from(row, i) for i, row in enumerate(rows, start=1)]
 
 
@@ -184,7 +191,7 @@ VISIBLE_ENTRIES = Statement(
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
-def view_from(row: AnyRow) -> SessionView:
+def view_from(row: Record) -> SessionView:
     m = row._mapping
     session = session_from(row)
     auto_run = m["auto_run"]

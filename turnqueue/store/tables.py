@@ -1,14 +1,30 @@
-"""SQLAlchemy Core schema: the single description of every table turnqueue stores.
+"""The schema: every table turnqueue stores, declared as SQLModel models (``table=True``).
 
-The Alembic migrations create exactly this (``tests/store/test_migrations.py`` compares them). Ids
-are UUID strings, enums are stored as their string values, timestamps are timezone-aware UTC.
+The Alembic migrations create exactly this (``tests/store/test_migrations.py`` runs autogenerate's
+comparison against a migrated database). Ids are UUID strings, enums are stored as their string
+values, timestamps are timezone-aware UTC.
+
+How the models are written, and why:
+
+* Every field has an explicit ``sa_column``: SQLModel's own choices would be wrong here (a ``str``
+  becomes an unbounded ``VARCHAR`` where the schema has ``VARCHAR(36)`` or ``TEXT``, an ``int``
+  an ``INTEGER`` where revisions and epochs are ``BIGINT``, no ``UtcDateTime``, no server
+  defaults), and the column order is the table's.
+* No Python-side defaults: statements run on the driver without SQLAlchemy's execution
+  context, which is what would apply them (``turnqueue.store.statement``); defaults are the
+  server's. No field has a default, so none can become one.
+* The models share a metadata of their own (:data:`metadata`, with the naming convention), not
+  SQLModel's global one.
+* The models are the schema, not the rows the store passes around: statements are SQLAlchemy
+  Core, compiled once from ``Model.__table__`` (the module-level tables below), and rows become
+  domain dataclasses (``turnqueue.store.rows``). No ORM session, no model instances.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -29,7 +45,9 @@ from sqlalchemy import (
     text,
     true,
 )
+from sqlalchemy.orm import registry
 from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -39,6 +57,10 @@ NAMING_CONVENTION = {
 }
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class TableModel(SQLModel, registry=registry(metadata=metadata)):
+    """The base of every table model: turnqueue's own registry and metadata."""
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -95,204 +117,240 @@ class UtcDateTime(TypeDecorator[datetime]):
 #: The durable epoch source on PostgreSQL (R2). SQLite uses the ``epochs`` table instead.
 epoch_seq = Sequence("turnqueue_epoch_seq", metadata=metadata)
 
-tasks = Table(
-    "tasks",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("title", Text, nullable=False),
-    Column("owner", String(200), nullable=False),
-    Column("workflow_step", String(200), nullable=False),
+
+def _column(*args: Any, **kwargs: Any) -> Any:
+    """A field of a table model: exactly this column, and no default."""
+    return Field(sa_column=Column(*args, **kwargs))
+
+
+class TaskRow(TableModel, table=True):
+    __tablename__ = "tasks"
+    __table_args__ = (Index("ix_tasks_owner_created_at", "owner", "created_at"),)
+
+    id: str = _column(String(36), primary_key=True)
+    title: str = _column(Text, nullable=False)
+    owner: str = _column(String(200), nullable=False)
+    workflow_step: str = _column(String(200), nullable=False)
     # No FK: sessions reference tasks, and a task points at its current session (a cycle).
-    Column("current_session_id", String(36), nullable=True),
-    Column("created_at", UtcDateTime, nullable=False),
-    Index("ix_tasks_owner_created_at", "owner", "created_at"),
-)
+    current_session_id: str | None = _column(String(36), nullable=True)
+    created_at: datetime = _column(UtcDateTime, nullable=False)
 
-sessions = Table(
-    "sessions",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("task_id", String(36), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
-    Column("agent", String(100), nullable=False),
-    Column("state", String(32), nullable=False),
-    Column("revision", BigInteger, nullable=False),
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("updated_at", UtcDateTime, nullable=False),
+
+class SessionRow(TableModel, table=True):
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_task_id", "task_id"),)
+
+    id: str = _column(String(36), primary_key=True)
+    task_id: str = _column(String(36), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False)
+    agent: str = _column(String(100), nullable=False)
+    state: str = _column(String(32), nullable=False)
+    revision: int = _column(BigInteger, nullable=False)
+    created_at: datetime = _column(UtcDateTime, nullable=False)
+    updated_at: datetime = _column(UtcDateTime, nullable=False)
     # The task reached the workflow's last step while a turn ran: COMPLETED when it ends (0005).
-    Column("complete_on_idle", Boolean, nullable=False, server_default=false()),
-    Index("ix_sessions_task_id", "task_id"),
-)
+    complete_on_idle: bool = _column(Boolean, nullable=False, server_default=false())
 
-turns = Table(
-    "turns",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+
+class TurnRow(TableModel, table=True):
+    __tablename__ = "turns"
+    __table_args__ = (
+        Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
+        # The view's "newest RUNNING turn" and recovery (M6); queries must use the literal
+        # 'RUNNING' to hit it.
+        Index(
+            "ix_turns_running",
+            "session_id",
+            "seq",
+            postgresql_where="status = 'RUNNING'",
+            sqlite_where="status = 'RUNNING'",
+        ),
+    )
+
+    id: str = _column(String(36), primary_key=True)
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
     # Per-session ordinal: turns are ordered by it (timestamps can tie).
-    Column("seq", Integer, nullable=False),
-    Column("prompt", Text, nullable=False),
-    Column("source", String(16), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("output", Text, nullable=False),
-    Column("error", Text, nullable=True),
-    Column("started_at", UtcDateTime, nullable=False),
-    Column("ended_at", UtcDateTime, nullable=True),
+    seq: int = _column(Integer, nullable=False)
+    prompt: str = _column(Text, nullable=False)
+    source: str = _column(String(16), nullable=False)
+    status: str = _column(String(16), nullable=False)
+    output: str = _column(Text, nullable=False)
+    error: str | None = _column(Text, nullable=True)
+    started_at: datetime = _column(UtcDateTime, nullable=False)
+    ended_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
-    Column("owner", BigInteger, nullable=True),
+    owner: int | None = _column(BigInteger, nullable=True)
     # The agent's process group and host, so recovery can kill what a dead server left (M6).
-    Column("agent_host", String(255), nullable=True),
-    Column("agent_pgid", Integer, nullable=True),
-    Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
-    # The view's "newest RUNNING turn" and recovery (M6); queries must use the literal
-    # 'RUNNING' to hit it.
-    Index(
-        "ix_turns_running",
-        "session_id",
-        "seq",
-        postgresql_where="status = 'RUNNING'",
-        sqlite_where="status = 'RUNNING'",
-    ),
-)
+    agent_host: str | None = _column(String(255), nullable=True)
+    agent_pgid: int | None = _column(Integer, nullable=True)
 
-queue_entries = Table(
-    "queue_entries",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+
+class QueueEntryRow(TableModel, table=True):
+    __tablename__ = "queue_entries"
+    __table_args__ = (
+        Index("ix_queue_entries_session_id_position", "session_id", "position"),
+        # The visible queue in FIFO order (head, listing); each dialect spells the predicate
+        # the way ``in_flight == false()`` renders, so the partial index is used.
+        Index(
+            "ix_queue_entries_visible",
+            "session_id",
+            "position",
+            "id",
+            postgresql_where="NOT in_flight",
+            sqlite_where="in_flight = 0",
+        ),
+        Index(
+            "ix_queue_entries_in_flight",
+            "session_id",
+            postgresql_where="in_flight",
+            sqlite_where="in_flight",
+        ),
+    )
+
+    id: str = _column(String(36), primary_key=True)
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
     # Sort key only; may go below 1 after a release (Q10). Exposed positions are ordinals.
-    Column("position", BigInteger, nullable=False),
-    Column("content", Text, nullable=False),
-    Column("source", String(16), nullable=False),
-    Column("queued_at", UtcDateTime, nullable=False),
-    Column("in_flight", Boolean, nullable=False, server_default=false()),
-    Column("reserved_at", UtcDateTime, nullable=True),
+    position: int = _column(BigInteger, nullable=False)
+    content: str = _column(Text, nullable=False)
+    source: str = _column(String(16), nullable=False)
+    queued_at: datetime = _column(UtcDateTime, nullable=False)
+    in_flight: bool = _column(Boolean, nullable=False, server_default=false())
+    reserved_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance that reserved it: if that instance dies, the entry goes back (Q10, M6).
-    Column("reserved_by", BigInteger, nullable=True),
-    Index("ix_queue_entries_session_id_position", "session_id", "position"),
-    # The visible queue in FIFO order (head, listing); each dialect spells the predicate the
-    # way ``in_flight == false()`` renders, so the partial index is used.
-    Index(
-        "ix_queue_entries_visible",
-        "session_id",
-        "position",
-        "id",
-        postgresql_where="NOT in_flight",
-        sqlite_where="in_flight = 0",
-    ),
-    Index(
-        "ix_queue_entries_in_flight",
-        "session_id",
-        postgresql_where="in_flight",
-        sqlite_where="in_flight",
-    ),
-)
+    reserved_by: int | None = _column(BigInteger, nullable=True)
 
-queue_session_locks = Table(
-    "queue_session_locks",
-    metadata,
-    # The Q3 lock row and the durable queue revision (Q13). Never deleted.
-    Column(
-        "session_id",
-        String(36),
-        ForeignKey("sessions.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("revision", BigInteger, nullable=False),
+
+class QueueSessionLockRow(TableModel, table=True):
+    """The Q3 lock row and the durable queue revision (Q13). Never deleted."""
+
+    __tablename__ = "queue_session_locks"
+    __table_args__ = (
+        # Recovery looks for marks every heartbeat: only the few marked rows are indexed.
+        Index(
+            "ix_queue_session_locks_cancel_mark",
+            "session_id",
+            postgresql_where="cancel_mark IS NOT NULL",
+            sqlite_where="cancel_mark IS NOT NULL",
+        ),
+    )
+
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    revision: int = _column(BigInteger, nullable=False)
     # Visible (not in-flight) entries of the session, so the view need not count the queue.
     # Kept by triggers on queue_entries (migration 0004), never written by the store.
-    Column("queued", BigInteger, nullable=False, server_default=text("0")),
-    # R2: the highest cancellation revision any instance published (or reserved) for the session.
-    Column("cancel_floor", BigInteger, nullable=False, server_default=text("0")),
+    queued: int = _column(BigInteger, nullable=False, server_default=text("0"))
+    # R2: the highest cancellation revision any instance published (or reserved) for it.
+    cancel_floor: int = _column(BigInteger, nullable=False, server_default=text("0"))
     # Q7: the turn an accepted explicit cancel is stopping, until its park is decided.
-    Column("cancel_mark", String(36), nullable=True),
-    # Recovery looks for marks every heartbeat: only the few marked rows are indexed.
-    Index(
-        "ix_queue_session_locks_cancel_mark",
-        "session_id",
-        postgresql_where="cancel_mark IS NOT NULL",
-        sqlite_where="cancel_mark IS NOT NULL",
-    ),
-)
+    cancel_mark: str | None = _column(String(36), nullable=True)
 
-queue_session_state = Table(
-    "queue_session_state",
-    metadata,
-    # The durable policy (Q1, Q14). A missing row reads auto_run true.
-    Column(
-        "session_id",
-        String(36),
-        ForeignKey("sessions.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("auto_run", Boolean, nullable=False, server_default=true()),
-    Column("pause_reason", String(16), nullable=True),
-)
 
-clarifications = Table(
-    "clarifications",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column(
-        "session_id",
+class QueueSessionStateRow(TableModel, table=True):
+    """The durable policy (Q1, Q14). A missing row reads auto_run true."""
+
+    __tablename__ = "queue_session_state"
+
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    auto_run: bool = _column(Boolean, nullable=False, server_default=true())
+    pause_reason: str | None = _column(String(16), nullable=True)
+
+
+class ClarificationRow(TableModel, table=True):
+    __tablename__ = "clarifications"
+
+    id: str = _column(String(36), primary_key=True)
+    session_id: str = _column(
         String(36),
         ForeignKey("sessions.id", ondelete="CASCADE"),
         nullable=False,
         unique=True,
-    ),
-    Column("turn_id", String(36), nullable=True),
-    Column("question", Text, nullable=False),
-    Column("asked_at", UtcDateTime, nullable=False),
-)
+    )
+    turn_id: str | None = _column(String(36), nullable=True)
+    question: str = _column(Text, nullable=False)
+    asked_at: datetime = _column(UtcDateTime, nullable=False)
 
-#: A6: every permission request of an ACP agent and its answer, kept with its turn.
-approvals = Table(
-    "approvals",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
-    Column("turn_id", String(36), ForeignKey("turns.id", ondelete="CASCADE"), nullable=False),
-    Column("title", Text, nullable=False),
-    Column("tool_call_id", Text, nullable=True),
-    Column("options", Text, nullable=False),  # JSON: [{"id", "name", "kind"}]
-    Column("requested_at", UtcDateTime, nullable=False),
-    Column("outcome", String(16), nullable=False),
-    Column("option_id", Text, nullable=True),
-    Column("answered_by", Text, nullable=True),
-    Column("answered_at", UtcDateTime, nullable=True),
-    Index("ix_approvals_turn", "turn_id"),
-    Index("ix_approvals_session_outcome", "session_id", "outcome"),
-)
 
-epochs = Table(
-    "epochs",
-    metadata,
-    # SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2).
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("created_at", UtcDateTime, nullable=False),
-    sqlite_autoincrement=True,
-)
+class ApprovalRow(TableModel, table=True):
+    """A6: every permission request of an ACP agent and its answer, kept with its turn."""
 
-instances = Table(
-    "instances",
-    metadata,
-    # One row per running server process (its epoch), heartbeated; a row whose heartbeat is
-    # older than the lease belongs to a dead process whose turns are recovered (M4, M6).
-    Column("id", BigInteger, primary_key=True, autoincrement=False),
-    Column("started_at", UtcDateTime, nullable=False),
-    Column("heartbeat_at", UtcDateTime, nullable=False),
-)
+    __tablename__ = "approvals"
+    __table_args__ = (
+        Index("ix_approvals_turn", "turn_id"),
+        Index("ix_approvals_session_outcome", "session_id", "outcome"),
+    )
 
-turn_output = Table(
-    "turn_output",
-    metadata,
-    # O1: a turn's durable output log, appended in batches while it runs; kept as long as the
-    # turn (deleted with it). ``offset`` counts MESSAGE characters before the record; ``data``
-    # is the item's JSON (NULL for a plain MESSAGE text chunk, whose text is ``text``).
-    Column("turn_id", String(36), ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True),
-    Column("seq", Integer, primary_key=True, autoincrement=False),
-    Column("offset", BigInteger, nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("item_key", String(200), nullable=True),
-    Column("text", Text, nullable=False),
-    Column("data", JSON, nullable=True),
-)
+    id: str = _column(String(36), primary_key=True)
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    turn_id: str = _column(String(36), ForeignKey("turns.id", ondelete="CASCADE"), nullable=False)
+    title: str = _column(Text, nullable=False)
+    tool_call_id: str | None = _column(Text, nullable=True)
+    options: str = _column(Text, nullable=False)  # JSON: [{"id", "name", "kind"}]
+    requested_at: datetime = _column(UtcDateTime, nullable=False)
+    outcome: str = _column(String(16), nullable=False)
+    option_id: str | None = _column(Text, nullable=True)
+    answered_by: str | None = _column(Text, nullable=True)
+    answered_at: datetime | None = _column(UtcDateTime, nullable=True)
+
+
+class EpochRow(TableModel, table=True):
+    """SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2)."""
+
+    __tablename__ = "epochs"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: int = _column(Integer, primary_key=True, autoincrement=True)
+    created_at: datetime = _column(UtcDateTime, nullable=False)
+
+
+class InstanceRow(TableModel, table=True):
+    """One row per running server process (its epoch), heartbeated; a row whose heartbeat is
+    older than the lease belongs to a dead process whose turns are recovered (M4, M6)."""
+
+    __tablename__ = "instances"
+
+    id: int = _column(BigInteger, primary_key=True, autoincrement=False)
+    started_at: datetime = _column(UtcDateTime, nullable=False)
+    heartbeat_at: datetime = _column(UtcDateTime, nullable=False)
+
+
+class TurnOutputRow(TableModel, table=True):
+    """O1: a turn's durable output log, appended in batches while it runs; kept as long as the
+    turn (deleted with it). ``offset`` counts MESSAGE characters before the record; ``data`` is
+    the item's JSON (NULL for a plain MESSAGE text chunk, whose text is ``text``)."""
+
+    __tablename__ = "turn_output"
+
+    turn_id: str = _column(String(36), ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True)
+    seq: int = _column(Integer, primary_key=True, autoincrement=False)
+    offset: int = _column(BigInteger, nullable=False)
+    kind: str = _column(String(16), nullable=False)
+    item_key: str | None = _column(String(200), nullable=True)
+    text: str = _column(Text, nullable=False)
+    data: Any = _column(JSON, nullable=True)
+
+
+def _table(model: type[TableModel]) -> Table:
+    return cast(Table, model.__table__)  # type: ignore[attr-defined]
+
+
+# -- the tables the statements are written against (SQLAlchemy Core) ---------------------------
+tasks = _table(TaskRow)
+sessions = _table(SessionRow)
+turns = _table(TurnRow)
+queue_entries = _table(QueueEntryRow)
+queue_session_locks = _table(QueueSessionLockRow)
+queue_session_state = _table(QueueSessionStateRow)
+clarifications = _table(ClarificationRow)
+approvals = _table(ApprovalRow)
+epochs = _table(EpochRow)
+instances = _table(InstanceRow)
+turn_output = _table(TurnOutputRow)

@@ -1,8 +1,10 @@
 r"""``SqlTx``: the :class:`~turnqueue.store.protocol.Tx` interface in SQLAlchemy Core.
 
-One ``SqlTx`` wraps one :class:`~turnqueue.store.conn.Conn` inside a transaction owned by
-:class:`~turnqueue.store.sql.SqlStore`. Nothing here commits. The dialect differences
-(``FOR UPDATE``, the epoch source, upserts) are the ``_pg`` branches of this class and nowhere else.
+One ``SqlTx`` wraps one :class:`~turnqueue.store.conn.Conn` inside a transaction owned by its
+store. Nothing here commits. This class is the portable SQL; the dialect differences (the
+``FOR UPDATE`` of the lock row, the epoch source, upserts, statements PostgreSQL sends in one
+round trip as a data-modifying ``WITH``) are the overrides of ``SqliteTx``
+(``turnqueue.store.sqlite``) and ``PostgresTx`` (``turnqueue.store.postgres``), nowhere else.
 
 Statements on the hot paths are :class:`~turnqueue.store.statement.Statement`\ s, built once
 and compiled once per dialect; the others are compiled on each call.
@@ -17,9 +19,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Executable,
-    Insert,
     String,
     Text,
     Update,
@@ -35,12 +35,9 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from turnqueue.domain import (
-    Clarification,
     MessageSource,
-    PauseReason,
     Session,
     SessionState,
     Task,
@@ -50,30 +47,26 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.store.approvals import ApprovalStatements
-from turnqueue.store.conn import AnyRow, Conn
+from turnqueue.store.conn import Conn, Params
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.output import OutputStatements
 from turnqueue.store.protocol import SessionView
+from turnqueue.store.queuestate import QueueStateStatements
 from turnqueue.store.rows import (
     RUNNING,
     SESSION,
     VIEW,
-    Prefixed,
     session_from,
     task_from,
     turn_from,
     view_from,
 )
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import (
     UtcDateTime,
-    clarifications,
-    epoch_seq,
-    epochs,
     queue_entries,
     queue_session_locks,
-    queue_session_state,
     sessions,
     tasks,
     turns,
@@ -83,36 +76,9 @@ log = logging.getLogger(__name__)
 qe = queue_entries
 locks = queue_session_locks
 
+
 # -- prebuilt statements (see turnqueue.store.rows): executed with a parameter dict -------------
-_LOCK = Statement(
-    select(locks.c.session_id)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .with_for_update()
-)
-_FLOOR = bindparam("p_floor", type_=BigInteger)
-_BUMP_QUEUE = Statement(
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(
-        revision=locks.c.revision + 1,
-        # R2: the floor only rises (greatest() is not portable: SQLite has no such function).
-        cancel_floor=case((locks.c.cancel_floor < _FLOOR, _FLOOR), else_=locks.c.cancel_floor),
-    )
-    .returning(locks.c.revision, locks.c.cancel_floor)
-)
-_RAISE_FLOOR = Statement(
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"), locks.c.cancel_floor < _FLOOR)
-    .values(cancel_floor=_FLOOR)
-)
-_SET_CANCEL_MARK = Statement(
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(cancel_mark=bindparam("p_mark"))
-)
-
-
-def _session_bump(*, with_state: bool) -> Update:
+def session_bump(*, with_state: bool) -> Update:
     values: dict[str, Any] = {
         "revision": sessions.c.revision + 1,
         "updated_at": bindparam("p_now", type_=UtcDateTime),
@@ -127,11 +93,11 @@ def _session_bump(*, with_state: bool) -> Update:
     )
 
 
-_BUMP_SESSION = Statement(_session_bump(with_state=False))
-_BUMP_SESSION_STATE = Statement(_session_bump(with_state=True))
+_BUMP_SESSION = Statement(session_bump(with_state=False))
+BUMP_SESSION_STATE = Statement(session_bump(with_state=True))
 
 
-def _end_session(session_id: Any) -> Update:
+def end_session(session_id: Any) -> Update:
     """A turn's end: the session's new state, and the whole session back (its task's owner by a
     subquery: SQLite's RETURNING cannot name an UPDATE … FROM table). A session whose task
     reached the workflow's last step while the turn ran completes instead of waiting for input
@@ -157,10 +123,10 @@ def _end_session(session_id: Any) -> Update:
     )
 
 
-_END_SESSION = Statement(_end_session(bindparam("p_session_id")))
+_END_SESSION = Statement(end_session(bindparam("p_session_id")))
 _TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
 #: The next per-session ``seq`` is computed in the INSERT itself.
-_insert_turn = insert(turns).from_select(
+insert_turn = insert(turns).from_select(
     [*_TURN_COLUMNS, "owner"],
     select(
         bindparam("p_turn_id", type_=String),
@@ -174,23 +140,11 @@ _insert_turn = insert(turns).from_select(
         bindparam("p_owner", type_=BigInteger),
     ).where(turns.c.session_id == bindparam("p_session_id")),
 )
-_INSERT_TURN = Statement(_insert_turn)
+_INSERT_TURN = Statement(insert_turn)
 #: The usual case, one entry (several: an IN list compiled per call, see statement.py).
-_consume_one = delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true())
-_CONSUME_ONE = Statement(_consume_one)
-#: PostgreSQL: ``start_turn`` in one round trip, as one statement with data-modifying WITH
-#: clauses (SQLite has none; there a statement costs no round trip). All three see the same
-#: snapshot and touch different tables. Keyed by whether an entry is consumed.
-_START_TURN_PG = {
-    consumes: Statement(
-        select(_bumped.c.revision).add_cte(
-            _insert_turn.cte("started"), *([_consume_one.cte("consumed")] if consumes else [])
-        )
-    )
-    for consumes in (False, True)
-    for _bumped in [_session_bump(with_state=True).cte("bumped")]
-}
-_end_turn = (
+consume_one = delete(qe).where(qe.c.id == bindparam("p_id"), qe.c.in_flight == true())
+_CONSUME_ONE = Statement(consume_one)
+end_turn_clause = (
     update(turns)
     .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
     .values(
@@ -201,53 +155,21 @@ _end_turn = (
     )
     .returning(*turns.c)
 )
-_END_TURN = Statement(_end_turn)
-_ended = _end_turn.cte("ended")
-_ended_session = _end_session(_ended.c.session_id).cte("ended_session")
-#: PostgreSQL: ``end_turn`` in one round trip (a data-modifying WITH), the turn's columns
-#: prefixed ``turn_`` and the session's ``session_``. No row: the turn was not RUNNING.
-_END_TURN_PG = Statement(
-    select(
-        *(c.label(f"turn_{c.key}") for c in _ended.c),
-        *(c.label(f"session_{c.key}") for c in _ended_session.c),
-    ).select_from(_ended.join(_ended_session, true()))
-)
+_END_TURN = Statement(end_turn_clause)
 _TURN = Statement(select(turns).where(turns.c.id == bindparam("p_turn_id")))
 _TASK = Statement(select(tasks).where(tasks.c.id == bindparam("p_task_id")))
 
 
-def _upsert(table: Any, keys: list[str], *, pg: bool, **values: Any) -> Insert:
-    dialect_insert = postgresql.insert if pg else sqlite.insert
-    stmt = dialect_insert(table).values(**values)
-    updates = {k: stmt.excluded[k] for k in values if k not in keys}
-    return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
-
-
-#: Q1, Q14: the policy row, by dialect (``pg``).
-_SET_POLICY = {
-    pg: Statement(
-        _upsert(
-            queue_session_state,
-            ["session_id"],
-            pg=pg,
-            session_id=bindparam("p_session_id", type_=String),
-            auto_run=bindparam("p_auto_run", type_=Boolean),
-            pause_reason=bindparam("p_pause_reason", type_=String),
-        )
-    )
-    for pg in (False, True)
-}
-_DELETE_POLICY = Statement(
-    delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
-)
-
-
-class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalStatements):
-    def __init__(self, conn: Conn, *, pg: bool) -> None:
+class SqlTx(
+    EntryStatements,
+    InstanceStatements,
+    OutputStatements,
+    ApprovalStatements,
+    QueueStateStatements,
+):
+    def __init__(self, conn: Conn) -> None:
         self._conn = conn
-        self._pg = pg
         self._callbacks: list[Callable[[], object]] = []
-        self._notifications: list[str] = []
         self._queue_revisions: dict[str, tuple[int, int]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -271,27 +193,20 @@ class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalState
             result = await self._conn.execute(_BUMP_SESSION, params)
         else:
             result = await self._conn.execute(
-                _BUMP_SESSION_STATE, {**params, "p_state": state.value}
+                BUMP_SESSION_STATE, {**params, "p_state": state.value}
             )
         revision = result.scalar_one_or_none()
         if revision is None:
             raise KeyError(session_id)
         return int(revision)
 
-    async def fetch(self, statement: Executable) -> list[AnyRow]:
+    async def fetch(self, statement: Executable) -> list[Record]:
         """The rows of a query the store built (its read helpers)."""
         return (await self._conn.execute(statement)).all()
 
-    # -- epochs (R2) ------------------------------------------------------------------------
+    # -- epochs (R2): the backend's own source -----------------------------------------------
     async def next_epoch(self) -> int:
-        if self._pg:
-            value = await self._conn.scalar(select(epoch_seq.next_value()))
-        else:
-            value = await self._conn.scalar(
-                insert(epochs).values(created_at=utcnow()).returning(epochs.c.id)
-            )
-        assert value is not None
-        return int(value)
+        raise NotImplementedError
 
     # -- tasks and sessions -----------------------------------------------------------------
     async def create_task(self, *, title: str, owner: str, workflow_step: str) -> Task:
@@ -377,17 +292,9 @@ class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalState
         return session
 
     async def lock(self, session_id: str) -> SessionView:
-        params = {"p_session_id": session_id}
-        # Q3: the lock row serialises every reservation and policy write of this session.
-        # HAZARD: on PostgreSQL it must be its own statement. Under READ COMMITTED a statement's
-        # snapshot is taken when it starts; a joined SELECT … FOR UPDATE that waited for the
-        # lock re-reads only the locked row and would return the *old* policy, entries and
-        # clarification. The view below is a new statement, so it sees what the previous
-        # holder committed.
-        # SQLite: the transaction began IMMEDIATE behind the writer lock: the only writer.
-        if self._pg and await self._conn.scalar(_LOCK, params) is None:
-            raise KeyError(session_id)
-        row = (await self._conn.execute(VIEW, params)).one_or_none()
+        """The view, read under the lock. SQLite: the transaction began IMMEDIATE behind the
+        writer lock, so it is the only writer; PostgreSQL takes the lock row first."""
+        row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
         if row is None:
             raise KeyError(session_id)
         return view_from(row)
@@ -397,15 +304,10 @@ class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalState
         return view_from(row) if row is not None else None
 
     # -- turns ------------------------------------------------------------------------------
-    async def start_turn(
-        self,
-        session_id: str,
-        *,
-        prompt: str,
-        source: MessageSource,
-        consume: Sequence[str] = (),
-        owner: int | None = None,
-    ) -> Turn:
+    @staticmethod
+    def _turn_params(
+        session_id: str, prompt: str, source: MessageSource, owner: int | None
+    ) -> tuple[Turn, dict[str, Any]]:
         now = utcnow()
         turn = Turn(
             new_id(), session_id, prompt, source, TurnStatus.RUNNING, "", None, now, None, owner
@@ -419,15 +321,24 @@ class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalState
             "p_owner": owner,
             "p_state": SessionState.RUNNING.value,
         }
+        return turn, params
 
+    async def start_turn(
+        self,
+        session_id: str,
+        *,
+        prompt: str,
+        source: MessageSource,
+        consume: Sequence[str] = (),
+        owner: int | None = None,
+    ) -> Turn:
+        turn, params = self._turn_params(session_id, prompt, source, owner)
+        return await self._start_turn(turn, params, consume)
+
+    async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
         # Q10: the reserved entries disappear in the same transaction as the turn appears.
-        if self._pg and len(consume) <= 1:
-            one = {**params, "p_id": consume[0]} if consume else params
-            if await self._conn.scalar(_START_TURN_PG[bool(consume)], one) is None:
-                raise KeyError(session_id)
-            return turn
-        if (await self._conn.execute(_BUMP_SESSION_STATE, params)).scalar_one_or_none() is None:
-            raise KeyError(session_id)
+        if (await self._conn.execute(BUMP_SESSION_STATE, params)).scalar_one_or_none() is None:
+            raise KeyError(turn.session_id)
         await self._conn.execute(_INSERT_TURN, params)
         if len(consume) == 1:
             await self._conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
@@ -454,98 +365,26 @@ class SqlTx(EntryStatements, InstanceStatements, OutputStatements, ApprovalState
             "p_now": utcnow(),
             "p_state": session_state.value,
         }
+        return await self._end_turn(turn_id, params)
 
-        conn = self._conn
-        if self._pg:
-            both = (await conn.execute(_END_TURN_PG, params)).one_or_none()
-            if both is not None:
-                return turn_from(Prefixed(both, "turn_")), session_from(Prefixed(both, "session_"))
-            row = None
-        else:
-            row = (await conn.execute(_END_TURN, params)).one_or_none()
-        if row is None:  # already ended (or unknown): idempotent, nothing changes
-            row = (await conn.execute(_TURN, params)).one_or_none()
-            if row is None:
-                raise KeyError(turn_id)
-            session_row = (await conn.execute(SESSION, {"p_session_id": row.session_id})).one()
-        else:
-            bump = {**params, "p_session_id": row.session_id}
-            session_row = (await conn.execute(_END_SESSION, bump)).one_or_none()
-            if session_row is None:
-                raise KeyError(row.session_id)
+    async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
+        row = (await self._conn.execute(_END_TURN, params)).one_or_none()
+        if row is None:
+            return await self._ended_turn(turn_id, params)
+        bump = {**params, "p_session_id": row.session_id}
+        session_row = (await self._conn.execute(_END_SESSION, bump)).one_or_none()
+        if session_row is None:
+            raise KeyError(row.session_id)
+        return turn_from(row), session_from(session_row)
+
+    async def _ended_turn(self, turn_id: str, params: Params) -> tuple[Turn, Session]:
+        """A turn already ended (or unknown): idempotent, nothing changes."""
+        row = (await self._conn.execute(_TURN, params)).one_or_none()
+        if row is None:
+            raise KeyError(turn_id)
+        session_row = (await self._conn.execute(SESSION, {"p_session_id": row.session_id})).one()
         return turn_from(row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         row = (await self._conn.execute(_TURN, {"p_turn_id": turn_id})).one_or_none()
         return turn_from(row) if row is not None else None
-
-    async def running_turns(self) -> list[Turn]:
-        stmt = select(turns).where(turns.c.status == RUNNING).order_by(turns.c.started_at)
-        return [turn_from(row) for row in await self._conn.execute(stmt)]
-
-    # -- clarifications ---------------------------------------------------------------------
-    async def set_clarification(
-        self, session_id: str, *, turn_id: str | None, question: str
-    ) -> Clarification:
-        clarification = Clarification(new_id(), session_id, turn_id, question, utcnow())
-        values = {
-            "id": clarification.id,
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "question": question,
-            "asked_at": clarification.asked_at,
-        }
-        await self._conn.execute(_upsert(clarifications, ["session_id"], pg=self._pg, **values))
-        await self._bump_session(session_id)
-        return clarification
-
-    async def clear_clarification(self, session_id: str) -> Clarification | None:
-        result = await self._conn.execute(
-            delete(clarifications)
-            .where(clarifications.c.session_id == session_id)
-            .returning(*clarifications.c)
-        )
-        row = result.one_or_none()
-        if row is None:
-            return None
-        await self._bump_session(session_id)
-        m = row._mapping
-        return Clarification(m["id"], session_id, m["turn_id"], m["question"], m["asked_at"])
-
-    # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
-    async def set_policy(
-        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
-    ) -> None:
-        params = {
-            "p_session_id": session_id,
-            "p_auto_run": auto_run,
-            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
-        }
-        await self._conn.execute(_SET_POLICY[self._pg], params)
-
-    async def delete_policy(self, session_id: str) -> None:
-        await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
-
-    async def bump_queue_revision(self, session_id: str) -> int:
-        # One revision per transaction and session (Q13): a second change in the same
-        # transaction (a turn's end, then the turn its drain starts) commits with the first,
-        # so no snapshot can show the state between them; it shares the first's revision.
-        revision, _ = await self.bump_queue(session_id, 0)
-        return revision
-
-    async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
-        bumped = self._queue_revisions.get(session_id)
-        if bumped is None:
-            params = {"p_session_id": session_id, "p_floor": cancel_floor}
-            row = (await self._conn.execute(_BUMP_QUEUE, params)).one_or_none()
-            if row is None:
-                raise KeyError(session_id)
-            bumped = self._queue_revisions[session_id] = (int(row[0]), int(row[1]))
-        elif cancel_floor > bumped[1]:  # a second change in this transaction knows more
-            params = {"p_session_id": session_id, "p_floor": cancel_floor}
-            await self._conn.execute(_RAISE_FLOOR, params)
-            bumped = self._queue_revisions[session_id] = (bumped[0], cancel_floor)
-        return bumped
-
-    async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
-        await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

@@ -1,0 +1,324 @@
+r"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg directly.
+
+* Transactions run on an asyncpg pool (opened by the first transaction) in asyncpg's transaction
+  blocks; statements are :class:`~turnqueue.store.statement.Plan`\ s compiled by a bare
+  SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). SQLAlchemy's
+  pool crossed a greenlet on every checkout and return (about 14% of the CPU of a turn, bench
+  P2), and a connection whose BEGIN, COMMIT or ROLLBACK failed had to be invalidated by hand;
+  asyncpg's pool rolls back or closes such a connection on release.
+* Serialisation (Q3) is the ``FOR UPDATE`` lock row taken by :meth:`PostgresTx.lock`.
+* The instance lease (M6) has a pool of its own, so a heartbeat never waits behind request
+  traffic; LISTEN (M4) has a connection of its own (:meth:`PostgresStore.listen`).
+* ``start_turn``, ``end_turn``, ``add_entry`` and a batch of output are one round trip each (a
+  data-modifying ``WITH``); a transaction's NOTIFYs are one statement sent before COMMIT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, ClassVar
+
+import asyncpg
+from sqlalchemy import Executable, bindparam, select, text, true
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import SQLAlchemyError
+
+from turnqueue.domain import OutputRecord, Session, Turn
+from turnqueue.errors import StoreError
+from turnqueue.store.conn import Buffered, Params, Shortcuts
+from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
+from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
+from turnqueue.store.protocol import SessionView
+from turnqueue.store.queuestate import DialectInsert, set_policy_statement
+from turnqueue.store.reads import SqlStore
+from turnqueue.store.rows import Prefixed, session_from, turn_from
+from turnqueue.store.statement import Statement, plan_for
+from turnqueue.store.tables import epoch_seq, queue_session_locks
+from turnqueue.store.tx import (
+    SqlTx,
+    consume_one,
+    end_session,
+    end_turn_clause,
+    insert_turn,
+    session_bump,
+)
+
+#: Compiles every statement: the dialect an asyncpg engine would have (nothing connects it).
+DIALECT: Dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
+#: What fails when the database does (SQLAlchemy's errors: building a statement).
+DATABASE_ERRORS = (SQLAlchemyError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+locks = queue_session_locks
+
+# -- PostgreSQL's own statements -------------------------------------------------------------
+_LOCK = Statement(
+    select(locks.c.session_id)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .with_for_update()
+)
+_NEXT_EPOCH = Statement(select(epoch_seq.next_value()))
+#: ``start_turn`` in one round trip, as one statement with data-modifying WITH clauses. All
+#: three see the same snapshot and touch different tables. Keyed by whether an entry is consumed.
+_START_TURN = {
+    consumes: Statement(
+        select(_bumped.c.revision).add_cte(
+            insert_turn.cte("started"), *([consume_one.cte("consumed")] if consumes else [])
+        )
+    )
+    for consumes in (False, True)
+    for _bumped in [session_bump(with_state=True).cte("bumped")]
+}
+_ended = end_turn_clause.cte("ended")
+_ended_session = end_session(_ended.c.session_id).cte("ended_session")
+#: ``end_turn`` in one round trip, the turn's columns prefixed ``turn_`` and the session's
+#: ``session_``. No row: the turn was not RUNNING.
+_END_TURN = Statement(
+    select(
+        *(c.label(f"turn_{c.key}") for c in _ended.c),
+        *(c.label(f"session_{c.key}") for c in _ended_session.c),
+    ).select_from(_ended.join(_ended_session, true()))
+)
+#: ``add_entry`` in one round trip; the visible count before the insert.
+_tail = tail_select.cte("tail")
+_ADD_ENTRY = Statement(
+    select(_tail.c.visible).add_cte(
+        qe.insert()
+        .from_select(["position", *ENTRY_VALUES], select(_tail.c.tail + 1, *ENTRY_VALUES.values()))
+        .cte("inserted")
+    )
+)
+#: A batch of output in one round trip (the driver binds Python lists as arrays), and only while
+#: the turn is RUNNING: the CTE takes the turn row first, so no row is inserted (the row count is
+#: 0) once the turn's end has committed.
+_APPEND_OUTPUT = Statement(
+    text(
+        "WITH running AS (SELECT id FROM turns WHERE id = :turn_id AND status = 'RUNNING' "
+        "FOR UPDATE) "
+        'INSERT INTO turn_output (turn_id, seq, "offset", kind, item_key, text, data) '
+        "SELECT running.id, u.s, u.o, u.k, u.ik, u.t, CAST(u.d AS json) FROM running, unnest("
+        "CAST(:seqs AS integer[]), CAST(:offsets AS bigint[]), CAST(:kinds AS text[]), "
+        "CAST(:keys AS text[]), CAST(:texts AS text[]), CAST(:datas AS text[])"
+        ") AS u(s, o, k, ik, t, d)"
+    )
+)
+#: Every notification of a transaction in one round trip. Hazard (order): PostgreSQL evaluates
+#: volatile select-list functions after ORDER BY (since 9.6), so they are sent in list order,
+#: and delivered in the order sent.
+_NOTIFY_ALL = Statement(
+    text(
+        "SELECT pg_notify(:channel, n.payload) "
+        "FROM unnest(CAST(:payloads AS text[])) WITH ORDINALITY AS n(payload, i) ORDER BY n.i"
+    )
+)
+
+
+class DriverConn(Shortcuts):
+    """:class:`~turnqueue.store.conn.Conn` on an asyncpg connection, inside a transaction its
+    owner started."""
+
+    __slots__ = ("_driver",)
+
+    def __init__(self, driver: asyncpg.Connection) -> None:
+        self._driver = driver
+
+    async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
+        plan = plan_for(statement, DIALECT, params)
+        args = plan.args(params)
+        if plan.record is None:
+            return Buffered([], _rowcount(await self._driver.execute(plan.sql, *args)))
+        rows = plan.rows(await self._driver.fetch(plan.sql, *args))
+        return Buffered(rows, len(rows))
+
+
+def _rowcount(status: str) -> int:
+    """Rows affected, from a PostgreSQL command tag (``UPDATE 3``, ``INSERT 0 1``)."""
+    last = status.rpartition(" ")[2]
+    return int(last) if last.isdigit() else -1
+
+
+class PostgresTx(SqlTx):
+    _insert: ClassVar[DialectInsert] = postgresql.insert
+    _set_policy: ClassVar[Statement] = set_policy_statement(postgresql.insert)
+
+    def __init__(self, conn: DriverConn) -> None:
+        super().__init__(conn)
+        self._notifications: list[str] = []
+
+    def notify(self, payload: str) -> None:
+        self._notifications.append(payload)
+
+    async def flush_notifications(self) -> None:
+        """Called by the store right before COMMIT (PostgreSQL delivers them at COMMIT)."""
+        if self._notifications:
+            payloads, self._notifications = self._notifications, []
+            await self._conn.execute(_NOTIFY_ALL, {"channel": CHANNEL, "payloads": payloads})
+
+    async def next_epoch(self) -> int:
+        return int(await self._conn.scalar(_NEXT_EPOCH))
+
+    async def lock(self, session_id: str) -> SessionView:
+        # Q3: the lock row serialises every reservation and policy write of this session.
+        # HAZARD: it must be its own statement. Under READ COMMITTED a statement's snapshot is
+        # taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock re-reads
+        # only the locked row and would return the *old* policy, entries and clarification.
+        # The view is a new statement, so it sees what the previous holder committed.
+        if await self._conn.scalar(_LOCK, {"p_session_id": session_id}) is None:
+            raise KeyError(session_id)
+        return await super().lock(session_id)
+
+    async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
+        if len(consume) > 1:
+            return await super()._start_turn(turn, params, consume)
+        one = {**params, "p_id": consume[0]} if consume else params
+        if await self._conn.scalar(_START_TURN[bool(consume)], one) is None:
+            raise KeyError(turn.session_id)
+        return turn
+
+    async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
+        both = (await self._conn.execute(_END_TURN, params)).one_or_none()
+        if both is None:
+            return await self._ended_turn(turn_id, params)
+        return turn_from(Prefixed(both, "turn_")), session_from(Prefixed(both, "session_"))
+
+    async def _insert_entry(self, params: dict[str, Any]) -> int | None:
+        visible = await self._conn.scalar(_ADD_ENTRY, params)
+        return int(visible) if visible is not None else None
+
+    async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
+        if not records:
+            return await super().append_output(turn_id, records)
+        datas: list[str | None] = [
+            None if r.data is None else json.dumps(r.data, separators=(",", ":")) for r in records
+        ]
+        result = await self._conn.execute(
+            _APPEND_OUTPUT,
+            {
+                "turn_id": turn_id,
+                "seqs": [r.seq for r in records],
+                "offsets": [r.offset for r in records],
+                "kinds": [r.kind.value for r in records],
+                "keys": [r.key for r in records],
+                "texts": [r.text for r in records],
+                "datas": datas,
+            },
+        )
+        return result.rowcount > 0
+
+
+async def _keep_session(_connection: Any) -> None:
+    """The pool's reset on release: asyncpg has already rolled back any transaction left open
+    (its ``Connection._reset``); nothing of ours changes session state, so asyncpg's default
+    reset query (``RESET ALL``, ``UNLISTEN *``, …) would be a wasted round trip per
+    transaction."""
+
+
+class PostgresStore(SqlStore):
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, timeout: float = 30.0, pool_size: int = 5) -> None:
+        self._dsn = asyncpg_dsn(url)
+        self._timeout = timeout
+        self._pool_size = pool_size
+        # asyncpg pools, opened by the first transaction; the lease has its own (``_pool``).
+        self._pools: dict[bool, asyncpg.Pool] = {}
+        self._pools_lock = asyncio.Lock()
+        self._closed = False
+
+    @property
+    def shared(self) -> bool:
+        """Several server processes may share this database (M4)."""
+        return True
+
+    def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
+        """A LISTEN connection of its own (not pooled), started by ``Listener.start``."""
+        return Listener(self._dsn, on_payload, on_resync)
+
+    async def notify(self, payloads: Sequence[str]) -> None:
+        """Send runtime notifications now, in order."""
+        if not payloads:
+            return
+        async with self.transaction() as tx:  # one statement for all (``flush_notifications``)
+            for payload in payloads:
+                tx.notify(payload)
+
+    async def ping(self) -> None:
+        """Readiness: one round trip to the database."""
+        try:
+            async with (await self._pool(lease=False)).acquire() as driver:
+                await driver.fetchval("SELECT 1")
+        except DATABASE_ERRORS as exc:
+            raise StoreError(f"database error: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PostgresTx]:
+        async with self._pg() as tx:
+            yield tx
+            # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
+            await tx.flush_notifications()
+        # Only reached when the block and COMMIT succeeded.
+        await tx.run_after_commit()
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[PostgresTx]:
+        async with self._pg(read_only=True) as tx:
+            yield tx
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[PostgresTx]:
+        async with self._pg(lease=True) as tx:
+            yield tx
+
+    async def _pool(self, *, lease: bool) -> asyncpg.Pool:
+        """The asyncpg pool (``lease``: the instance lease's own one-connection pool).
+
+        Hazard: a heartbeat waiting behind request traffic for a pooled connection would let
+        the other instances declare this busy one dead (M6), hence the lease's own pool."""
+        pool = self._pools.get(lease)
+        if pool is None:
+            async with self._pools_lock:  # one pool even when the first calls race
+                if self._closed:
+                    raise StoreError("the store is closed")
+                pool = self._pools.get(lease)
+                if pool is None:
+                    pool = self._pools[lease] = await asyncpg.create_pool(
+                        self._dsn,
+                        min_size=0,
+                        max_size=1 if lease else self._pool_size,
+                        max_inactive_connection_lifetime=300,
+                        reset=_keep_session,
+                        timeout=self._timeout,
+                        command_timeout=self._timeout,
+                    )
+        return pool
+
+    @contextlib.asynccontextmanager
+    async def _pg(
+        self, *, lease: bool = False, read_only: bool = False
+    ) -> AsyncIterator[PostgresTx]:
+        """A transaction on a pooled asyncpg connection; reads are REPEATABLE READ READ ONLY
+        (one snapshot), writes READ COMMITTED. asyncpg's transaction block rolls back on any
+        exception; a connection released inside a transaction anyway (its ROLLBACK failed) is
+        rolled back or closed by the pool before anyone else gets it."""
+        try:
+            async with (await self._pool(lease=lease)).acquire() as driver:
+                isolation = "repeatable_read" if read_only else "read_committed"
+                async with driver.transaction(isolation=isolation, readonly=read_only):
+                    # An exception from the caller's block rolls back; the
+                    # ``after_commit`` callbacks are then dropped with the PostgresTx.
+                    yield PostgresTx(DriverConn(driver))
+        except DATABASE_ERRORS as exc:
+            raise StoreError(f"database error: {exc}") from exc
+
+    async def close(self) -> None:
+        async with self._pools_lock:
+            self._closed = True
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            try:
+                await asyncio.wait_for(pool.close(), self._timeout)
+            except TimeoutError:  # a connection still checked out: close it anyway
+                pool.terminate()

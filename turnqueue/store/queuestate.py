@@ -1,0 +1,147 @@
+"""Queue-state statements of :class:`~turnqueue.store.tx.SqlTx`: the policy (Q1, Q14), the queue
+revision and cancellation floor on the lock row (Q13, R2), the cancel mark (Q7) and the pending
+clarification.
+
+The two upserts (the policy row, the clarification) are spelled by each dialect's ``insert``:
+the backends give their own (``insert`` and ``set_policy_statement`` below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from sqlalchemy import BigInteger, Boolean, Insert, String, Table, bindparam, case, delete, update
+
+from turnqueue.domain import Clarification, PauseReason, new_id, utcnow
+from turnqueue.store.conn import Conn
+from turnqueue.store.statement import Statement
+from turnqueue.store.tables import clarifications, queue_session_locks, queue_session_state
+
+locks = queue_session_locks
+#: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
+DialectInsert = Callable[[Table], Any]
+
+_FLOOR = bindparam("p_floor", type_=BigInteger)
+_BUMP_QUEUE = Statement(
+    update(locks)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .values(
+        revision=locks.c.revision + 1,
+        # R2: the floor only rises (greatest() is not portable: SQLite has no such function).
+        cancel_floor=case((locks.c.cancel_floor < _FLOOR, _FLOOR), else_=locks.c.cancel_floor),
+    )
+    .returning(locks.c.revision, locks.c.cancel_floor)
+)
+_RAISE_FLOOR = Statement(
+    update(locks)
+    .where(locks.c.session_id == bindparam("p_session_id"), locks.c.cancel_floor < _FLOOR)
+    .values(cancel_floor=_FLOOR)
+)
+_SET_CANCEL_MARK = Statement(
+    update(locks)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .values(cancel_mark=bindparam("p_mark"))
+)
+_DELETE_POLICY = Statement(
+    delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
+)
+
+
+def upsert(insert: DialectInsert, table: Table, keys: list[str], **values: Any) -> Insert:
+    stmt = insert(table).values(**values)
+    updates = {k: stmt.excluded[k] for k in values if k not in keys}
+    result: Insert = stmt.on_conflict_do_update(index_elements=keys, set_=updates)
+    return result
+
+
+def set_policy_statement(insert: DialectInsert) -> Statement:
+    """Q1, Q14: the policy row, upserted (one prebuilt statement per dialect)."""
+    return Statement(
+        upsert(
+            insert,
+            queue_session_state,
+            ["session_id"],
+            session_id=bindparam("p_session_id", type_=String),
+            auto_run=bindparam("p_auto_run", type_=Boolean),
+            pause_reason=bindparam("p_pause_reason", type_=String),
+        )
+    )
+
+
+class QueueStateStatements:
+    """Mixin: needs ``self._conn``, ``self._queue_revisions`` (per transaction, empty at its
+    start), ``self._bump_session`` and the dialect's ``_insert`` and ``_set_policy``."""
+
+    _conn: Conn
+    _queue_revisions: dict[str, tuple[int, int]]
+    _insert: ClassVar[DialectInsert]
+    _set_policy: ClassVar[Statement]
+
+    async def _bump_session(self, session_id: str) -> int:
+        raise NotImplementedError
+
+    # -- clarifications ---------------------------------------------------------------------
+    async def set_clarification(
+        self, session_id: str, *, turn_id: str | None, question: str
+    ) -> Clarification:
+        clarification = Clarification(new_id(), session_id, turn_id, question, utcnow())
+        values = {
+            "id": clarification.id,
+            "session_id": session_id,
+            "turn_id": turn_id,
+            "question": question,
+            "asked_at": clarification.asked_at,
+        }
+        await self._conn.execute(
+            upsert(type(self)._insert, clarifications, ["session_id"], **values)
+        )
+        await self._bump_session(session_id)
+        return clarification
+
+    async def clear_clarification(self, session_id: str) -> Clarification | None:
+        result = await self._conn.execute(
+            delete(clarifications)
+            .where(clarifications.c.session_id == session_id)
+            .returning(*clarifications.c)
+        )
+        row = result.one_or_none()
+        if row is None:
+            return None
+        await self._bump_session(session_id)
+        m = row._mapping
+        return Clarification(m["id"], session_id, m["turn_id"], m["question"], m["asked_at"])
+
+    # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
+    async def set_policy(
+        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
+    ) -> None:
+        params = {
+            "p_session_id": session_id,
+            "p_auto_run": auto_run,
+            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
+        }
+        await self._conn.execute(self._set_policy, params)
+
+    async def delete_policy(self, session_id: str) -> None:
+        await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
+
+    async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
+        # One revision per transaction and session (Q13): a second change in the same
+        # transaction (a turn's end, then the turn its drain starts) commits with the first,
+        # so no snapshot can show the state between them; it shares the first's revision.
+        bumped = self._queue_revisions.get(session_id)
+        if bumped is None:
+            params = {"p_session_id": session_id, "p_floor": cancel_floor}
+            row = (await self._conn.execute(_BUMP_QUEUE, params)).one_or_none()
+            if row is None:
+                raise KeyError(session_id)
+            bumped = self._queue_revisions[session_id] = (int(row[0]), int(row[1]))
+        elif cancel_floor > bumped[1]:  # a second change in this transaction knows more
+            params = {"p_session_id": session_id, "p_floor": cancel_floor}
+            await self._conn.execute(_RAISE_FLOOR, params)
+            bumped = self._queue_revisions[session_id] = (bumped[0], cancel_floor)
+        return bumped
+
+    async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
+        await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

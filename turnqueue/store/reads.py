@@ -1,0 +1,134 @@
+"""``SqlStore``: what both backends' stores share — the reads used by queries and the metrics,
+each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages.
+
+The backends are ``SqliteStore`` (``turnqueue.store.sqlite``) and ``PostgresStore``
+(``turnqueue.store.postgres``); ``turnqueue.store.sql.open_store`` picks one for a URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from sqlalchemy import Select, func, select
+
+from turnqueue.domain import Session, Task, Turn, clamp_page
+from turnqueue.store import pages
+from turnqueue.store.protocol import Listener, Page, SessionKey, TaskKey, TurnKey, Window
+from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
+from turnqueue.store.statement import Record
+from turnqueue.store.tables import queue_entries, sessions, tasks, turns
+from turnqueue.store.tx import SqlTx
+
+
+class SqlStore:
+    """The :class:`~turnqueue.store.protocol.Store` methods both backends share."""
+
+    #: ``"sqlite"`` or ``"postgresql"``
+    dialect: str
+
+    # -- the backend's own ------------------------------------------------------------------
+    def transaction(self) -> AbstractAsyncContextManager[SqlTx]:
+        raise NotImplementedError
+
+    def read(self) -> AbstractAsyncContextManager[SqlTx]:
+        raise NotImplementedError
+
+    def lease(self) -> AbstractAsyncContextManager[SqlTx]:
+        raise NotImplementedError
+
+    @property
+    def shared(self) -> bool:
+        raise NotImplementedError
+
+    def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
+        raise NotImplementedError
+
+    async def notify(self, payloads: Sequence[str]) -> None:
+        raise NotImplementedError
+
+    async def ping(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    # -- shared reads -------------------------------------------------------------------------
+    async def queue_depth(self) -> tuple[int, int]:
+        """(visible, in flight) entries over every session: the metrics' gauges."""
+        stmt = select(queue_entries.c.in_flight, func.count()).group_by(queue_entries.c.in_flight)
+        counts = {bool(flag): int(n) for flag, n in await self._all(stmt)}
+        return counts.get(False, 0), counts.get(True, 0)
+
+    async def _all(self, stmt: Select[Any]) -> list[Record]:
+        async with self.read() as tx:
+            return await tx.fetch(stmt)
+
+    async def list_tasks(self, owner: str, first: int) -> list[Task]:
+        stmt = (
+            select(tasks)
+            .where(tasks.c.owner == owner)
+            .order_by(tasks.c.created_at.desc(), tasks.c.id)
+            .limit(clamp_page(first))
+        )
+        return [task_from(row) for row in await self._all(stmt)]
+
+    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]:
+        result: dict[str, list[Session]] = {task_id: [] for task_id in task_ids}
+        if not task_ids:
+            return result
+        stmt = (
+            select_sessions()
+            .where(sessions.c.task_id.in_(list(task_ids)))
+            .order_by(sessions.c.created_at, sessions.c.id)
+        )
+        for row in await self._all(stmt):
+            session = session_from(row)
+            result[session.task_id].append(session)
+        return result
+
+    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
+        if not session_ids:
+            return {}
+        stmt = select_sessions().where(sessions.c.id.in_(list(session_ids)))
+        return {s.id: s for s in map(session_from, await self._all(stmt))}
+
+    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        if not task_ids:
+            return {}
+        stmt = select(tasks).where(tasks.c.id.in_(list(task_ids)))
+        return {t.id: t for t in map(task_from, await self._all(stmt))}
+
+    async def last_turns(self, session_id: str, last: int) -> list[Turn]:
+        stmt = (
+            select(turns)
+            .where(turns.c.session_id == session_id)
+            .order_by(turns.c.seq.desc())
+            .limit(clamp_page(last))
+        )
+        return [turn_from(row) for row in reversed(await self._all(stmt))]
+
+    async def current_turn(self, session_id: str) -> Turn | None:
+        stmt = (
+            select(turns)
+            .where(turns.c.session_id == session_id)
+            .order_by(turns.c.seq.desc())
+            .limit(1)
+        )
+        rows = await self._all(stmt)
+        return turn_from(rows[0]) if rows else None
+
+    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
+        async with self.read() as tx:
+            return await pages.tasks_page(tx, owner, window)
+
+    async def sessions_page(
+        self, task_id: str, window: Window[SessionKey]
+    ) -> Page[SessionKey, Session]:
+        async with self.read() as tx:
+            return await pages.sessions_page(tx, task_id, window)
+
+    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+        async with self.read() as tx:
+            return await pages.turns_page(tx, session_id, window)
