@@ -9,6 +9,11 @@
 * ``store`` — an open :class:`~turnqueue.store.sql.SqlStore` on ``database_url``, closed after.
 
 Any test that uses one of these runs twice (``[sqlite]`` and ``[postgresql]``, M3).
+
+Parallel runs (pytest-xdist; ``./tq test`` runs the whole suite on two workers): each worker
+has its own PostgreSQL template (named by its pid) and databases, ``tmp_path`` and free ports
+(server starters retry a port another worker took first). Tests that share files in the
+checkout are kept on one worker by an ``xdist_group`` (see :data:`SHARED_CHECKOUT`).
 """
 
 from __future__ import annotations
@@ -133,6 +138,21 @@ async def pg_database_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     without ``TURNQUEUE_TEST_DATABASE_URL``."""
     async for url in _fresh_pg(request, migrated=True):
         yield url
+
+
+#: Test directories whose tests build into the checkout itself (``npm ci`` and ``npm run build``
+#: in graphiql/ and frontend_examples/web/ by session fixtures): one worker runs all of them.
+SHARED_CHECKOUT = {"frontend"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests that share the checkout's build directories in one ``xdist_group``
+    (honoured by ``--dist loadgroup``; a no-op in a single-process run)."""
+    tests = Path(__file__).parent
+    for item in items:
+        top = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
+        if top in SHARED_CHECKOUT:
+            item.add_marker(pytest.mark.xdist_group(top))
 
 
 def pytest_asyncio_loop_factories(config: Any, item: pytest.Item) -> dict[str, LoopFactory]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from clients import PORT_TRIES, TLS, free_port, listens, port_taken
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
@@ -30,13 +30,6 @@ def serve_command(port: int) -> list[str]:
     script = Path(sys.executable).with_name("turnqueue")
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", "turnqueue"]
     return [*launcher, "serve", "--port", str(port)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -55,7 +48,10 @@ class Server:
         """POST a query or mutation; fail the test on top-level errors."""
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
         response = httpx.post(
-            self.graphql_url, json={"query": query, "variables": variables}, headers=headers
+            self.graphql_url,
+            json={"query": query, "variables": variables},
+            headers=headers,
+            verify=TLS,
         )
         body: dict[str, Any] = response.json()
         assert not body.get("errors"), body
@@ -112,44 +108,67 @@ class Server:
 
 @contextlib.contextmanager
 def run_server(tmp_dir: Path, **env: str) -> Iterator[Server]:
-    """Start ``turnqueue serve`` (SQLite in ``tmp_dir``) and stop it afterwards."""
-    port = free_port()
-    environment = {
-        **os.environ,
-        "TURNQUEUE_DATABASE_URL": f"sqlite:///{tmp_dir / 'turnqueue.db'}",
-        "TURNQUEUE_TOKENS": "",
-        "TURNQUEUE_HOST": "127.0.0.1",
-        "PYTHONUNBUFFERED": "1",
-        **env,
-    }
-    command = serve_command(port)
+    """Start ``turnqueue serve`` (SQLite in ``tmp_dir``) and stop it afterwards. A port taken
+    between :func:`free_port` and the bind (another test's server) is retried on a new one."""
     log_path = tmp_dir / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, cwd=tmp_dir, env=environment, stdout=log, stderr=subprocess.STDOUT
-        )
-    server = Server(f"http://127.0.0.1:{port}", process, log_path)
+    for attempt in range(PORT_TRIES):
+        port = free_port()
+        environment = {
+            **os.environ,
+            "TURNQUEUE_DATABASE_URL": f"sqlite:///{tmp_dir / 'turnqueue.db'}",
+            "TURNQUEUE_TOKENS": "",
+            "TURNQUEUE_HOST": "127.0.0.1",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                serve_command(port),
+                cwd=tmp_dir,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        server = Server(f"http://127.0.0.1:{port}", process, log_path)
+        try:
+            if _wait_healthy(server, retry=attempt + 1 < PORT_TRIES):
+                break
+        except BaseException:
+            _stop(process)
+            raise
     try:
-        _wait_healthy(server)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
 
 
-def _wait_healthy(server: Server) -> None:
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_healthy(server: Server, *, retry: bool) -> bool:
+    """True once our process listens and is healthy; False if it exited because its port was
+    taken and ``retry``."""
     deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            pytest.fail(f"turnqueue serve exited early:\n{server.log()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
-                return
-        time.sleep(0.05)  # polling the server's readiness, not waiting for a result
+    port = int(server.base_url.rsplit(":", 1)[1])
+    with httpx.Client(timeout=1, verify=TLS) as http:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                if retry and port_taken(server.log()):
+                    return False
+                pytest.fail(f"turnqueue serve exited early:\n{server.log()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (
+                    listens(server.process.pid, port)
+                    and http.get(f"{server.base_url}/healthz").status_code == 200
+                ):
+                    return True
+            time.sleep(0.05)  # polling the server's readiness, not waiting for a result
     pytest.fail(f"turnqueue serve did not become healthy:\n{server.log()}")
 
 

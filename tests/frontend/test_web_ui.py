@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from clients import TLS
 from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
 
 from turnqueue.webui import ENV_VAR, web_ui_routes
@@ -185,9 +186,9 @@ def number(page: Any, selector: str) -> int:
 @needs_node
 def test_u2_turnqueue_serve_serves_the_built_page_at_root(web_server: Server) -> None:
     """U2: the real ``turnqueue serve`` answers ``/`` with the built page, beside ``/graphql``."""
-    page = httpx.get(f"{web_server.base_url}/")
+    page = httpx.get(f"{web_server.base_url}/", verify=TLS)
     assert page.status_code == 200 and '<ol id="queue">' in page.text
-    assert httpx.get(f"{web_server.base_url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{web_server.base_url}/healthz", verify=TLS).json() == {"status": "ok"}
 
 
 @needs_browser
