@@ -145,6 +145,7 @@ async def pg_database_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
 SHARED_CHECKOUT = {"frontend"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the tests that share the checkout's build directories in one ``xdist_group``
     (honoured by ``--dist loadgroup``; a no-op in a single-process run)."""
