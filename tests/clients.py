@@ -29,7 +29,7 @@ def free_port() -> int:
 
 
 #: How long a server process may take to listen and be ready (a loaded machine is slow).
-START_WAIT = 30.0
+START_WAIT = 90.0
 #: How many ports a server start tries before giving up (each bind race picks a new one).
 PORT_TRIES = 5
 

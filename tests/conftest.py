@@ -12,8 +12,10 @@ Any test that uses one of these runs twice (``[sqlite]`` and ``[postgresql]``, M
 
 Parallel runs (pytest-xdist; ``./tq test`` runs the whole suite on two workers): each worker
 has its own PostgreSQL template (named by its pid) and databases, ``tmp_path`` and free ports
-(server starters retry a port another worker took first). Tests that share files in the
-checkout are kept on one worker by an ``xdist_group`` (see :data:`SHARED_CHECKOUT`).
+(server starters retry a port another worker took first). The frontend tests' ``npm ci`` and
+builds in the checkout take a file lock (``frontend_server.build_lock``). ``xdist_group`` and
+``--dist loadgroup`` do not work with pytest 9.2 and xdist 3.8 (xdist sets ``item._nodeid``,
+which pytest no longer reads).
 """
 
 from __future__ import annotations
@@ -138,22 +140,6 @@ async def pg_database_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     without ``TURNQUEUE_TEST_DATABASE_URL``."""
     async for url in _fresh_pg(request, migrated=True):
         yield url
-
-
-#: Test directories whose tests build into the checkout itself (``npm ci`` and ``npm run build``
-#: in graphiql/ and frontend_examples/web/ by session fixtures): one worker runs all of them.
-SHARED_CHECKOUT = {"frontend"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the node ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the tests that share the checkout's build directories in one ``xdist_group``
-    (honoured by ``--dist loadgroup``; a no-op in a single-process run)."""
-    tests = Path(__file__).parent
-    for item in items:
-        top = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
-        if top in SHARED_CHECKOUT:
-            item.add_marker(pytest.mark.xdist_group(top))
 
 
 def pytest_asyncio_loop_factories(config: Any, item: pytest.Item) -> dict[str, LoopFactory]:

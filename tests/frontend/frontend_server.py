@@ -8,9 +8,12 @@ The server serves the built web page at ``/`` when it exists (``turnqueue.webui`
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +25,7 @@ import pytest
 from clients import PORT_TRIES, TLS, free_port, listens, port_taken
 
 REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 30.0
+START_TIMEOUT = 90.0  # a bound: a loaded 2-core machine took 26 s to start one
 
 
 def serve_command(port: int) -> list[str]:
@@ -173,6 +176,20 @@ def _wait_healthy(server: Server, *, retry: bool) -> bool:
 
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[Server]]
+
+
+@contextlib.contextmanager
+def build_lock(directory: Path) -> Iterator[None]:
+    """One process at a time checks and (re)installs or (re)builds in ``directory`` (pytest-xdist
+    workers share the checkout: two ``npm ci`` at once would break each other). The lock file is
+    in the temporary directory, named after ``directory``."""
+    tag = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"turnqueue-tests-{tag}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 #: Debian's chromium (CI installs it) and the flags every browser test starts it with.

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from clients import TLS
-from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
+from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, build_lock, run_server
 
 from turnqueue.graphiql import ASSETS_PATH, CONFIG_ELEMENT_ID, graphiql_routes, page_html
 
@@ -112,13 +112,14 @@ def graphiql_dist() -> Path:
     ]
     sources += list((GRAPHIQL / "src").rglob("*"))
     index = GRAPHIQL / "dist" / "index.html"
-    if not index.exists() or index.stat().st_mtime < _newest(sources):
-        installed = GRAPHIQL / "node_modules" / ".package-lock.json"
-        if not installed.exists() or installed.stat().st_mtime < _newest(
-            [GRAPHIQL / "package-lock.json"]
-        ):
-            _npm("ci", "--no-audit", "--no-fund")
-        _npm("run", "build")
+    with build_lock(GRAPHIQL):  # the other pytest-xdist worker may be building it right now
+        if not index.exists() or index.stat().st_mtime < _newest(sources):
+            installed = GRAPHIQL / "node_modules" / ".package-lock.json"
+            if not installed.exists() or installed.stat().st_mtime < _newest(
+                [GRAPHIQL / "package-lock.json"]
+            ):
+                _npm("ci", "--no-audit", "--no-fund")
+            _npm("run", "build")
     return GRAPHIQL / "dist"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from clients import TLS
-from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
+from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, build_lock, run_server
 
 from turnqueue.webui import ENV_VAR, web_ui_routes
 
@@ -76,8 +76,11 @@ def _npm(*args: str) -> None:
 
 def _ensure_node_modules() -> None:
     installed = WEB / "node_modules" / ".package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < _newest([WEB / "package-lock.json"]):
-        _npm("ci", "--no-audit", "--no-fund")
+    with build_lock(WEB):
+        if not installed.exists() or installed.stat().st_mtime < _newest(
+            [WEB / "package-lock.json"]
+        ):
+            _npm("ci", "--no-audit", "--no-fund")
 
 
 @pytest.fixture(scope="session")
@@ -88,9 +91,10 @@ def web_dist() -> Path:
     ]
     sources += list((WEB / "src").rglob("*"))
     index = WEB / "dist" / "index.html"
-    if not index.exists() or index.stat().st_mtime < _newest(sources):
-        _ensure_node_modules()
-        _npm("run", "build")
+    _ensure_node_modules()
+    with build_lock(WEB / "dist"):
+        if not index.exists() or index.stat().st_mtime < _newest(sources):
+            _npm("run", "build")
     return WEB / "dist"
 
 
