@@ -10,7 +10,7 @@
 
 Any test that uses one of these runs twice (``[sqlite]`` and ``[postgresql]``, M3).
 
-Parallel runs (pytest-xdist; ``./tq test`` runs the whole suite on two workers): each worker
+Parallel runs (pytest-xdist; ``TQ_TEST_WORKERS=2 ./tq test``, or ``-n 2``): each worker
 has its own PostgreSQL template (named by its pid) and databases, ``tmp_path`` and free ports
 (server starters retry a port another worker took first). The frontend tests' ``npm ci`` and
 builds in the checkout take a file lock (``frontend_server.build_lock``). ``xdist_group`` and
