@@ -1,5 +1,5 @@
-"""``python -m bench [--smoke] [--only P1,P3] [--reps N] [--out bench/results] [--profile]
-[--label NAME]``."""
+"""``python -m bench [--smoke] [--only P1,P3] [--backend sqlite|postgresql] [--reps N]
+[--out bench/results] [--profile] [--label NAME]``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Backend, Config, Row, backends
+from bench.common import PG_ENV, Backend, Config, Row, backends
 from bench.report import write
 
 MODULES = {
@@ -43,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny counts, one repetition")
     parser.add_argument("--only", default="", help="comma-separated ids, e.g. P1,P3")
+    parser.add_argument(
+        "--backend",
+        default="",
+        help="run on this store only (sqlite or postgresql; default: sqlite, and PostgreSQL "
+        "when TURNQUEUE_TEST_DATABASE_URL is set)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument(
         "--profile", action="store_true", help="also profile P1 and P3 (pyinstrument)"
@@ -71,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             workdir=Path(workdir),
             label=f"-{args.label}" if args.label else "",
         )
-        for backend in backends(cfg.workdir):
+        chosen = [b for b in backends(cfg.workdir) if args.backend in ("", b.name)]
+        if not chosen:
+            parser.error(f"--backend {args.backend}: not available (PostgreSQL needs {PG_ENV})")
+        for backend in chosen:
             started = time.perf_counter()
             rows = asyncio.run(run_backend(backend, ids, cfg))
             write(backend.name, rows, cfg, time.perf_counter() - started)

@@ -4,18 +4,60 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 WAIT = 20.0
 
+#: One TLS context for every test HTTP client (``verify=TLS``). Without it httpx builds a new one
+#: per client, loading the whole CA bundle: with OpenSSL 3.0 that is tens of milliseconds of CPU
+#: on an idle machine and up to a second on a loaded one, per client. Our servers are plain HTTP.
+TLS = httpx.create_ssl_context()
+
 
 def free_port() -> int:
+    """A loopback port free right now. Another process may take it before our server binds it:
+    starters retry on another port when the log says so (:func:`port_taken`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: How long a server process may take to listen and be ready (a loaded machine is slow).
+START_WAIT = 90.0
+#: How many ports a server start tries before giving up (each bind race picks a new one).
+PORT_TRIES = 5
+
+
+def port_taken(log: str) -> bool:
+    """Did the server exit because its port was taken (uvicorn: ``[Errno 98] ... address
+    already in use``) between :func:`free_port` and its bind?"""
+    return "address already in use" in log.lower()
+
+
+def listens(pid: int, port: int) -> bool:
+    """Is process ``pid`` itself listening on TCP ``port`` (Linux ``/proc``)? A health check
+    alone could be answered by another test's server that took the port first."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return True
+    return False
 
 
 class Client:
@@ -26,7 +68,7 @@ class Client:
         self.url = f"{base}/graphql"
         self.ws_url = self.url.replace("http://", "ws://")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.AsyncClient(timeout=WAIT, headers=self._headers)
+        self.http = httpx.AsyncClient(timeout=WAIT, headers=self._headers, verify=TLS)
 
     async def aclose(self) -> None:
         await self.http.aclose()

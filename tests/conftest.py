@@ -9,6 +9,13 @@
 * ``store`` — an open :class:`~turnqueue.store.sql.SqlStore` on ``database_url``, closed after.
 
 Any test that uses one of these runs twice (``[sqlite]`` and ``[postgresql]``, M3).
+
+Parallel runs (pytest-xdist; ``TQ_TEST_WORKERS=2 ./tq test``, or ``-n 2``): each worker
+has its own PostgreSQL template (named by its pid) and databases, ``tmp_path`` and free ports
+(server starters retry a port another worker took first). The frontend tests' ``npm ci`` and
+builds in the checkout take a file lock (``frontend_server.build_lock``). ``xdist_group`` and
+``--dist loadgroup`` do not work with pytest 9.2 and xdist 3.8 (xdist sets ``item._nodeid``,
+which pytest no longer reads).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 The agents are where the loops differ most — subprocess transports, pipes, child reaping — so
 every async test in ``tests/agents/`` runs on asyncio's loop and on uvloop (``[asyncio]``,
-``[uvloop]``). ``test_command_served.py`` drives real server processes, which run on uvloop
-whatever the test's loop is; its loop drives only the clients, so it runs once, on asyncio's.
+``[uvloop]``). ``test_command_served.py`` and ``test_acp_served.py`` drive real server
+processes, which run on uvloop whatever the test's loop is; their loop drives only the clients,
+so they run once, on asyncio's.
 """
 
 from __future__ import annotations
@@ -26,4 +27,8 @@ for _helpers in ("cluster", "ops"):
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
 ) -> Mapping[str, LoopFactory]:
-    return loops_for(item, except_={"test_command_served.py"})
+    return loops_for(item, except_=SERVED)
+
+
+#: Modules whose agents run inside a ``turnqueue serve`` process (uvloop), not in the test's loop.
+SERVED = {"test_command_served.py", "test_acp_served.py"}

@@ -94,6 +94,9 @@ async def served(database_url: str, tmp_path: Path) -> AsyncIterator[ProcServer]
         TURNQUEUE_AGENTS_FILE=str(agents_file(tmp_path)),
         TURNQUEUE_CANCEL_TIMEOUT="1.0",
         TURNQUEUE_ESCALATION_TIMEOUT="1.0",
+        # One instance, never restarted here: nothing waits for its lease to expire. ProcServer's
+        # 1 s lease let a loaded machine's recovery sweep take a STARTING session for a dead one's.
+        TURNQUEUE_LEASE_SECONDS="10",
         TQ_TEST_SECRET="s3cret",
     )
     await server.start()

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from clients import TLS
 from event_loops import LoopFactory, loops_for
 from gql import Client, gql
 from gql.client import AsyncClientSession
@@ -100,7 +101,7 @@ class Api:
         self.base = base
         self.ws_url = self.url.replace("http://", "ws://")
         self.settings = settings
-        self.http = httpx.AsyncClient(timeout=WAIT)
+        self.http = httpx.AsyncClient(timeout=WAIT, verify=TLS)
 
     @property
     def engine(self) -> Engine:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from clients import Client, free_port
+from clients import TLS, Client, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = """query($after: String) { tasksConnection(first: 2, after: $after) {
@@ -46,7 +46,7 @@ async def served(database_url: str, tmp_path: Path) -> AsyncIterator[str]:
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(timeout=2) as http:
+        async with httpx.AsyncClient(timeout=2, verify=TLS) as http:
             for _ in range(300):  # bounded: up to ~30 s to become ready
                 if process.poll() is not None:
                     raise RuntimeError(f"server exited: {log_path.read_text()[-3000:]}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from clients import WAIT, Client, free_port
+from clients import PORT_TRIES, START_WAIT, TLS, WAIT, Client, free_port, listens, port_taken
 from gql import Client as GqlClient
 from gql import gql
 from gql.client import AsyncClientSession
@@ -27,35 +27,57 @@ class Server:
     """One ``python -m turnqueue serve`` process."""
 
     def __init__(self, database_url: str, log: Path, **env: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/graphql"
-        self.ws_url = self.url.replace("http://", "ws://")
         self._env = {
             **os.environ,
             "TURNQUEUE_DATABASE_URL": database_url,
-            "TURNQUEUE_PORT": str(self.port),
             "TURNQUEUE_TOKENS": "",
             "TURNQUEUE_LEASE_SECONDS": "1.5",
             **env,
         }
+        self._use_port(free_port())
         self._log_path = log
         self.process: subprocess.Popen[bytes] | None = None
 
-    async def start(self, wait: float = 20.0) -> Server:
+    def _use_port(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/graphql"
+        self.ws_url = self.url.replace("http://", "ws://")
+        self._env["TURNQUEUE_PORT"] = str(port)
+
+    async def start(self, wait: float = START_WAIT) -> Server:
+        """Start the process and wait until it listens and is healthy; a port taken between
+        :func:`free_port` and the bind (by another test's server) is retried on a new one."""
         self._log = self._log_path.open("ab")
-        self.process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
-            [sys.executable, "-m", "turnqueue", "serve"],
-            env=self._env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        async with httpx.AsyncClient(timeout=2) as http:
-            for _ in range(int(wait / 0.1)):  # bounded: ``wait`` s for the process to listen
+        for attempt in range(PORT_TRIES):
+            offset = self._log.tell()
+            self.process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
+                [sys.executable, "-m", "turnqueue", "serve"],
+                env=self._env,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
+            if await self._ready(wait):
+                return self
+            if attempt + 1 < PORT_TRIES and port_taken(self._log_path.read_text()[offset:]):
+                self._use_port(free_port())
+                continue
+            raise RuntimeError(f"server exited: {self._log_path.read_text()[-2000:]}")
+        raise AssertionError("unreachable")
+
+    async def _ready(self, wait: float) -> bool:
+        """True once this process listens on its port and answers ``/healthz``; False if it
+        exited."""
+        assert self.process is not None
+        async with httpx.AsyncClient(timeout=2, verify=TLS) as http:
+            for _ in range(int(wait / 0.1)):  # bounded
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self._log_path.read_text()[-2000:]}")
+                    return False
                 try:
-                    if (await http.get(self.url.replace("/graphql", "/healthz"))).is_success:
-                        return self
+                    if (
+                        listens(self.process.pid, self.port)
+                        and (await http.get(self.url.replace("/graphql", "/healthz"))).is_success
+                    ):
+                        return True
                 except httpx.TransportError:
                     pass
                 await asyncio.sleep(0.1)

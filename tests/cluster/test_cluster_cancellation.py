@@ -8,6 +8,7 @@ the proxy holds new connections, so it stays cut, deterministically, until the t
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -113,17 +114,29 @@ async def test_c5_c7_a_relay_that_missed_the_cancel_ending_forgets_it_and_runs_t
     while the cancel ends. B still says pending while cut (it cannot know), and a message sent
     through B is queued behind that hold. Once LISTEN is back, B asks again: it answers A's
     ``pending: false`` at A's revision, holds nothing, and the queued message runs."""
-    # The cancel ends when A escalates, 6 s after accepting it: B relays and its LISTEN is cut
-    # well before (asserted below: a slower machine fails loudly, never passes by luck).
-    env = {"TURNQUEUE_SCRIPTED_TURN_SECONDS": "30", "TURNQUEUE_CANCEL_TIMEOUT": "6"}
+    # The cancel ends when A escalates, 6 s after accepting it. A is stopped (SIGSTOP) as soon
+    # as B has relayed pending, and only continued once B's LISTEN is cut: however slow the
+    # cut, A cannot end the cancel before it. The long lease keeps B from taking A for dead
+    # while it is stopped. (B relays within the 6 s, asserted below: never passes by luck.)
+    env = {
+        "TURNQUEUE_SCRIPTED_TURN_SECONDS": "30",
+        "TURNQUEUE_CANCEL_TIMEOUT": "6",
+        "TURNQUEUE_LEASE_SECONDS": "60",
+    }
     a, _ = await cluster.start(**env)
     b, proxy = await cluster.start(proxied=True, **env)
-    assert proxy is not None
+    assert proxy is not None and a.process is not None
     sid = await a.create_session()
     await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="/stubborn")  # A owns it
-    cancel = asyncio.create_task(a.mutate("cancel", "outcome", sessionId=sid))
-    await until(b, sid, lambda s: s["cancellationPending"], "B to relay pending")
-    await cluster.cut_listen(proxy)
+    async with Subscriber(b, CANCEL_SUB, s=sid) as on_b:
+        assert (await on_b.next())["cancellationChanged"]["pending"] is False  # the snapshot
+        cancel = asyncio.create_task(a.mutate("cancel", "outcome", sessionId=sid))
+        assert (await on_b.next())["cancellationChanged"]["pending"] is True  # B relays it
+    a.process.send_signal(signal.SIGSTOP)
+    try:
+        await cluster.cut_listen(proxy)
+    finally:
+        a.process.send_signal(signal.SIGCONT)
     assert (await asyncio.wait_for(cancel, WAIT))["outcome"] == "ESCALATED"  # ignored INT
     on_a = await state(a, sid)
     assert on_a["cancellationPending"] is False

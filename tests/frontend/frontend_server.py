@@ -8,11 +8,13 @@ The server serves the built web page at ``/`` when it exists (``turnqueue.webui`
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,9 +23,10 @@ from typing import Any
 
 import httpx
 import pytest
+from clients import PORT_TRIES, TLS, free_port, listens, port_taken
 
 REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 90.0  # a loaded 2-core machine takes long to import and migrate
+START_TIMEOUT = 90.0  # a bound: a loaded 2-core machine took 26 s to start one
 OUTPUT_QUERY = """subscription($s: ID!, $t: ID) {
   turnOutput(sessionId: $s, turnId: $t) { offset text done status } }"""
 
@@ -33,13 +36,6 @@ def serve_command(port: int) -> list[str]:
     script = Path(sys.executable).with_name("turnqueue")
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", "turnqueue"]
     return [*launcher, "serve", "--port", str(port)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -58,7 +54,10 @@ class Server:
         """POST a query or mutation; fail the test on top-level errors."""
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
         response = httpx.post(
-            self.graphql_url, json={"query": query, "variables": variables}, headers=headers
+            self.graphql_url,
+            json={"query": query, "variables": variables},
+            headers=headers,
+            verify=TLS,
         )
         body: dict[str, Any] = response.json()
         assert not body.get("errors"), body
@@ -141,48 +140,85 @@ class Server:
 
 @contextlib.contextmanager
 def run_server(tmp_dir: Path, **env: str) -> Iterator[Server]:
-    """Start ``turnqueue serve`` (SQLite in ``tmp_dir``) and stop it afterwards."""
-    port = free_port()
-    environment = {
-        **os.environ,
-        "TURNQUEUE_DATABASE_URL": f"sqlite:///{tmp_dir / 'turnqueue.db'}",
-        "TURNQUEUE_TOKENS": "",
-        "TURNQUEUE_HOST": "127.0.0.1",
-        "PYTHONUNBUFFERED": "1",
-        **env,
-    }
-    command = serve_command(port)
+    """Start ``turnqueue serve`` (SQLite in ``tmp_dir``) and stop it afterwards. A port taken
+    between :func:`free_port` and the bind (another test's server) is retried on a new one."""
     log_path = tmp_dir / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, cwd=tmp_dir, env=environment, stdout=log, stderr=subprocess.STDOUT
-        )
-    server = Server(f"http://127.0.0.1:{port}", process, log_path)
+    for attempt in range(PORT_TRIES):
+        port = free_port()
+        environment = {
+            **os.environ,
+            "TURNQUEUE_DATABASE_URL": f"sqlite:///{tmp_dir / 'turnqueue.db'}",
+            "TURNQUEUE_TOKENS": "",
+            "TURNQUEUE_HOST": "127.0.0.1",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                serve_command(port),
+                cwd=tmp_dir,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        server = Server(f"http://127.0.0.1:{port}", process, log_path)
+        try:
+            if _wait_healthy(server, retry=attempt + 1 < PORT_TRIES):
+                break
+        except BaseException:
+            _stop(process)
+            raise
     try:
-        _wait_healthy(server)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
 
 
-def _wait_healthy(server: Server) -> None:
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_healthy(server: Server, *, retry: bool) -> bool:
+    """True once our process listens and is healthy; False if it exited because its port was
+    taken and ``retry``."""
     deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            pytest.fail(f"turnqueue serve exited early:\n{server.log()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
-                return
-        time.sleep(0.05)  # polling the server's readiness, not waiting for a result
+    port = int(server.base_url.rsplit(":", 1)[1])
+    with httpx.Client(timeout=1, verify=TLS) as http:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                if retry and port_taken(server.log()):
+                    return False
+                pytest.fail(f"turnqueue serve exited early:\n{server.log()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (
+                    listens(server.process.pid, port)
+                    and http.get(f"{server.base_url}/healthz").status_code == 200
+                ):
+                    return True
+            time.sleep(0.05)  # polling the server's readiness, not waiting for a result
     pytest.fail(f"turnqueue serve did not become healthy:\n{server.log()}")
 
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[Server]]
+
+
+@contextlib.contextmanager
+def build_lock(directory: Path) -> Iterator[None]:
+    """One process at a time checks and (re)installs or (re)builds in ``directory`` (pytest-xdist
+    workers share the checkout: two ``npm ci`` at once would break each other). The lock file is
+    in the temporary directory, named after ``directory``."""
+    tag = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"turnqueue-tests-{tag}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 #: Debian's chromium (CI installs it) and the flags every browser test starts it with.

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, run_server
+from clients import TLS
+from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, build_lock, run_server
 
 from turnqueue.graphiql import ASSETS_PATH, CONFIG_ELEMENT_ID, graphiql_routes, page_html
 
@@ -77,11 +78,11 @@ def test_g2_real_server_without_a_build_serves_strawberrys_page_and_warns(
     """G2: ``turnqueue serve`` with no GraphiQL build falls back to Strawberry's page (the CDN
     one) and its log says so; GraphQL itself is unaffected."""
     with run_server(tmp_path, TURNQUEUE_GRAPHIQL_DIST=str(tmp_path / "no-build")) as server:
-        page = httpx.get(server.graphql_url, headers={"accept": "text/html"})
+        page = httpx.get(server.graphql_url, headers={"accept": "text/html"}, verify=TLS)
         assert page.status_code == 200 and "unpkg.com/graphiql" in page.text
         assert CONFIG_ELEMENT_ID not in page.text
         assert server.gql("{ tasks { id } }") == {"tasks": []}
-        assert httpx.get(f"{server.base_url}{ASSETS_PATH}/x.js").status_code == 404
+        assert httpx.get(f"{server.base_url}{ASSETS_PATH}/x.js", verify=TLS).status_code == 404
     assert "GraphiQL is not built" in server.log()
 
 
@@ -111,13 +112,14 @@ def graphiql_dist() -> Path:
     ]
     sources += list((GRAPHIQL / "src").rglob("*"))
     index = GRAPHIQL / "dist" / "index.html"
-    if not index.exists() or index.stat().st_mtime < _newest(sources):
-        installed = GRAPHIQL / "node_modules" / ".package-lock.json"
-        if not installed.exists() or installed.stat().st_mtime < _newest(
-            [GRAPHIQL / "package-lock.json"]
-        ):
-            _npm("ci", "--no-audit", "--no-fund")
-        _npm("run", "build")
+    with build_lock(GRAPHIQL):  # the other pytest-xdist worker may be building it right now
+        if not index.exists() or index.stat().st_mtime < _newest(sources):
+            installed = GRAPHIQL / "node_modules" / ".package-lock.json"
+            if not installed.exists() or installed.stat().st_mtime < _newest(
+                [GRAPHIQL / "package-lock.json"]
+            ):
+                _npm("ci", "--no-audit", "--no-fund")
+            _npm("run", "build")
     return GRAPHIQL / "dist"
 
 
@@ -131,15 +133,15 @@ def test_g2_real_server_serves_the_bundled_page_and_its_assets(
     with run_server(
         tmp_path, TURNQUEUE_TOKENS=f"alice:{TOKEN}", TURNQUEUE_GRAPHIQL_DIST=str(graphiql_dist)
     ) as server:
-        page = httpx.get(server.graphql_url, headers={"accept": "text/html"})
+        page = httpx.get(server.graphql_url, headers={"accept": "text/html"}, verify=TLS)
         assert page.status_code == 200, page.text
         assert '{"authRequired": true}' in page.text and TOKEN not in page.text
         linked = re.findall(r'(?:src|href)="([^"]+)"', page.text)
         assets = [url for url in linked if not url.startswith("data:")]
         assert assets and all(url.startswith(f"{ASSETS_PATH}/") for url in assets), linked
         for url in assets:
-            assert httpx.get(f"{server.base_url}{url}").status_code == 200, url
-        refused = httpx.post(server.graphql_url, json={"query": "{ tasks { id } }"})
+            assert httpx.get(f"{server.base_url}{url}", verify=TLS).status_code == 200, url
+        refused = httpx.post(server.graphql_url, json={"query": "{ tasks { id } }"}, verify=TLS)
         assert refused.status_code == 401
     assert "GraphiQL is not built" not in server.log()
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from clients import TLS
 from frontend_server import Server, run_server
 from web_page import (
     WEB,
@@ -109,9 +110,9 @@ def number(page: Any, selector: str) -> int:
 @needs_node
 def test_u2_turnqueue_serve_serves_the_built_page_at_root(web_server: Server) -> None:
     """U2: the real ``turnqueue serve`` answers ``/`` with the built page, beside ``/graphql``."""
-    page = httpx.get(f"{web_server.base_url}/")
+    page = httpx.get(f"{web_server.base_url}/", verify=TLS)
     assert page.status_code == 200 and '<ol id="queue">' in page.text
-    assert httpx.get(f"{web_server.base_url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{web_server.base_url}/healthz", verify=TLS).json() == {"status": "ok"}
 
 
 @needs_browser

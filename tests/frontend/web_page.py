@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frontend_server import CHROMIUM, REPO, Server
+from frontend_server import CHROMIUM, REPO, Server, build_lock
 
 WEB = REPO / "frontend_examples" / "web"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -40,8 +40,11 @@ def npm(*args: str) -> None:
 
 def ensure_node_modules() -> None:
     installed = WEB / "node_modules" / ".package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < _newest([WEB / "package-lock.json"]):
-        npm("ci", "--no-audit", "--no-fund")
+    with build_lock(WEB):  # two test workers must not install at once
+        if not installed.exists() or installed.stat().st_mtime < _newest(
+            [WEB / "package-lock.json"]
+        ):
+            npm("ci", "--no-audit", "--no-fund")
 
 
 def built_dist() -> Path:
@@ -51,9 +54,10 @@ def built_dist() -> Path:
     ]
     sources += list((WEB / "src").rglob("*"))
     index = WEB / "dist" / "index.html"
-    if not index.exists() or index.stat().st_mtime < _newest(sources):
-        ensure_node_modules()
-        npm("run", "build")
+    ensure_node_modules()
+    with build_lock(WEB / "dist"):
+        if not index.exists() or index.stat().st_mtime < _newest(sources):
+            npm("run", "build")
     return WEB / "dist"
 
 

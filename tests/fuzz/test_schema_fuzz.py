@@ -37,6 +37,7 @@ import graphql
 import httpx
 import pytest
 import uvicorn
+from clients import TLS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_graphql import Mode, mutations, nodes, queries
@@ -534,7 +535,7 @@ def check_answer(response: httpx.Response, document: str) -> list[str]:
 @pytest.mark.timeout(600)
 def test_s3_q10_q13_fuzzed_operations_never_fail_leak_or_lose_entries(server_url: str) -> None:
     """S3, Q10, Q13, R1, R2: generated valid and invalid operations against a real server."""
-    with httpx.Client(headers=HEADERS, timeout=30) as client:
+    with httpx.Client(headers=HEADERS, timeout=30, verify=TLS) as client:
         world = seed(client, server_url)
         state = {"snap": world.quiet_snapshot()}
         tally: Counter[str] = Counter()
@@ -619,7 +620,7 @@ def test_s3_m3_a_nul_character_is_stored_or_refused_never_a_fault(
     stores (M3, S3) — never an unexpected (masked) error."""
     query, field_name = NUL_CASES[case]
     value = "a\u0000b"
-    with httpx.Client(headers=HEADERS, timeout=30) as client:
+    with httpx.Client(headers=HEADERS, timeout=30, verify=TLS) as client:
         world = World(client, server_url, [])
         create = 'mutation { createTask(input: {title: "t"}) { session { id } } }'
         session_id = world.data(create)["createTask"]["session"]["id"]

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from clients import poll
+from clients import TLS, poll
 from gql import Client as GqlClient
 from gql import gql
 from gql.transport.websockets import WebsocketsTransport
@@ -50,7 +50,7 @@ async def turn_status(client: Client, sid: str) -> str | None:
 
 async def scrape(server: InProc) -> Metrics:
     # S1: /metrics needs no token.
-    async with httpx.AsyncClient(timeout=10) as bare:
+    async with httpx.AsyncClient(timeout=10, verify=TLS) as bare:
         response = await bare.get(f"{server.client.base}/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -203,7 +203,7 @@ async def test_u3_healthz_and_readyz_503_when_the_database_is_unreachable(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with inproc_server(database_url, tokens=TOKENS) as server:
-        async with httpx.AsyncClient(base_url=server.client.base, timeout=10) as bare:
+        async with httpx.AsyncClient(base_url=server.client.base, timeout=10, verify=TLS) as bare:
             assert (await bare.get("/healthz")).json() == {"status": "ok"}
             ready = await bare.get("/readyz")
             assert ready.status_code == 200 and ready.json()["database"] == "ok"

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from clients import WAIT, Client, poll
+from clients import TLS, WAIT, Client, poll
 from ops_helpers import ProcServer
 
 from turnqueue.agents.scripted import reply_for
@@ -84,7 +84,10 @@ async def server(tmp_path: Path) -> AsyncIterator[ProcServer]:
 async def test_o3_sse_output_has_ids_and_a_last_event_id_reconnect_resumes_exactly(
     server: ProcServer,
 ) -> None:
-    async with Client(server.base, TOKEN) as api, httpx.AsyncClient(timeout=WAIT) as http:
+    async with (
+        Client(server.base, TOKEN) as api,
+        httpx.AsyncClient(timeout=WAIT, verify=TLS) as http,
+    ):
         sid = await api.create_session()
         sent = await api.ok("sendMessage", "turn { id }", sessionId=sid, content=PROMPT)
         turn_id = sent["turn"]["id"]
@@ -131,7 +134,10 @@ async def test_o3_sse_output_has_ids_and_a_last_event_id_reconnect_resumes_exact
 
 
 async def test_o3_sse_snapshots_carry_their_revision_as_id(server: ProcServer) -> None:
-    async with Client(server.base, TOKEN) as api, httpx.AsyncClient(timeout=WAIT) as http:
+    async with (
+        Client(server.base, TOKEN) as api,
+        httpx.AsyncClient(timeout=WAIT, verify=TLS) as http,
+    ):
         sid = await api.create_session()
         await api.ok("setAutoRun", "queue { revision }", sessionId=sid, autoRun=False)
         params = sse_params(QUEUE_SUB, s=sid)
@@ -147,7 +153,10 @@ async def test_o3_sse_snapshots_carry_their_revision_as_id(server: ProcServer) -
 
 
 async def test_o3_s1_s4_sse_needs_the_token_and_an_allowed_origin(server: ProcServer) -> None:
-    async with Client(server.base, TOKEN) as api, httpx.AsyncClient(timeout=WAIT) as http:
+    async with (
+        Client(server.base, TOKEN) as api,
+        httpx.AsyncClient(timeout=WAIT, verify=TLS) as http,
+    ):
         sid = await api.create_session()
         params = sse_params(QUEUE_SUB, s=sid)
         anonymous = await http.get(api.url, params=params, headers=headers(token=None))
