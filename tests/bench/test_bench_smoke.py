@@ -1,6 +1,6 @@
 """The benchmarks run (issue 6): ``python -m bench --smoke`` exits 0 and writes a table with a
-row for each of P1–P7 (P5b included) and P9 for every backend (one test per backend). No assertion on any time
-or ratio."""
+row for each of P1–P7 (P5b included) and P9 for every backend (one test per backend). No
+assertion on any time or ratio."""
 
 from __future__ import annotations
 

@@ -203,7 +203,9 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
     assert runner.log is not None
     await runner.log.detach()
 
-    await _recover_session(engine.core, sid, [run.turn_id], [], None)
+    await _recover_session(
+        engine.core, engine.core.cancellations.epoch, sid, [run.turn_id], [], None
+    )
     last = await asyncio.wait_for(anext(stream), WAIT)
     await stream.aclose()
     assert (last.offset, last.text, last.done, last.status) == (12, "", True, TurnStatus.FAILED)

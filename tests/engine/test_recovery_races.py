@@ -19,7 +19,7 @@ from engine_helpers import PRINCIPAL, ManualAgent, new_session
 from test_cancellation_rules import _gate, _pg_only, crash
 
 from turnqueue.engine.recovery import recover
-from turnqueue.store.tx import SqlTx
+from turnqueue.store.postgres import PostgresTx
 
 
 async def test_r2_m6_two_instances_recovering_one_session_never_publish_backwards(
@@ -39,9 +39,9 @@ async def test_r2_m6_two_instances_recovering_one_session_never_publish_backward
     await agent_x.next_run()
     _gate(a)[0] = False  # A hears nothing from here on
     fetched, go = asyncio.Event(), asyncio.Event()
-    next_epoch = SqlTx.next_epoch
+    next_epoch = PostgresTx.next_epoch
 
-    async def stalled(self: SqlTx) -> int:
+    async def stalled(self: PostgresTx) -> int:
         epoch = await next_epoch(self)
         task = asyncio.current_task()
         if task is not None and task.get_name() == "recovery of A":
@@ -49,7 +49,7 @@ async def test_r2_m6_two_instances_recovering_one_session_never_publish_backward
             await go.wait()
         return epoch
 
-    monkeypatch.setattr(SqlTx, "next_epoch", stalled)
+    monkeypatch.setattr(PostgresTx, "next_epoch", stalled)
     await crash(x)
     live = {a.core.instance, b.core.instance}
     on_a = asyncio.create_task(recover(a.core, a.turns, live=live), name="recovery of A")

@@ -228,7 +228,9 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     runner = engine.core.runners.pop(sid)
     assert runner.log is not None
     await runner.log.detach()
-    await _recover_session(engine.core, sid, [run.turn_id], [], None)
+    await _recover_session(
+        engine.core, engine.core.cancellations.epoch, sid, [run.turn_id], [], None
+    )
     last = await asyncio.wait_for(anext(stream), WAIT)
     await stream.aclose()
     assert (last.offset, last.next_offset, last.items, last.done) == (2, 2, [], True)

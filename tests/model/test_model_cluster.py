@@ -211,7 +211,7 @@ class Instance:
         if sid in self.engine.core.runners:
             return False
         if dead_epochs is not None:
-            return relayed.pending and (relayed.revision >> 32) in dead_epochs
+            return relayed.status.pending and (relayed.status.revision >> 32) in dead_epochs
         # Also with pending false: kept across the outage, its revision falls behind the
         # owner's (R2 across instances) — the same missing reset on resync.
         return self.reconnects() > 0
