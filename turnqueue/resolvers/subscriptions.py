@@ -36,6 +36,14 @@ from turnqueue.schema.types import (
 )
 
 Info = strawberry.Info[Context, None]
+#: ``turnId`` of turnOutput and turnItems: the turn whose log is read.
+TurnToRead = Annotated[
+    strawberry.ID | None,
+    strawberry.argument(
+        description="The turn to read (any of the session's turns); default: the "
+        "current one, then the following ones."
+    ),
+]
 
 SessionId = Annotated[
     strawberry.ID, strawberry.argument(description="The session (one of the caller's).")
@@ -348,13 +356,7 @@ class Subscription:
         self,
         info: Info,
         session_id: SessionId,
-        turn_id: Annotated[
-            strawberry.ID | None,
-            strawberry.argument(
-                description="The turn to read (any of the session's turns); default: the "
-                "current one, then the following ones."
-            ),
-        ] = None,
+        turn_id: TurnToRead = None,
         after_offset: Annotated[
             int | None,
             strawberry.argument(
@@ -382,13 +384,7 @@ class Subscription:
         self,
         info: Info,
         session_id: SessionId,
-        turn_id: Annotated[
-            strawberry.ID | None,
-            strawberry.argument(
-                description="The turn to read (any of the session's turns); default: the "
-                "current one, then the following ones."
-            ),
-        ] = None,
+        turn_id: TurnToRead = None,
         after_offset: Annotated[
             int | None,
             strawberry.argument(
