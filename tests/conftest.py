@@ -148,6 +148,24 @@ def pytest_asyncio_loop_factories(config: Any, item: pytest.Item) -> dict[str, L
     return dict(default_loops(item))
 
 
+#: How much of each server log a failed test's report shows (the end is what explains it).
+LOG_TAIL_CHARS = 6000
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that ran server processes (``*.log`` in its ``tmp_path``) shows the end
+    of each log in its report: a CI failure of a multi-process test then says what the
+    servers saw, not only what the client timed out on."""
+    report = yield
+    tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
+    if report.failed and isinstance(tmp_path, Path):
+        for log in sorted(tmp_path.glob("*.log")):
+            text = log.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+            report.sections.append((f"{log.name} (end)", text))
+    return report
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Say plainly when the PostgreSQL half did not run."""
     if not os.environ.get(PG_ENV):

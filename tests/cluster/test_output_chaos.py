@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -115,3 +116,35 @@ async def test_o1_o2_m6_clients_resuming_at_random_offsets_through_a_sigkill_mat
         assert status == "FAILED"
         assert transcript == log  # 0 lost, 0 duplicated
     assert reconnects >= CLIENTS  # every client did resume
+
+
+async def test_o2_m6_a_resume_at_the_end_of_the_log_gets_the_done_of_a_recovered_turn(
+    servers: StartServers, pg_database_url: str
+) -> None:
+    """O2 × M6: a client resumes on B exactly at the end of what the log holds (nothing new to
+    send), and no chunk follows because the owner A has stopped; B's recovery then ends the
+    turn. The stream must send the turn's ``done`` (FAILED) instead of waiting forever: it
+    follows the turn it resumed in even before it has yielded anything of it."""
+    a, b = await servers(2, TURNQUEUE_SCRIPTED_TURN_SECONDS="6")
+    sid = await a.create_session()
+    sent = await a.mutate("sendMessage", "turn { id }", sessionId=sid, content=PROMPT)
+    turn_id = sent["turn"]["id"]
+    async with Subscriber(b, SUB, s=sid, t=turn_id, a=0) as first:
+        assert (await first.next())["turnOutput"]["text"]  # the log has some of the turn
+    assert a.process is not None
+    a.process.send_signal(signal.SIGSTOP)  # no more chunks; its lease runs out (1.5 s)
+    try:
+        conn = await asyncpg.connect(asyncpg_dsn(pg_database_url))
+        try:
+            end = await conn.fetchval(
+                "SELECT coalesce(sum(length(text)), 0) FROM turn_output WHERE turn_id = $1",
+                turn_id,
+            )
+        finally:
+            await conn.close()
+        async with Subscriber(b, SUB, s=sid, t=turn_id, a=end) as resumed:
+            chunk = (await resumed.next())["turnOutput"]
+        assert chunk == {"offset": end, "text": "", "done": True, "status": "FAILED"}
+    finally:
+        a.process.send_signal(signal.SIGCONT)
+        a.kill()

@@ -278,6 +278,9 @@ async def _output_stream(
 
         if first is not None:
             seen[first.turn_id] = (first.offset, False)  # resume: nothing before afterOffset
+            # Followed from here, even when nothing is new yet (a resume at the log's end):
+            # its ``done`` may come only from a re-read (below).
+            following = None if first.done else first.turn_id
             if (chunk := _unseen(first, seen)) is not None:
                 yield out(chunk)
                 if chunk.done and turn_id is not None:
