@@ -152,7 +152,8 @@ async def test_c5_c7_a_relay_that_missed_the_cancel_ending_forgets_it_and_runs_t
     def ran(s: dict[str, Any]) -> bool:
         return [t["prompt"] for t in s["turns"]] == ["/stubborn", "via B"]
 
-    after = await until(b, sid, ran, "the message held on B to run")
+    await until(b, sid, ran, "the message held on B to run")
+    after = await state(b, sid)  # again: the fields of one answer are separate reads
     assert after["cancellationPending"] is False
     assert after["cancellationRevision"] == on_a["cancellationRevision"]  # A's, relayed (C7)
     assert "CANCELLING" not in after["queue"]["heldBy"] and after["queue"]["entries"] == []
@@ -196,14 +197,15 @@ async def test_r2_revisions_grow_across_owners_when_every_instance_hears_the_oth
     a, _ = await cluster.start(**env)
     b, _ = await cluster.start(**env)
     sid = await b.create_session()
+    seen: list[dict[str, Any]] = []
     async with Subscriber(a, CANCEL_SUB, s=sid) as on_a:
         await on_a.next()
-        await b.mutate("sendMessage", "turn { id }", sessionId=sid, content="turn 1")
-        await b.mutate("cancel", "outcome", sessionId=sid)
-        seen = [(await on_a.next())["cancellationChanged"] for _ in range(2)]
-        await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="turn 2")
-        await a.mutate("cancel", "outcome", sessionId=sid)
-        seen += [(await on_a.next())["cancellationChanged"] for _ in range(2)]
+        for owner, prompt in ((b, "turn 1"), (a, "turn 2")):
+            sent = await owner.mutate("sendMessage", "turn { id }", sessionId=sid, content=prompt)
+            assert sent["turn"] is not None, f"{prompt} did not start: {sent}"
+            cancelled = await owner.mutate("cancel", "outcome", sessionId=sid)
+            assert cancelled["outcome"] == "STOPPED", cancelled
+            seen += [(await on_a.next())["cancellationChanged"] for _ in range(2)]
     assert [s["pending"] for s in seen] == [True, False, True, False]
     revisions = [s["revision"] for s in seen]
     assert revisions == sorted(set(revisions)), f"revisions went back: {revisions}"
@@ -237,7 +239,10 @@ async def test_q7_m6_sigkill_of_the_owner_mid_cancel_leaves_the_backlog_parked(
     def recovered(s: dict[str, Any]) -> bool:
         return bool(s["turns"][0]["status"] != "RUNNING")
 
-    after = await until(b, sid, recovered, "B to recover A's session")  # the lease is 1.5 s
+    await until(b, sid, recovered, "B to recover A's session")  # the lease is 1.5 s
+    # Read again: one query's fields are separate reads, so the answer that saw the turn end
+    # may have read the queue or the state just before the recovery's commit.
+    after = await state(b, sid)
     assert [(t["prompt"], t["status"], t["error"]) for t in after["turns"]] == [
         ("/stubborn", "FAILED", "interrupted")
     ]
