@@ -126,9 +126,10 @@ def test_c7_our_own_hold_is_never_owed_a_relayed_drain() -> None:
     assert registry.relay(CancellationStatus("s", False, (9 << 32) + 1), origin=9) is False
 
 
-def test_c7_forgetting_drops_only_relayed_pending_values_of_dead_publishers() -> None:
-    """C5/C7: ``forget_origins`` forgets what dead publishers said was pending (a drain owed
-    where it held a queue); live publishers' values, and cleared values, stay."""
+def test_c7_relayed_from_names_only_pending_values_of_dead_publishers() -> None:
+    """C5/C7: ``relayed_from`` names what dead publishers said was pending — recovery adopts
+    those sessions (N2); live publishers' values, cleared values and unknown origins are not
+    named, and nothing is changed by asking."""
     registry, _ = recording(1)
     registry.relay(CancellationStatus("dead", True, 10), origin=5)
     registry.relay(CancellationStatus("alive", True, 10), origin=6)
@@ -137,12 +138,14 @@ def test_c7_forgetting_drops_only_relayed_pending_values_of_dead_publishers() ->
     registry.relay(CancellationStatus("unknown", True, 10))  # no origin: 0
     assert registry.relayed_pending() == {"dead": 5, "alive": 6, "unheld": 5, "unknown": 0}
     assert registry.pending("dead") and registry.pending("alive")
-    assert registry.forget_origins({6, 0}) == ["dead"]  # "unheld" is forgotten, not owed
-    assert registry.status("alive") == CancellationStatus("alive", True, 10)
+    assert registry.relayed_from({5, 7}) == ["dead", "unheld"]
+    assert registry.relayed_from({6}) == ["alive"]
+    assert registry.relayed_from(set()) == []
+    assert registry.relayed_pending() == {"dead": 5, "alive": 6, "unheld": 5, "unknown": 0}
+    registry.adopt("dead", 2)  # what recovery does with them: cleared above the floor (R2)
+    assert registry.status("dead") == CancellationStatus("dead", False, 2 << 32)
+    assert registry.relayed_from({5}) == ["unheld"]
     assert registry.status("cleared") == CancellationStatus("cleared", False, 10)
-    assert registry.status("dead") == CancellationStatus("dead", False, 0)
-    assert registry.status("unheld") == CancellationStatus("unheld", False, 0)
-    assert registry.relayed_pending() == {"alive": 6, "unknown": 0}
     assert registry.forget("cleared") is False  # a cleared value held nothing
     assert registry.forget("never") is False
     assert registry.forget("alive") is True  # its hold was read: the drain is owed

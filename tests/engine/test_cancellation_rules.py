@@ -279,7 +279,8 @@ def test_r2_a_transition_continues_above_what_another_instance_published() -> No
 
 def test_c7_a_relayed_hold_that_clears_owes_the_queue_a_drain() -> None:
     """C7/Q9: a queue held by a relayed ``pending`` is owed a drain when the value clears
-    (relayed false, or forgotten because its publisher is gone); one never held is not."""
+    (relayed false, or forgotten because its publisher no longer confirms it); one never held
+    is not."""
     registry = CancellationRegistry(1, lambda _: None)
     high = 9 << 32  # published by a newer instance (epoch 9)
     registry.relay(CancellationStatus("s", True, 10), origin=5)
@@ -290,7 +291,7 @@ def test_c7_a_relayed_hold_that_clears_owes_the_queue_a_drain() -> None:
     registry.relay(CancellationStatus("v", True, high), origin=5)
     assert registry.pending("v") is True
     assert registry.relayed_pending() == {"v": 5}
-    assert registry.forget_origins({6}) == ["v"]  # its publisher is no longer live
+    assert registry.forget("v") is True  # its publisher no longer confirms it (C7)
     assert registry.status("v") == CancellationStatus("v", False, 0)
     with registry.reference("v", CancelKind.EXPLICIT):  # the floor outlives the forgetting
         assert registry.status("v").revision == high + 1

@@ -893,11 +893,6 @@ def machine(
     yield Machine
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="N2 seen again after the issue-17 merges (2026-12-02): an instance keeps serving a "
-    "relayed cancellationPending of a dead instance once quiet; under investigation (session note)",
-)
 @pytest.mark.timeout(1800)
 def test_two_instances_agree_under_listen_cuts_q10_c5_c7_r1_r2_m4(
     machine: type[ClusterMachine],
@@ -970,14 +965,16 @@ async def test_n1_c5_q13_a_survivor_serves_no_cancelling_hold_after_a_mid_cancel
         await a.store.close()
 
 
+@pytest.mark.parametrize("held_in", ["_park_backlog", "moves_on_cancel"])
 async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_the_turn_end(
-    pg_database_url: str,
+    pg_database_url: str, held_in: str
 ) -> None:
     """Found by the model (N2): B's cancel has stopped its turn (the end is committed) and is
-    still under way — here held in its Q7 park — when B dies; A relayed ``pending: true``.
-    Nothing is orphaned (no RUNNING turn, nothing in flight), so recovery has nothing to adopt,
-    but A must still stop relaying the dead owner's pending (C5: the owning instance dying
-    releases the reference; C7: a relay that may have missed a transition forgets it)."""
+    still under way — held in its Q7 park (its durable mark still set), or after it (the mark
+    cleared, W2's question not answered yet) — when B dies; A relayed ``pending: true``.
+    Nothing is orphaned (no RUNNING turn, nothing in flight), yet A must stop relaying the dead
+    owner's pending and tell its subscribers so above what it relayed (C5: the owning instance
+    dying releases the reference; C7: a relay that may have missed a transition forgets it)."""
     settings_ = Settings(
         database_url=pg_database_url,
         cancel_timeout=0.5,
@@ -995,21 +992,30 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
     observer = await asyncpg.connect(pg_database_url)
     parking = asyncio.Event()
 
-    async def park_held(_session_id: str) -> None:
+    async def park_held(_session_id: str) -> bool:
         parking.set()  # the turn has ended; the reference is still held
         await asyncio.Event().wait()  # until the process dies
+        return False
 
     try:
         _, session = await b.engine.create_task(PRINCIPAL, "n2", None)
         sid = session.id
         await b.engine.send_message(PRINCIPAL, sid, "working")
         await b.agent.next_run()
-        b.engine.cancels._park_backlog = park_held  # type: ignore[method-assign]
+        setattr(b.engine.cancels, held_in, park_held)
         cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
         await asyncio.wait_for(parking.wait(), QUIET_SECONDS)
         await _poll(lambda: a.engine.cancellation(sid).pending, "A to relay pending")
+        relayed = a.engine.cancellation(sid)
         turn = await a.engine.current_turn(sid)
         assert turn is not None and turn.status is TurnStatus.CANCELLED
+        seen: list[CancellationStatus] = []  # what A's subscribers are sent from here on
+
+        def on_event(event: Event) -> None:
+            if event.kind is EventKind.CANCELLATION and event.cancellation is not None:
+                seen.append(event.cancellation)
+
+        a.engine.core.bus.add_listener(on_event)
         await kill_instance(b, observer)
         await asyncio.gather(cancel, return_exceptions=True)
         # A's heartbeat sees B gone within a third of the lease; allow a few leases.
@@ -1022,6 +1028,13 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
             f"heldBy {status.held_by}"
         )
         assert HoldReason.CANCELLING not in status.held_by, status
+        # C5/R2: A's subscribers, told `pending: true`, are told it cleared, with a revision
+        # above the relayed one (a lower one every client drops, R3).
+        assert [(c.pending, c.revision > relayed.revision) for c in seen] == [(False, True)], (
+            relayed,
+            seen,
+        )
+        assert a.engine.cancellation(sid) == seen[-1]
     finally:
         await observer.close()
         await a.engine.aclose()

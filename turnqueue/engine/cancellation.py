@@ -29,9 +29,10 @@ anyone. The floor has two sources:
 
 C7 for relays: a relaying process that may have missed a transition must not keep answering, or
 holding a queue with, what it relayed. ``relayed_pending`` lists what to ask the owners again after
-a LISTEN outage (``engine.cluster``); ``forget`` and ``forget_origins`` drop relayed values whose
-owner cannot confirm them (it died). A drain is owed to every session whose queue a relayed
-``pending`` held (``pending`` records it): when that relayed value clears, the caller drains.
+a LISTEN outage (``engine.cluster``); ``forget`` drops a relayed value its owner no longer
+confirms; ``relayed_from`` names those of owners that died, which recovery adopts (M6). A drain is
+owed to every session whose queue a relayed ``pending`` held (``pending`` records it): when that
+relayed value clears, the caller drains.
 
 Hazard: count, revision and the publication happen in one synchronous critical section (no
 ``await`` inside), so transitions are published in the order they happened, and a snapshot
@@ -158,12 +159,11 @@ class CancellationRegistry:
         relayed = self._relayed.pop(session_id, None)
         return relayed is not None and relayed.status.pending and self._release_hold(session_id)
 
-    def forget_origins(self, live: Iterable[int]) -> list[str]:
-        """Forget every relayed ``pending`` whose publisher is no longer live (C5, C7: the owner
-        died). Returns the sessions owed a drain."""
-        alive = set(live)
-        gone = [sid for sid, origin in self.relayed_pending().items() if origin not in alive]
-        return [sid for sid in gone if self.forget(sid)]
+    def relayed_from(self, dead: Iterable[int]) -> list[str]:
+        """Sessions answered ``pending`` as relayed from a publisher that died (C5, C7): recovery
+        adopts them (``adopt``), which clears them above what the dead owner said."""
+        gone = set(dead)
+        return sorted(sid for sid, origin in self.relayed_pending().items() if origin in gone)
 
     def _release_hold(self, session_id: str) -> bool:
         if session_id in self._held and not self.status(session_id).pending:

@@ -19,7 +19,7 @@ the connection). Once LISTEN is back, every live instance is asked what it owns 
 (``cancellations``): a newer value replaces the stale one; one its publisher no longer confirms is
 forgotten; one whose publisher does not answer stays a hold (Q9: a guard that cannot be checked
 holds) and is asked again after each heartbeat, until the publisher answers or is declared dead
-(recovery then forgets it, after parking what it must, M6/Q7). A queue that a relayed ``pending``
+(recovery then adopts the session, parking what it must, M6/Q7). A queue that a relayed ``pending``
 held is drained when it clears (``on_released``): the owner's own drain may have run before an
 entry queued here committed.
 
@@ -89,11 +89,15 @@ class Cluster:
         self._unconfirmed: dict[str, int] = {}
         self._confirming: asyncio.Task[None] | None = None
         self._last_live: set[int] = set()
+        #: instances heard from since the last heartbeat (they may have come and gone between
+        #: two beats: their relayed values must still be adopted when they die, N2)
+        self._heard: set[int] = set()
+        #: instances that died since the recovery loop last ran
+        self._dead: set[int] = set()
         self._listener = store.listen(self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
         self._beat = asyncio.Event()
-        self._lost = False
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -219,8 +223,10 @@ class Cluster:
     # -- incoming -------------------------------------------------------------------------------
     def _on_message(self, payload: str) -> None:
         message = json.loads(payload)
-        if message.get("o") == self.instance:
+        origin = message.get("o")
+        if origin == self.instance:
             return  # our own: already published locally
+        self._heard.add(int(origin or 0))
         kind = message.get("t")
         if kind == "ev":
             self._relay(message)
@@ -338,6 +344,8 @@ class Cluster:
         interval = self.lease / 3
         while True:
             await asyncio.sleep(interval)
+            # Taken before the read: an instance heard from after it may have started after it.
+            known = self._last_live | self._heard
             try:
                 async with self._store.lease() as tx:
                     alive = await tx.heartbeat(self.instance, self.lease)
@@ -348,7 +356,8 @@ class Cluster:
                     async with self._store.lease() as tx:
                         await tx.register_instance(self.instance)
                         live = await tx.live_instances(self.lease)
-                self._lost = self._lost or bool(self._last_live - live)
+                self._dead |= known - live - {self.instance, 0}
+                self._heard -= known
                 self._last_live = live
                 self._beat.set()
             except Exception:
@@ -359,13 +368,13 @@ class Cluster:
         while True:
             await self._beat.wait()
             self._beat.clear()
-            live, lost, self._lost = self._last_live, self._lost, False
+            live, dead, self._dead = self._last_live, frozenset(self._dead), set()
             self._confirm_soon()  # C7: what a publisher did not confirm yet, asked again
             try:
-                await self._hooks.on_orphans(live, lost)
+                await self._hooks.on_orphans(live, dead)
             except Exception:
                 log.exception("recovery after a heartbeat failed")
-                self._lost = self._lost or lost  # try the sweep again after the next beat
+                self._dead |= dead  # try the sweep again after the next beat
 
 
 def _dump(message: dict[str, Any]) -> str:

@@ -18,11 +18,12 @@ async def join_cluster(core: Core, turns: Turns, served: Mapping[str, Handler]) 
     """Hear the other instances, answer their forwarded requests (``served``), adopt the dead's;
     the cluster becomes ``core.cluster`` before it starts."""
 
-    async def adopt_orphans(live: set[int], lost: bool) -> None:
+    async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
         # Each heartbeat: recover what dead instances left; when one has just died, also sweep
-        # for queues it left eligible without running (a crash after a turn's end).
+        # for queues it left eligible without running (a crash after a turn's end) and adopt
+        # what it was relayed as cancelling (N2).
         if not core.closing:
-            await recover(core, turns, sweep=lost, live=live)
+            await recover(core, turns, sweep=bool(dead), live=live, dead=dead)
 
     async def expelled() -> None:
         # The others declared this instance dead and recovered its turns: let them go.

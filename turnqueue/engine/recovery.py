@@ -9,10 +9,12 @@ work owned by no live instance (on SQLite, by no instance but this one):
 - orphaned in-flight entries return to the head of their queues with their ids (Q10);
 - an accepted explicit cancel whose owner died before it parked the backlog (its durable mark,
   ``cancel_mark``) parks it now, in the same transaction (Q7): the drain below is then paused;
+- a session this instance relays ``pending`` for, from a publisher that died, is recovered too
+  (C5, C7): the owner's cancel may have ended its turn (nothing orphaned) and died before its
+  release was published;
 - the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
-  above anything the dead owner published;
-- relayed ``pending`` values whose publisher is no longer live are forgotten (C5, C7), after the
-  parks above, so the drain they owe cannot start what a dead owner's cancel was parking;
+  above anything the dead owner published, in the transaction that parks its backlog (Q7), so
+  the drain that follows cannot start what a dead owner's cancel was parking;
 - then one automatic drain (Q3) per recovered session decides what runs next.
 
 Each session is recovered in its own transaction under its lock row, in id order, so two
@@ -34,11 +36,17 @@ log = logging.getLogger(__name__)
 
 
 async def recover(
-    core: Core, turns: Turns, *, sweep: bool = False, live: set[int] | None = None
+    core: Core,
+    turns: Turns,
+    *,
+    sweep: bool = False,
+    live: set[int] | None = None,
+    dead: frozenset[int] = frozenset(),
 ) -> set[str]:
     """Recover the orphans; with ``sweep`` also drain every queue left eligible (a graceful
     shutdown stops turns without draining, and a crash can fall between a turn's end and its
-    drain, Q4): ON means "run when eligible" (Q9) after a restart too."""
+    drain, Q4): ON means "run when eligible" (Q9) after a restart too. ``dead``: instances
+    that died since the last call, whose relayed ``pending`` values are adopted (C5, C7)."""
     if live is None:  # the heartbeat passes what it has just read
         live = await core.cluster.live() if core.cluster is not None else set()
     live = live | {core.instance}
@@ -54,7 +62,10 @@ async def recover(
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
         _kill_agent_group(turn)
-    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks))
+    # N2 (C5, C7): a dead owner's cancel may have ended its turn and parked (nothing orphaned)
+    # yet died before its release was published: this instance still relays its `pending`.
+    relayed = set(core.cancellations.relayed_from(dead))
+    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | relayed)
     fresh_epoch = 0
     if recovered:
         # Not a unit of work (``core.change``): the epoch belongs to no session.
@@ -70,9 +81,7 @@ async def recover(
             marks.get(session_id),
         )
         log.warning("recovered session %s", session_id)
-    # After the parks above (Q7): what a dead owner said no longer holds anything here.
-    released = core.cancellations.forget_origins(live) if sweep else []
-    await _drain(core, turns, sorted(eligible | set(recovered) | set(released)))
+    await _drain(core, turns, sorted(eligible | set(recovered)))
     return set(recovered)
 
 
