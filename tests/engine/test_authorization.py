@@ -24,7 +24,7 @@ async def test_s2_a_remembered_owner_still_refuses_another_principal(engine: Eng
     task, session = await new_session(engine)
     await engine.set_auto_run(task.owner, session.id, False, None)
     await engine.enqueue(task.owner, session.id, "mine", None)  # the owner is now remembered
-    assert session.id in engine._owners
+    assert session.id in engine.access.owners
 
     with pytest.raises(NotFound):
         await engine.enqueue("mallory", session.id, "theirs", None)
@@ -37,10 +37,10 @@ async def test_s2_an_unremembered_session_is_read_and_refused_for_another_princi
     engine: Engine,
 ) -> None:
     _, session = await new_session(engine)
-    engine._owners.clear()
+    engine.access.owners.clear()
     with pytest.raises(NotFound):
         await engine.enqueue("mallory", session.id, "theirs", None)
-    assert session.id not in engine._owners  # a refusal remembers nothing
+    assert session.id not in engine.access.owners  # a refusal remembers nothing
     with pytest.raises(NotFound):
         await engine.enqueue("mallory", str(uuid.uuid4()), "x", None)
     with pytest.raises(InvalidInput):

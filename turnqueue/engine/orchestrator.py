@@ -1,4 +1,5 @@
-"""The engine's one entry point: authorisation, then the queue, turn, cancel and workflow rules.
+"""The engine's one entry point: authorisation (``engine.access``), then the queue, turn, cancel
+and workflow rules.
 
 Every public method takes the calling principal first. A session or task the principal does not
 own is reported exactly like one that does not exist (S2), so ids cannot be probed.
@@ -7,7 +8,6 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +33,7 @@ from turnqueue.domain import (
     clamp_page,
     is_valid_id,
 )
+from turnqueue.engine.access import Access
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
@@ -48,14 +49,10 @@ from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
-from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
 
 log = logging.getLogger(__name__)
-
-#: Sessions whose owner is remembered (about 100 bytes each).
-OWNER_CACHE_SIZE = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +85,7 @@ class Engine:
         self.agent_sessions = AgentSessions(core, self.turns)
         self.approvals = Approvals(core, self.turns)  # A6
         self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
-        # Hazard: correct only because a session's owner is fixed at creation and sessions are
-        # never deleted. If either ever changes, this cache must be invalidated there.
-        self._owners: OrderedDict[str, str] = OrderedDict()
+        self.access = Access(core.store)  # S2
 
     @classmethod
     async def open(
@@ -158,47 +153,19 @@ class Engine:
         """Queue entries over every session (one database read)."""
         return QueueDepth(*await self.core.store.queue_depth())
 
-    # -- authorisation --------------------------------------------------------------------------
+    # -- authorisation (S2, ``engine.access``) ---------------------------------------------------
     async def authorize_session(
         self, principal: str, session_id: str, field: str = "sessionId"
     ) -> Session:
         """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
-        if not is_valid_id(session_id):
-            raise InvalidInput(f"{field} is not a valid id", [field])
-        async with self.core.store.read() as tx:
-            session = await tx.get_session(session_id)
-        if session is None or session.owner != principal:
-            raise NotFound("session", [field])
-        self._remember_owner(session_id, session.owner)
-        bind(session_id=session_id)  # the rest of this request's logs carry it
-        return session
+        return await self.access.session(principal, session_id, field)
 
     async def check_session(self, principal: str, session_id: str) -> None:
-        """:meth:`authorize_session` for callers that do not need the session: the owner is
-        remembered, so a busy session's mutations cost no read for authorisation."""
-        owner = self._owners.get(session_id)
-        if owner is None:
-            await self.authorize_session(principal, session_id)
-            return
-        if owner != principal:
-            raise NotFound("session", ["sessionId"])
-        self._owners.move_to_end(session_id)
-        bind(session_id=session_id)
-
-    def _remember_owner(self, session_id: str, owner: str) -> None:
-        self._owners[session_id] = owner
-        self._owners.move_to_end(session_id)
-        if len(self._owners) > OWNER_CACHE_SIZE:
-            self._owners.popitem(last=False)
+        """:meth:`authorize_session` for callers that do not need the session."""
+        await self.access.check_session(principal, session_id)
 
     async def authorize_task(self, principal: str, task_id: str) -> Task:
-        if not is_valid_id(task_id):
-            raise InvalidInput("taskId is not a valid id", ["taskId"])
-        async with self.core.store.read() as tx:
-            task = await tx.get_task(task_id)
-        if task is None or task.owner != principal:
-            raise NotFound("task", ["taskId"])
-        return task
+        return await self.access.task(principal, task_id)
 
     # -- reads ----------------------------------------------------------------------------------
     async def session(self, principal: str, session_id: str) -> Session | None:
