@@ -305,7 +305,10 @@ def test_g2_graphiql_offline_runs_a_query_a_mutation_and_a_subscription(
     expect(result(page)).to_contain_text("COMPLETED", timeout=20_000)
     nexts = [json.loads(f) for f in frames if '"type":"next"' in f.replace(" ", "")]
     states = [n["payload"]["data"]["sessionChanged"]["state"] for n in nexts]
-    assert states[0] == "WAITING_FOR_INPUT" and "RUNNING" in states, states
+    # The snapshot's frame may be missed here (Playwright reports a socket's frames only from
+    # when the listener above reaches its driver, racing the first frame): it was checked on
+    # screen; every frame after the send is reported.
+    assert "RUNNING" in states and states[-1] == "WAITING_FOR_INPUT", states
     page.get_by_role("button", name="Show GraphiQL Explorer").click()  # the explorer plugin
     expect(page.locator(".graphiql-plugin")).to_contain_text("sessionChanged")
     ARTIFACTS.mkdir(exist_ok=True)
