@@ -30,6 +30,13 @@ async def crash(engine: Engine) -> None:
         await engine.core.cluster.aclose()
 
 
+async def cancel_mark(engine: Engine, sid: str) -> str | None:
+    async with engine.core.store.read() as tx:
+        view = await tx.view(sid)
+    assert view is not None
+    return view.cancel_mark
+
+
 def bury(agent: ManualAgent) -> None:
     for run in agent.runs:
         run.fail("process died")
@@ -151,6 +158,7 @@ async def test_q7_m6_a_dead_owners_cancel_parks_entries_it_had_in_flight(
     assert [e.content for e in status.entries] == ["in flight"]
     assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
     assert second.no_new_run()
+    assert await cancel_mark(restarted, sid) is None  # decided: a later recovery parks nothing
     bury(agent)
 
 
@@ -170,6 +178,7 @@ async def test_q7_m6_a_dead_owners_cancel_with_nothing_queued_leaves_auto_run_on
     restarted = await open_engine(agent_=second)
     status = await restarted.queue_status(sid)
     assert (status.auto_run, status.pause_reason) == (True, None)
+    assert await cancel_mark(restarted, sid) is None
     admission = await restarted.send_message(PRINCIPAL, sid, "next")
     assert admission.turn is not None
     (await second.next_run()).complete()
