@@ -39,7 +39,7 @@ async def recover(
     core: Core,
     turns: Turns,
     *,
-    sweep: bool = False,
+    sweep: bool,
     live: set[int] | None = None,
     dead: frozenset[int] = frozenset(),
 ) -> set[str]:
