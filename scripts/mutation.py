@@ -51,7 +51,13 @@ def render(table: dict[str, Counter[str]]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for module, counts in sorted(table.items()):
+        # Mutants of a run limited to other modules (``--module``) stay "not checked": a module
+        # with nothing checked has no score, and unchecked mutants count in no column.
+        unchecked = counts.pop("not checked", 0)
         total = sum(counts.values())
+        if not total:
+            rows.append(f"| `{module}` | not run ({unchecked}) | | | | | — |")
+            continue
         killed = counts["killed"] + counts["timeout"]
         reached = total - counts["no tests"]
         score = f"{100 * killed / reached:.0f}%" if reached else "—"

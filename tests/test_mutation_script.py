@@ -25,6 +25,8 @@ RESULTS = """
     turnqueue.engine.queue.xǁQueueOpsǁ_forward__mutmut_1: no tests
     turnqueue.engine.queue.x__visible__mutmut_1: timeout
     turnqueue.engine.cancel.xǁCancelsǁstop__mutmut_7: killed
+    turnqueue.engine.cancel.xǁCancelsǁstop__mutmut_8: not checked
+    turnqueue.engine.turns.x_launch__mutmut_1: not checked
 """
 
 
@@ -40,6 +42,8 @@ def test_scores_count_killed_and_timeouts_among_the_mutants_a_test_reaches() -> 
     rendered = script.render(table)
     assert "| `turnqueue.engine.queue` | 4 | 1 | 1 | 1 | 1 | 67% |" in rendered
     assert "| `turnqueue.engine.cancel` | 1 | 1 | 0 | 0 | 0 | 100% |" in rendered
+    # a module the run did not reach (``--module`` chose another) has no score, not 0%
+    assert "| `turnqueue.engine.turns` | not run (1) | | | | | — |" in rendered
 
 
 def test_the_modules_are_the_engine_rule_modules_of_pyproject() -> None:

@@ -66,21 +66,20 @@ async def recover(
     # yet died before its release was published: this instance still relays its `pending`.
     relayed = set(core.cancellations.relayed_from(dead))
     recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | relayed)
-    fresh_epoch = 0
     if recovered:
         # Not a unit of work (``core.change``): the epoch belongs to no session.
         async with core.store.transaction() as tx:
             fresh_epoch = await tx.next_epoch()
-    for session_id in recovered:
-        await _recover_session(
-            core,
-            fresh_epoch,
-            session_id,
-            by_session.get(session_id, []),
-            orphan_entries.get(session_id, []),
-            marks.get(session_id),
-        )
-        log.warning("recovered session %s", session_id)
+        for session_id in recovered:
+            await _recover_session(
+                core,
+                fresh_epoch,
+                session_id,
+                by_session.get(session_id, []),
+                orphan_entries.get(session_id, []),
+                marks.get(session_id),
+            )
+            log.warning("recovered session %s", session_id)
     await _drain(core, turns, sorted(eligible | set(recovered)))
     return set(recovered)
 
