@@ -52,9 +52,12 @@ async def test_r2_m6_two_instances_recovering_one_session_never_publish_backward
     monkeypatch.setattr(PostgresTx, "next_epoch", stalled)
     await crash(x)
     live = {a.core.instance, b.core.instance}
-    on_a = asyncio.create_task(recover(a.core, a.turns, sweep=False, live=live), name="recovery of A")
+    on_a = asyncio.create_task(
+        recover(a.core, a.turns, sweep=False, live=live), name="recovery of A"
+    )
     await asyncio.wait_for(fetched.wait(), 10)  # A has its epoch, not yet adopted
-    await recover(b.core, b.turns, sweep=False, live=live)  # B: a newer epoch, adopted and published
+    # B: a newer epoch, adopted and published
+    await recover(b.core, b.turns, sweep=False, live=live)
     go.set()
     await asyncio.wait_for(on_a, 10)
     assert a.cancellation(sid).revision >= b.cancellation(sid).revision
