@@ -53,8 +53,8 @@ def render(table: dict[str, Counter[str]]) -> str:
     for module, counts in sorted(table.items()):
         # Mutants of a run limited to other modules (``--module``) stay "not checked": a module
         # with nothing checked has no score, and unchecked mutants count in no column.
-        unchecked = counts.pop("not checked", 0)
-        total = sum(counts.values())
+        unchecked = counts["not checked"]
+        total = sum(counts.values()) - unchecked
         if not total:
             rows.append(f"| `{module}` | not run ({unchecked}) | | | | | — |")
             continue

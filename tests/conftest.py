@@ -42,6 +42,7 @@ PG_ENV = "TURNQUEUE_TEST_DATABASE_URL"
 # Server processes the tests start inherit this: their logs reach their files as they are
 # written, so a failed test's report (below) shows what the servers saw up to the failure.
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
 T = TypeVar("T")
 
 

@@ -1018,7 +1018,8 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
         a.engine.core.bus.add_listener(on_event)
         if held_in == "moves_on_cancel":
             # As if B had started and died between two of A's heartbeats: A never read B as
-            # live, it only heard from it (deterministic here; the model met it by timing).
+            # live, it only heard from it (the model met this by timing). A heartbeat of A
+            # before the kill below reads B again and takes the other path: both must clear.
             cluster = a.engine.core.cluster
             assert isinstance(cluster, Cluster)
             cluster._last_live.discard(b.engine.core.instance)
