@@ -2,7 +2,9 @@
 
 * Turn throughput: P2's workload (100 sessions, zero-time agent, one chunk per turn) with the
   log, against the same engine whose runners keep output in memory only (no ``turn_output``
-  rows; chunks published as they arrive). Ratio log / memory, target ≥ 0.9.
+  rows; chunks published as they arrive). Ratio log / memory, target ≥ 0.9; and the process
+  CPU per turn of each (memory / log). Each run on a fresh database, :data:`PAIRS` log/memory
+  pairs per repetition (one pair's ratio moves ±0.1 between runs on a busy machine).
 * A streaming turn's CPU: one turn streaming ``CHUNKS`` chunks (``BURST`` chunks every
   millisecond, as a fast model streams tokens) with a bus subscriber reading them; process CPU
   time (``time.process_time``: the event loop, SQLite's writes, asyncpg's client side; not the
@@ -36,6 +38,8 @@ BURST = 4
 CHUNK = "token-ish text "
 SPARSE_CHUNKS = 5
 SPARSE_GAP = 0.016
+#: Log/memory pairs of the throughput rows per repetition.
+PAIRS = 3
 
 
 class InMemoryRunner(TurnRunner):
@@ -131,6 +135,15 @@ async def _streaming_cpu(engine: Engine) -> tuple[float, int]:
         sub.close()
 
 
+def _spread(runs: dict[bool, list[tuple[float, float]]], index: int) -> str:
+    """The range of the pairs' own ratios (log / memory, or memory / log for CPU)."""
+    if index == 0:
+        ratios = [log[0] / mem[0] for log, mem in zip(runs[False], runs[True], strict=True)]
+    else:
+        ratios = [mem[1] / log[1] for log, mem in zip(runs[False], runs[True], strict=True)]
+    return f"pairs {min(ratios):.2f}–{max(ratios):.2f}×"
+
+
 async def _with_engine(url: str, agent: Any, work: Any) -> Any:
     settings = Settings(database_url=url, queue_max=0, scripted_turn_seconds=0)
     store = await open_store(settings)
@@ -142,53 +155,97 @@ async def _with_engine(url: str, agent: Any, work: Any) -> Any:
         await store.close()
 
 
+async def _rate_and_cpu(engine: Engine, per_session: int) -> tuple[float, float]:
+    """Turns/s, and process CPU µs per turn (the run's session creation included)."""
+    cpu = time.process_time()
+    rate = await _turnqueue_rate(engine, per_session)
+    return rate, (time.process_time() - cpu) / (SESSIONS * per_session) * 1e6
+
+
 async def run(backend: Backend, cfg: Config) -> list[Row]:
     per_session = cfg.n(1, 10)
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    sparse: dict[bool, list[float]] = {True: [], False: []}
+    # Throughput: log and memory back to back, each on a fresh database (a database both grow
+    # drifts under the later runs), in the other order each pair; PAIRS per repetition, since
+    # one pair's ratio moved ±0.1 between runs on the shared 2-core machine.
+    pairs = cfg.reps * cfg.n(1, PAIRS)
+    rates: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    sparse: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     cpus: dict[bool, list[float]] = {True: [], False: []}
     sweep: dict[float, list[tuple[float, int]]] = {0.001: [], 0.005: [], 0.02: []}
-    async with backend.database() as url:
-        for rep in range(cfg.reps):
-            # Alternated, and in the other order each repetition, so drift hits both alike.
-            for memory in (False, True) if rep % 2 == 0 else (True, False):
-                with in_memory(memory):
-                    rate = await _with_engine(
-                        url, ZeroAgent(), lambda e: _turnqueue_rate(e, per_session)
+    for memory in (False, True):  # warm-up, not measured: the first engine compiles plans
+        with in_memory(memory):
+            async with backend.database() as url:
+                await _with_engine(url, ZeroAgent(), lambda e: _rate_and_cpu(e, 1))
+    for pair in range(pairs):
+        for memory in (False, True) if pair % 2 == 0 else (True, False):
+            with in_memory(memory):
+                async with backend.database() as url:
+                    rates[memory].append(
+                        await _with_engine(
+                            url, ZeroAgent(), lambda e: _rate_and_cpu(e, per_session)
+                        )
                     )
-                    rates[memory].append(rate)
+                async with backend.database() as url:
                     sparse[memory].append(
                         await _with_engine(
                             url,
                             StreamingAgent(SparseRun),
-                            lambda e: _turnqueue_rate(e, cfg.n(1, 3)),
+                            lambda e: _rate_and_cpu(e, cfg.n(1, 3)),
                         )
                     )
+    async with backend.database() as url:
+        for rep in range(cfg.reps):
+            for memory in (False, True) if rep % 2 == 0 else (True, False):
+                with in_memory(memory):
                     cpu, _ = await _with_engine(url, StreamingAgent(), _streaming_cpu)
                     cpus[memory].append(cpu)
             for seconds in sweep:
                 with flush_seconds(seconds):
                     sweep[seconds].append(await _with_engine(url, StreamingAgent(), _streaming_cpu))
+    sparse_label = (
+        f"{SPARSE_CHUNKS} chunks {SPARSE_GAP * 1000:g} ms apart per turn ({SESSIONS} sessions)"
+    )
     rows = [
         Row(
             "P9",
             f"turns/s with the output log vs in memory (P2 workload, {SESSIONS} sessions)",
             "/s",
-            median(rates[False]),
-            median(rates[True]),
+            median([r for r, _ in rates[False]]),
+            median([r for r, _ in rates[True]]),
             "ratio>=",
             0.9,
+            f"medians of {pairs} pairs; {_spread(rates, 0)}",
         ),
         Row(
             "P9",
-            f"turns/s with the log vs in memory, {SPARSE_CHUNKS} chunks "
-            f"{SPARSE_GAP * 1000:g} ms apart per turn ({SESSIONS} sessions)",
-            "/s",
-            median(sparse[False]),
-            median(sparse[True]),
+            "CPU µs per turn, P2 workload: in memory vs with the log (ratio = memory / log)",
+            "µs",
+            median([c for _, c in rates[True]]),
+            median([c for _, c in rates[False]]),
             "ratio>=",
             0.9,
-            "with the log each chunk waits for the shared flush (all turns, one transaction)",
+            f"with the log {median([c for _, c in rates[False]]):.0f} µs; {_spread(rates, 1)}",
+        ),
+        Row(
+            "P9",
+            f"turns/s with the log vs in memory, {sparse_label}",
+            "/s",
+            median([r for r, _ in sparse[False]]),
+            median([r for r, _ in sparse[True]]),
+            "ratio>=",
+            0.9,
+            "with the log each chunk waits for the shared flush (all turns, one transaction); "
+            f"{_spread(sparse, 0)}",
+        ),
+        Row(
+            "P9",
+            f"CPU µs per turn, {sparse_label}: in memory vs with the log (ratio = memory / log)",
+            "µs",
+            median([c for _, c in sparse[True]]),
+            median([c for _, c in sparse[False]]),
+            "ratio>=",
+            0.9,
+            f"with the log {median([c for _, c in sparse[False]]):.0f} µs; {_spread(sparse, 1)}",
         ),
         Row(
             "P9",

@@ -166,7 +166,7 @@ async def test_c5_o1_a_turn_whose_agent_is_gone_keeps_its_logged_output(
         ghost = await tx.start_turn(
             sid, prompt="ghost", source=MessageSource.USER, owner=engine.core.instance
         )
-        await tx.append_output(ghost.id, [OutputRecord(ghost.id, 0, 0, ItemKind.MESSAGE, "half")])
+        await tx.append_output({ghost.id: [OutputRecord(ghost.id, 0, 0, ItemKind.MESSAGE, "half")]})
     result = await engine.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.STOPPED
     turn = await engine.current_turn(sid)

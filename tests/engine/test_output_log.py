@@ -108,7 +108,7 @@ async def test_o1_an_ended_turns_log_never_grows(engine: Engine, agent: ManualAg
     assert turn is not None
     late = outputlog.OutputRecord(turn.id, 99, 0, ItemKind.MESSAGE, "late")
     async with engine.store.transaction() as tx:
-        assert await tx.append_output(turn.id, [late]) is False
+        assert await tx.append_output({turn.id: [late]}) == {turn.id}
     async with engine.store.read() as tx:
         assert await tx.output_text(turn.id) == "echo:go"
 

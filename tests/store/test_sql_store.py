@@ -6,11 +6,19 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from turnqueue.domain import MessageSource, PauseReason, SessionState, TurnStatus
+from turnqueue.domain import (
+    ItemKind,
+    MessageSource,
+    OutputRecord,
+    PauseReason,
+    SessionState,
+    TurnStatus,
+)
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.protocol import Store, Tx
@@ -213,6 +221,45 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
     async with store.read() as tx:
         stored = await tx.get_turn(first.id)
     assert stored is not None and stored.output == "out"
+
+
+async def test_o1_one_append_writes_every_running_turn_and_refuses_ended_ones(
+    store: SqlStore,
+) -> None:
+    """O1: one ``append_output`` takes the records of several turns (a flush of every running
+    turn): it writes those of RUNNING turns exactly (text, items with data and key, non-ASCII),
+    writes nothing for a turn that has ended and names it, and an ended turn's log never grows."""
+    sids = [await new_session(store) for _ in range(3)]
+    async with store.transaction() as tx:
+        turns = [await tx.start_turn(sid, prompt="p", source=USER) for sid in sids]
+        await tx.end_turn(
+            turns[1].id,
+            status=TurnStatus.COMPLETED,
+            output="",
+            error=None,
+            session_state=SessionState.WAITING_FOR_INPUT,
+        )
+    a, ended, c = (t.id for t in turns)
+    data = {"title": 'édit \u2603 "q"', "n": [1, 2], "nested": {"ok": True}}
+    batches = {
+        a: [
+            OutputRecord(a, 0, 0, ItemKind.MESSAGE, "héllo "),
+            OutputRecord(a, 1, 6, ItemKind.TOOL_CALL, "", MappingProxyType(data), "tool-1"),
+            OutputRecord(a, 2, 6, ItemKind.MESSAGE, "wörld"),
+        ],
+        ended: [OutputRecord(ended, 0, 0, ItemKind.MESSAGE, "late")],
+        c: [OutputRecord(c, 0, 0, ItemKind.MESSAGE, "only")],
+    }
+    async with store.transaction() as tx:
+        assert await tx.append_output(batches) == {ended}
+        assert await tx.append_output({}) == set()
+        assert await tx.append_output({a: []}) == set()  # no records: nothing to refuse
+    async with store.read() as tx:
+        assert await tx.read_records(a) == batches[a]
+        assert await tx.read_records(c) == batches[c]
+        assert await tx.read_records(ended) == []
+        assert await tx.output_text(a) == "héllo wörld"
+        assert [r.text for r in await tx.read_output(a, 7)] == ["wörld"]
 
 
 async def test_q3_reserve_head_is_fifo_and_hides_in_flight(store: SqlStore) -> None:

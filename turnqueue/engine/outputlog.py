@@ -97,8 +97,9 @@ class Flusher:
     async def _write(self, batches: list[tuple[OutputLog, list[OutputRecord]]]) -> None:
         try:
             async with self._store.transaction() as tx:
+                ended = await tx.append_output({o.turn.id: batch for o, batch in batches})
                 for output, batch in batches:
-                    await output._write(tx, batch)
+                    output._written(tx, batch, ended=output.turn.id in ended)
         except Exception:
             log.exception("could not write the output log of %d turns", len(batches))
             for output, batch in batches:
@@ -200,8 +201,8 @@ class OutputLog:
         """A write failed: the batch goes back in front, for the next try or the end."""
         self._pending = batch + self._pending
 
-    async def _write(self, tx: Tx, batch: list[OutputRecord]) -> None:
-        if not await tx.append_output(self.turn.id, batch):
+    def _written(self, tx: Tx, batch: list[OutputRecord], *, ended: bool) -> None:
+        if ended:
             # Recovery ended the turn (this instance was declared dead): the log is closed.
             self._ended = True
             return
@@ -236,8 +237,8 @@ class OutputLog:
         if self._ended or not self._pending:
             return
         rest = list(self._pending)
-        if not await tx.append_output(self.turn.id, rest):
-            return
+        if await tx.append_output({self.turn.id: rest}):
+            return  # the turn had ended (recovery): nothing was written
         # A retried end (its first transaction rolled back) writes the same records again.
 
         def committed() -> None:

@@ -7,53 +7,29 @@ in the same snapshot that shows it ended.
 
 Hazard (an instance declared dead while merely slow): its flusher may still try to append to a
 turn that recovery has already ended. :meth:`OutputStatements.append_output` therefore takes the
-turn row (``FOR UPDATE`` on PostgreSQL; SQLite has a single writer) and appends only while the
-turn is RUNNING: once its end is committed the log never grows, so every reader of an ended turn
-sees the same log. It holds only that row, so it cannot deadlock with an end (lock row, turn,
-session).
+turn rows (``FOR UPDATE`` on PostgreSQL, in turn-id order; SQLite has a single writer) and
+appends only to turns still RUNNING: once its end is committed the log never grows, so every
+reader of an ended turn sees the same log. It holds only turn rows, taken in one order, so it
+cannot deadlock with another flush nor with an end (lock row, its one turn, session).
+
+One statement appends the records of every turn of a flush (bench P9: two statements per turn
+per flush were most of what a hundred sparse streams cost on SQLite): ``json_each`` over the
+rows as one JSON text on SQLite, ``unnest`` over arrays on PostgreSQL. It returns the turn id
+of each inserted row, which tells the turns that had ended from the rest.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Integer,
-    String,
-    Text,
-    bindparam,
-    func,
-    insert,
-    select,
-)
+from sqlalchemy import BigInteger, Integer, bindparam, func, select
 
 from turnqueue.domain import ItemKind, OutputRecord
 from turnqueue.store.conn import Conn
-from turnqueue.store.rows import RUNNING
 from turnqueue.store.statement import Record, Statement
-from turnqueue.store.tables import turn_output, turns
+from turnqueue.store.tables import turn_output
 
-_TAKE_RUNNING = Statement(
-    select(turns.c.id)
-    .where(turns.c.id == bindparam("p_turn_id"), turns.c.status == RUNNING)
-    .with_for_update()
-)
-#: SQLite: one prebuilt insert run per record (in-process, no round trip).
-_INSERT_ONE = Statement(
-    insert(turn_output).values(
-        turn_id=bindparam("p_turn_id", type_=String),
-        seq=bindparam("p_seq", type_=Integer),
-        offset=bindparam("p_offset", type_=BigInteger),
-        kind=bindparam("p_kind", type_=String),
-        item_key=bindparam("p_key", type_=String),
-        text=bindparam("p_text", type_=Text),
-        data=bindparam("p_data", type_=JSON),
-    )
-)
 _COLUMNS = (
     turn_output.c.seq,
     turn_output.c.offset,
@@ -99,26 +75,22 @@ def _record(turn_id: str, row: Record) -> OutputRecord:
 
 
 class OutputStatements:
-    """Mixin: needs ``self._conn``. ``PostgresTx`` sends a batch in one round trip."""
+    """Mixin: needs ``self._conn`` and the backend's ``_append_records``."""
 
     _conn: Conn
 
-    async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
-        """Append ``records`` to a RUNNING turn's log; False (nothing written) once it ended."""
-        if await self._conn.scalar(_TAKE_RUNNING, {"p_turn_id": turn_id}) is None:
-            return False
-        for r in records:  # one prebuilt statement per record (SQLite: in process)
-            params: dict[str, Any] = {
-                "p_turn_id": turn_id,
-                "p_seq": r.seq,
-                "p_offset": r.offset,
-                "p_kind": r.kind.value,
-                "p_key": r.key,
-                "p_text": r.text,
-                "p_data": None if r.data is None else dict(r.data),
-            }
-            await self._conn.execute(_INSERT_ONE, params)
-        return True
+    async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+        """Append each turn's records to its log, the records of every turn in one statement,
+        while the turn is RUNNING (its row is taken). Returns the turns given records whose
+        records were refused (nothing written for them) because the turn had ended."""
+        given = {turn_id for turn_id, records in batches.items() if records}
+        if not given:
+            return set()
+        return given - await self._append_records(batches)
+
+    async def _append_records(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+        """The backend's one statement; the turns whose records it inserted."""
+        raise NotImplementedError
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
         """The MESSAGE records of the turn's log that end after ``after_offset`` characters."""

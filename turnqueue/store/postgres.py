@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import asyncpg
-from sqlalchemy import Executable, bindparam, select, text, true
+from sqlalchemy import Executable, String, bindparam, select, text, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.engine import Dialect
@@ -91,19 +91,21 @@ _ADD_ENTRY = Statement(
         .cte("inserted")
     )
 )
-#: A batch of output in one round trip (the driver binds Python lists as arrays), and only while
-#: the turn is RUNNING: the CTE takes the turn row first, so no row is inserted (the row count is
-#: 0) once the turn's end has committed.
-_APPEND_OUTPUT = Statement(
+#: Every record of a flush in one round trip (the driver binds Python lists as arrays), inserted
+#: only for turns still RUNNING: the CTE takes their rows first, in turn-id order (two flushes
+#: never deadlock), so once a turn's end has committed none of its records is inserted.
+#: RETURNING says which turns were appended to.
+_APPEND_RECORDS = Statement(
     text(
-        "WITH running AS (SELECT id FROM turns WHERE id = :turn_id AND status = 'RUNNING' "
-        "FOR UPDATE) "
+        "WITH running AS (SELECT id FROM turns WHERE id = ANY(CAST(:turn_ids AS text[])) "
+        "AND status = 'RUNNING' ORDER BY id FOR UPDATE) "
         'INSERT INTO turn_output (turn_id, seq, "offset", kind, item_key, text, data) '
-        "SELECT running.id, u.s, u.o, u.k, u.ik, u.t, CAST(u.d AS json) FROM running, unnest("
-        "CAST(:seqs AS integer[]), CAST(:offsets AS bigint[]), CAST(:kinds AS text[]), "
-        "CAST(:keys AS text[]), CAST(:texts AS text[]), CAST(:datas AS text[])"
-        ") AS u(s, o, k, ik, t, d)"
-    )
+        "SELECT u.ti, u.s, u.o, u.k, u.ik, u.t, CAST(u.d AS json) FROM unnest("
+        "CAST(:tids AS text[]), CAST(:seqs AS integer[]), CAST(:offsets AS bigint[]), "
+        "CAST(:kinds AS text[]), CAST(:keys AS text[]), CAST(:texts AS text[]), "
+        "CAST(:datas AS text[])) AS u(ti, s, o, k, ik, t, d) JOIN running ON running.id = u.ti "
+        "RETURNING turn_id"
+    ).columns(turn_id=String)
 )
 #: Every notification of a transaction in one round trip. Hazard (order): PostgreSQL evaluates
 #: volatile select-list functions after ORDER BY (since 9.6), so they are sent in list order,
@@ -188,25 +190,26 @@ class PostgresTx(SqlTx):
         visible = await self._conn.scalar(_ADD_ENTRY, params)
         return int(visible) if visible is not None else None
 
-    async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
-        if not records:
-            return await super().append_output(turn_id, records)
-        datas: list[str | None] = [
-            None if r.data is None else json.dumps(r.data, separators=(",", ":")) for r in records
-        ]
+    async def _append_records(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+        rows = [(turn_id, r) for turn_id, records in batches.items() for r in records]
         result = await self._conn.execute(
-            _APPEND_OUTPUT,
+            _APPEND_RECORDS,
             {
-                "turn_id": turn_id,
-                "seqs": [r.seq for r in records],
-                "offsets": [r.offset for r in records],
-                "kinds": [r.kind.value for r in records],
-                "keys": [r.key for r in records],
-                "texts": [r.text for r in records],
-                "datas": datas,
+                "turn_ids": sorted(batches),
+                "tids": [turn_id for turn_id, _ in rows],
+                "seqs": [r.seq for _, r in rows],
+                "offsets": [r.offset for _, r in rows],
+                "kinds": [r.kind.value for _, r in rows],
+                "keys": [r.key for _, r in rows],
+                "texts": [r.text for _, r in rows],
+                "datas": [None if r.data is None else _json(r.data) for _, r in rows],
             },
         )
-        return result.rowcount > 0
+        return {row.turn_id for row in result}
+
+
+def _json(data: object) -> str:
+    return json.dumps(data, separators=(",", ":"), default=dict)  # default: a read-only mapping
 
 
 async def _keep_session(_connection: Any) -> None:

@@ -26,7 +26,7 @@ transaction and session however often it is called, so one commit is one revisio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -141,9 +141,10 @@ class Tx(Protocol):
         """Record where the turn's agent process group runs (M6 kills it after a crash)."""
 
     # -- the output log (O1) -----------------------------------------------------------------
-    async def append_output(self, turn_id: str, records: Sequence[OutputRecord]) -> bool:
-        """Append to a RUNNING turn's log (the turn row is taken); False, writing nothing, once
-        the turn has ended: an ended turn's log never changes."""
+    async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+        """Append each turn's records to its log, all in one statement, while the turn is
+        RUNNING (its row is taken). Returns the turns whose records were refused, nothing
+        written, because the turn had ended: an ended turn's log never changes."""
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
         """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""

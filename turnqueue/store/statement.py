@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import Executable, Select, TextClause
+from sqlalchemy import Executable, Select, TextClause, TextualSelect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import UpdateBase
 
@@ -63,7 +63,7 @@ def _record_type(keys: Sequence[str]) -> type[Record]:
 
 def _result_columns(clause: Executable) -> Sequence[Any] | None:
     """The columns a statement returns, or None when it returns no rows we read."""
-    if isinstance(clause, Select):
+    if isinstance(clause, Select | TextualSelect):  # TextualSelect: ``text(…).columns(…)``
         return list(clause.selected_columns)
     if isinstance(clause, UpdateBase):
         return list(clause.exported_columns) or None  # RETURNING, if any
