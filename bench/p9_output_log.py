@@ -144,6 +144,34 @@ def _spread(runs: dict[bool, list[tuple[float, float]]], index: int) -> str:
     return f"pairs {min(ratios):.2f}–{max(ratios):.2f}×"
 
 
+def _pair_rows(label: str, runs: dict[bool, list[tuple[float, float]]], note: str) -> list[Row]:
+    """The throughput row (log / memory) and the CPU-per-turn row (memory / log) of paired runs."""
+    rate = {memory: median([r for r, _ in runs[memory]]) for memory in (False, True)}
+    cpu = {memory: median([c for _, c in runs[memory]]) for memory in (False, True)}
+    return [
+        Row(
+            "P9",
+            f"turns/s with the output log vs in memory ({label})",
+            "/s",
+            rate[False],
+            rate[True],
+            "ratio>=",
+            0.9,
+            f"{note}; {_spread(runs, 0)}",
+        ),
+        Row(
+            "P9",
+            f"CPU µs per turn, {label}: in memory vs with the log (ratio = memory / log)",
+            "µs",
+            cpu[True],
+            cpu[False],
+            "ratio>=",
+            0.9,
+            f"with the log {cpu[False]:.0f} µs; {_spread(runs, 1)}",
+        ),
+    ]
+
+
 async def _with_engine(url: str, agent: Any, work: Any) -> Any:
     settings = Settings(database_url=url, queue_max=0, scripted_turn_seconds=0)
     store = await open_store(settings)
@@ -203,49 +231,14 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                 with flush_seconds(seconds):
                     sweep[seconds].append(await _with_engine(url, StreamingAgent(), _streaming_cpu))
     sparse_label = (
-        f"{SPARSE_CHUNKS} chunks {SPARSE_GAP * 1000:g} ms apart per turn ({SESSIONS} sessions)"
+        f"{SPARSE_CHUNKS} chunks {SPARSE_GAP * 1000:g} ms apart per turn, {SESSIONS} sessions"
     )
     rows = [
-        Row(
-            "P9",
-            f"turns/s with the output log vs in memory (P2 workload, {SESSIONS} sessions)",
-            "/s",
-            median([r for r, _ in rates[False]]),
-            median([r for r, _ in rates[True]]),
-            "ratio>=",
-            0.9,
-            f"medians of {pairs} pairs; {_spread(rates, 0)}",
-        ),
-        Row(
-            "P9",
-            "CPU µs per turn, P2 workload: in memory vs with the log (ratio = memory / log)",
-            "µs",
-            median([c for _, c in rates[True]]),
-            median([c for _, c in rates[False]]),
-            "ratio>=",
-            0.9,
-            f"with the log {median([c for _, c in rates[False]]):.0f} µs; {_spread(rates, 1)}",
-        ),
-        Row(
-            "P9",
-            f"turns/s with the log vs in memory, {sparse_label}",
-            "/s",
-            median([r for r, _ in sparse[False]]),
-            median([r for r, _ in sparse[True]]),
-            "ratio>=",
-            0.9,
-            "with the log each chunk waits for the shared flush (all turns, one transaction); "
-            f"{_spread(sparse, 0)}",
-        ),
-        Row(
-            "P9",
-            f"CPU µs per turn, {sparse_label}: in memory vs with the log (ratio = memory / log)",
-            "µs",
-            median([c for _, c in sparse[True]]),
-            median([c for _, c in sparse[False]]),
-            "ratio>=",
-            0.9,
-            f"with the log {median([c for _, c in sparse[False]]):.0f} µs; {_spread(sparse, 1)}",
+        *_pair_rows(f"P2 workload, {SESSIONS} sessions", rates, f"medians of {pairs} pairs"),
+        *_pair_rows(
+            sparse_label,
+            sparse,
+            "with the log each chunk waits for the shared flush (all turns, one transaction)",
         ),
         Row(
             "P9",

@@ -12,10 +12,10 @@ appends only to turns still RUNNING: once its end is committed the log never gro
 reader of an ended turn sees the same log. It holds only turn rows, taken in one order, so it
 cannot deadlock with another flush nor with an end (lock row, its one turn, session).
 
-One statement appends the records of every turn of a flush (bench P9: two statements per turn
-per flush were most of what a hundred sparse streams cost on SQLite): ``json_each`` over the
-rows as one JSON text on SQLite, ``unnest`` over arrays on PostgreSQL. It returns the turn id
-of each inserted row, which tells the turns that had ended from the rest.
+A flush appends the records of all its turns at once, not two statements per turn: on
+PostgreSQL one ``unnest`` statement over arrays whose RETURNING names the turns appended to; on
+SQLite one check of which turns are RUNNING, then one ``executemany`` of the insert for theirs.
+The turns given records and not appended to are the ones that had ended.
 """
 
 from __future__ import annotations

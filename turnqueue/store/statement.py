@@ -20,7 +20,8 @@ Limits (checked by the tests of the store, which run every statement through her
 * Python-side column defaults are not applied (``tables.py`` only has server defaults).
 * An expanding ``IN`` needs its values when it is compiled: a prebuilt :class:`Statement` must
   not contain one (build that statement per call; it is then compiled with its values).
-* ``executemany`` (a list of parameter sets) is not supported.
+* ``executemany`` (a list of parameter sets) only on SQLite's write connection
+  (``SqliteConn.execute_many``).
 """
 
 from __future__ import annotations
