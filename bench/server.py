@@ -84,9 +84,9 @@ def bench_routes(app: Starlette) -> list[Any]:
     async def plain_set_auto_run(request: Request) -> JSONResponse:
         body = await request.json()
         sid = body["sessionId"]
-        turn = await engine().set_auto_run(LOCAL_PRINCIPAL, sid, bool(body["autoRun"]), None)
-        status = await engine().queue_status(sid)
-        return JSONResponse({"dispatched": turn is not None, "queue": _queue_json(status)})
+        applied = await engine().set_auto_run(LOCAL_PRINCIPAL, sid, bool(body["autoRun"]), None)
+        queue = _queue_json(applied.queue)
+        return JSONResponse({"dispatched": applied.turn is not None, "queue": queue})
 
     async def bare_ws(websocket: WebSocket) -> None:
         await websocket.accept()

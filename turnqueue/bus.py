@@ -1,7 +1,9 @@
 """The in-process event bus.
 
 Events are thin: a kind, a session id, a revision and (for the runtime kinds) the value itself.
-Subscribers read a fresh snapshot when they need more, so an event never carries stale state.
+Subscribers read a fresh snapshot when they need more, so an event never carries stale state;
+a queue event may carry the status its own transaction read just before COMMIT (exactly the
+state of its revision), which spares every subscriber here that read.
 
 Hazards:
 - ``publish`` is synchronous and never blocks or awaits: the engine calls it from
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk
+from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, QueueStatus
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ class Event:
     cancellation: CancellationStatus | None = None
     chunk: OutputChunk | None = None
     batch: LogBatch | None = None
+    #: QUEUE: the status the transaction committed, when it read it (``engine/change.py``)
+    queue: QueueStatus | None = None
     relayed: bool = False  # heard from another instance (M4), not to be sent on again
 
 
@@ -132,6 +136,10 @@ class EventBus:
             self._on_deliver(event)
         except Exception:
             log.exception("delivery hook failed for %s", event)
+
+    def watched(self, session_id: str, kind: EventKind) -> bool:
+        """Whether a subscriber here takes ``kind`` events of the session."""
+        return any(kind in sub.kinds for sub in self._subscribers.get(session_id, ()))
 
     def sessions(self) -> list[str]:
         """Sessions that have subscribers here."""

@@ -416,7 +416,7 @@ async def test_q7_an_explicit_cancel_whose_owner_dies_mid_cancel_still_parks_the
     assert [e.content for e in status.entries] == ["next-1", "next-2"]
     assert status.auto_run is False and status.pause_reason is PauseReason.CANCEL
     assert second.no_new_run()
-    resumed = await restarted.set_auto_run(PRINCIPAL, sid, True, None)  # the user resumes
+    resumed = (await restarted.set_auto_run(PRINCIPAL, sid, True, None)).turn  # the user resumes
     assert resumed is not None and resumed.prompt == "next-1"
     assert (await second.next_run()).prompt == "next-1"
     cancel.cancel()  # the dead engine's leftovers

@@ -55,7 +55,7 @@ async def test_q2_off_lets_the_active_turn_finish_and_holds_the_queue(
 ) -> None:
     sid, run = await busy_session(engine, agent)
     await enqueue(engine, sid, "second")
-    assert await engine.set_auto_run(PRINCIPAL, sid, False, None) is None
+    assert (await engine.set_auto_run(PRINCIPAL, sid, False, None)).turn is None
     assert run.signals == []  # never cancels the active turn
     run.complete()
     await assert_first_completed_and_second_held(engine, agent, sid)
@@ -67,7 +67,7 @@ async def test_q2_on_starts_the_head_immediately_and_says_so(
     _, session = await new_session(engine)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
     await enqueue(engine, session.id, "a", "b")
-    turn = await engine.set_auto_run(PRINCIPAL, session.id, True, None)
+    turn = (await engine.set_auto_run(PRINCIPAL, session.id, True, None)).turn
     assert turn is not None and turn.prompt == "a"
     assert (await agent.next_run()).prompt == "a"
     status = await engine.queue_status(session.id)

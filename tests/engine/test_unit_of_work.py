@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
 
-from turnqueue.bus import EventKind
+from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancelKind, HoldReason, MessageSource, SessionState
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import Conflict, ErrorCode
@@ -107,3 +107,66 @@ async def test_q3_a_turn_started_in_a_unit_of_work_launches_only_after_commit(
     assert (await engine.current_turn(sid)) is None
     await engine.send_message(PRINCIPAL, sid, "now")  # the ordinary path does launch
     assert (await agent.next_run()).prompt == "now"
+
+
+async def test_q13_a_watched_queue_event_carries_the_status_its_transaction_committed(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q13, P8: with a subscriber of the session's queue here, the unit of work reads the
+    status once before COMMIT and its event carries it: exactly the state of that revision
+    (entries, policy and the holds recorded with it), so no subscriber reads it again. A turn
+    started in the same transaction shows as BUSY with its entry gone."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    await engine.enqueue(PRINCIPAL, sid, "first", None)
+    await engine.enqueue(PRINCIPAL, sid, "second", None)
+    with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+        applied = await engine.set_auto_run(PRINCIPAL, sid, True, None)
+        event = await next_event(sub, EventKind.QUEUE)
+        carried = event.queue  # type: ignore[attr-defined]
+        assert carried is not None and carried == applied.queue
+        assert carried.revision == event.revision  # type: ignore[attr-defined]
+        assert carried == await engine.queue_status(sid)  # what a fresh read says
+        assert carried.auto_run and HoldReason.BUSY in carried.held_by
+        assert [e.content for e in carried.entries] == ["second"]
+        assert applied.turn is not None and applied.turn.prompt == "first"
+        with pytest.raises(TimeoutError):  # policy and start: one transaction, one revision
+            await next_event(sub, EventKind.QUEUE, timeout=0.2)
+    assert (await agent.next_run()).prompt == "first"
+
+
+async def test_q13_an_unwatched_queue_event_carries_no_status(engine: Engine) -> None:
+    """P8: nobody here watches the queue (a turn end, a workflow action): the unit of work
+    reads no status it would throw away, and the event is thin."""
+    _, session = await new_session(engine)
+    sid = session.id
+    with engine.subscribe(sid, [EventKind.SESSION]) as sub:  # the session, not its queue
+        seen: list[Event] = []
+        engine.bus.add_listener(seen.append)
+        await engine.enqueue(PRINCIPAL, sid, "x", None)
+        await next_event(sub, EventKind.SESSION)
+    queue_events = [e for e in seen if e.kind is EventKind.QUEUE and e.session_id == sid]
+    assert queue_events and all(e.queue is None for e in queue_events)
+
+
+async def test_q2_q13_a_mutation_answers_the_status_its_own_transaction_committed(
+    engine: Engine,
+) -> None:
+    """Q13: a queue mutation's answer is the status its transaction committed (read before
+    COMMIT), changed or not: an edit's revision is its own, a no-op answers the current one."""
+    _, session = await new_session(engine)
+    sid = session.id
+    off = await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    assert off.queue == await engine.queue_status(sid) and not off.queue.auto_run
+    entry, _ = await engine.enqueue(PRINCIPAL, sid, "a", None)
+    again = await engine.set_auto_run(PRINCIPAL, sid, False, None)  # no change
+    assert again.queue.revision == off.queue.revision + 1  # the enqueue's
+    assert again.queue == await engine.queue_status(sid)
+    edited = await engine.update_entry(PRINCIPAL, sid, entry.id, "b", None)
+    assert edited.revision == again.queue.revision + 1
+    assert (
+        [e.content for e in edited.entries]
+        == ["b"]
+        == [e.content for e in (await engine.queue_status(sid)).entries]
+    )

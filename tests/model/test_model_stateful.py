@@ -434,8 +434,9 @@ class EngineMachine(RuleBasedStateMachine):
             lambda: self.engine_.set_auto_run(PRINCIPAL, self.sid, on, expected),
             lambda _r: self.model.set_auto_run(on, stale),
         )
-        if started is not None or result is not None:
-            self.same_start("setAutoRun", result.prompt if result else None, started)
+        turn = result.turn if result is not None else None
+        if started is not None or turn is not None:
+            self.same_start("setAutoRun", turn.prompt if turn else None, started)
 
     @rule(which=TARGETS, index=st.integers(0, 9), rev=REVISIONS, whole=st.booleans())
     def send_now(self, which: str, index: int, rev: str | None, whole: bool) -> None:

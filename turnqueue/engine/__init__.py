@@ -7,13 +7,14 @@ What is public is what this module exports; the rest of the package is the engin
 """
 
 from turnqueue.engine.orchestrator import CancelResult, Engine
-from turnqueue.engine.queue import SendNowResult
+from turnqueue.engine.queue import Applied, SendNowResult
 from turnqueue.engine.stats import NULL_METRICS, EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission
 
 __all__ = [
     "NULL_METRICS",
     "Admission",
+    "Applied",
     "CancelResult",
     "Engine",
     "EngineStats",

@@ -17,6 +17,9 @@ Then the body runs, and the unit of work
 
 - bumps the queue revision at most once (:meth:`Change.queue_changed`; a second call in the same
   transaction shares the first's revision, Q13) and records the runtime holds served with it;
+- reads the queue status once at the end of the body, before COMMIT, when the rule wants it
+  (:meth:`Change.want_status`: a mutation's payload) or when a subscriber here watches the
+  session's queue: the queue event then carries it, so no subscriber reads it again (P8);
 - tracks the session's revision through the operations that move it (:meth:`Change.start_turn`,
   :meth:`Change.end_turn`, ...) and publishes one session event carrying the revision the
   transaction commits;
@@ -29,6 +32,8 @@ Hazards:
 - Units of work do not nest: the store has one write transaction at a time (SQLite's writer
   lock), so a body never opens another (``Core.hold`` and ``touch_queue`` open one: call them
   outside). Two sessions changed together share one (:meth:`Change.join`).
+- The status is read in the transaction that bumped its revision, after the body's last
+  change: it is exactly the state of that revision (Q13), with the holds recorded with it.
 - The session event is published last, after the transaction's other events (the queue's, a
   turn's ``done``): subscribers read the session again on it, so they see the committed state.
 - The session revision is tracked, not read back: every operation that moves it under the lock
@@ -46,6 +51,8 @@ from turnqueue.bus import EventKind
 from turnqueue.domain import (
     Clarification,
     MessageSource,
+    QueueEntry,
+    QueueStatus,
     Session,
     SessionState,
     Turn,
@@ -65,7 +72,18 @@ class Parts(Protocol):
 
     async def bump_queue(self, tx: Tx, session_id: str) -> int: ...
 
-    def publish_after(self, tx: Tx, kind: EventKind, session_id: str, revision: int) -> None: ...
+    def publish_after(
+        self,
+        tx: Tx,
+        kind: EventKind,
+        session_id: str,
+        revision: int,
+        queue: Callable[[], QueueStatus | None] | None = None,
+    ) -> None: ...
+
+    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus: ...
+
+    def watched(self, session_id: str) -> bool: ...
 
 
 class Change:
@@ -81,6 +99,9 @@ class Change:
         self.session_revision = view.session.revision
         #: the queue revision this transaction bumped to, once it has
         self.queue_revision: int | None = None
+        #: the queue status at the end of the body, when it was read (``want_status``)
+        self.status: QueueStatus | None = None
+        self._status_wanted = False
         self._session_changed = False
         self._joined: list[Change] = []
         self._on_commit: list[Callable[[], object]] = []
@@ -96,8 +117,15 @@ class Change:
         revision = await self._core.bump_queue(self.tx, self.session_id)
         if self.queue_revision is None:
             self.queue_revision = revision
-            self._core.publish_after(self.tx, EventKind.QUEUE, self.session_id, revision)
+            self._core.publish_after(
+                self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
+            )
         return revision
+
+    def want_status(self) -> None:
+        """Read the queue status at the end of the body (``status``), in this transaction:
+        what a mutation answers, changed or not."""
+        self._status_wanted = True
 
     # -- the session revision: the operations that move it ----------------------------------
     def session_changed(self, revision: int | None = None) -> None:
@@ -168,8 +196,16 @@ class Change:
         still under the session lock (a rolled-back change runs none)."""
         self._on_commit.append(callback)
 
-    def _before_commit(self) -> None:
+    async def _before_commit(self) -> None:
         for change in (self, *self._joined):
+            wanted = change._status_wanted
+            if wanted or (
+                change.queue_revision is not None and self._core.watched(change.session_id)
+            ):
+                view = await self.tx.view(change.session_id)
+                if view is not None:
+                    entries = await self.tx.list_entries(change.session_id)
+                    change.status = self._core.status_of(view, entries)
             if change._session_changed:
                 self._core.publish_after(
                     self.tx, EventKind.SESSION, change.session_id, change.session_revision
@@ -194,7 +230,7 @@ async def change(
             c = Change(core, tx, await tx.lock(session_id))
             check_expected(c.view, expected_revision)
             yield c
-            c._before_commit()
+            await c._before_commit()
         c._after_commit()
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
@@ -34,6 +34,7 @@ from turnqueue.domain import (
     CancelKind,
     CancellationStatus,
     HoldReason,
+    QueueEntry,
     QueueStatus,
     Workflow,
 )
@@ -117,9 +118,24 @@ class Core:
                 await asyncio.wait(pending, timeout=timeout)
 
     # -- publication (after commit only) ----------------------------------------------------
-    def publish_after(self, tx: Tx, kind: EventKind, session_id: str, revision: int) -> None:
-        event = Event(kind, session_id, revision)
-        tx.after_commit(lambda: self.bus.publish(event))
+    def publish_after(
+        self,
+        tx: Tx,
+        kind: EventKind,
+        session_id: str,
+        revision: int,
+        queue: Callable[[], QueueStatus | None] | None = None,
+    ) -> None:
+        """Publish after COMMIT; ``queue``: the status the transaction read before it (the
+        unit of work's, read after this call), carried by a QUEUE event of that revision."""
+
+        def publish() -> None:
+            status = queue() if queue is not None else None
+            if status is not None and status.revision != revision:
+                status = None  # not this revision's state: subscribers read their own
+            self.bus.publish(Event(kind, session_id, revision, queue=status))
+
+        tx.after_commit(publish)
         if self.cluster is not None:
             # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
             tx.notify(self.cluster.durable_payload(kind, session_id, revision))
@@ -222,7 +238,12 @@ class Core:
             entries = await tx.list_entries(session_id)
         return self.status_of(view, entries)
 
-    def status_of(self, view: SessionView, entries: list[Any]) -> QueueStatus:
+    def watched(self, session_id: str) -> bool:
+        """Whether a subscriber here watches the session's queue (its event then carries the
+        status, read in the transaction: ``Change.want_status``)."""
+        return self.bus.watched(session_id, EventKind.QUEUE)
+
+    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus:
         return QueueStatus(
             session_id=view.session.id,
             auto_run=view.policy.auto_run,

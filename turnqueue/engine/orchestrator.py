@@ -40,7 +40,7 @@ from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.membership import join_cluster
-from turnqueue.engine.queue import QueueOps, SendNowResult
+from turnqueue.engine.queue import Applied, QueueOps, SendNowResult
 from turnqueue.engine.reads import Reads
 from turnqueue.engine.recovery import recover
 from turnqueue.engine.replay import check_request, output_since, records_since
@@ -312,30 +312,26 @@ class Engine:
         await self.check_session(principal, session_id)
         _check_entry_id(entry_id)
         check_content(content, self.core.settings.max_content_bytes)
-        await self.queue.update_entry(session_id, entry_id, content, expected)
-        return await self.queue_status(session_id)
+        return await self.queue.update_entry(session_id, entry_id, content, expected)
 
     async def remove_entry(
         self, principal: str, session_id: str, entry_id: str, expected: int | None
     ) -> QueueStatus:
         await self.check_session(principal, session_id)
         _check_entry_id(entry_id)
-        await self.queue.remove_entry(session_id, entry_id, expected)
-        return await self.queue_status(session_id)
+        return await self.queue.remove_entry(session_id, entry_id, expected)
 
     async def clear_queue(
         self, principal: str, session_id: str, expected: int | None
     ) -> QueueStatus:
         await self.check_session(principal, session_id)
-        await self.queue.clear(session_id, expected)
-        return await self.queue_status(session_id)
+        return await self.queue.clear(session_id, expected)
 
     async def reorder_queue(
         self, principal: str, session_id: str, ordered_ids: Sequence[str], expected: int | None
     ) -> QueueStatus:
         await self.check_session(principal, session_id)
-        await self.queue.reorder(session_id, ordered_ids, expected)
-        return await self.queue_status(session_id)
+        return await self.queue.reorder(session_id, ordered_ids, expected)
 
     async def cancel(self, principal: str, session_id: str) -> CancelResult:
         await self.check_session(principal, session_id)
@@ -345,7 +341,7 @@ class Engine:
 
     async def set_auto_run(
         self, principal: str, session_id: str, auto_run: bool, expected: int | None
-    ) -> Turn | None:
+    ) -> Applied:
         await self.check_session(principal, session_id)
         return await self.queue.set_auto_run(session_id, auto_run, expected)
 

@@ -20,17 +20,34 @@ from turnqueue.domain import (
     MessageSource,
     PauseReason,
     QueueEntry,
+    QueueStatus,
     SendNowScope,
     Turn,
     TurnStatus,
 )
 from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.turn_end import DrainResult
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A queue mutation's outcome: the turn it started, if any, and the queue status its
+    transaction committed (read before COMMIT, ``Change.want_status``)."""
+
+    turn: Turn | None
+    queue: QueueStatus
+
+
+def _status(c: Change) -> QueueStatus:
+    if c.status is None:  # the lock row was read in the transaction: the session exists
+        raise RuntimeError(f"session {c.session_id} has no queue status")
+    return c.status
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +83,9 @@ class QueueOps:
 
     async def update_entry(
         self, session_id: str, entry_id: str, content: str, expected_revision: int | None
-    ) -> None:
+    ) -> QueueStatus:
         async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            c.want_status()
             entry = _visible(await c.tx.list_entries(session_id), entry_id)
             if entry.source is not MessageSource.USER:
                 raise Conflict(
@@ -75,24 +93,30 @@ class QueueOps:
                 )
             await c.tx.update_entry(entry_id, content=content)
             await c.queue_changed()
+        return _status(c)
 
     async def remove_entry(
         self, session_id: str, entry_id: str, expected_revision: int | None
-    ) -> None:
+    ) -> QueueStatus:
         async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            c.want_status()
             _visible(await c.tx.list_entries(session_id), entry_id)
             await c.tx.remove_entries(session_id, [entry_id])
             await c.queue_changed()
+        return _status(c)
 
-    async def clear(self, session_id: str, expected_revision: int | None) -> None:
+    async def clear(self, session_id: str, expected_revision: int | None) -> QueueStatus:
         async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            c.want_status()
             if await c.tx.remove_entries(session_id, None):
                 await c.queue_changed()
+        return _status(c)
 
     async def reorder(
         self, session_id: str, ordered_ids: Sequence[str], expected_revision: int | None
-    ) -> None:
+    ) -> QueueStatus:
         async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+            c.want_status()
             visible = [e.id for e in await c.tx.list_entries(session_id)]
             if len(ordered_ids) != len(set(ordered_ids)) or sorted(ordered_ids) != sorted(visible):
                 raise Conflict(
@@ -103,21 +127,31 @@ class QueueOps:
             if list(ordered_ids) != visible:
                 await c.tx.reorder_entries(session_id, ordered_ids)
                 await c.queue_changed()
+        return _status(c)
 
     async def set_auto_run(
         self, session_id: str, auto_run: bool, expected_revision: int | None
-    ) -> Turn | None:
-        """Q2: OFF never touches the active turn; ON starts the head when eligible."""
-        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+    ) -> Applied:
+        """Q2: OFF never touches the active turn; ON starts the head when eligible (Q3,
+        automatic), in the same unit of work: one transaction for the policy, the drain's
+        decision and its reservation."""
+        # ON decides about the session's turn (its drain): under the session lock. OFF does
+        # not, so it never waits for one.
+        async with self.core.change(session_id, expected_revision, session_lock=auto_run) as c:
+            c.want_status()
             reason = None if auto_run else PauseReason.USER
-            if (c.view.policy.auto_run, c.view.policy.pause_reason) != (auto_run, reason):
+            view = c.view
+            if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
                 await c.tx.set_policy(session_id, auto_run=auto_run, pause_reason=reason)
                 await c.queue_changed()
-        if not auto_run:
-            return None
-        async with self.core.session_lock(session_id):
-            result, turn = await self.turns.auto_drain(session_id)
-        return turn if result is DrainResult.STARTED else None
+                policy = replace(view.policy, auto_run=auto_run, pause_reason=reason)
+                view = replace(view, policy=policy)
+            result, turn = DrainResult.PAUSED, None
+            if auto_run:
+                result, turn = await self.turns.reserve_in(c, view, automatic=True)
+        if auto_run:
+            self.core.metrics.reservation("automatic", result.value)
+        return Applied(turn, _status(c))
 
     async def drain(self, session_id: str, expected_revision: int | None) -> Turn | None:
         """Q6: needs a promptable session without a clarification; sets auto-run ON first."""

@@ -211,14 +211,15 @@ class Mutation:
     ) -> p.SetAutoRunPayload:
         ctx = info.context
         try:
-            turn = await ctx.engine.set_auto_run(
+            applied = await ctx.engine.set_auto_run(
                 ctx.require_principal(), input.session_id, input.auto_run, input.expected_revision
             )
         except UserFacingError as e:
             return p.SetAutoRunPayload(user_errors=_errors(e))
-        queue = await ctx.engine.queue_status(input.session_id)
         return p.SetAutoRunPayload(
-            queue=QueueStatus.from_domain(queue), dispatched=turn is not None, turn=_turn(turn)
+            queue=QueueStatus.from_domain(applied.queue),
+            dispatched=applied.turn is not None,
+            turn=_turn(applied.turn),
         )
 
     @described.mutation(

@@ -96,8 +96,9 @@ async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueSt
                 ctx.event_id = str(status.revision)  # O3: the SSE id
                 yield QueueStatus.from_domain(status)
             event = await _next_event(sub)
-            # Every subscriber of the session shares one read per event.
-            status = await ctx.engine.queue_status_after(session_id, event.revision)
+            # The status its transaction read (a change made here), or one read per event
+            # that every subscriber of the session shares (another instance's change, M4).
+            status = event.queue or await ctx.engine.queue_status_after(session_id, event.revision)
     finally:
         sub.close()
 
