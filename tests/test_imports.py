@@ -15,7 +15,7 @@ LAYERS = (
     {"__main__", "cli"},
     {"app"},
     {"transport", "sse", "graphiql", "webui", "prometheus"},  # the HTTP edge
-    {"api", "execution", "fanout"},  # the Strawberry schema, its execution, shared executions
+    {"api", "execution", "fanout", "render"},  # the schema, its execution, shared executions
     {"resolvers"},
     {"engine"},
     {"store"},

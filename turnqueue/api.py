@@ -11,11 +11,10 @@ import logging
 from collections.abc import Callable
 
 import strawberry
-from graphql import ASTValidationRule, GraphQLError
+from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
 from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import (
     AddValidationRules,
-    DisableIntrospection,
     MaskErrors,
     MaxTokensLimiter,
     ParserCache,
@@ -69,29 +68,39 @@ class TurnqueueSchema(strawberry.Schema):
                 log.debug("GraphQL error: %s", error.message)
 
 
-def extensions(settings: Settings) -> list[type[SchemaExtension] | Callable[[], SchemaExtension]]:
+def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
+    """The rules every operation is validated with besides graphql-core's own: the depth and
+    alias limits (S3) and, when introspection is off, the rule that refuses it. The fan-out
+    checks the operations it renders itself against the same list (``turnqueue.fanout``)."""
     # The depth and alias rules (S3) are built once per schema. Strawberry's QueryDepthLimiter
     # and MaxAliasesLimiter build a new rule *class* per operation: it stays alive as long as
     # the operation (every idle subscription kept one, bench P5), and it made every
     # ValidationCache key new, so that cache never hit.
-    limits: list[type[ASTValidationRule]] = [
+    rules: list[type[ASTValidationRule]] = [
         max_depth_rule(settings.max_query_depth, should_ignore=None),
         max_aliases_rule(settings.max_aliases),
     ]
-    chosen: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
+    if not settings.introspection:
+        rules.append(NoSchemaIntrospectionCustomRule)  # what DisableIntrospection adds
+    return rules
+
+
+def extensions(
+    settings: Settings, rules: list[type[ASTValidationRule]]
+) -> list[type[SchemaExtension] | Callable[[], SchemaExtension]]:
+    return [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
         lambda: ParserCache(maxsize=256),
-        lambda: AddValidationRules(limits),
+        lambda: AddValidationRules(rules),
         lambda: ValidationCache(maxsize=256),
         FreshReads,
         lambda: MaskErrors(should_mask_error=is_unexpected, error_message=MASKED_MESSAGE),
     ]
-    if not settings.introspection:
-        chosen.append(DisableIntrospection)
-    return chosen
 
 
-def build_schema(settings: Settings, *, sort: bool = False) -> strawberry.Schema:
+def build_schema(
+    settings: Settings, *, sort: bool = False, rules: list[type[ASTValidationRule]] | None = None
+) -> strawberry.Schema:
     """The served schema.
 
     Hazard (Strawberry 0.341.2): ``sort_schema=True`` rebuilds the graphql-core schema with plain
@@ -104,7 +113,7 @@ def build_schema(settings: Settings, *, sort: bool = False) -> strawberry.Schema
         mutation=Mutation,
         subscription=Subscription,
         types=ITEM_TYPES,  # the TurnItem implementations (A3)
-        extensions=extensions(settings),
+        extensions=extensions(settings, validation_rules(settings) if rules is None else rules),
         config=StrawberryConfig(sort_schema=sort, scalar_map=SCALAR_MAP),
         # A fresh sub-field memo per subscription event: graphql-core's grows forever (P7).
         execution_context_class=TurnqueueExecutionContext,

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from turnqueue.agents import Agent
-from turnqueue.api import build_schema
+from turnqueue.api import build_schema, validation_rules
 from turnqueue.bus import EventBus
 from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut
@@ -46,10 +46,11 @@ class _Runtime:
 
 def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> Starlette:
     runtime = _Runtime()
-    schema = build_schema(settings)
+    rules = validation_rules(settings)
+    schema = build_schema(settings, rules=rules)
     # Shared executions of identical snapshot subscriptions; its leads stop in the lifespan.
     fanout = (
-        FanOut(schema, settings.max_tokens, settings.subscriber_buffer)
+        FanOut(schema, settings.max_tokens, settings.subscriber_buffer, rules)
         if settings.subscription_fanout
         else None
     )

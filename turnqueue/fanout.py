@@ -29,13 +29,15 @@ import asyncio
 import contextvars
 import json
 import logging
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from graphql import GraphQLError, parse, print_ast
+from graphql import ASTValidationRule, DocumentNode, GraphQLError, parse, print_ast, specified_rules
 from graphql.error import GraphQLFormattedError
-from strawberry.schema import BaseSchema
+from strawberry import Schema
+from strawberry.schema.schema import validate_document
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     CompleteMessage,
     ErrorMessage,
@@ -43,9 +45,11 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
+from turnqueue.api import MASKED_MESSAGE
+from turnqueue.render import Compiled, compile_operation
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.revisions import groupable
-from turnqueue.resolvers.subscriptions import SNAPSHOTS, resync_error
+from turnqueue.resolvers.subscriptions import SNAPSHOTS, STREAMS, resync_error
 
 if TYPE_CHECKING:
     from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
@@ -65,6 +69,7 @@ class GroupKey(NamedTuple):
 class FanOutStats(NamedTuple):
     groups: int
     members: int
+    rendered: int  # groups whose payloads are rendered without GraphQL execution
     pending: int  # members holding a payload not sent yet (at most one each)
     skipped: int  # payloads replaced before they were sent (slow consumers)
 
@@ -170,28 +175,54 @@ class _Member:
 
 
 class _Group:
-    __slots__ = ("key", "last", "lead", "members")
+    __slots__ = ("key", "last", "lead", "members", "rendered")
 
-    def __init__(self, key: GroupKey) -> None:
+    def __init__(self, key: GroupKey, rendered: bool) -> None:
         self.key = key
+        self.rendered = rendered  # compiled (turnqueue.render), not executed
         self.members: dict[_Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
         self.lead: asyncio.Task[None] | None = None
 
 
+class _Refused(Exception):
+    """An operation answered with an ``error`` message instead of a stream."""
+
+    def __init__(self, errors: list[GraphQLFormattedError]) -> None:
+        self.errors = errors
+
+
+#: A lead's source: each payload's JSON text, and whether it is the last (an error result)
+Payloads = AsyncGenerator[tuple[str, bool], None]
+
+
 class FanOut:
     """The registry of subscription groups of one app, and the owner of their lead tasks."""
 
-    def __init__(self, schema: BaseSchema, max_tokens: int, buffer: int) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        max_tokens: int,
+        buffer: int,
+        rules: Sequence[type[ASTValidationRule]] = (),
+    ) -> None:
+        """``rules``: the validation rules the schema's extensions add to graphql-core's
+        (``api.validation_rules``): an operation is rendered here only if it passes them all."""
         self._schema = schema
         self._max_tokens = max_tokens
         self._buffer = buffer  # payloads a member may fall behind (Settings.subscriber_buffer)
+        self._rules = (*specified_rules, *rules)
         self._resync = encode_payload(ExecutionResult(data=None, errors=[resync_error()]))
+        self._masked = encode_payload(
+            ExecutionResult(data=None, errors=[GraphQLError(MASKED_MESSAGE)])
+        )
         self._groups: dict[GroupKey, _Group] = {}  # the groups newcomers join
         self._leads: set[asyncio.Task[None]] = set()  # every running lead, joinable or not
         self._closed = False
         # Bounded: the document text comes from clients.
         self._normalise = lru_cache(maxsize=256)(self._normalise_uncached)
+        self._valid = lru_cache(maxsize=256)(self._valid_uncached)
+        self._compiled = lru_cache(maxsize=1024)(self._compile_uncached)
 
     # -- which operations are grouped -------------------------------------------------------------
     def key(
@@ -224,6 +255,33 @@ class FanOut:
         except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
             return None  # Strawberry's own path answers it (close 4400 or an error message)
 
+    # -- which groups are rendered here (turnqueue.render) ----------------------------------------
+    def compiled(self, key: GroupKey) -> Compiled | None:
+        """The group's operation compiled (its payloads rendered without GraphQL execution), or
+        None: its lead runs the ordinary execution."""
+        return self._compiled(key.document, key.variables, key.operation_name)
+
+    def _valid_uncached(self, document_text: str) -> DocumentNode | None:
+        document = parse(document_text)
+        # The same validation as Strawberry's (graphql-core's rules, the schema's own, and
+        # Strawberry's two) so that nothing the ordinary path refuses is rendered here.
+        return None if validate_document(self._schema._schema, document, self._rules) else document
+
+    def _compile_uncached(
+        self, document_text: str, variables_text: str, operation_name: str | None
+    ) -> Compiled | None:
+        document = self._valid(document_text)
+        if document is None:
+            return None
+        compiled = compile_operation(
+            self._schema._schema, document, json.loads(variables_text), operation_name
+        )
+        if compiled is None or compiled.root not in STREAMS:
+            return None
+        if not isinstance(compiled.arguments.get("sessionId"), str):
+            return None
+        return compiled
+
     # -- members ------------------------------------------------------------------------------
     async def serve(
         self, key: GroupKey, operation: Operation[Context, None], engine: Engine
@@ -249,13 +307,16 @@ class FanOut:
                     group.lead.cancel()  # nobody left to serve
 
     def _start(self, key: GroupKey, operation: Operation[Context, None], engine: Engine) -> _Group:
-        group = _Group(key)
+        compiled = self.compiled(key)
+        group = _Group(key, rendered=compiled is not None)
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
+        executed = self._executed(
+            operation.query, operation.variables, operation.operation_name, context
+        )
+        payloads = executed if compiled is None else self._rendered(compiled, context, executed)
         group.lead = asyncio.create_task(
-            self._lead(
-                group, operation.query, operation.variables, operation.operation_name, context
-            ),
+            self._lead(group, payloads),
             name=f"turnqueue.fanout lead {key.variables[:120]}",
             context=contextvars.Context(),  # nothing inherited from the first member's task
         )
@@ -270,39 +331,15 @@ class FanOut:
             del self._groups[group.key]
 
     # -- the lead -----------------------------------------------------------------------------
-    async def _lead(
-        self,
-        group: _Group,
-        query: str,
-        variables: dict[str, object] | None,
-        operation_name: str | None,
-        context: Context,
-    ) -> None:
+    async def _lead(self, group: _Group, payloads: Payloads) -> None:
+        """Offer each payload to every member; the members' ``complete`` (or ``error``) when
+        the source ends."""
         errors: list[GraphQLFormattedError] | None = None  # None: members get ``complete``
         try:
-            source = await self._schema.stream(
-                query,
-                variable_values=variables,
-                context_value=context,
-                root_value=None,
-                operation_name=operation_name,
-            )
-            async with aclosing(source):
-                first = True
-                async for result in source:
-                    # As Strawberry's handler: an error before execution (validation,
-                    # NOT_FOUND from the resolver) is an ``error`` message. Those that make it
-                    # close the socket (syntax, unknown operation name) never reach a group.
-                    if first and isinstance(result, PreExecutionError):
-                        errors = [error.formatted for error in result.errors or ()]
-                        break
-                    if not isinstance(result, ExecutionResult):  # incremental delivery
-                        message = "Incremental delivery is not supported over graphql-transport-ws"
-                        errors = [GraphQLError(message).formatted]
-                        break
-                    first = False
-                    group.last = payload = encode_payload(result)
-                    if result.errors:
+            async with aclosing(payloads):
+                async for payload, final in payloads:
+                    group.last = payload
+                    if final:
                         # RESYNC (or a masked fault): this group's state is not one to replay
                         # to newcomers; they start a group of their own.
                         self._forget(group)
@@ -313,6 +350,8 @@ class FanOut:
                         del group.members[member]
                     if not group.members:
                         return  # every member was too slow: nobody left to serve
+        except _Refused as refused:
+            errors = refused.errors
         except Exception:
             # As Strawberry's handler does for a failed operation: log it, then ``complete``.
             log.exception("subscription fan-out failed for %s", group.key.variables[:120])
@@ -321,6 +360,60 @@ class FanOut:
             for member in group.members:
                 member.finish(errors)
 
+    async def _executed(
+        self,
+        query: str,
+        variables: dict[str, object] | None,
+        operation_name: str | None,
+        context: Context,
+    ) -> Payloads:
+        """The payloads of the operation's ordinary execution (Strawberry's, graphql-core's)."""
+        source = await self._schema.stream(
+            query,
+            variable_values=variables,
+            context_value=context,
+            root_value=None,
+            operation_name=operation_name,
+        )
+        async with aclosing(source):
+            first = True
+            async for result in source:
+                # As Strawberry's handler: an error before execution (validation, NOT_FOUND
+                # from the resolver) is an ``error`` message. Those that make it close the
+                # socket (syntax, unknown operation name) never reach a group.
+                if first and isinstance(result, PreExecutionError):
+                    raise _Refused([error.formatted for error in result.errors or ()])
+                if not isinstance(result, ExecutionResult):  # incremental delivery
+                    message = "Incremental delivery is not supported over graphql-transport-ws"
+                    raise _Refused([GraphQLError(message).formatted])
+                first = False
+                yield encode_payload(result), bool(result.errors)
+
+    async def _rendered(self, compiled: Compiled, context: Context, executed: Payloads) -> Payloads:
+        """The payloads of a compiled operation: its stream's values rendered without GraphQL
+        execution (``turnqueue.render``), with the frames the ordinary execution sends."""
+        try:
+            stream = await STREAMS[compiled.root](context, compiled.arguments["sessionId"])
+        except GraphQLError:
+            # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
+            # locations and path as Strawberry sends them.
+            async with aclosing(executed):
+                async for item in executed:
+                    yield item
+            return
+        await executed.aclose()  # never started: nothing to close
+        async with aclosing(stream):  # type: ignore[type-var]
+            try:
+                async for value in stream:
+                    yield compiled.payload(value), False
+            except GraphQLError as error:
+                # RESYNC (R3): the stream's own error, as the executor reports one, then the end.
+                yield encode_payload(ExecutionResult(data=None, errors=[error])), True
+            except Exception as error:
+                # A fault: logged as the schema logs one, masked as MaskErrors masks it (S3).
+                self._schema.process_errors([GraphQLError(str(error), original_error=error)])
+                yield self._masked, True
+
     # -- life cycle ---------------------------------------------------------------------------
     def stats(self) -> FanOutStats:
         """The groups open to newcomers and their members (for metrics and tests)."""
@@ -328,6 +421,7 @@ class FanOut:
         return FanOutStats(
             groups=len(self._groups),
             members=len(members),
+            rendered=sum(g.rendered for g in self._groups.values()),
             pending=sum(m.pending is not None for m in members),
             skipped=sum(m.skipped for m in members),
         )

@@ -17,6 +17,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,9 @@ CANCELLATION = """subscription($s: ID!) { cancellationChanged(sessionId: $s) {
 SESSION = """subscription($s: ID!) { sessionChanged(sessionId: $s) {
   id state revision promptable cancellationPending cancellationRevision
   cancellation { pending revision } clarification { question } currentTurn { status } } }"""
+#: only basic fields (no resolver): rendered without execution (turnqueue.render)
+PLAIN_SESSION = """subscription($s: ID!) { sessionChanged(sessionId: $s) {
+  id taskId agent state revision promptable createdAt updatedAt } }"""
 BIG = "subscription($s: ID!) { queueStatusChanged(sessionId: $s) { revision entries { content } } }"
 RESYNC_PAYLOAD = {
     "data": None,
@@ -331,16 +335,22 @@ async def test_fanout_a_client_gone_mid_delivery_is_not_logged_as_an_error(
         assert (await recv(ws))["type"] == "next"
 
 
-async def _frames_of_a_script(api: Any) -> dict[str, list[str]]:
+async def _frames_of_a_script(api: Any) -> tuple[dict[str, list[str]], int | None]:
     """Every frame each operation receives, as text, with the run's own ids and revisions
-    replaced (two servers, one database: ids differ, cancellation epochs too, R2)."""
+    replaced (two servers, one database: ids differ, cancellation epochs too, R2); and how
+    many of its groups the fan-out rendered without execution (None: no fan-out)."""
     sid = await paused_session(api)
+    session = await api.engine.authorize_session("alice", sid)
+    stamps = [session.created_at, session.updated_at, session.task_id]
     unknown = str(uuid.uuid4())
     frames: dict[str, list[str]] = {}
 
     def normalised(text: str) -> str:
         assert text == json.dumps(json.loads(text), separators=(",", ":"))  # compact, as sent
-        frame = json.loads(text.replace(sid, "SID").replace(unknown, "UNKNOWN"))
+        text = text.replace(sid, "SID").replace(unknown, "UNKNOWN")
+        for stamp in stamps:  # the session's own creation: another in each run
+            text = text.replace(stamp if isinstance(stamp, str) else _iso(stamp), "STAMP")
+        frame = json.loads(text)
         payload = frame.get("payload")
         data = payload.get("data") if isinstance(payload, dict) else None
         for value in (data or {}).values():
@@ -363,14 +373,22 @@ async def _frames_of_a_script(api: Any) -> dict[str, list[str]]:
         await take(ws, 1)
         await subscribe(ws, "session", SESSION, s=sid)
         await take(ws, 1)
+        await subscribe(ws, "plain", PLAIN_SESSION, s=sid)
+        await take(ws, 1)
         await subscribe(ws, "unknown", QUEUE, s=unknown)
         await take(ws, 1)
+        fanout = api.app.state.fanout
+        rendered = None if fanout is None else fanout.stats().rendered
         await enqueue(api, sid, "x")
         await take(ws, 1)
         api.engine.bus.publish(Event(EventKind.RESYNC, sid))
-        await take(ws, 6)
+        await take(ws, 8)
         await nothing_more_before_pong(ws)
-    return frames
+    return frames, rendered
+
+
+def _iso(stamp: Any) -> str:
+    return str(stamp.astimezone(UTC).isoformat().replace("+00:00", "Z"))
 
 
 async def test_r3_s2_fanout_frames_are_those_of_the_ordinary_path(start_api: Any) -> None:
@@ -378,11 +396,14 @@ async def test_r3_s2_fanout_frames_are_those_of_the_ordinary_path(start_api: Any
     multiplexed = await start_api()
     ordinary = await start_api(subscription_fanout=False)
     assert ordinary.app.state.fanout is None
-    got = await _frames_of_a_script(multiplexed)
-    assert got == await _frames_of_a_script(ordinary)
+    got, rendered = await _frames_of_a_script(multiplexed)
+    assert got == (await _frames_of_a_script(ordinary))[0]
+    # queue, cancellation and the plain session rendered (turnqueue.render); SESSION's
+    # cancellation fields have resolvers: executed; the unknown session: refused (S2).
+    assert rendered == 3
     assert [json.loads(f)["type"] for f in got["unknown"]] == ["error"]
     assert json.loads(got["queue"][-2])["payload"] == RESYNC_PAYLOAD
-    for frames in (got["queue"], got["cancellation"], got["session"]):
+    for frames in (got["queue"], got["cancellation"], got["session"], got["plain"]):
         assert [json.loads(f)["type"] for f in frames][-2:] == ["next", "complete"]
 
 

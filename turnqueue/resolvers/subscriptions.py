@@ -12,7 +12,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Annotated
 
 import strawberry
@@ -188,6 +188,34 @@ SNAPSHOTS: Mapping[str, Snapshot] = {
 }
 
 
+async def open_queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueStatus, None]:
+    await _authorize(ctx, session_id)
+    return _queue_stream(ctx, session_id)
+
+
+async def open_session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
+    await _authorize(ctx, session_id)
+    return _session_stream(ctx, session_id)
+
+
+async def open_cancellation_stream(
+    ctx: Context, session_id: str
+) -> AsyncGenerator[CancellationStatus, None]:
+    await _authorize(ctx, session_id)
+    return _cancellation_stream(ctx, session_id)
+
+
+#: Each snapshot subscription's stream, by root field, opened for a session (authorised first:
+#: a refusal raises the ``NOT_FOUND`` GraphQLError, S2): what its resolver returns, and what the
+#: fan-out runs for an operation it renders itself (``turnqueue.render``).
+StreamOpener = Callable[[Context, str], Awaitable[AsyncIterator[object]]]
+STREAMS: Mapping[str, StreamOpener] = {
+    QUEUE_SNAPSHOT.root: open_queue_stream,
+    SESSION_SNAPSHOT.root: open_session_stream,
+    CANCELLATION_SNAPSHOT.root: open_cancellation_stream,
+}
+
+
 def _unseen(
     chunk: domain.OutputChunk, seen: dict[str, tuple[int, bool]]
 ) -> domain.OutputChunk | None:
@@ -325,8 +353,7 @@ class Subscription:
     async def cancellation_changed(
         self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[CancellationStatus, None]:
-        await _authorize(info.context, session_id)
-        return _cancellation_stream(info.context, session_id)
+        return await open_cancellation_stream(info.context, session_id)
 
     @described.subscription(
         "The session's queue: the current status first, then each new `revision` (Q13)."
@@ -334,8 +361,7 @@ class Subscription:
     async def queue_status_changed(
         self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[QueueStatus, None]:
-        await _authorize(info.context, session_id)
-        return _queue_stream(info.context, session_id)
+        return await open_queue_stream(info.context, session_id)
 
     @described.subscription(
         "The session: its current state first, then each new session `revision` or "
@@ -344,8 +370,7 @@ class Subscription:
     async def session_changed(
         self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[Session, None]:
-        await _authorize(info.context, session_id)
-        return _session_stream(info.context, session_id)
+        return await open_session_stream(info.context, session_id)
 
     @described.subscription(
         "A turn's output (O2): first what follows `afterOffset` (the whole output so far "

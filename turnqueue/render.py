@@ -1,0 +1,281 @@
+"""Compiled snapshot payloads: a subscription's selection rendered straight from the value its
+stream yields, without running GraphQL for every event (issue 13: bench P3, P5b, P8).
+
+A snapshot stream (``resolvers/subscriptions.py``) yields one Strawberry object per new state,
+and graphql-core executes the operation's selection on it for every event: a resolver call,
+completion and a path per field, about 0.3 ms for a ``QueueStatus``. When every field the
+operation selects is a plain data field (Strawberry's *basic* field: no resolver, no field
+extension) that result is a pure function of the object: each response key takes the field's
+attribute (through the field's own default resolver), leaves are coerced by their GraphQL type
+exactly as the executor does (``coerce_output_value``), lists and objects recurse. A
+:class:`Compiled` is that function, built once per distinct operation (document and variables).
+
+Compiled: one subscription operation of one root field; fields with aliases, merged when a
+response key repeats; inline fragments and fragment spreads on the selected type itself;
+``__typename``; ``@skip`` and ``@include``. Anything else — a field with a resolver or arguments
+below the root, an abstract type, another directive, a document that does not validate — is
+not compiled (``compile_operation`` answers None) and takes graphql-core's execution. The two
+give the same frames (``tests/api/test_api_render.py`` compares them on every payload field).
+
+Hazard: a value the type does not allow (``None`` for a non-null field) would be an error in
+the executor's result (null propagation); here it raises :class:`Unrenderable`, which the
+fan-out treats as a fault (logged, masked, the subscription ends). The domain never yields one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLField,
+    GraphQLIncludeDirective,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLSchema,
+    GraphQLSkipDirective,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    is_leaf_type,
+)
+from graphql.execution.values import VariableValues, get_argument_values, get_directive_values
+from graphql.execution.values import get_variable_values as coerce_variables
+from strawberry.types.field import StrawberryField
+
+#: Strawberry's back-reference from a graphql-core field to its StrawberryField.
+DEFINITION = "strawberry-definition"
+
+Render = Callable[[Any], Any]
+
+
+class Unrenderable(Exception):
+    """A value its GraphQL type does not allow (see the module's hazard)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """One subscription operation, compiled: its root field, the root field's arguments
+    (coerced) and the renderer of a ``next`` payload from one value of its stream."""
+
+    root: str  # the root field's name (``queueStatusChanged``)
+    arguments: Mapping[str, Any]  # by GraphQL name, coerced (``sessionId``)
+    response_key: str  # its alias, or its name
+    _render: Render
+
+    def payload(self, value: object) -> str:
+        """The ``next`` payload's JSON text, as ``fanout.encode_payload`` encodes an execution
+        result's ``{"data": …}``."""
+        data = {self.response_key: self._render(value)}
+        return json.dumps({"data": data}, separators=(",", ":"))
+
+
+def compile_operation(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    variables: Mapping[str, Any] | None,
+    operation_name: str | None,
+) -> Compiled | None:
+    """``document`` (already validated against ``schema``) compiled for ``variables``, or None
+    when it selects anything the renderer does not do (see the module's docstring)."""
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) != 1 or operations[0].operation is not OperationType.SUBSCRIPTION:
+        return None
+    operation = operations[0]
+    if operation_name is not None and (
+        operation.name is None or operation.name.value != operation_name
+    ):
+        return None
+    root_type = schema.subscription_type
+    if root_type is None:
+        return None
+    coerced = coerce_variables(schema, operation.variable_definitions or (), dict(variables or {}))
+    if not isinstance(coerced, VariableValues):
+        return None  # the executor answers the variables' errors
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    compiler = _Compiler(fragments, coerced)
+    roots = compiler.collect(root_type, [operation.selection_set])
+    if roots is None or len(roots) != 1:
+        return None
+    ((key, nodes),) = roots.items()
+    name = nodes[0].name.value
+    field = root_type.fields.get(name)
+    if field is None or len(nodes) != 1:
+        return None
+    try:
+        arguments = get_argument_values(field, nodes[0], coerced)
+    except GraphQLError:
+        return None
+    render = compiler.value(field.type, nodes)
+    if render is None:
+        return None
+    by_graphql_name = {
+        graphql_name: arguments[python_name]
+        for graphql_name, python_name in _argument_names(field).items()
+        if python_name in arguments
+    }
+    return Compiled(name, by_graphql_name, key, render)
+
+
+def _argument_names(field: GraphQLField) -> dict[str, str]:
+    """GraphQL argument name -> the name ``get_argument_values`` keys it by (Strawberry
+    gives arguments their Python names as ``out_name``)."""
+    return {name: argument.out_name or name for name, argument in field.args.items()}
+
+
+class _Compiler:
+    def __init__(
+        self, fragments: Mapping[str, FragmentDefinitionNode], variables: VariableValues
+    ) -> None:
+        self._fragments = fragments
+        self._variables = variables
+
+    # -- selections --------------------------------------------------------------------------
+    def collect(
+        self, type_: GraphQLObjectType, selection_sets: Sequence[SelectionSetNode]
+    ) -> dict[str, list[FieldNode]] | None:
+        """Field nodes by response key, in the executor's order (first occurrence), or None
+        for a selection the renderer does not do."""
+        grouped: dict[str, list[FieldNode]] = {}
+        visited: set[str] = set()
+        for selection_set in selection_sets:
+            if not self._visit(type_, selection_set, grouped, visited):
+                return None
+        return grouped
+
+    def _visit(
+        self,
+        type_: GraphQLObjectType,
+        selection_set: SelectionSetNode,
+        grouped: dict[str, list[FieldNode]],
+        visited: set[str],
+    ) -> bool:
+        for selection in selection_set.selections:
+            included = self._included(selection)
+            if included is None:
+                return False
+            if not included:
+                continue
+            if isinstance(selection, FieldNode):
+                key = selection.alias.value if selection.alias else selection.name.value
+                grouped.setdefault(key, []).append(selection)
+            elif isinstance(selection, InlineFragmentNode):
+                condition = selection.type_condition
+                if condition is not None and condition.name.value != type_.name:
+                    return False
+                if not self._visit(type_, selection.selection_set, grouped, visited):
+                    return False
+            elif isinstance(selection, FragmentSpreadNode):
+                name = selection.name.value
+                if name in visited:  # as the executor: a fragment is collected once
+                    continue
+                visited.add(name)
+                fragment = self._fragments.get(name)
+                if fragment is None or fragment.type_condition.name.value != type_.name:
+                    return False
+                if not self._visit(type_, fragment.selection_set, grouped, visited):
+                    return False
+            else:
+                return False
+        return True
+
+    def _included(
+        self, node: FieldNode | InlineFragmentNode | FragmentSpreadNode | Any
+    ) -> bool | None:
+        """``@skip``/``@include`` as the executor reads them; None for any other directive."""
+        directives = node.directives or ()
+        if any(d.name.value not in ("skip", "include") for d in directives):
+            return None
+        skip = get_directive_values(GraphQLSkipDirective, node, self._variables)
+        if skip is not None and skip["if"] is True:
+            return False
+        include = get_directive_values(GraphQLIncludeDirective, node, self._variables)
+        return not (include is not None and include["if"] is False)
+
+    # -- values ------------------------------------------------------------------------------
+    def value(self, type_: GraphQLOutputType, nodes: list[FieldNode]) -> Render | None:
+        """The renderer of a value of ``type_`` selected by ``nodes``."""
+        if isinstance(type_, GraphQLNonNull):
+            inner = self.value(type_.of_type, nodes)
+            if inner is None:
+                return None
+            return lambda value: _non_null(inner, value)
+        if isinstance(type_, GraphQLList):
+            item = self.value(type_.of_type, nodes)
+            if item is None:
+                return None
+            return lambda value: None if value is None else [item(v) for v in value]
+        if is_leaf_type(type_):
+            coerce = type_.coerce_output_value
+            return lambda value: None if value is None else _leaf(coerce, value)
+        if isinstance(type_, GraphQLObjectType):
+            render = self._object(type_, nodes)
+            if render is None:
+                return None
+            return lambda value: None if value is None else render(value)
+        return None  # an interface or a union: the executor resolves the runtime type
+
+    def _object(self, type_: GraphQLObjectType, nodes: list[FieldNode]) -> Render | None:
+        if type_.is_type_of is not None:
+            return None  # a check that needs the executor's info
+        sub_sets = [node.selection_set for node in nodes if node.selection_set is not None]
+        grouped = self.collect(type_, sub_sets)
+        if grouped is None:
+            return None
+        parts: list[tuple[str, Render]] = []
+        for key, field_nodes in grouped.items():
+            name = field_nodes[0].name.value
+            if name == "__typename":
+                parts.append((key, _constant(type_.name)))
+                continue
+            field = type_.fields.get(name)
+            if field is None or any(node.arguments for node in field_nodes):
+                return None
+            definition = field.extensions.get(DEFINITION)
+            if not isinstance(definition, StrawberryField) or not definition.is_basic_field:
+                return None  # a resolver (or an extension): only the executor runs it
+            below = self.value(field.type, field_nodes)
+            if below is None:
+                return None
+            parts.append((key, _attribute(definition, below)))
+
+        def render(value: object) -> dict[str, Any]:
+            return {key: part(value) for key, part in parts}
+
+        return render
+
+
+def _attribute(field: StrawberryField, render: Render) -> Render:
+    # The field's own default resolver (getattr unless the schema configures another), as
+    # Strawberry's resolver of a basic field calls it.
+    resolve, name = field.default_resolver, field.python_name
+    return lambda source: render(resolve(source, name))
+
+
+def _constant(value: str) -> Render:
+    return lambda _source: value
+
+
+def _non_null(render: Render, value: object) -> Any:
+    if value is None:
+        raise Unrenderable("null for a non-null field")
+    return render(value)
+
+
+def _leaf(coerce: Callable[[Any], Any], value: object) -> Any:
+    coerced = coerce(value)
+    if coerced is None:
+        raise Unrenderable(f"{value!r} has no output value")
+    return coerced
