@@ -15,7 +15,7 @@ LAYERS = (
     {"__main__", "cli"},
     {"app"},
     {"transport", "sse", "graphiql", "webui", "prometheus"},  # the HTTP edge
-    {"api", "execution", "fanout", "render"},  # the schema, its execution, shared executions
+    {"api", "execution", "fanout", "plans", "render"},  # the schema and its executions
     {"resolvers"},
     {"engine"},
     {"store"},

@@ -24,6 +24,7 @@ from turnqueue.bus import EventBus
 from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut
 from turnqueue.graphiql import graphiql_routes
+from turnqueue.plans import Plans
 from turnqueue.prometheus import CONTENT_TYPE_LATEST, PrometheusMetrics
 from turnqueue.settings import Settings
 from turnqueue.transport import TurnqueueGraphQL
@@ -50,11 +51,19 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
     schema = build_schema(settings, rules=rules)
     # Shared executions of identical snapshot subscriptions; its leads stop in the lifespan.
     fanout = (
-        FanOut(schema, settings.max_tokens, settings.subscriber_buffer, rules)
+        FanOut(
+            schema,
+            settings.max_tokens,
+            settings.subscriber_buffer,
+            rules,
+            render=settings.compiled_operations,
+        )
         if settings.subscription_fanout
         else None
     )
-    view = TurnqueueGraphQL(schema, settings, runtime.get_engine, fanout)
+    # Mutations answered without GraphQL execution (the same answers; turnqueue.plans).
+    plans = Plans(schema, rules, settings.max_tokens) if settings.compiled_operations else None
+    view = TurnqueueGraphQL(schema, settings, runtime.get_engine, fanout, plans)
     metrics = PrometheusMetrics()  # a registry of its own per app (U3)
 
     @asynccontextmanager
@@ -70,6 +79,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
             app.state.engine = runtime.engine  # for operators' tooling and in-process tests
             app.state.metrics = metrics
             app.state.fanout = fanout  # for in-process tests
+            app.state.plans = plans
             metrics.bind(runtime.engine)
             if fanout is not None:
                 metrics.observe_fanout(fanout)

@@ -205,13 +205,17 @@ class FanOut:
         max_tokens: int,
         buffer: int,
         rules: Sequence[type[ASTValidationRule]] = (),
+        *,
+        render: bool = True,
     ) -> None:
         """``rules``: the validation rules the schema's extensions add to graphql-core's
-        (``api.validation_rules``): an operation is rendered here only if it passes them all."""
+        (``api.validation_rules``): an operation is rendered here only if it passes them all.
+        ``render=False``: every group executes its operation (``Settings.compiled_operations``)."""
         self._schema = schema
         self._max_tokens = max_tokens
         self._buffer = buffer  # payloads a member may fall behind (Settings.subscriber_buffer)
         self._rules = (*specified_rules, *rules)
+        self._render = render
         self._resync = encode_payload(ExecutionResult(data=None, errors=[resync_error()]))
         self._masked = encode_payload(
             ExecutionResult(data=None, errors=[GraphQLError(MASKED_MESSAGE)])
@@ -259,6 +263,8 @@ class FanOut:
     def compiled(self, key: GroupKey) -> Compiled | None:
         """The group's operation compiled (its payloads rendered without GraphQL execution), or
         None: its lead runs the ordinary execution."""
+        if not self._render:
+            return None
         return self._compiled(key.document, key.variables, key.operation_name)
 
     def _valid_uncached(self, document_text: str) -> DocumentNode | None:

@@ -47,6 +47,7 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
+    VariableNode,
     is_leaf_type,
 )
 from graphql.execution.values import VariableValues, get_argument_values, get_directive_values
@@ -64,9 +65,65 @@ class Unrenderable(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Root:
+    """The one root field of a compiled operation and the renderer of its value."""
+
+    operation: OperationDefinitionNode
+    parent: GraphQLObjectType  # the root type (Mutation, Subscription)
+    field: GraphQLField
+    nodes: list[FieldNode]  # the root field's node (one)
+    response_key: str  # its alias, or its name
+    render: Render
+    fragments: Mapping[str, FragmentDefinitionNode]
+
+    @property
+    def name(self) -> str:
+        return self.nodes[0].name.value
+
+
+def compile_root(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation_name: str | None,
+    kind: OperationType,
+    variables: VariableValues | None,
+) -> Root | None:
+    """The root field of ``document``'s operation of ``kind`` (``document`` already validated
+    against ``schema``) and its renderer, or None when the operation selects anything the
+    renderer does not do (see the module's docstring). ``variables``: the coerced values the
+    ``@skip``/``@include`` conditions may read; None compiles only operations whose conditions
+    are literals (the result then holds for any variables)."""
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if operation_name is not None:
+        operations = [o for o in operations if o.name and o.name.value == operation_name]
+    if len(operations) != 1 or operations[0].operation is not kind:
+        return None
+    operation = operations[0]
+    parent = schema.get_root_type(kind)
+    if parent is None:
+        return None
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    compiler = _Compiler(fragments, variables)
+    roots = compiler.collect(parent, [operation.selection_set])
+    if roots is None or len(roots) != 1:
+        return None
+    ((key, nodes),) = roots.items()
+    field = parent.fields.get(nodes[0].name.value)
+    if field is None or len(nodes) != 1:
+        return None
+    render = compiler.value(field.type, nodes)
+    if render is None:
+        return None
+    return Root(operation, parent, field, nodes, key, render, fragments)
+
+
+@dataclass(frozen=True, slots=True)
 class Compiled:
-    """One subscription operation, compiled: its root field, the root field's arguments
-    (coerced) and the renderer of a ``next`` payload from one value of its stream."""
+    """One subscription operation compiled for its variables: its root field, the root
+    field's arguments (coerced) and the renderer of a ``next`` payload from one value of its
+    stream."""
 
     root: str  # the root field's name (``queueStatusChanged``)
     arguments: Mapping[str, Any]  # by GraphQL name, coerced (``sessionId``)
@@ -86,47 +143,28 @@ def compile_operation(
     variables: Mapping[str, Any] | None,
     operation_name: str | None,
 ) -> Compiled | None:
-    """``document`` (already validated against ``schema``) compiled for ``variables``, or None
-    when it selects anything the renderer does not do (see the module's docstring)."""
+    """A subscription ``document`` (already validated against ``schema``) compiled for
+    ``variables``, or None (see ``compile_root``)."""
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1 or operations[0].operation is not OperationType.SUBSCRIPTION:
+    if len(operations) != 1:
         return None
-    operation = operations[0]
-    if operation_name is not None and (
-        operation.name is None or operation.name.value != operation_name
-    ):
-        return None
-    root_type = schema.subscription_type
-    if root_type is None:
-        return None
-    coerced = coerce_variables(schema, operation.variable_definitions or (), dict(variables or {}))
+    definitions = operations[0].variable_definitions or ()
+    coerced = coerce_variables(schema, definitions, dict(variables or {}))
     if not isinstance(coerced, VariableValues):
         return None  # the executor answers the variables' errors
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
-    compiler = _Compiler(fragments, coerced)
-    roots = compiler.collect(root_type, [operation.selection_set])
-    if roots is None or len(roots) != 1:
-        return None
-    ((key, nodes),) = roots.items()
-    name = nodes[0].name.value
-    field = root_type.fields.get(name)
-    if field is None or len(nodes) != 1:
+    root = compile_root(schema, document, operation_name, OperationType.SUBSCRIPTION, coerced)
+    if root is None:
         return None
     try:
-        arguments = get_argument_values(field, nodes[0], coerced)
+        arguments = get_argument_values(root.field, root.nodes[0], coerced)
     except GraphQLError:
-        return None
-    render = compiler.value(field.type, nodes)
-    if render is None:
         return None
     by_graphql_name = {
         graphql_name: arguments[python_name]
-        for graphql_name, python_name in _argument_names(field).items()
+        for graphql_name, python_name in _argument_names(root.field).items()
         if python_name in arguments
     }
-    return Compiled(name, by_graphql_name, key, render)
+    return Compiled(root.name, by_graphql_name, root.response_key, root.render)
 
 
 def _argument_names(field: GraphQLField) -> dict[str, str]:
@@ -137,7 +175,7 @@ def _argument_names(field: GraphQLField) -> dict[str, str]:
 
 class _Compiler:
     def __init__(
-        self, fragments: Mapping[str, FragmentDefinitionNode], variables: VariableValues
+        self, fragments: Mapping[str, FragmentDefinitionNode], variables: VariableValues | None
     ) -> None:
         self._fragments = fragments
         self._variables = variables
@@ -198,6 +236,10 @@ class _Compiler:
         directives = node.directives or ()
         if any(d.name.value not in ("skip", "include") for d in directives):
             return None
+        if self._variables is None and any(
+            isinstance(a.value, VariableNode) for d in directives for a in d.arguments or ()
+        ):
+            return None  # compiled for any variables: only literal conditions
         skip = get_directive_values(GraphQLSkipDirective, node, self._variables)
         if skip is not None and skip["if"] is True:
             return False

@@ -94,6 +94,11 @@ class Settings(BaseSettings):
         default=True,
         description="identical snapshot subscriptions share one execution",
     )
+    compiled_operations: bool = Field(
+        default=True,
+        description="mutations and snapshot subscriptions that select only plain fields are "
+        "answered without GraphQL execution (same responses)",
+    )
     db_pool_size: int = Field(
         default=10, gt=0, description="PostgreSQL connections per instance (plus the lease's)"
     )

@@ -13,6 +13,7 @@ Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turn
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -45,6 +46,7 @@ from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut, PreEncoded
 from turnqueue.graphiql import page_html
+from turnqueue.plans import Plans
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
 from turnqueue.sse import IdentifiedSSETransport, attach_event_id
@@ -158,6 +160,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         settings: Settings,
         engine: Callable[[], Engine],
         fanout: FanOut | None = None,
+        plans: Plans | None = None,
     ) -> None:
         super().__init__(
             schema,
@@ -174,6 +177,8 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
         self.fanout = fanout
+        #: None: every HTTP operation is executed by Strawberry (turnqueue.plans)
+        self.plans = plans
         #: The bundled GraphiQL (G2); None when unbuilt: Strawberry's CDN page, with a warning
         self.ide_html = page_html(auth_required=self.auth.enabled)
 
@@ -219,10 +224,41 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             body = await _read_body(receive, limit)
         except _BodyTooLarge:
             return self._too_large(limit)
+        planned = await self._planned(request, body)
+        if planned is not None:
+            return planned
         try:
             return await self.run(Request(scope, _replay(body)))
         except HTTPException as e:
             return graphql_error(e.reason, e.status_code, "BAD_REQUEST")
+
+    async def _planned(self, request: Request, body: bytes) -> Response | None:
+        """A JSON POST of a mutation that has a plan (``turnqueue.plans``), answered without
+        GraphQL execution; None: anything else, which Strawberry's view answers."""
+        if self.plans is None or request.method != "POST":
+            return None
+        if request.headers.get("content-type", "").partition(";")[0].strip() != "application/json":
+            return None
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None  # Strawberry's refusal
+        if not isinstance(data, dict):
+            return None
+        query, variables, name = data.get("query"), data.get("variables"), data.get("operationName")
+        if not isinstance(query, str) or not isinstance(name, str | None):
+            return None
+        if not isinstance(variables, dict | None):
+            return None
+        plan = self.plans.get(query, name)
+        if plan is None:
+            return None
+        principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
+        context = Context(engine=self._engine(), principal=principal, request=request)
+        result = await plan.run(variables, context)
+        if result is None:
+            return None
+        return Response(self.encode_json(result), media_type="application/json")
 
     @staticmethod
     def _too_large(limit: int) -> JSONResponse:
