@@ -16,11 +16,13 @@ from turnqueue.plans import Plans
 QUEUE = "queue { revision autoRun pauseReason heldBy count entries { id content position } }"
 ERRORS = "userErrors { code message field }"
 CREATE = f"""mutation($agent: String) {{ createTask(input: {{title: "t", agent: $agent}}) {{
-  task {{ id title workflowStep createdAt }} session {{ id state revision promptable }} {ERRORS} }} }}"""
+  task {{ id title workflowStep createdAt }} session {{ id state revision promptable }}
+  {ERRORS} }} }}"""
 SET_AUTO_RUN = f"""mutation($s: ID!, $on: Boolean!, $rev: Revision) {{
   setAutoRun(input: {{sessionId: $s, autoRun: $on, expectedRevision: $rev}}) {{
     dispatched turn {{ id prompt status }} {QUEUE} {ERRORS} }} }}"""
-ENQUEUE = f"""mutation($s: ID!, $c: String!) {{ enqueueMessage(input: {{sessionId: $s, content: $c}}) {{
+ENQUEUE = f"""mutation($s: ID!, $c: String!) {{
+  enqueueMessage(input: {{sessionId: $s, content: $c}}) {{
   dispatched entry {{ id content source position queuedAt }} {QUEUE} {ERRORS} }} }}"""
 UPDATE = f"""mutation($s: ID!, $e: ID!, $c: String!) {{
   updateQueueEntry(input: {{sessionId: $s, entryId: $e, content: $c}}) {{ {QUEUE} {ERRORS} }} }}"""
@@ -34,7 +36,8 @@ SHAPED = """mutation Shaped($s: ID!) { renamed: setAutoRun(input: {sessionId: $s
   __typename ...P queue { ... on QueueStatus { count } revision @skip(if: true) } } }
   fragment P on SetAutoRunPayload { dispatched userErrors { code } }"""
 SEND = f"""mutation($s: ID!, $c: String!) {{ sendMessage(input: {{sessionId: $s, content: $c}}) {{
-  turn {{ id prompt status source }} queuedEntry {{ id }} session {{ id state }} {QUEUE} {ERRORS} }} }}"""
+  turn {{ id prompt status source }} queuedEntry {{ id }} session {{ id state }}
+  {QUEUE} {ERRORS} }} }}"""
 CANCEL = f"""mutation($s: ID!) {{ cancel(input: {{sessionId: $s}}) {{
   outcome session {{ id state cancellationPending }} cancellation {{ pending }} {ERRORS} }} }}"""
 
