@@ -46,7 +46,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from turnqueue.api import MASKED_MESSAGE
-from turnqueue.render import Compiled, compile_operation
+from turnqueue.render import Compiled, Root, bind, compile_subscription
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.revisions import groupable
 from turnqueue.resolvers.subscriptions import SNAPSHOTS, STREAMS, resync_error
@@ -226,7 +226,7 @@ class FanOut:
         # Bounded: the document text comes from clients.
         self._normalise = lru_cache(maxsize=256)(self._normalise_uncached)
         self._valid = lru_cache(maxsize=256)(self._valid_uncached)
-        self._compiled = lru_cache(maxsize=1024)(self._compile_uncached)
+        self._roots = lru_cache(maxsize=256)(self._root_uncached)
 
     # -- which operations are grouped -------------------------------------------------------------
     def key(
@@ -265,7 +265,13 @@ class FanOut:
         None: its lead runs the ordinary execution."""
         if not self._render:
             return None
-        return self._compiled(key.document, key.variables, key.operation_name)
+        root = self._roots(key.document, key.operation_name)
+        if root is None:
+            return None
+        compiled = bind(self._schema._schema, root, json.loads(key.variables))
+        if compiled is None or not isinstance(compiled.arguments.get("sessionId"), str):
+            return None
+        return compiled
 
     def _valid_uncached(self, document_text: str) -> DocumentNode | None:
         document = parse(document_text)
@@ -273,20 +279,13 @@ class FanOut:
         # Strawberry's two) so that nothing the ordinary path refuses is rendered here.
         return None if validate_document(self._schema._schema, document, self._rules) else document
 
-    def _compile_uncached(
-        self, document_text: str, variables_text: str, operation_name: str | None
-    ) -> Compiled | None:
+    def _root_uncached(self, document_text: str, operation_name: str | None) -> Root | None:
+        """The document compiled once, for every group that runs it (any variables)."""
         document = self._valid(document_text)
         if document is None:
             return None
-        compiled = compile_operation(
-            self._schema._schema, document, json.loads(variables_text), operation_name
-        )
-        if compiled is None or compiled.root not in STREAMS:
-            return None
-        if not isinstance(compiled.arguments.get("sessionId"), str):
-            return None
-        return compiled
+        root = compile_subscription(self._schema._schema, document, operation_name)
+        return root if root is not None and root.name in STREAMS else None
 
     # -- members ------------------------------------------------------------------------------
     async def serve(
@@ -399,7 +398,7 @@ class FanOut:
         """The payloads of a compiled operation: its stream's values rendered without GraphQL
         execution (``turnqueue.render``), with the frames the ordinary execution sends."""
         try:
-            stream = await STREAMS[compiled.root](context, compiled.arguments["sessionId"])
+            stream = await STREAMS[compiled.root.name](context, compiled.arguments["sessionId"])
         except GraphQLError:
             # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
             # locations and path as Strawberry sends them.

@@ -130,7 +130,5 @@ class Plans:
             return None
         if validate_document(self._schema._schema, document, self._rules):
             return None
-        root = compile_root(
-            self._schema._schema, document, operation_name, OperationType.MUTATION, None
-        )
+        root = compile_root(self._schema._schema, document, operation_name, OperationType.MUTATION)
         return None if root is None else Plan(self._schema, root)

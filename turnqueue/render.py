@@ -12,7 +12,8 @@ exactly as the executor does (``coerce_output_value``), lists and objects recurs
 
 Compiled: one subscription operation of one root field; fields with aliases, merged when a
 response key repeats; inline fragments and fragment spreads on the selected type itself;
-``__typename``; ``@skip`` and ``@include``. Anything else — a field with a resolver or arguments
+``__typename``; ``@skip`` and ``@include`` on literals. Compiled once per document, it serves
+every variables' binding (``bind``). Anything else — a field with a resolver or arguments
 below the root, an abstract type, another directive, a document that does not validate — is
 not compiled (``compile_operation`` answers None) and takes graphql-core's execution. The two
 give the same frames (``tests/api/test_api_render.py`` compares them on every payload field).
@@ -86,13 +87,11 @@ def compile_root(
     document: DocumentNode,
     operation_name: str | None,
     kind: OperationType,
-    variables: VariableValues | None,
 ) -> Root | None:
     """The root field of ``document``'s operation of ``kind`` (``document`` already validated
     against ``schema``) and its renderer, or None when the operation selects anything the
-    renderer does not do (see the module's docstring). ``variables``: the coerced values the
-    ``@skip``/``@include`` conditions may read; None compiles only operations whose conditions
-    are literals (the result then holds for any variables)."""
+    renderer does not do (see the module's docstring). The result holds for any variables: an
+    ``@skip``/``@include`` condition must be a literal."""
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     if operation_name is not None:
         operations = [o for o in operations if o.name and o.name.value == operation_name]
@@ -105,7 +104,7 @@ def compile_root(
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
-    compiler = _Compiler(fragments, variables)
+    compiler = _Compiler(fragments)
     roots = compiler.collect(parent, [operation.selection_set])
     if roots is None or len(roots) != 1:
         return None
@@ -121,39 +120,34 @@ def compile_root(
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """One subscription operation compiled for its variables: its root field, the root
-    field's arguments (coerced) and the renderer of a ``next`` payload from one value of its
-    stream."""
+    """A compiled subscription bound to its variables: the root field's arguments (coerced)
+    and the renderer of a ``next`` payload from one value of its stream (shared by every
+    binding of the document: a standing subscription holds no renderer of its own)."""
 
-    root: str  # the root field's name (``queueStatusChanged``)
+    root: Root
     arguments: Mapping[str, Any]  # by GraphQL name, coerced (``sessionId``)
-    response_key: str  # its alias, or its name
-    _render: Render
 
     def payload(self, value: object) -> str:
         """The ``next`` payload's JSON text, as ``fanout.encode_payload`` encodes an execution
         result's ``{"data": …}``."""
-        data = {self.response_key: self._render(value)}
+        data = {self.root.response_key: self.root.render(value)}
         return json.dumps({"data": data}, separators=(",", ":"))
 
 
-def compile_operation(
-    schema: GraphQLSchema,
-    document: DocumentNode,
-    variables: Mapping[str, Any] | None,
-    operation_name: str | None,
-) -> Compiled | None:
-    """A subscription ``document`` (already validated against ``schema``) compiled for
-    ``variables``, or None (see ``compile_root``)."""
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1:
-        return None
-    definitions = operations[0].variable_definitions or ()
+def compile_subscription(
+    schema: GraphQLSchema, document: DocumentNode, operation_name: str | None
+) -> Root | None:
+    """A subscription ``document`` (already validated against ``schema``) compiled for any
+    variables, or None (see ``compile_root``)."""
+    return compile_root(schema, document, operation_name, OperationType.SUBSCRIPTION)
+
+
+def bind(schema: GraphQLSchema, root: Root, variables: Mapping[str, Any] | None) -> Compiled | None:
+    """``root`` with the arguments ``variables`` give it, or None when they do not coerce (the
+    executor answers them)."""
+    definitions = root.operation.variable_definitions or ()
     coerced = coerce_variables(schema, definitions, dict(variables or {}))
     if not isinstance(coerced, VariableValues):
-        return None  # the executor answers the variables' errors
-    root = compile_root(schema, document, operation_name, OperationType.SUBSCRIPTION, coerced)
-    if root is None:
         return None
     try:
         arguments = get_argument_values(root.field, root.nodes[0], coerced)
@@ -164,7 +158,7 @@ def compile_operation(
         for graphql_name, python_name in _argument_names(root.field).items()
         if python_name in arguments
     }
-    return Compiled(root.name, by_graphql_name, root.response_key, root.render)
+    return Compiled(root, by_graphql_name)
 
 
 def _argument_names(field: GraphQLField) -> dict[str, str]:
@@ -174,11 +168,8 @@ def _argument_names(field: GraphQLField) -> dict[str, str]:
 
 
 class _Compiler:
-    def __init__(
-        self, fragments: Mapping[str, FragmentDefinitionNode], variables: VariableValues | None
-    ) -> None:
+    def __init__(self, fragments: Mapping[str, FragmentDefinitionNode]) -> None:
         self._fragments = fragments
-        self._variables = variables
 
     # -- selections --------------------------------------------------------------------------
     def collect(
@@ -232,18 +223,17 @@ class _Compiler:
     def _included(
         self, node: FieldNode | InlineFragmentNode | FragmentSpreadNode | Any
     ) -> bool | None:
-        """``@skip``/``@include`` as the executor reads them; None for any other directive."""
+        """``@skip``/``@include`` with a literal condition, as the executor reads them; None for
+        a condition on a variable or any other directive."""
         directives = node.directives or ()
         if any(d.name.value not in ("skip", "include") for d in directives):
             return None
-        if self._variables is None and any(
-            isinstance(a.value, VariableNode) for d in directives for a in d.arguments or ()
-        ):
+        if any(isinstance(a.value, VariableNode) for d in directives for a in d.arguments or ()):
             return None  # compiled for any variables: only literal conditions
-        skip = get_directive_values(GraphQLSkipDirective, node, self._variables)
+        skip = get_directive_values(GraphQLSkipDirective, node)
         if skip is not None and skip["if"] is True:
             return False
-        include = get_directive_values(GraphQLIncludeDirective, node, self._variables)
+        include = get_directive_values(GraphQLIncludeDirective, node)
         return not (include is not None and include["if"] is False)
 
     # -- values ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from strawberry.schema.config import StrawberryConfig
 
 from turnqueue import domain
 from turnqueue.api import build_schema
-from turnqueue.render import Unrenderable, compile_operation
+from turnqueue.render import Compiled, Unrenderable, bind, compile_subscription
 from turnqueue.schema.scalars import SCALAR_MAP
 from turnqueue.schema.types import CancellationStatus, QueueStatus, Session
 from turnqueue.settings import Settings
@@ -81,9 +81,9 @@ def selection(draw: st.DrawFn, type_name: str, fragments: list[str], depth: int 
             field = f"a{depth}_{i % 2}_{name}: {name}"  # aliases; the same one twice may merge
         wrap = draw(st.sampled_from(["", "skip", "include", "inline", "typed", "named"]))
         if wrap == "skip":
-            field += " @skip(if: $no)"
+            field += f" @skip(if: {draw(st.sampled_from(['true', 'false']))})"
         elif wrap == "include":
-            field += " @include(if: $yes)"
+            field += f" @include(if: {draw(st.sampled_from(['true', 'false']))})"
         if below is not None:
             field += " { " + draw(selection(below, fragments, depth + 1)) + " }"
         if wrap == "inline":
@@ -149,20 +149,17 @@ def value(draw: st.DrawFn, type_name: str) -> Any:
     )
 
 
-def declared(selected: str) -> str:
-    """The variables ``selected`` uses (an unused one does not validate)."""
-    return "".join(f", ${name}: Boolean!" for name in ("yes", "no") if f"${name}" in selected)
+def compile(
+    document: Any, variables: dict[str, Any] | None, name: str | None = None
+) -> Compiled | None:
+    root = compile_subscription(SCHEMA, document, name)
+    return None if root is None else bind(SCHEMA, root, variables)
 
 
-def executed(
-    type_name: str, selected: str, fragments: str, obj: Any, variables: dict[str, Any]
-) -> Any:
+def executed(type_name: str, selected: str, fragments: str, obj: Any) -> Any:
     root = REFERENCE_ROOT[type_name]
-    query = f"query($unused: Int{declared(selected + fragments)}) {{ {root} {{ {selected} }} }}"
-    query = query.replace("$unused: Int, ", "").replace("($unused: Int)", "") + fragments
-    result = REFERENCE.execute_sync(
-        query, variable_values=variables, root_value=Query(**{root: obj})
-    )
+    query = f"query {{ {root} {{ {selected} }} }}{fragments}"
+    result = REFERENCE.execute_sync(query, root_value=Query(**{root: obj}))
     assert result.errors is None, result.errors
     assert result.data is not None
     return result.data[root]
@@ -177,18 +174,15 @@ def test_p8_a_rendered_payload_is_what_the_executor_returns(data: st.DataObject)
     named: list[str] = []
     selected = data.draw(selection(type_name, named))
     fragments = " " + " ".join(named)
-    variables = {"yes": data.draw(st.booleans()), "no": data.draw(st.booleans())}
-    used = declared(selected + fragments)
     document = parse(
-        f"subscription S($s: ID!{used}) {{ out: {root}(sessionId: $s) {{ {selected} }} }}"
-        + fragments
+        f"subscription S($s: ID!) {{ out: {root}(sessionId: $s) {{ {selected} }} }}" + fragments
     )
-    compiled = compile_operation(SCHEMA, document, {"s": "sid", **variables}, "S")
+    compiled = compile(document, {"s": "sid"}, "S")
     assert compiled is not None, selected
-    assert compiled.root == root and compiled.arguments == {"sessionId": "sid"}
+    assert compiled.root.name == root and compiled.arguments == {"sessionId": "sid"}
     obj = data.draw(value(type_name))
     rendered = json.loads(compiled.payload(obj))
-    expected = executed(type_name, selected, fragments, obj, variables)
+    expected = executed(type_name, selected, fragments, obj)
     assert rendered == {"data": {"out": expected}}
 
 
@@ -198,7 +192,10 @@ def test_p8_a_rendered_payload_is_what_the_executor_returns(data: st.DataObject)
         # a field with a resolver: only the executor runs it
         "subscription($s: ID!) { sessionChanged(sessionId: $s) { cancellationPending } }",
         "subscription($s: ID!) { sessionChanged(sessionId: $s) { currentTurn { id } } }",
-        # a directive it does not know
+        # a condition on a variable (compiled once for any variables), a directive it does
+        # not know
+        "subscription($s: ID!, $v: Boolean!) { queueStatusChanged(sessionId: $s) {"
+        " revision @skip(if: $v) } }",
         "subscription($s: ID!) { queueStatusChanged(sessionId: $s) @defer { revision } }",
         # two root fields, a query, a fragment on another type
         "subscription($s: ID!) { a: queueStatusChanged(sessionId: $s) { revision } "
@@ -209,22 +206,22 @@ def test_p8_a_rendered_payload_is_what_the_executor_returns(data: st.DataObject)
 )
 def test_p8_what_the_renderer_does_not_do_takes_the_executor(document: str) -> None:
     """P8: anything outside the renderer's subset is not compiled (the fan-out executes it)."""
-    assert compile_operation(SCHEMA, parse(document), {"s": "x"}, None) is None
+    assert compile(parse(document), {"s": "x"}) is None
 
 
 def test_p8_variables_that_do_not_coerce_and_another_operation_name_are_not_compiled() -> None:
     document = parse("subscription S($s: ID!) { queueStatusChanged(sessionId: $s) { revision } }")
-    assert compile_operation(SCHEMA, document, {"s": {"not": "an id"}}, None) is None
-    assert compile_operation(SCHEMA, document, {}, None) is None  # a required variable missing
-    assert compile_operation(SCHEMA, document, {"s": "x"}, "Other") is None
-    compiled = compile_operation(SCHEMA, document, {"s": 7}, "S")  # an Int is a valid ID
+    assert compile(document, {"s": {"not": "an id"}}) is None
+    assert compile(document, {}) is None  # a required variable missing
+    assert compile(document, {"s": "x"}, "Other") is None
+    compiled = compile(document, {"s": 7}, "S")  # an Int is a valid ID
     assert compiled is not None and compiled.arguments == {"sessionId": "7"}
 
 
 def test_p8_a_null_where_the_type_forbids_it_is_a_fault_not_a_payload() -> None:
     """The module's hazard: the executor would answer an error; the renderer raises."""
     document = parse('subscription { cancellationChanged(sessionId: "x") { pending } }')
-    compiled = compile_operation(SCHEMA, document, None, None)
+    compiled = compile(document, None)
     assert compiled is not None
     broken = CancellationStatus.from_domain(domain.CancellationStatus("x", True, 1))
     broken.pending = None  # type: ignore[assignment]
