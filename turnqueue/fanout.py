@@ -29,7 +29,7 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, cast
@@ -316,10 +316,12 @@ class FanOut:
         group = _Group(key, rendered=compiled is not None)
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
-        executed = self._executed(
-            operation.query, operation.variables, operation.operation_name, context
-        )
-        payloads = executed if compiled is None else self._rendered(compiled, context, executed)
+        query, variables, name = operation.query, operation.variables, operation.operation_name
+
+        def executed() -> Payloads:
+            return self._executed(query, variables, name, context)
+
+        payloads = executed() if compiled is None else self._rendered(compiled, context, executed)
         group.lead = asyncio.create_task(
             self._lead(group, payloads),
             name=f"turnqueue.fanout lead {key.variables[:120]}",
@@ -394,7 +396,9 @@ class FanOut:
                 first = False
                 yield encode_payload(result), bool(result.errors)
 
-    async def _rendered(self, compiled: Compiled, context: Context, executed: Payloads) -> Payloads:
+    async def _rendered(
+        self, compiled: Compiled, context: Context, executed: Callable[[], Payloads]
+    ) -> Payloads:
         """The payloads of a compiled operation: its stream's values rendered without GraphQL
         execution (``turnqueue.render``), with the frames the ordinary execution sends."""
         try:
@@ -402,15 +406,16 @@ class FanOut:
         except GraphQLError:
             # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
             # locations and path as Strawberry sends them.
-            async with aclosing(executed):
-                async for item in executed:
+            async with aclosing(executed()) as refused:
+                async for item in refused:
                     yield item
             return
-        await executed.aclose()  # never started: nothing to close
         async with aclosing(stream):  # type: ignore[type-var]
             try:
                 async for value in stream:
-                    yield compiled.payload(value), False
+                    payload = compiled.payload(value)
+                    del value  # not kept while the stream waits (bench P5b)
+                    yield payload, False
             except GraphQLError as error:
                 # RESYNC (R3): the stream's own error, as the executor reports one, then the end.
                 yield encode_payload(ExecutionResult(data=None, errors=[error])), True

@@ -77,7 +77,7 @@ async def test_c3_concurrent_cancels_run_the_stop_once_and_share_the_outcome(
     with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         results = await asyncio.gather(*(engine.cancel(PRINCIPAL, sid) for _ in range(5)))
         events = [await next_event(sub, EventKind.CANCELLATION) for _ in range(2)]
-        assert sub._queue.empty()  # exactly one pair
+        assert sub.pending() == 0  # exactly one pair
     assert {r.outcome for r in results} == {CancelOutcome.ESCALATED}
     assert run.signals == [Signal.INTERRUPT, Signal.TERMINATE]
     assert [e.cancellation.pending for e in events] == [True, False]  # type: ignore[attr-defined]
@@ -213,7 +213,7 @@ async def test_c9_nothing_to_cancel_is_a_no_op_that_withdraws_a_clarification(
     before = engine.cancellation(sid)
     with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
-        assert sub._queue.empty()  # no transitions
+        assert sub.pending() == 0  # no transitions
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
     assert engine.cancellation(sid) == before
     assert await engine.clarification(sid) is None

@@ -88,13 +88,16 @@ async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueSt
     sub = ctx.engine.subscribe(session_id, QUEUE_SNAPSHOT.watches)
     try:
         last = -1
-        status = await ctx.engine.queue_status(session_id)
+        status: domain.QueueStatus | None = await ctx.engine.queue_status(session_id)
         while True:
-            if status.revision > last:
+            if status is not None and status.revision > last:
                 last = status.revision
                 ctx.renew_loaders()
                 ctx.event_id = str(status.revision)  # O3: the SSE id
                 yield QueueStatus.from_domain(status)
+            # Nothing of it is kept while the stream waits (a standing subscription's memory,
+            # bench P5b): the next state is read or carried anew.
+            status = None
             event = await _next_event(sub)
             # The status its transaction read (a change made here), or one read per event
             # that every subscriber of the session shares (another instance's change, M4).
