@@ -83,12 +83,16 @@ class PreEncoded(dict[str, object]):
 
     __slots__ = ("text",)
 
-    def __init__(self, operation_id: str, payload: str) -> None:
+    def __init__(self, operation_id: str, payload: str, prefix: str | None = None) -> None:
+        """``prefix``: ``next_prefix(operation_id)``, when the caller keeps it."""
         super().__init__(id=operation_id, type="next")
         # The very text json.dumps gives {"id": …, "type": "next", "payload": …}.
-        self.text = (
-            '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":' + payload + "}"
-        )
+        self.text = (prefix or next_prefix(operation_id)) + payload + "}"
+
+
+def next_prefix(operation_id: str) -> str:
+    """The text of a ``next`` message up to its payload."""
+    return '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":'
 
 
 def encode_payload(result: ExecutionResult) -> str:
@@ -115,10 +119,11 @@ class _Member:
     have overflowed by then): it leaves the group and is sent RESYNC (R3), so it resubscribes.
     """
 
-    __slots__ = ("ended", "errors", "operation", "pending", "skipped", "waiter")
+    __slots__ = ("ended", "errors", "operation", "pending", "prefix", "skipped", "waiter")
 
     def __init__(self, operation: Operation[Context, None]) -> None:
         self.operation = operation
+        self.prefix = next_prefix(operation.id)  # framed once, not per payload
         self.pending: str | None = None  # the newest payload not sent yet
         self.ended = False  # nothing more comes: after ``pending``, ``complete`` or ``error``
         self.errors: list[GraphQLFormattedError] | None = None  # for an ``error`` message
@@ -156,7 +161,7 @@ class _Member:
             if self.pending is not None:
                 payload, self.pending, self.skipped = self.pending, None, 0
                 await operation.send_operation_message(
-                    cast("NextMessage", PreEncoded(operation.id, payload))
+                    cast("NextMessage", PreEncoded(operation.id, payload, self.prefix))
                 )
             elif self.ended:
                 if self.errors is None:
