@@ -82,12 +82,17 @@ async def _no_reset(_connection: Any) -> None:
 
 
 def for_session(recording: Recording, old: str, new: str) -> Recording:
-    """``recording`` with ``old`` replaced by ``new`` in every text parameter."""
+    """``recording`` with ``old`` replaced by ``new`` in every text parameter (inside arrays
+    too: PostgreSQL's NOTIFY payloads)."""
     if old == new:
         return recording
 
     def swap(value: Any) -> Any:
-        return value.replace(old, new) if isinstance(value, str) and old in value else value
+        if isinstance(value, str):
+            return value.replace(old, new) if old in value else value
+        if isinstance(value, list | tuple):
+            return type(value)(swap(v) for v in value)
+        return value
 
     return replace(
         recording,

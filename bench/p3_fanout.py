@@ -67,7 +67,7 @@ class Side:
             busy += max(frames.ts) - started
             await asyncio.sleep(0.05)  # let stragglers' bookkeeping settle between events
         after = self.process.cpu_times()
-        cpu = after.user + after.system - before.user - before.system
+        cpu = max(0.0, after.user + after.system - before.user - before.system)
         return {
             "rate": len(latencies) / busy,
             "p50": percentile(latencies, 50) * 1000,

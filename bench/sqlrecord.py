@@ -247,7 +247,7 @@ def _group(statements: Sequence[tuple[str, Statement | None]]) -> tuple[Transact
     for index, (tag, statement) in enumerate(statements):
         if statement is None:
             continue
-        word = statement.sql.lstrip().split(None, 1)[0].upper()
+        word = statement.sql.split(None, 1)[0].rstrip(";").upper()
         if word == "BEGIN" or tag not in open_:
             if tag in open_:  # BEGIN inside an open one: close it (should not happen)
                 done.append((first[tag], Transaction(tag, tuple(open_.pop(tag)))))
