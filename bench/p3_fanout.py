@@ -29,7 +29,7 @@ import psutil
 
 from bench.common import Backend, Config, Row, ServerProcess, median, percentile, post_json
 from bench.wslib import SUBSCRIPTION
-from bench.wsreader import Readers, Spec
+from bench.wsreader import Readers, Spec, payload_of
 
 MUTATION = """mutation($input: UpdateQueueEntryInput!) { updateQueueEntry(input: $input) {
   queue { revision } userErrors { code message } } }"""
@@ -109,7 +109,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
             tq = Side(tq_readers, n, mutate, server.pid)
             bare = Side(bare_readers, n, broadcast, server.pid)
             await tq.events(1)  # warm-up, and a real payload to broadcast
-            payload = json.dumps(json.loads(tq.sample)["payload"]).encode()
+            payload = payload_of(tq.sample)
             await bare.events(1)
             for rep in range(cfg.reps):
                 for side in (tq, bare) if rep % 2 == 0 else (bare, tq):
