@@ -25,6 +25,7 @@ MODULES = {
     "P7": "bench.p7_events",
     "P8": "bench.p8_watchers",
     "P9": "bench.p9_output_log",
+    "P10": "bench.p10_scale",
 }
 
 

@@ -46,7 +46,7 @@ class Config:
         return smoke if self.smoke else full
 
 
-TargetKind = Literal["ratio>=", "ratio<=", "value<=", "info"]
+TargetKind = Literal["ratio>=", "ratio<=", "value<=", "value>=", "info"]
 
 
 @dataclass(slots=True)
@@ -76,6 +76,8 @@ class Row:
             return f"≤ {self.target:g}×"
         if self.kind == "value<=":
             return f"≤ {self.target:g} {self.unit}"
+        if self.kind == "value>=":
+            return f"≥ {self.target:,g} {self.unit}"
         return "—"
 
     @property
@@ -84,6 +86,8 @@ class Row:
             return None
         if self.kind == "value<=":
             return None if self.value is None else self.value <= self.target
+        if self.kind == "value>=":
+            return None if self.value is None else self.value >= self.target
         ratio = self.ratio
         if ratio is None:
             return None

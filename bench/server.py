@@ -19,6 +19,7 @@ serves until SIGTERM. Extra routes, all under ``/bench``:
   one after the other: ``queue`` toggles auto-run through the engine (a queue revision each),
   ``cancellation`` publishes C2 transitions and ``output`` streamed chunks (turns of ten chunks)
   on the bus, as the engine does. Answers the marker of the last one (see bench/p7_events.py).
+* ``POST /bench/pace``, ``/bench/pace/wait`` — P10's paced events (``bench/pacer.py``).
 * ``POST /bench/bare-events`` ``{"count": n, "payload": text}`` — P7's baseline: n ``next``
   frames to every bare WebSocket, one event after the other.
 """
@@ -43,6 +44,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bench import sqlrecord
 from bench.baseline import replay_routes
+from bench.pacer import pace_routes
 from turnqueue.app import create_app
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
@@ -212,6 +214,7 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
 
     return [
         *replay_routes(database_url, keyed),
+        *pace_routes(engine),
         Route("/bench/events", events, methods=["POST"]),
         Route("/bench/bare-events", bare_events, methods=["POST"]),
         Route("/bench/allocations", allocations, methods=["POST"]),
