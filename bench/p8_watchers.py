@@ -111,7 +111,7 @@ class Side:
             await self.delivered(targets, len(self.sessions))
         after = process.cpu_times()
         cpu = max(0.0, after.user + after.system - before.user - before.system)
-        return cpu / (count * len(self.sessions)) * 1e6
+        return float(cpu / (count * len(self.sessions)) * 1e6)
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:

@@ -32,7 +32,7 @@ import itertools
 import sqlite3
 import sqlite3.dbapi2
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,7 +112,7 @@ def install() -> None:
 
     def connect_sqlite(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         kwargs["check_same_thread"] = False
-        conn = sqlite_connect(*args, **kwargs)
+        conn: sqlite3.Connection = sqlite_connect(*args, **kwargs)
         _sqlite[conn] = f"sqlite-{next(_numbers)}"
         for recorder in _active:
             recorder.watch_sqlite(conn)
@@ -127,7 +127,7 @@ def install() -> None:
 
     # pysqlite (SQLAlchemy) calls ``sqlite3.dbapi2.connect``, aiosqlite ``sqlite3.connect``.
     sqlite3.connect = sqlite3.dbapi2.connect = connect_sqlite  # type: ignore[assignment]
-    asyncpg.connection.connect = connect_pg  # type: ignore[assignment]
+    asyncpg.connection.connect = connect_pg
 
 
 # -- recording ----------------------------------------------------------------------------------
@@ -148,13 +148,13 @@ class Recorder:
         original = Plan.args
         captured = self._captured
 
-        def args(plan: Plan, given: Any) -> list[Any]:
+        def args(plan: Plan, given: Mapping[str, Any] | None) -> list[Any]:
             result = original(plan, given)
             captured.append((plan.sql, tuple(result)))
             return result
 
         self._plan_args = original
-        Plan.args = args  # type: ignore[method-assign]
+        Plan.args = args  # type: ignore[method-assign,assignment]
         for conn in list(_sqlite):
             if not _open(conn):
                 del _sqlite[conn]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -250,6 +251,10 @@ class Collector:
         return frames
 
 
+def _same(client: Client) -> Client:
+    return client
+
+
 async def _serve(spec: Spec) -> None:
     loop = asyncio.get_running_loop()
     collector = Collector()
@@ -260,7 +265,10 @@ async def _serve(spec: Spec) -> None:
         ]
         await asyncio.wait_for(
             asyncio.gather(
-                *(loop.create_connection(lambda c=c: c, LOOPBACK, spec.port) for c in batch)
+                *(
+                    loop.create_connection(functools.partial(_same, c), LOOPBACK, spec.port)
+                    for c in batch
+                )
             ),
             WAIT,
         )
