@@ -117,7 +117,7 @@ async def measure(
 
 
 async def run(backend: Backend, cfg: Config) -> list[Row]:
-    requests = cfg.n(10, 1000)
+    requests = cfg.n(10, 500)
     results: dict[str, list[tuple[float, float]]] = {GRAPHQL: [], REPLAY: [], OLD: []}
     async with backend.database() as url, ServerProcess(url) as server:
         setup = await server.call("/bench/setup", json.dumps({"sessions": 2 * CLIENTS}).encode())

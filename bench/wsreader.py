@@ -36,6 +36,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
+import psutil
+
 from bench.common import LOOPBACK, ROOT, WAIT
 
 CONNECT_BATCH = 100
@@ -126,14 +128,16 @@ class Client(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic()
-        buf = self.buffer
-        buf += data
+        if self.buffer:  # a frame was split across reads (rare: frames here are small)
+            self.buffer += data
+            data = bytes(self.buffer)
+            self.buffer.clear()
         if not self.upgraded:
-            end = buf.find(b"\r\n\r\n")
+            end = data.find(b"\r\n\r\n")
             if end < 0:
+                self.buffer += data
                 return
-            head = bytes(buf[:end])
-            del buf[: end + 4]
+            head, data = data[:end], data[end + 4 :]
             if b" 101 " not in head.split(b"\r\n", 1)[0]:
                 self.ready.set_exception(ConnectionError(head[:200].decode("latin-1")))
                 return
@@ -144,36 +148,44 @@ class Client(asyncio.Protocol):
             else:
                 self.state = "ack"
                 self.send({"type": "connection_init", "payload": {}})
-        pos, size = 0, len(buf)
+        pos = self._frames(data, now)
+        if pos < len(data):
+            self.buffer += data[pos:]
+
+    def _frames(self, data: bytes, now: float) -> int:
+        """Handle every complete frame in ``data``; answers where the first incomplete starts."""
+        pos, size = 0, len(data)
         while size - pos >= 2:
-            b1 = buf[pos + 1] & 0x7F
+            length = data[pos + 1] & 0x7F
             start = pos + 2
-            if b1 == 126:
+            if length == 126:
                 if size - pos < 4:
                     break
-                b1, start = int.from_bytes(buf[pos + 2 : pos + 4], "big"), pos + 4
-            elif b1 == 127:
+                length, start = int.from_bytes(data[pos + 2 : pos + 4], "big"), pos + 4
+            elif length == 127:
                 if size - pos < 10:
                     break
-                b1, start = int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
-            if size - start < b1:
+                length, start = int.from_bytes(data[pos + 2 : pos + 10], "big"), pos + 10
+            if size - start < length:
                 break
-            opcode = buf[pos] & 0x0F
-            payload = bytes(buf[start : start + b1])
-            pos = start + b1
+            opcode = data[pos] & 0x0F
+            payload = data[start : start + length]
+            pos = start + length
             if opcode == 0x1:
-                self._text(payload, now)
+                if self.state == "live":
+                    self.collector.add(self.index, now, payload)
+                else:
+                    self._text(payload, now)
             elif opcode == 0x9:  # ping
                 assert self.transport is not None
                 self.transport.write(_frame(0xA, payload))
             elif opcode == 0x8 and self.transport is not None:
                 self.transport.close()
-        del buf[:pos]
+        return pos
 
     def _text(self, payload: bytes, now: float) -> None:
-        if self.state == "live":
-            self.collector.add(self.index, now, payload)
-        elif self.state == "ack":
+        """A text frame before the subscription is live: the ack, then the snapshot."""
+        if self.state == "ack":
             if b"connection_ack" not in payload:
                 self.ready.set_exception(ConnectionError(payload[:200].decode()))
                 return
@@ -208,7 +220,9 @@ class Collector:
         self.closed = 0
         self.sample = b""
         self.snapshots: dict[int, int] = {}
-        self.changed = asyncio.Event()
+        #: set once ``want`` frames are in (one wake-up per WAIT, not one per frame)
+        self.want = 0
+        self.reached: asyncio.Future[None] | None = None
 
     @staticmethod
     def revision(payload: bytes) -> int:
@@ -234,7 +248,8 @@ class Collector:
                 self.resyncs += 1
         if not self.sample:
             self.sample = payload
-        self.changed.set()
+        if self.reached is not None and len(self.conn) >= self.want and not self.reached.done():
+            self.reached.set_result(None)
 
     def take(self) -> Frames:
         frames = Frames(
@@ -285,12 +300,12 @@ async def _serve(spec: Spec) -> None:
         if not line or line[0] == "QUIT":
             break
         if line[0] == "WAIT":
-            count, seconds = int(line[1]), float(line[2])
-            deadline = loop.time() + seconds
-            while len(collector.conn) < count and loop.time() < deadline:
-                collector.changed.clear()
+            collector.want, seconds = int(line[1]), float(line[2])
+            if len(collector.conn) < collector.want and seconds > 0:
+                collector.reached = loop.create_future()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(collector.changed.wait(), deadline - loop.time())
+                    await asyncio.wait_for(collector.reached, seconds)
+                collector.reached = None
             out.write(b"FRAMES " + json.dumps(asdict(collector.take())).encode() + b"\n")
             out.flush()
     for client in clients:
@@ -346,6 +361,12 @@ class Readers:
             code = await self.proc.wait()
             raise RuntimeError(f"the WebSocket readers exited ({code})")
         return line.decode()
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the reader process has used so far."""
+        assert self.proc is not None
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return float(times.user + times.system)
 
     async def wait(self, count: int, seconds: float = WAIT) -> Frames:
         """The frames read since the last call, once there are ``count`` or after ``seconds``."""
