@@ -107,6 +107,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[index]
 
 
+def run_delay(pid: int) -> float:
+    """Seconds the process's main thread (the server's event loop) has spent runnable but
+    waiting for a CPU (``/proc/<pid>/schedstat``; NaN where unavailable). On a shared machine
+    it tells latency caused by other work from latency the server caused itself."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 # -- databases ----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Backend:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from bench.common import WAIT, Backend, Config, Row, ServerProcess, percentile
+from bench.common import WAIT, Backend, Config, Row, ServerProcess, percentile, run_delay
 from bench.p7_events import FIELDS
 from bench.p8_watchers import sessions_of
 from bench.wsreader import Frames, Readers, Spec
@@ -46,6 +46,7 @@ class Step:
     behind: int  # subscribers that never read their session's last revision
     late_ms: float
     cpu: float  # server CPU share over the paced window (1.0 = one core)
+    starved: float  # share of the window the server's loop was runnable but had no CPU
 
     @property
     def holds(self) -> bool:
@@ -78,7 +79,7 @@ async def step(backend: Backend, n: int, seconds: int, warm_up: int) -> Step:
                 "/bench/pace", json.dumps({"sessions": sids, "seconds": seconds}).encode()
             )
             start, base = float(paced["start"]), [int(b) for b in paced["base"]]
-            before, began = process.cpu_times(), time.monotonic()
+            before, began, delay = process.cpu_times(), time.monotonic(), run_delay(server.pid)
             late = 0.0
             frames: list[Frames] = []
             for _ in range(1 + int(seconds + WAIT) // 30):  # /bench/pace/wait: 30 s at most
@@ -88,6 +89,7 @@ async def step(backend: Backend, n: int, seconds: int, warm_up: int) -> Step:
                 if waited["done"]:
                     break
             after, wall = process.cpu_times(), time.monotonic() - began
+            delay = run_delay(server.pid) - delay
             final = {c: base[c % count] + seconds for c in range(n)}
             frames += await _collect(readers, final, n)
     latencies: list[float] = []
@@ -115,6 +117,7 @@ async def step(backend: Backend, n: int, seconds: int, warm_up: int) -> Step:
         behind=sum(1 for c, r in final.items() if seen.get(c, -1) < r),
         late_ms=late,
         cpu=cpu / wall if wall > 0 else 0.0,
+        starved=delay / wall if wall > 0 else 0.0,
     )
 
 
@@ -139,7 +142,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                 f"deliveries (a subscriber that fell behind skips to the newest state); "
                 f"{result.resyncs} RESYNC, {result.errors} error frames, {result.behind} "
                 f"behind at the end; events up to {result.late_ms:,.0f} ms late; server CPU "
-                f"{result.cpu:.0%} of a core",
+                f"{result.cpu:.0%} of a core, waiting for a CPU {result.starved:.0%} of the time",
             )
         )
         if not result.holds:

@@ -27,7 +27,16 @@ from collections.abc import Awaitable, Callable
 
 import psutil
 
-from bench.common import Backend, Config, Row, ServerProcess, median, percentile, post_json
+from bench.common import (
+    Backend,
+    Config,
+    Row,
+    ServerProcess,
+    median,
+    percentile,
+    post_json,
+    run_delay,
+)
 from bench.wslib import SUBSCRIPTION
 from bench.wsreader import Readers, Spec, payload_of
 
@@ -53,6 +62,7 @@ class Side:
         latencies: list[float] = []
         busy = 0.0
         before, reader_before = self.process.cpu_times(), self.readers.cpu()
+        delay, began = run_delay(self.process.pid), time.monotonic()
         for i in range(count):
             started = time.monotonic()
             await self.trigger()
@@ -68,7 +78,9 @@ class Side:
             await asyncio.sleep(0.05)  # let stragglers' bookkeeping settle between events
         after, reader_cpu = self.process.cpu_times(), self.readers.cpu() - reader_before
         cpu = max(0.0, after.user + after.system - before.user - before.system)
+        delay, wall = run_delay(self.process.pid) - delay, time.monotonic() - began
         return {
+            "starved": delay / wall,
             "reader": reader_cpu / len(latencies) * 1e6,
             "rate": len(latencies) / busy,
             "p50": percentile(latencies, 50) * 1000,
@@ -135,6 +147,8 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
             med(bare, "rate"),
             "ratio>=",
             0.7,
+            note=f"the server's loop waited for a CPU {med(tq, 'starved'):.0%} / "
+            f"{med(bare, 'starved'):.0%} of the time (other work on the machine)",
         ),
         Row(
             "P3",
