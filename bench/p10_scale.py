@@ -28,7 +28,7 @@ from bench.p8_watchers import sessions_of
 from bench.wsreader import Frames, Readers, Spec
 
 PER_SESSION = 10
-STEPS = (1_000, 2_000, 5_000, 10_000)
+STEPS = (500, 1_000, 2_000, 5_000, 10_000)
 SMOKE_STEPS = (20,)
 LIMIT_MS = 100.0
 
