@@ -80,13 +80,22 @@ class Recording:
                 {
                     "connection": tx.connection,
                     "statements": [
-                        {"sql": s.sql, "params": list(s.params), "seen": s.seen}
+                        {"sql": s.sql, "params": [_jsonable(p) for p in s.params], "seen": s.seen}
                         for s in tx.statements
                     ],
                 }
                 for tx in self.transactions
             ],
         }
+
+
+def _jsonable(value: Any) -> Any:
+    """A parameter as JSON can carry it (for reading; the replay keeps the real values)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
 
 
 def is_control(sql: str) -> bool:
