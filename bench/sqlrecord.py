@@ -65,14 +65,6 @@ class Recording:
     #: (parameters inlined, if they had any). 0 when every statement's parameters are known.
     unmatched: int = 0
 
-    @property
-    def texts(self) -> list[list[str]]:
-        return [[s.sql for s in tx.statements] for tx in self.transactions]
-
-    @property
-    def seen(self) -> list[list[str]]:
-        return [[s.seen for s in tx.statements] for tx in self.transactions]
-
     def to_json(self) -> dict[str, Any]:
         return {
             "unmatched": self.unmatched,
