@@ -23,7 +23,9 @@ MODULES = {
     "P5": "bench.p5_memory",
     "P6": "bench.p6_scaling",
     "P7": "bench.p7_events",
+    "P8": "bench.p8_watchers",
     "P9": "bench.p9_output_log",
+    "P10": "bench.p10_scale",
 }
 
 

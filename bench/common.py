@@ -46,7 +46,7 @@ class Config:
         return smoke if self.smoke else full
 
 
-TargetKind = Literal["ratio>=", "ratio<=", "value<=", "info"]
+TargetKind = Literal["ratio>=", "ratio<=", "value<=", "value>=", "info"]
 
 
 @dataclass(slots=True)
@@ -76,6 +76,8 @@ class Row:
             return f"≤ {self.target:g}×"
         if self.kind == "value<=":
             return f"≤ {self.target:g} {self.unit}"
+        if self.kind == "value>=":
+            return f"≥ {self.target:,g} {self.unit}"
         return "—"
 
     @property
@@ -84,6 +86,8 @@ class Row:
             return None
         if self.kind == "value<=":
             return None if self.value is None else self.value <= self.target
+        if self.kind == "value>=":
+            return None if self.value is None else self.value >= self.target
         ratio = self.ratio
         if ratio is None:
             return None
@@ -101,6 +105,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
     return ordered[index]
+
+
+def run_delay(pid: int) -> float:
+    """Seconds the process's main thread (the server's event loop) has spent runnable but
+    waiting for a CPU (``/proc/<pid>/schedstat``; NaN where unavailable). On a shared machine
+    it tells latency caused by other work from latency the server caused itself."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 # -- databases ----------------------------------------------------------------------------------

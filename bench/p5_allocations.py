@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 from bench.common import ServerProcess
-from bench.p3_fanout import _open_tq, close_all, open_many
+from bench.wslib import _open_tq, close_all, open_many
 
 WARM_UP = 20
 

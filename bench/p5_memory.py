@@ -20,7 +20,7 @@ import psutil
 from websockets.asyncio.client import ClientConnection
 
 from bench.common import Backend, Config, Row, ServerProcess, median
-from bench.p3_fanout import _open_bare, _open_tq, close_all, open_many
+from bench.wslib import _open_bare, _open_tq, close_all, open_many
 
 WARM_UP = 20
 SESSIONS = 10

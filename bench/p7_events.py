@@ -31,7 +31,7 @@ import psutil
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.common import WAIT, Backend, Config, Row, ServerProcess, median
-from bench.p3_fanout import _open_bare, close_all
+from bench.wslib import _open_bare, close_all
 
 #: Events before the first reading. At least the metrics' MAX_STAMPS (4,096): the metrics keep
 #: the newest published events to time their delivery, a bounded cache that fills first.

@@ -16,8 +16,8 @@ import time
 import psutil
 
 from bench.common import ServerProcess
-from bench.p3_fanout import close_all
 from bench.p7_events import FIELDS, _events, _open
+from bench.wslib import close_all
 
 
 async def profile(url: str, out: str, fanout: bool, sessions: int, events: int) -> str:

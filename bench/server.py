@@ -5,16 +5,21 @@ serves until SIGTERM. Extra routes, all under ``/bench``:
 
 * ``POST /bench/setup`` ``{"sessions": n, "entries": k}`` — n sessions of the local user, auto-run
   OFF, k queued entries each; answers their ids and entry ids.
-* ``POST /bench/plain/set-auto-run`` — P4's baseline: the same engine call and queue read as the
-  ``setAutoRun`` mutation, answered as plain JSON by a Starlette endpoint.
+* ``POST /bench/plain/set-auto-run`` — P4's old baseline (an informative row now): the same
+  engine call and queue read as the ``setAutoRun`` mutation, answered as plain JSON by a
+  Starlette endpoint.
+* ``/bench/record/…``, ``/bench/replay/set-auto-run``, ``/bench/bare-frame`` — P4's and P8's
+  baseline: the mutation's own SQL replayed on a raw driver connection (``bench/baseline.py``).
 * ``WS /bench/ws`` and ``POST /bench/broadcast`` — P3/P5's baseline: bare Starlette WebSockets;
   the broadcast sends the posted payload as a graphql-transport-ws ``next`` frame to every one.
+  ``/bench/ws?key=k`` also makes the socket addressable as ``k`` (P8's baseline).
 * ``POST /bench/profile/start`` / ``/bench/profile/stop`` ``{"path": …}`` — pyinstrument.
 * ``POST /bench/gc`` — collect garbage, answer this process's RSS.
 * ``POST /bench/events`` ``{"session": id, "kind": k, "start": i, "count": n}`` — P7's events,
   one after the other: ``queue`` toggles auto-run through the engine (a queue revision each),
   ``cancellation`` publishes C2 transitions and ``output`` streamed chunks (turns of ten chunks)
   on the bus, as the engine does. Answers the marker of the last one (see bench/p7_events.py).
+* ``POST /bench/pace``, ``/bench/pace/wait`` — P10's paced events (``bench/pacer.py``).
 * ``POST /bench/bare-events`` ``{"count": n, "payload": text}`` — P7's baseline: n ``next``
   frames to every bare WebSocket, one event after the other.
 """
@@ -37,6 +42,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from bench import sqlrecord
+from bench.baseline import replay_routes
+from bench.pacer import pace_routes
 from turnqueue.app import create_app
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
@@ -60,8 +68,9 @@ def _queue_json(status: Any) -> dict[str, Any]:
     }
 
 
-def bench_routes(app: Starlette) -> list[Any]:
+def bench_routes(app: Starlette, database_url: str) -> list[Any]:
     sockets: set[WebSocket] = set()
+    keyed: dict[str, WebSocket] = {}
     profiler: dict[str, Any] = {}
 
     def engine() -> Engine:
@@ -91,6 +100,9 @@ def bench_routes(app: Starlette) -> list[Any]:
     async def bare_ws(websocket: WebSocket) -> None:
         await websocket.accept()
         sockets.add(websocket)
+        key = websocket.query_params.get("key")
+        if key is not None:
+            keyed[key] = websocket
         try:
             while True:
                 await websocket.receive_text()
@@ -98,6 +110,8 @@ def bench_routes(app: Starlette) -> list[Any]:
             pass
         finally:
             sockets.discard(websocket)
+            if key is not None and keyed.get(key) is websocket:
+                del keyed[key]
 
     async def broadcast(request: Request) -> JSONResponse:
         payload = (await request.body()).decode()
@@ -199,6 +213,8 @@ def bench_routes(app: Starlette) -> list[Any]:
         return JSONResponse({"sent": len(sockets)})
 
     return [
+        *replay_routes(database_url, keyed),
+        *pace_routes(engine),
         Route("/bench/events", events, methods=["POST"]),
         Route("/bench/bare-events", bare_events, methods=["POST"]),
         Route("/bench/allocations", allocations, methods=["POST"]),
@@ -214,8 +230,9 @@ def bench_routes(app: Starlette) -> list[Any]:
 
 def build(database_url: str) -> Starlette:
     settings = Settings(database_url=database_url, queue_max=0, log_level="WARNING")
+    sqlrecord.install()  # before the store opens a connection: the recorder must know them all
     app = create_app(settings)
-    for route in reversed(bench_routes(app)):
+    for route in reversed(bench_routes(app, database_url)):
         app.router.routes.insert(0, route)
     return app
 
