@@ -15,7 +15,7 @@ LAYERS = (
     {"__main__", "cli"},
     {"app"},
     {"transport", "sse", "graphiql", "webui", "prometheus"},  # the HTTP edge
-    {"api", "execution", "fanout", "plans", "render"},  # the schema and its executions
+    {"api", "arguments", "execution", "fanout", "plans", "render"},  # the schema, its executions
     {"resolvers"},
     {"engine"},
     {"store"},

@@ -7,9 +7,9 @@ completion, Strawberry's argument conversion (bench P4's profile). A :class:`Pla
 distinct document what can be done once — parse (with the token limit), validate (with the
 schema's rules, :func:`turnqueue.api.validation_rules`), find the root field, compile the
 payload's renderer (:mod:`turnqueue.render`) — and per request only what must be: coerce the
-variables (graphql-core's ``get_variable_values``), call the root field's resolver exactly as
-graphql-core would (Strawberry's own ``GraphQLField.resolve``: its argument conversion, its
-``Info``, the resolver), and render the result.
+variables (graphql-core's ``get_variable_values``), call the root field's resolver as Strawberry
+does (its arguments converted to input types, its ``Info``: :mod:`turnqueue.arguments`), and
+render the result.
 
 Only a mutation of one root field whose payload selects basic fields is planned
 (:func:`turnqueue.render.compile_root`); anything else, and any request whose variables do not
@@ -43,7 +43,8 @@ from strawberry import Schema
 from strawberry.schema.schema import validate_document
 
 from turnqueue.api import MASKED_MESSAGE, is_unexpected
-from turnqueue.render import Root, compile_root
+from turnqueue.arguments import Call, compile_call
+from turnqueue.render import DEFINITION, Root, compile_root
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class Plan:
 
     schema: Schema
     root: Root
+    call: Call
 
     async def run(self, variables: dict[str, Any] | None, context: object) -> dict[str, Any] | None:
         """The response body, or None when the variables do not coerce (nothing ran: the
@@ -85,9 +87,7 @@ class Plan:
             async_helpers=None,  # type: ignore[arg-type]  # the resolver is called directly
         )
         try:
-            resolve = root.field.resolve
-            assert resolve is not None  # every Strawberry field has its resolver
-            result = resolve(None, info, **arguments)
+            result = self.call(None, info, arguments)  # as Strawberry's resolver wrapper does
             if inspect.isawaitable(result):
                 result = await result
             return {"data": {root.response_key: root.render(result)}}
@@ -131,4 +131,7 @@ class Plans:
         if validate_document(self._schema._schema, document, self._rules):
             return None
         root = compile_root(self._schema._schema, document, operation_name, OperationType.MUTATION)
-        return None if root is None else Plan(self._schema, root)
+        if root is None:
+            return None
+        call = compile_call(self._schema, root.field.extensions[DEFINITION])
+        return None if call is None else Plan(self._schema, root, call)
