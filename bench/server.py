@@ -46,7 +46,7 @@ from bench import sqlrecord
 from bench.baseline import replay_routes
 from bench.pacer import pace_routes
 from turnqueue.app import create_app
-from turnqueue.bus import Event, EventKind
+from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
@@ -161,12 +161,12 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
         return JSONResponse({"top": [str(stat) for stat in diff[:20]]})
 
     async def _drained(sid: str, most: int) -> None:
-        """Wait until no bus subscription of ``sid`` holds more than ``most`` events (bounded).
-        Reads the bus's private buffers: a bench tool, not product code."""
+        """Wait until no bus subscription of ``sid`` holds more than ``most`` events (bounded; a
+        watch holds none). Reads the bus's subscribers: a bench tool, not product code."""
         bus = engine().core.bus
         for _ in range(60_000):  # at most ~60 s
             subs = bus._subscribers.get(sid, ())
-            if all(sub._queue.qsize() <= most for sub in subs):
+            if all(isinstance(sub, Watch) or sub.pending() <= most for sub in subs):
                 return
             await asyncio.sleep(0.001)
 

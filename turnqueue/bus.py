@@ -130,13 +130,44 @@ class Subscription:
         self.close()
 
 
+class Watch:
+    """A subscriber that is called, not read: ``publish`` calls ``callback`` with each event of
+    its session and kinds, in publication order (a snapshot stream that renders as it goes,
+    ``resolvers/feeds.py``). The callback must be quick and must not block; what it raises is
+    logged, never passed to the publisher."""
+
+    __slots__ = ("_bus", "callback", "kinds", "session_id")
+
+    def __init__(
+        self,
+        bus: EventBus,
+        session_id: str,
+        kinds: frozenset[EventKind],
+        callback: Callable[[Event], None],
+    ) -> None:
+        self.session_id = session_id
+        self.kinds = kinds
+        self.callback = callback
+        self._bus = bus
+
+    def _offer(self, event: Event) -> None:
+        try:
+            self.callback(event)
+        except Exception:
+            log.exception("event watcher failed for %s", event)
+        self._bus._delivered(event)
+
+    def close(self) -> None:
+        self._bus._remove(self)
+
+
 class EventBus:
     def __init__(
         self, buffer_size: int = 256, on_deliver: Callable[[Event], None] | None = None
     ) -> None:
         """``on_deliver``: called with each event a subscriber's ``get`` returns (metrics)."""
         self._buffer_size = buffer_size
-        self._subscribers: defaultdict[str, set[Subscription]] = defaultdict(set)
+        self._subscribers: defaultdict[str, set[Subscription | Watch]] = defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
         self._on_deliver = on_deliver
 
@@ -146,6 +177,19 @@ class EventBus:
         sub = Subscription(self, session_id, kinds_set, self._buffer_size)
         self._subscribers[session_id].add(sub)
         return sub
+
+    @property
+    def buffer_size(self) -> int:
+        """Events a subscriber may fall behind before it is told to resync (R3)."""
+        return self._buffer_size
+
+    def watch(
+        self, session_id: str, kinds: Iterable[EventKind], callback: Callable[[Event], None]
+    ) -> Watch:
+        """Register ``callback`` now (see :class:`Watch`); RESYNC is always among its kinds."""
+        watch = Watch(self, session_id, _kinds(frozenset(kinds)), callback)
+        self._subscribers[session_id].add(watch)
+        return watch
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
         """Listeners see every event (metrics, cross-instance relays). They must not block."""
@@ -180,7 +224,7 @@ class EventBus:
     def subscriber_count(self) -> int:
         return sum(len(subs) for subs in self._subscribers.values())
 
-    def _remove(self, sub: Subscription) -> None:
+    def _remove(self, sub: Subscription | Watch) -> None:
         subs = self._subscribers.get(sub.session_id)
         if subs is not None:
             subs.discard(sub)

@@ -29,10 +29,10 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from contextlib import aclosing
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from graphql import ASTValidationRule, DocumentNode, GraphQLError, parse, print_ast, specified_rules
 from graphql.error import GraphQLFormattedError
@@ -48,8 +48,9 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 from turnqueue.api import MASKED_MESSAGE
 from turnqueue.render import Compiled, Root, bind, compile_subscription
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.feeds import Feed, resync_error
 from turnqueue.resolvers.revisions import groupable
-from turnqueue.resolvers.subscriptions import SNAPSHOTS, STREAMS, resync_error
+from turnqueue.resolvers.subscriptions import FEEDS, SNAPSHOTS, STREAMS
 
 if TYPE_CHECKING:
     from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
@@ -180,14 +181,17 @@ class _Member:
 
 
 class _Group:
-    __slots__ = ("key", "last", "lead", "members", "rendered")
+    __slots__ = ("feed", "key", "last", "lead", "members", "rendered")
 
     def __init__(self, key: GroupKey, rendered: bool) -> None:
         self.key = key
         self.rendered = rendered  # compiled (turnqueue.render), not executed
         self.members: dict[_Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
+        #: the task that runs the group's source (or, for a fed group, opens its feed)
         self.lead: asyncio.Task[None] | None = None
+        #: a fed group's source once open (resolvers/feeds.py): it runs in ``publish``
+        self.feed: Feed[Any] | None = None
 
 
 class _Refused(Exception):
@@ -312,9 +316,7 @@ class FanOut:
         finally:
             group.members.pop(member, None)  # the lead takes out a member that lagged
             if not group.members:
-                self._forget(group)
-                if group.lead is not None:
-                    group.lead.cancel()  # nobody left to serve
+                self._stop(group)  # nobody left to serve
 
     def _start(self, key: GroupKey, operation: Operation[Context, None], engine: Engine) -> _Group:
         compiled = self.compiled(key)
@@ -326,9 +328,15 @@ class FanOut:
         def executed() -> Payloads:
             return self._executed(query, variables, name, context)
 
-        payloads = executed() if compiled is None else self._rendered(compiled, context, executed)
+        lead: Coroutine[Any, Any, None]
+        if compiled is not None and compiled.root.name in FEEDS:
+            lead = self._fed(group, compiled, context, executed)
+        elif compiled is not None:
+            lead = self._lead(group, self._rendered(compiled, context, executed))
+        else:
+            lead = self._lead(group, executed())
         group.lead = asyncio.create_task(
-            self._lead(group, payloads),
+            lead,
             name=f"turnqueue.fanout lead {key.variables[:120]}",
             context=contextvars.Context(),  # nothing inherited from the first member's task
         )
@@ -342,6 +350,40 @@ class FanOut:
         if self._groups.get(group.key) is group:
             del self._groups[group.key]
 
+    def _stop(self, group: _Group) -> None:
+        """The group's source stops: forgotten, its lead cancelled, its feed closed."""
+        self._forget(group)
+        if group.lead is not None:
+            group.lead.cancel()
+        if group.feed is not None:
+            group.feed.close()
+
+    def _deliver(self, group: _Group, payload: str, final: bool) -> None:
+        """Offer ``payload`` to every member; a member too slow for it leaves (RESYNC)."""
+        group.last = payload
+        if final:
+            # RESYNC (or a masked fault): this group's state is not one to replay to
+            # newcomers; they start a group of their own.
+            self._forget(group)
+        lagged = [m for m in group.members if not m.offer(payload, self._buffer, self._resync)]
+        for member in lagged:
+            del group.members[member]
+
+    def _end(self, group: _Group, errors: list[GraphQLFormattedError] | None) -> None:
+        """The group ends: its source stopped, its members sent ``complete`` (or ``error``)."""
+        self._stop(group)
+        for member in group.members:
+            member.finish(errors)
+
+    def _failure(self, error: Exception) -> str:
+        """The last payload of a source that failed, as the ordinary execution sends it: a
+        stream's own GraphQL error (RESYNC, R3) as it is; a fault logged as the schema logs one
+        and masked as MaskErrors masks it (S3)."""
+        if isinstance(error, GraphQLError):
+            return encode_payload(ExecutionResult(data=None, errors=[error]))
+        self._schema.process_errors([GraphQLError(str(error), original_error=error)])
+        return self._masked
+
     # -- the lead -----------------------------------------------------------------------------
     async def _lead(self, group: _Group, payloads: Payloads) -> None:
         """Offer each payload to every member; the members' ``complete`` (or ``error``) when
@@ -350,16 +392,7 @@ class FanOut:
         try:
             async with aclosing(payloads):
                 async for payload, final in payloads:
-                    group.last = payload
-                    if final:
-                        # RESYNC (or a masked fault): this group's state is not one to replay
-                        # to newcomers; they start a group of their own.
-                        self._forget(group)
-                    lagged = [
-                        m for m in group.members if not m.offer(payload, self._buffer, self._resync)
-                    ]
-                    for member in lagged:
-                        del group.members[member]
+                    self._deliver(group, payload, final)
                     if not group.members:
                         return  # every member was too slow: nobody left to serve
         except _Refused as refused:
@@ -371,6 +404,42 @@ class FanOut:
             self._forget(group)
             for member in group.members:
                 member.finish(errors)
+
+    async def _fed(
+        self,
+        group: _Group,
+        compiled: Compiled,
+        context: Context,
+        executed: Callable[[], Payloads],
+    ) -> None:
+        """Open a compiled group's feed (``resolvers/feeds.py``) and return: from then on the
+        feed pushes each state from inside ``publish``, rendered and offered at once, and the
+        group holds no task (bench P5b, P8)."""
+
+        def emit(value: object) -> None:
+            self._deliver(group, compiled.payload(value), final=False)
+            if not group.members:
+                self._stop(group)  # every member was too slow: nobody left to serve
+
+        def fail(error: Exception) -> None:
+            self._deliver(group, self._failure(error), final=True)
+            self._end(group, None)
+
+        try:
+            opener = FEEDS[compiled.root.name]
+            group.feed = await opener(context, compiled.arguments["sessionId"], emit, fail)
+        except GraphQLError:
+            # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
+            # locations and path as Strawberry sends them.
+            await self._lead(group, executed())
+        except Exception:
+            log.exception("subscription fan-out failed for %s", group.key.variables[:120])
+            self._end(group, None)
+        else:
+            if group.members and self._groups.get(group.key) is not group:
+                group.feed.close()  # it ended while it opened (a RESYNC): nothing more comes
+        finally:
+            group.lead = None  # done: a fed group holds no task
 
     async def _executed(
         self,
@@ -421,13 +490,8 @@ class FanOut:
                     payload = compiled.payload(value)
                     del value  # not kept while the stream waits (bench P5b)
                     yield payload, False
-            except GraphQLError as error:
-                # RESYNC (R3): the stream's own error, as the executor reports one, then the end.
-                yield encode_payload(ExecutionResult(data=None, errors=[error])), True
             except Exception as error:
-                # A fault: logged as the schema logs one, masked as MaskErrors masks it (S3).
-                self._schema.process_errors([GraphQLError(str(error), original_error=error)])
-                yield self._masked, True
+                yield self._failure(error), True
 
     # -- life cycle ---------------------------------------------------------------------------
     def stats(self) -> FanOutStats:
@@ -445,9 +509,11 @@ class FanOut:
         return list(self._leads)
 
     async def aclose(self) -> None:
-        """App shutdown: stop every lead (their members are sent ``complete``)."""
+        """App shutdown: stop every lead and feed (their members are sent ``complete``)."""
         self._closed = True
         leads = self.leads()
         for lead in leads:
             lead.cancel()
         await asyncio.gather(*leads, return_exceptions=True)
+        for group in list(self._groups.values()):
+            self._end(group, None)

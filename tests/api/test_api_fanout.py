@@ -26,9 +26,9 @@ from clients import poll
 from gql.transport.exceptions import TransportQueryError
 from websockets.asyncio.client import ClientConnection, connect
 
-from turnqueue.bus import Event, EventKind
+from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.fanout import FanOut
-from turnqueue.resolvers.subscriptions import RESYNC_MESSAGE
+from turnqueue.resolvers.feeds import RESYNC_MESSAGE
 
 WAIT = 10.0
 QUEUE = """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
@@ -172,7 +172,7 @@ async def test_r3_fanout_a_member_completing_or_disconnecting_does_not_end_the_o
     sid = await paused_session(api)
     fanout = fanout_of(api)
     async with contextlib.AsyncExitStack() as first_socket, api.ws() as other_ws, api.ws() as ws:
-        # The first member's handler started the group's lead; its connection goes away below.
+        # The first member's handler started the group; its connection goes away below.
         first_ws = await first_socket.enter_async_context(api.ws())
         first = first_ws.subscribe(QUEUE, s=sid)
         await first.next()
@@ -180,7 +180,8 @@ async def test_r3_fanout_a_member_completing_or_disconnecting_does_not_end_the_o
         staying = ws.subscribe(QUEUE, s=sid)
         await completing.next()
         await staying.next()
-        [lead] = fanout.leads()
+        [watch] = watches(api, sid)  # the group's feed (no task: a fed group holds none)
+        assert fanout.leads() == []
         await completing.aclose()  # the client sends `complete` for this operation only
 
         async def members(count: int) -> bool:
@@ -195,38 +196,57 @@ async def test_r3_fanout_a_member_completing_or_disconnecting_does_not_end_the_o
         await poll(lambda: members(1), "the disconnected member to leave")
         revision = await enqueue(api, sid, "two")
         assert (await queue_until(staying, revision))[-1]["revision"] == revision
-        assert fanout.leads() == [lead] and not lead.done()  # the same execution throughout
+        assert watches(api, sid) == [watch]  # the same feed throughout
 
 
 async def test_r3_fanout_lead_ends_and_closes_its_bus_subscription_when_the_last_member_leaves(
     api: Any,
 ) -> None:
+    """An executed group's lead task is cancelled, and a fed group's feed closed, when its last
+    member leaves: nothing stays subscribed to the bus."""
     sid = await paused_session(api)
     fanout = fanout_of(api)
     async with api.ws() as ws:
         async with api.ws() as other_ws:
-            for stream in (ws.subscribe(QUEUE, s=sid), other_ws.subscribe(QUEUE, s=sid)):
-                await stream.next()
-            [lead] = fanout.leads()
-            assert api.engine.bus.subscriber_count() == 1
+            for query in (QUEUE, SESSION):  # fed (rendered), executed (resolver fields)
+                for stream in (ws.subscribe(query, s=sid), other_ws.subscribe(query, s=sid)):
+                    await stream.next()
+            [lead] = fanout.leads()  # SESSION's: a fed group holds no task
+            assert api.engine.bus.subscriber_count() == 2
+            assert fanout.stats().groups == 2 and fanout.stats().rendered == 1
     # Both connections are gone: the server cancels the lead when it sees the last one leave.
     await asyncio.wait({lead}, timeout=WAIT)
     assert lead.cancelled()
-    assert api.engine.bus.subscriber_count() == 0  # closed by the stream's finally
+    await poll(lambda: _nothing_subscribed(api), "the feed to close")
     assert fanout.stats().groups == 0 and fanout.leads() == []
 
 
+async def _nothing_subscribed(api: Any) -> bool:
+    return bool(api.engine.bus.subscriber_count() == 0)
+
+
+def watches(api: Any, sid: str) -> list[Any]:
+    """The bus's callback subscribers of ``sid`` (a fed group's feed)."""
+    return [s for s in api.engine.bus._subscribers.get(sid, ()) if isinstance(s, Watch)]
+
+
 async def test_fanout_leads_stop_on_app_shutdown(start_api: Any) -> None:
-    """Ownership: the app's lifespan stops every lead; its members are sent `complete`."""
+    """Ownership: the app's lifespan stops every lead and feed; members are sent `complete`."""
     api = await start_api()
     sid = await paused_session(api)
     async with raw(api) as ws:
         await subscribe(ws, "1", QUEUE, s=sid)
         assert (await recv(ws))["type"] == "next"
-        [lead] = fanout_of(api).leads()
+        await subscribe(ws, "2", SESSION, s=sid)
+        assert (await recv(ws))["type"] == "next"
+        [lead] = fanout_of(api).leads()  # SESSION's (executed); QUEUE's group is fed
         await fanout_of(api).aclose()  # what the lifespan's shutdown runs
         assert lead.cancelled()
-        assert await recv(ws) == {"id": "1", "type": "complete"}
+        ends = [await recv(ws), await recv(ws)]
+        assert sorted(ends, key=str) == [
+            {"id": "1", "type": "complete"},
+            {"id": "2", "type": "complete"},
+        ]
     assert api.engine.bus.subscriber_count() == 0
 
 
@@ -510,7 +530,7 @@ async def test_r3_fanout_a_member_that_does_not_read_neither_holds_up_the_others
             else:
                 raise AssertionError(f"the slow member never fell behind in {steps} steps")
             assert strictly_increasing(seen)
-            assert fanout.stats().groups == 1 and len(fanout.leads()) == 1
+            assert fanout.stats().groups == 1 and len(watches(api, sid)) == 1
             # The slow member reads at last: what was sent before it fell behind, then RESYNC.
             frames = []
             for _ in range(steps + 2):

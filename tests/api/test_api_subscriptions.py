@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -164,8 +165,13 @@ async def test_r3_lagging_subscriber_gets_resync_error(start_api: Any, subscript
         else:
             await stream.next()  # the snapshot
             pending = asyncio.create_task(stream.next())
+        status = await api.engine.queue_status(sid)
         for revision in range(1000, 1010):  # a burst, with no await in between: it lags
-            for kind in (EventKind.QUEUE, EventKind.SESSION, EventKind.OUTPUT):
+            # Each a new state: a queue event carries its status (a snapshot stream coalesces
+            # events that announce the same read, and skips states a newer one replaces).
+            carried = replace(status, revision=revision)
+            api.engine.bus.publish(Event(EventKind.QUEUE, sid, revision, queue=carried))
+            for kind in (EventKind.SESSION, EventKind.OUTPUT):
                 api.engine.bus.publish(Event(kind, sid, revision))
         with pytest.raises(TransportQueryError) as raised:
             await asyncio.wait_for(pending, 10)

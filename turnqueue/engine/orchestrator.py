@@ -8,11 +8,11 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from turnqueue.agents import Agent, build_agents
-from turnqueue.bus import EventBus, EventKind, Subscription
+from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
     AgentProfile,
     Approval,
@@ -260,6 +260,13 @@ class Engine:
 
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)
+
+    def watch(
+        self, session_id: str, kinds: Sequence[EventKind], callback: Callable[[Event], None]
+    ) -> Watch:
+        """``callback`` called with each event of the session and kinds (``EventBus.watch``);
+        a queue event carries the status its transaction read when someone watches."""
+        return self.core.bus.watch(session_id, kinds, callback)
 
     # -- mutations ------------------------------------------------------------------------------
     async def create_task(

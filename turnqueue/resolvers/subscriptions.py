@@ -13,7 +13,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import Annotated
+from typing import Annotated, Any
 
 import strawberry
 from graphql import GraphQLError
@@ -24,6 +24,17 @@ from turnqueue.bus import Event, EventKind, SubscriberLagged
 from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.feeds import (
+    CancellationFeed,
+    Emit,
+    Fail,
+    Feed,
+    FeedOpener,
+    QueueFeed,
+    T,
+    resync_error,
+    states,
+)
 from turnqueue.resolvers.item_stream import items_stream
 from turnqueue.resolvers.revisions import Snapshot, fields
 from turnqueue.schema import fields as described
@@ -48,12 +59,6 @@ TurnToRead = Annotated[
 SessionId = Annotated[
     strawberry.ID, strawberry.argument(description="The session (one of the caller's).")
 ]
-
-RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snapshot"
-
-
-def resync_error() -> GraphQLError:
-    return GraphQLError(RESYNC_MESSAGE, extensions={"code": "RESYNC"})
 
 
 async def _authorize(ctx: Context, session_id: str) -> domain.Session:
@@ -82,28 +87,6 @@ QUEUE_SNAPSHOT = Snapshot(
         entries=fields("id", "sessionId", "position", "content", "source", "queuedAt"),
     ),
 )
-
-
-async def _queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueStatus, None]:
-    sub = ctx.engine.subscribe(session_id, QUEUE_SNAPSHOT.watches)
-    try:
-        last = -1
-        status: domain.QueueStatus | None = await ctx.engine.queue_status(session_id)
-        while True:
-            if status is not None and status.revision > last:
-                last = status.revision
-                ctx.renew_loaders()
-                ctx.event_id = str(status.revision)  # O3: the SSE id
-                yield QueueStatus.from_domain(status)
-            # Nothing of it is kept while the stream waits (a standing subscription's memory,
-            # bench P5b): the next state is read or carried anew.
-            status = None
-            event = await _next_event(sub)
-            # The status its transaction read (a change made here), or one read per event
-            # that every subscriber of the session shares (another instance's change, M4).
-            status = event.queue or await ctx.engine.queue_status_after(session_id, event.revision)
-    finally:
-        sub.close()
 
 
 #: C2: a CancellationStatus is covered by the cancellation revision as a whole.
@@ -165,25 +148,6 @@ CANCELLATION_SNAPSHOT = Snapshot(
 )
 
 
-async def _cancellation_stream(
-    ctx: Context, session_id: str
-) -> AsyncGenerator[CancellationStatus, None]:
-    sub = ctx.engine.subscribe(session_id, CANCELLATION_SNAPSHOT.watches)
-    try:
-        status = ctx.engine.cancellation(session_id)
-        last = status.revision
-        ctx.event_id = str(last)  # O3: the SSE id
-        yield CancellationStatus.from_domain(status)
-        while True:
-            event = await _next_event(sub)
-            if event.cancellation is not None and event.cancellation.revision > last:
-                last = event.cancellation.revision
-                ctx.event_id = str(last)
-                yield CancellationStatus.from_domain(event.cancellation)
-    finally:
-        sub.close()
-
-
 #: The snapshot subscriptions by root field: the ones the fan-out may group (turnOutput's chunks
 #: are deltas, not states: it has none).
 SNAPSHOTS: Mapping[str, Snapshot] = {
@@ -191,9 +155,31 @@ SNAPSHOTS: Mapping[str, Snapshot] = {
 }
 
 
+def _opener(kind: type[Feed[T]], *, authorize: bool = False) -> FeedOpener[T]:
+    """Opens a ``kind`` feed; ``authorize``: checks the session first (else the caller did)."""
+
+    async def open_feed(ctx: Context, session_id: str, emit: Emit[T], fail: Fail) -> Feed[T]:
+        if authorize:
+            await _authorize(ctx, session_id)
+        feed = kind(ctx, session_id, emit, fail)
+        await feed.open()
+        return feed
+
+    return open_feed
+
+
+#: The snapshot subscriptions whose states are pushed (``resolvers/feeds.py``), by root field,
+#: opened for a session (authorised first: a refusal raises the ``NOT_FOUND`` GraphQLError, S2,
+#: before anything is read). The fan-out renders their states as they come, without a task.
+FEEDS: Mapping[str, FeedOpener[Any]] = {
+    QUEUE_SNAPSHOT.root: _opener(QueueFeed, authorize=True),
+    CANCELLATION_SNAPSHOT.root: _opener(CancellationFeed, authorize=True),
+}
+
+
 async def open_queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueStatus, None]:
     await _authorize(ctx, session_id)
-    return _queue_stream(ctx, session_id)
+    return states(_opener(QueueFeed), ctx, session_id, ctx.engine.bus.buffer_size)
 
 
 async def open_session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
@@ -205,7 +191,7 @@ async def open_cancellation_stream(
     ctx: Context, session_id: str
 ) -> AsyncGenerator[CancellationStatus, None]:
     await _authorize(ctx, session_id)
-    return _cancellation_stream(ctx, session_id)
+    return states(_opener(CancellationFeed), ctx, session_id, ctx.engine.bus.buffer_size)
 
 
 #: Each snapshot subscription's stream, by root field, opened for a session (authorised first:

@@ -1,6 +1,7 @@
 """SQLAlchemy engines: the ``AsyncEngine`` of the migrations (SQLite on aiosqlite, PostgreSQL on
-asyncpg) and of SQLite's reads, and the synchronous (pysqlite) engine of SQLite's write
-connection. The PostgreSQL store has no engine (``turnqueue.store.postgres``).
+asyncpg), and the synchronous (pysqlite) engine of the SQLite store's connections (its writer
+and its readers, both used on the event loop: ``store.sqlite``). The PostgreSQL store has no
+engine (``turnqueue.store.postgres``).
 
 SQLite hazards handled here:
 
@@ -9,7 +10,7 @@ SQLite hazards handled here:
 * Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
   transaction never fails half-way when upgrading from a read lock). A connection opts in with
   the execution option :data:`IMMEDIATE` (migrations); reads use a deferred ``BEGIN`` (a WAL
-  snapshot). The store's write connection begins its own transactions (``store.sqlite``). Both
+  snapshot). The store's connections begin their own transactions (``store.sqlite``). Both
   engines share these listeners.
 * Within one process every write transaction additionally holds one ``asyncio.Lock`` (see
   :class:`turnqueue.store.sqlite.SqliteStore`) so concurrent tasks wait in line instead of

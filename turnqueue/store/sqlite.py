@@ -5,8 +5,12 @@ Transactions (the hazards live here):
 * ``transaction()`` holds ``self._write_lock`` (one ``asyncio.Lock``) from before
   ``BEGIN IMMEDIATE`` until after COMMIT/ROLLBACK, so the process has one writer at a time and
   concurrent tasks queue instead of failing with "database is locked" (Q3: the only writer, so
-  :meth:`SqlTx.lock` only reads). Reads use aiosqlite connections of an SQLAlchemy engine (WAL
-  snapshots, in parallel with the writer); they run the same compiled plans as the writes.
+  :meth:`SqlTx.lock` only reads). ``read()`` is a read transaction (a WAL snapshot, in
+  parallel with the writer) on a ``sqlite3`` connection of its own, run on the event loop too
+  (:class:`SqliteReaders`): handing each read to a thread and back cost more than the read
+  (bench P4: the loop and the reader thread on two cores paid for every hop), and every object
+  a reader thread allocated went to a second malloc arena (bench P5b: ~3 KiB of RSS per
+  standing subscription). The same compiled plans as the writes.
 * Writes run **synchronously on the event loop**, on one ``sqlite3`` connection
   (:class:`SqliteWriter`). A write statement takes microseconds (WAL, ``synchronous=NORMAL``: a
   COMMIT does not wait for the disk), less than handing it to a thread and back: bench P1 ran
@@ -24,15 +28,19 @@ Transactions (the hazards live here):
     cancelled between statements rolls back at once.
   - A WAL checkpoint (every ~1,000 pages written, by the committing connection) runs inside a
     COMMIT: a few milliseconds of disk I/O on the loop, now and then.
+  - A read is a statement on the loop too: reads are indexed and paged (at most ``MAX_PAGE``
+    rows), so each takes microseconds to a millisecond. A read transaction takes its snapshot
+    when it begins (``BEGIN`` and a read of the schema), waiting with ``asyncio.sleep`` in the
+    rare case SQLite answers BUSY (a WAL reset by another process); its later statements never
+    wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -45,18 +53,16 @@ from sqlalchemy import (
     bindparam,
     func,
     insert,
-    literal,
     select,
 )
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
 from turnqueue.store.conn import Buffered, Params, Shortcuts
-from turnqueue.store.engine import create_engine_for_url, create_sqlite_writer_engine
+from turnqueue.store.engine import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
 from turnqueue.store.queuestate import DialectInsert, set_policy_statement
 from turnqueue.store.reads import SqlStore
@@ -129,6 +135,53 @@ class SqliteWriter:
         self._engine.dispose()
 
 
+class SqliteReaders:
+    """SQLite's read connections (``sqlite3``), used from the event loop; one per read
+    transaction in flight (most never suspend, so one or two), kept for the next. Owned and
+    closed by ``SqliteStore``."""
+
+    #: read transactions in flight at most (each holds a connection while its body suspends)
+    MOST = 32
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.dialect = engine.dialect
+        self._idle: list[Any] = []  # pooled connections (their driver connection inside)
+        self._slots = asyncio.Semaphore(self.MOST)
+        self._open: list[Any] = []
+        self.closed = False
+
+    async def acquire(self) -> Any:
+        await self._slots.acquire()
+        if self.closed:
+            self._slots.release()
+            raise StoreError("the store is closed")
+        if self._idle:
+            return self._idle.pop()
+        try:
+            pooled = self._engine.raw_connection()
+        except BaseException:
+            self._slots.release()
+            raise
+        conn = pooled.driver_connection
+        assert conn is not None
+        conn.execute("PRAGMA busy_timeout=0")  # never wait inside a statement
+        self._open.append(pooled)
+        return pooled
+
+    def release(self, pooled: Any) -> None:
+        if not self.closed:
+            self._idle.append(pooled)
+        self._slots.release()
+
+    def close(self) -> None:
+        self.closed = True
+        for pooled in self._open:
+            pooled.close()
+        self._open.clear()
+        self._idle.clear()
+
+
 def run_sqlite(conn: sqlite3.Connection, plan: Plan, params: Params) -> Buffered:
     """One statement on the write connection, its rows fetched."""
     cursor = conn.execute(plan.sql, plan.args(params))
@@ -174,24 +227,6 @@ class SqliteConn(Shortcuts):
             self._conn.executemany(plan.sql, [plan.args(params) for params in many])
 
 
-class SqliteReadConn(Shortcuts):
-    """:class:`~turnqueue.store.conn.Conn` of a read transaction on an aiosqlite connection of
-    the engine: the plan's SQL goes to the driver as it is (``exec_driver_sql``)."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self._conn = conn
-
-    async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
-        plan = plan_for(statement, self._conn.dialect, params)
-        result = await self._conn.exec_driver_sql(plan.sql, tuple(plan.args(params)))
-        if plan.record is None:
-            return Buffered([], result.rowcount)
-        rows = plan.rows(result.all())
-        return Buffered(rows, len(rows))
-
-
 class SqliteTx(SqlTx):
     _insert: ClassVar[DialectInsert] = sqlite.insert
     _set_policy: ClassVar[Statement] = set_policy_statement(sqlite.insert)
@@ -227,11 +262,11 @@ class SqliteStore(SqlStore):
     dialect = "sqlite"
 
     def __init__(self, url: str, *, timeout: float = 30.0) -> None:
-        self._engine = create_engine_for_url(url, timeout=timeout)
         self._write_lock = asyncio.Lock()
         self._timeout = timeout
-        plain = self._engine.url.render_as_string(hide_password=False)
-        self._writer = SqliteWriter(create_sqlite_writer_engine(plain, timeout=timeout))
+        engine = create_sqlite_writer_engine(url, timeout=timeout)
+        self._writer = SqliteWriter(engine)
+        self._readers = SqliteReaders(engine)
 
     @property
     def shared(self) -> bool:
@@ -245,27 +280,21 @@ class SqliteStore(SqlStore):
         """No other instance to tell."""
 
     async def ping(self) -> None:
-        async with self._engine.connect() as conn:
-            await conn.execute(select(literal(1)))
+        async with self.read():
+            pass  # beginning it read the file (``_snapshot``)
 
     def transaction(self) -> _SqliteWrite:
         return _SqliteWrite(self._writer, self._write_lock, self._timeout)
 
-    @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[SqliteTx]:
-        """A read transaction (deferred BEGIN: a WAL snapshot) on aiosqlite."""
-        try:
-            async with self._engine.connect() as conn, conn.begin():
-                yield SqliteTx(SqliteReadConn(conn))
-        except DATABASE_ERRORS as exc:
-            raise StoreError(f"database error: {exc}") from exc
+    def read(self) -> _SqliteRead:
+        return _SqliteRead(self._readers, self._timeout)
 
     def lease(self) -> _SqliteWrite:
         return self.transaction()
 
     async def close(self) -> None:
+        self._readers.close()
         self._writer.close()
-        await self._engine.dispose()
 
 
 class _SqliteWrite:
@@ -323,3 +352,60 @@ class _SqliteWrite:
                     raise
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+
+class _SqliteRead:
+    """``SqliteStore.read()``: a read transaction on the event loop (see the hazards above)."""
+
+    __slots__ = ("_pooled", "_readers", "_timeout")
+
+    def __init__(self, readers: SqliteReaders, timeout: float) -> None:
+        self._readers = readers
+        self._timeout = timeout
+
+    async def __aenter__(self) -> SqliteTx:
+        await asyncio.sleep(0)  # statements never suspend: give the loop away once per read
+        self._pooled = await self._readers.acquire()
+        conn: sqlite3.Connection = self._pooled.driver_connection
+        try:
+            await _snapshot(conn, self._timeout)
+        except BaseException as exc:
+            finish(conn, commit=False)
+            self._readers.release(self._pooled)
+            if isinstance(exc, DATABASE_ERRORS):
+                raise StoreError(f"database error: {exc}") from exc
+            raise
+        return SqliteTx(SqliteConn(conn, self._readers.dialect))
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> None:
+        try:
+            finish(self._pooled.driver_connection, commit=False)  # nothing to keep: it read
+        except DATABASE_ERRORS as exc:
+            raise StoreError(f"database error: {exc}") from exc
+        finally:
+            self._readers.release(self._pooled)
+        if isinstance(error, DATABASE_ERRORS):  # a statement of the block failed
+            raise StoreError(f"database error: {error}") from error
+
+
+async def _snapshot(conn: sqlite3.Connection, timeout: float) -> None:
+    """BEGIN and take the read snapshot now (a read of the schema), waiting without blocking
+    the loop in the rare case SQLite answers BUSY; the transaction's statements then never
+    wait."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            finish(conn, commit=False)
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or loop.time() >= deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)

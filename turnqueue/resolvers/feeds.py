@@ -1,0 +1,225 @@
+"""Snapshot feeds: a session's queue status or cancellation status pushed to a consumer as each
+new state is published (R3), without a task or a buffer of their own.
+
+A feed watches the bus (``Engine.watch``: called inside ``publish``), then reads the current state
+and pushes it, and from then on pushes every newer state, in revision order, never an older one.
+A queue event carries the status its transaction read (``engine/change.py``), and a cancellation
+event its status, so most states cost no read at all; a queue event without one (another
+instance's change, M4) is read once, shared by the session's other readers, by a task the feed
+owns. A RESYNC (the bus lost events) ends the feed with the resync error.
+
+Two consumers: the fan-out renders and offers each state as it comes, so a standing shared
+subscription holds no task (bench P5b, P8); a subscription Strawberry executes reads the states
+from a bounded buffer (:func:`states`), which ends with the resync error when its reader falls
+``size`` states behind (R3: never skipped silently).
+
+Hazards:
+- The watch is registered before the snapshot is read, so no change falls between the two; a
+  newer state pushed while the read is in flight simply makes the read's result stale, and the
+  revision check drops it.
+- ``emit`` and ``fail`` run inside ``publish`` (or the feed's read task): they must be quick and
+  must not block. A failing ``emit`` ends the feed with its error (``fail``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
+
+from graphql import GraphQLError
+
+from turnqueue import domain
+from turnqueue.bus import Event, EventKind, Watch
+from turnqueue.resolvers.context import Context
+from turnqueue.schema.types import CancellationStatus, QueueStatus
+
+RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snapshot"
+
+
+def resync_error() -> GraphQLError:
+    """R3: the subscriber must resubscribe for a fresh snapshot (``extensions.code`` RESYNC)."""
+    return GraphQLError(RESYNC_MESSAGE, extensions={"code": "RESYNC"})
+
+
+class Revisioned(Protocol):
+    @property
+    def revision(self) -> int: ...
+
+
+T = TypeVar("T", bound=Revisioned)
+Emit = Callable[[T], None]
+Fail = Callable[[Exception], None]
+
+
+class Feed(Generic[T]):
+    """One session's states of one kind, pushed to ``emit`` (see the module's docstring)."""
+
+    kinds: tuple[EventKind, ...] = ()
+
+    def __init__(self, ctx: Context, session_id: str, emit: Emit[T], fail: Fail) -> None:
+        self.session_id = session_id
+        self._ctx = ctx
+        self._emit = emit
+        self._fail = fail
+        self._last = -1  # the newest revision pushed
+        self._watch: Watch | None = None
+        self._closed = False
+
+    async def open(self) -> None:
+        """Watch, then read and push the current state (the caller has authorised the read)."""
+        self._watch = self._ctx.engine.watch(self.session_id, self.kinds, self._on_event)
+        try:
+            await self._snapshot()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Nothing is pushed after this (idempotent)."""
+        self._closed = True
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    async def _snapshot(self) -> None:
+        raise NotImplementedError
+
+    def _on_event(self, event: Event) -> None:
+        if self._closed:
+            return
+        if event.kind is EventKind.RESYNC:
+            self._end(resync_error())
+        else:
+            self._on_change(event)
+
+    def _on_change(self, event: Event) -> None:
+        raise NotImplementedError
+
+    def _push(self, revision: int, state: Callable[[], T]) -> None:
+        """Push ``state()`` if ``revision`` is newer than the last one pushed (R3)."""
+        if self._closed or revision <= self._last:
+            return
+        self._last = revision
+        try:
+            self._emit(state())
+        except Exception as error:
+            self._end(error)
+
+    def _end(self, error: Exception) -> None:
+        if not self._closed:
+            self.close()
+            self._fail(error)
+
+
+class QueueFeed(Feed[QueueStatus]):
+    """queueStatusChanged's states (Q13: the status as a whole moves with its revision)."""
+
+    kinds = (EventKind.QUEUE,)
+
+    def __init__(self, ctx: Context, session_id: str, emit: Emit[QueueStatus], fail: Fail) -> None:
+        super().__init__(ctx, session_id, emit, fail)
+        self._wanted = -1  # the newest revision an event without its status announced
+        self._reading: asyncio.Task[None] | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self._reading is not None and self._reading is not asyncio.current_task():
+            self._reading.cancel()
+
+    async def _snapshot(self) -> None:
+        self._offer(await self._ctx.engine.queue_status(self.session_id))
+
+    def _offer(self, status: domain.QueueStatus) -> None:
+        self._push(status.revision, lambda: QueueStatus.from_domain(status))
+
+    def _on_change(self, event: Event) -> None:
+        if event.queue is not None:  # the status its own transaction read
+            self._offer(event.queue)
+        elif event.revision > self._last:
+            self._wanted = max(self._wanted, event.revision)
+            if self._reading is None:
+                self._reading = asyncio.create_task(
+                    self._read(), name=f"turnqueue.feed queue {self.session_id}"
+                )
+
+    async def _read(self) -> None:
+        """Read until the newest announced revision is covered (one read at a time; a read is
+        shared with the session's other readers, ``Engine.queue_status_after``)."""
+        try:
+            covered = -1
+            while not self._closed and self._wanted > max(covered, self._last):
+                covered = self._wanted
+                status = await self._ctx.engine.queue_status_after(self.session_id, covered)
+                self._offer(status)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._end(error)
+        finally:
+            self._reading = None
+
+
+class CancellationFeed(Feed[CancellationStatus]):
+    """cancellationChanged's states: each C2 transition as its event carried it."""
+
+    kinds = (EventKind.CANCELLATION,)
+
+    async def _snapshot(self) -> None:
+        self._offer(self._ctx.engine.cancellation(self.session_id))
+
+    def _offer(self, status: domain.CancellationStatus) -> None:
+        self._push(status.revision, lambda: CancellationStatus.from_domain(status))
+
+    def _on_change(self, event: Event) -> None:
+        if event.cancellation is not None:
+            self._offer(event.cancellation)
+
+
+FeedOpener = Callable[[Context, str, Emit[T], Fail], Awaitable[Feed[T]]]
+
+
+async def states(
+    opener: FeedOpener[T], ctx: Context, session_id: str, size: int
+) -> AsyncGenerator[T, None]:
+    """A feed's states as an async iterator (for Strawberry's execution), from a buffer of at
+    most ``size``: a reader further behind gets the resync error (R3) instead of more memory.
+    ``opener`` authorises and opens the feed (its refusal is raised before anything is read)."""
+    buffer: deque[T] = deque()
+    ended: list[Exception] = []
+    waiter: asyncio.Future[None] | None = None
+
+    def wake() -> None:
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def emit(state: T) -> None:
+        if len(buffer) >= size:
+            buffer.clear()
+            raise resync_error()  # the feed ends and passes it to ``fail``
+        buffer.append(state)
+        wake()
+
+    def fail(error: Exception) -> None:
+        ended.append(error)
+        wake()
+
+    feed = await opener(ctx, session_id, emit, fail)
+    try:
+        while True:
+            if buffer:
+                state = buffer.popleft()
+                ctx.renew_loaders()  # a fresh DataLoader cache for each state's execution
+                ctx.event_id = str(state.revision)  # O3: the SSE id
+                yield state
+            elif ended:
+                raise ended[0]
+            else:
+                waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await waiter
+                finally:
+                    waiter = None
+    finally:
+        feed.close()
