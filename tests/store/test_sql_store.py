@@ -758,6 +758,105 @@ async def test_sqlite_writer_gives_up_after_the_timeout_and_changes_nothing(
         await store.close()
 
 
+class _BusyFile:
+    """A ``sqlite3`` connection stand-in whose reads answer BUSY ``times`` times."""
+
+    def __init__(self, times: int, code: int) -> None:
+        self.times = times
+        self.code = code
+        self.in_transaction = False
+        self.statements: list[str] = []
+
+    def execute(self, sql: str) -> _BusyFile:
+        import sqlite3
+
+        self.statements.append(sql)
+        if sql == "BEGIN":
+            self.in_transaction = True
+        elif sql == "ROLLBACK":
+            self.in_transaction = False
+        elif self.times > 0:
+            self.times -= 1
+            error = sqlite3.OperationalError("database is locked")
+            error.sqlite_errorcode = self.code
+            raise error
+        return self
+
+    def fetchall(self) -> list[object]:
+        return []
+
+
+async def test_sqlite_a_read_waits_for_a_busy_file_without_blocking_the_loop() -> None:
+    """SQLite reads run on the event loop: when SQLite answers BUSY as a read transaction takes
+    its snapshot (another process holding the file), it waits with ``asyncio.sleep`` (the loop
+    goes on), rolls back between attempts, and gives up after the store's timeout; any other
+    error is raised at once."""
+    import sqlite3
+
+    from turnqueue.store.sqlite import _snapshot
+
+    busy = _BusyFile(times=4, code=sqlite3.SQLITE_BUSY)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    ticking = asyncio.create_task(tick())
+    try:
+        await _snapshot(busy, timeout=5)  # type: ignore[arg-type]
+    finally:
+        ticking.cancel()
+    assert busy.in_transaction and ticks >= 4
+    assert busy.statements.count("ROLLBACK") == 4 and busy.statements.count("BEGIN") == 5
+    with pytest.raises(sqlite3.OperationalError):
+        await _snapshot(_BusyFile(times=1000, code=sqlite3.SQLITE_BUSY), timeout=0.05)  # type: ignore[arg-type]
+    corrupt = _BusyFile(times=1, code=sqlite3.SQLITE_CORRUPT)
+    with pytest.raises(sqlite3.OperationalError):
+        await _snapshot(corrupt, timeout=5)  # type: ignore[arg-type]
+    assert corrupt.statements.count("BEGIN") == 1
+
+
+async def test_sqlite_read_transactions_in_flight_together_each_have_their_own_snapshot(
+    database_url: str,
+) -> None:
+    """Two read transactions open at once (one suspended inside) each read their own WAL
+    snapshot on their own connection; the connections are kept for the next reads."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite only")
+    store = await open_store(Settings(database_url=database_url))
+    try:
+        sid = await new_session(store)
+        await add(store, sid, "one")
+        inside = asyncio.Event()
+        go_on = asyncio.Event()
+
+        async def slow_reader() -> list[tuple[int, str]]:
+            async with store.read() as tx:
+                first = [(e.position, e.content) for e in await tx.list_entries(sid)]
+                inside.set()
+                await go_on.wait()  # a write commits meanwhile: this snapshot keeps "one" only
+                again = [(e.position, e.content) for e in await tx.list_entries(sid)]
+                assert again == first
+                return first
+
+        slow = asyncio.create_task(slow_reader())
+        await inside.wait()
+        await add(store, sid, "two")
+        assert await visible(store, sid) == [(1, "one"), (2, "two")]  # a second connection
+        go_on.set()
+        assert await slow == [(1, "one")]
+        readers = store._readers  # type: ignore[attr-defined]
+        assert len(readers._open) == 2 and len(readers._idle) == 2
+        for _ in range(5):
+            await visible(store, sid)
+        assert len(readers._open) == 2  # kept, not opened again
+    finally:
+        await store.close()
+
+
 async def test_a_task_writing_in_a_loop_does_not_starve_the_others(store: SqlStore) -> None:
     """Statements never suspend on SQLite (they run on the loop), so each write transaction
     yields once: a task writing back to back still lets another task run in between."""
