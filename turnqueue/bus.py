@@ -14,8 +14,9 @@ Hazards:
   raises :class:`SubscriberLagged`, so the API can tell the client to resubscribe (R3). Changes are
   never skipped silently.
 - Observers are registered, never patched in: ``add_listener`` sees every publication (inside
-  ``publish``), and the ``on_deliver`` hook given at construction sees each event a subscriber's
-  ``get`` returns (the metrics time delivery between the two). Both must be cheap and not block;
+  ``publish``, before any subscriber), and the ``on_deliver`` hook given at construction sees
+  each event a subscriber's ``get`` returns or a watch is called with (the metrics time
+  delivery between the two). Both must be cheap and not block;
   a failing one is logged, never passed to the publisher or the reader.
 """
 
@@ -196,14 +197,16 @@ class EventBus:
         self._listeners.append(listener)
 
     def publish(self, event: Event) -> None:
-        for sub in tuple(self._subscribers.get(event.session_id, ())):
-            if event.kind in sub.kinds:
-                sub._offer(event)
+        # Listeners first: the metrics stamp the publication before a watch (called below)
+        # delivers it, and the shared reads note its revision before a watch reads for it.
         for listener in self._listeners:
             try:
                 listener(event)
             except Exception:
                 log.exception("event listener failed for %s", event)
+        for sub in tuple(self._subscribers.get(event.session_id, ())):
+            if event.kind in sub.kinds:
+                sub._offer(event)
 
     def _delivered(self, event: Event) -> None:
         if self._on_deliver is None:

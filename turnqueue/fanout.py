@@ -432,9 +432,8 @@ class FanOut:
             # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
             # locations and path as Strawberry sends them.
             await self._lead(group, executed())
-        except Exception:
-            log.exception("subscription fan-out failed for %s", group.key.variables[:120])
-            self._end(group, None)
+        except Exception as error:  # the snapshot read failed: as the executed stream's fault
+            fail(error)
         else:
             if group.members and self._groups.get(group.key) is not group:
                 group.feed.close()  # it ended while it opened (a RESYNC): nothing more comes
