@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
@@ -55,6 +56,9 @@ class Event:
     #: QUEUE: the status the transaction committed, when it read it (``engine/change.py``)
     queue: QueueStatus | None = None
     relayed: bool = False  # heard from another instance (M4), not to be sent on again
+    #: when it was made (``time.perf_counter``): events are made as they are published, so the
+    #: metrics time a delivery from here without keeping any event (U3)
+    at: float = field(default_factory=time.perf_counter, compare=False, repr=False)
 
 
 @lru_cache(maxsize=64)

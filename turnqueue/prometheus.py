@@ -9,12 +9,12 @@ Hazards:
 
 - Observer calls are made by the engine in its hot paths, sometimes under the session lock: they
   must be synchronous, cheap and never raise (prometheus-client counters are all three).
-- Event delivery latency is measured from the bus's listener (called synchronously inside
-  ``publish``, so before any subscriber can have resumed) to the moment the subscriber's ``get``
-  returns the same event object: the bus's ``on_deliver`` hook, :meth:`delivered`, which the app
-  passes when it builds *its* bus. The stamps are kept in a bounded map keyed by the event
-  object's id; the event itself is kept with its stamp so its id cannot be reused while the stamp
-  lives.
+- Event delivery latency is measured from when the event was made (``Event.at``: events are
+  made as they are published, after their commit) to the moment a subscriber receives it: the
+  bus's ``on_deliver`` hook, :meth:`delivered`, which the app passes when it builds *its* bus.
+  Nothing is kept per event (an earlier cache of the last 4,096 events, kept to match a
+  delivery with its publication, held their payloads and rebuilt its table every few thousand
+  events: bench P7's bounded steps).
 - Queue depth is a database fact (entries of every session, possibly written by other instances),
   so it is read with one ``COUNT`` per scrape in :meth:`refresh`, not kept as a running sum.
 - The errors counter counts ``ERROR`` log records of the ``turnqueue`` loggers (masked resolver
@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -48,10 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["CONTENT_TYPE_LATEST", "PrometheusMetrics"]
 
 log = logging.getLogger(__name__)
-
-#: At most this many publish stamps are kept for the delivery-latency histogram.
-MAX_STAMPS = 4096
-
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _CANCEL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0)
@@ -146,7 +141,6 @@ class PrometheusMetrics:
             "turnqueue_database_up", "1 when the last database read succeeded", registry=r
         )
         self._engine: Engine | None = None
-        self._stamps: OrderedDict[int, tuple[Event, float]] = OrderedDict()
         self._error_handler = _ErrorCounter(self.errors)
 
     # -- the engine's observer ------------------------------------------------------------------
@@ -184,15 +178,11 @@ class PrometheusMetrics:
 
     def _published(self, event: Event) -> None:
         self.events.labels(kind=event.kind.value).inc()
-        self._stamps[id(event)] = (event, time.perf_counter())
-        if len(self._stamps) > MAX_STAMPS:
-            self._stamps.popitem(last=False)
 
     def delivered(self, event: Event) -> None:
-        """The bus's ``on_deliver`` hook: a subscriber's ``get`` returned ``event``."""
-        stamp = self._stamps.get(id(event))
-        if stamp is not None and stamp[0] is event:
-            self.delivery.observe(time.perf_counter() - stamp[1])
+        """The bus's ``on_deliver`` hook: a subscriber received ``event`` (timed from when it
+        was made, which is when it was published)."""
+        self.delivery.observe(time.perf_counter() - event.at)
 
     async def refresh(self) -> None:
         """Read the database-backed gauges (queue depth) before a scrape."""

@@ -25,7 +25,6 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.clients import poll
-from turnqueue import prometheus
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
 
@@ -45,9 +44,6 @@ ALLOWANCE_PER_TYPE = EVENTS // 2  # of any one type: fewer than one in two event
 #: heap, with their contexts, until the loop purges them (when they are over half of at least 100
 #: scheduled); so up to a hundred or more linger at any moment, however many events ran.
 LOOP_BOOKKEEPING = frozenset({"TimerHandle", "Context"})
-#: The metrics keep the last MAX_STAMPS published events (to time their delivery): a bounded
-#: cache, full after that many events. A small bound fills it within the warm-up.
-STAMPS = 8
 
 QUERIES = {
     "queueStatusChanged": """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
@@ -182,14 +178,13 @@ async def retained_over_events(api: Any, field: str) -> list[Window]:
 @pytest.mark.parametrize("fanout", [True, False], ids=["fanout", "no-fanout"])
 @pytest.mark.parametrize("field", list(QUERIES))
 async def test_p7_standing_subscription_retains_nothing_per_event(
-    start_api: Any, database_url: str, field: str, fanout: bool, monkeypatch: pytest.MonkeyPatch
+    start_api: Any, database_url: str, field: str, fanout: bool
 ) -> None:
     """Fails on graphql-core 3.3.2's own executor (each event keeps its sub-field memo entries)."""
     if database_url.startswith("postgresql") and field != "queueStatusChanged":
         # What is retained is the GraphQL layer's, whatever the store: one field on PostgreSQL
         # shows the store's event path is clean too, and keeps the suite's time in bounds.
         pytest.skip("the GraphQL layer is the same on both stores: one field on PostgreSQL")
-    monkeypatch.setattr(prometheus, "MAX_STAMPS", STAMPS)
     api = await start_api(subscription_fanout=fanout)
     windows = await retained_over_events(api, field)
     # A per-event leak shows in every window; a one-off (a cache filled once) in one at most.
