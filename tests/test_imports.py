@@ -15,7 +15,15 @@ LAYERS = (
     {"__main__", "cli"},
     {"app"},
     {"transport", "sse", "graphiql", "webui", "prometheus"},  # the HTTP edge
-    {"api", "arguments", "execution", "fanout", "plans", "render"},  # the schema, its executions
+    {
+        "api",
+        "arguments",
+        "execution",
+        "fanout",
+        "members",
+        "plans",
+        "render",
+    },  # the schema, its executions
     {"resolvers"},
     {"engine"},
     {"store"},

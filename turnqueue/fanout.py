@@ -17,10 +17,23 @@ from the lead), and a member that cannot keep up may skip states that a newer on
 ``turnOutput`` (chunks are deltas) and anything not recognised take Strawberry's own path
 unchanged (``transport.FanOutTransportWSHandler``).
 
+A group's source is one of three, cheapest first:
+
+- *fed*: an operation that selects only plain fields (``turnqueue.render``) of a pushed stream
+  (``queueStatusChanged``, ``cancellationChanged``: ``resolvers/feeds.py``). A short task opens
+  the feed (authorisation, the snapshot); from then on the bus calls the feed inside
+  ``publish``, and each state is rendered and offered at once. The group holds no task.
+- *rendered*: plain fields of a pulled stream (``sessionChanged``): its lead task iterates the
+  stream and renders each state.
+- *executed*: anything else: its lead runs Strawberry's execution of the operation.
+
+A refusal when a fed or rendered group opens (NOT_FOUND, S2) is answered by the executed path,
+so its ``error`` message is the one Strawberry sends.
+
 Ownership: :class:`FanOut` is created by the composition root (``app.create_app``) and closed in
-the lifespan. A lead is cancelled when its last member leaves or when the FanOut closes (its bus
-subscription is closed by the stream's ``finally``); it runs with a context of its own, so it
-never depends on the connection of the member that started it.
+the lifespan. A lead is cancelled, and a feed closed, when its group's last member leaves or when
+the FanOut closes; a lead runs with a context of its own, so it never depends on the connection
+of the member that started it.
 """
 
 from __future__ import annotations
@@ -32,20 +45,16 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from contextlib import aclosing
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from graphql import ASTValidationRule, DocumentNode, GraphQLError, parse, print_ast, specified_rules
 from graphql.error import GraphQLFormattedError
 from strawberry import Schema
 from strawberry.schema.schema import validate_document
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
-    CompleteMessage,
-    ErrorMessage,
-    NextMessage,
-)
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from turnqueue.api import MASKED_MESSAGE
+from turnqueue.members import Member, encode_payload
 from turnqueue.render import Compiled, Root, bind, compile_subscription
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
@@ -75,118 +84,13 @@ class FanOutStats(NamedTuple):
     skipped: int  # payloads replaced before they were sent (slow consumers)
 
 
-class PreEncoded(dict[str, object]):
-    """A ``next`` message whose JSON text is already built.
-
-    ``TurnqueueGraphQL.encode_json`` sends ``text`` as is; the dict keys are what Strawberry's
-    ``Operation.send_operation_message`` reads.
-    """
-
-    __slots__ = ("text",)
-
-    def __init__(self, operation_id: str, payload: str, prefix: str | None = None) -> None:
-        """``prefix``: ``next_prefix(operation_id)``, when the caller keeps it."""
-        super().__init__(id=operation_id, type="next")
-        # The very text json.dumps gives {"id": …, "type": "next", "payload": …}.
-        self.text = (prefix or next_prefix(operation_id)) + payload + "}"
-
-
-def next_prefix(operation_id: str) -> str:
-    """The text of a ``next`` message up to its payload."""
-    return '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":'
-
-
-def encode_payload(result: ExecutionResult) -> str:
-    """A ``next`` payload as Strawberry's ``Operation.send_next`` builds it, encoded as the view's
-    default ``encode_json`` does."""
-    payload: dict[str, object] = {"data": result.data}
-    if result.errors:
-        payload["errors"] = [error.formatted for error in result.errors]
-    if result.extensions:
-        payload["extensions"] = result.extensions
-    return json.dumps(payload, separators=(",", ":"))
-
-
-class _Member:
-    """One client operation of a group, with a one-payload slot.
-
-    Hazard (slow consumers): the lead never awaits a member. It puts each payload in the member's
-    slot and the member's own task (Strawberry's operation task) sends it, so a client that does
-    not read blocks only its own task, in its socket's bounded send. A payload not sent yet is
-    replaced by a newer one (a full state with a revision: clients keep the highest, and the
-    ordinary streams skip intermediate revisions in the same way), so a member holds at most one
-    payload, a reference to the text its group shares. A member that had more than ``limit``
-    payloads replaced since it last took one is too slow (the ordinary path's bus buffer would
-    have overflowed by then): it leaves the group and is sent RESYNC (R3), so it resubscribes.
-    """
-
-    __slots__ = ("ended", "errors", "operation", "pending", "prefix", "skipped", "waiter")
-
-    def __init__(self, operation: Operation[Context, None]) -> None:
-        self.operation = operation
-        self.prefix = next_prefix(operation.id)  # framed once, not per payload
-        self.pending: str | None = None  # the newest payload not sent yet
-        self.ended = False  # nothing more comes: after ``pending``, ``complete`` or ``error``
-        self.errors: list[GraphQLFormattedError] | None = None  # for an ``error`` message
-        self.skipped = 0  # payloads replaced since the member last took one
-        self.waiter: asyncio.Future[None] | None = None
-
-    def offer(self, payload: str, limit: int, resync: str) -> bool:
-        """Put ``payload`` in the slot; False when the member is too slow and must leave."""
-        if self.ended:
-            return False
-        if self.pending is not None:
-            self.skipped += 1
-            if self.skipped > limit:
-                # The RESYNC ``next`` as the ordinary stream sends it, then ``complete``.
-                self.pending, self.ended = resync, True
-                self._wake()
-                return False
-        self.pending = payload
-        self._wake()
-        return True
-
-    def finish(self, errors: list[GraphQLFormattedError] | None) -> None:
-        if not self.ended:
-            self.ended, self.errors = True, errors
-            self._wake()
-
-    def _wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
-
-    async def deliver(self) -> None:
-        """Send the slot's payloads, in order, then the end; returns after the end was sent."""
-        operation = self.operation
-        while True:
-            if self.pending is not None:
-                payload, self.pending, self.skipped = self.pending, None, 0
-                await operation.send_operation_message(
-                    cast("NextMessage", PreEncoded(operation.id, payload, self.prefix))
-                )
-            elif self.ended:
-                if self.errors is None:
-                    await operation.send_operation_message(
-                        CompleteMessage(id=operation.id, type="complete")
-                    )
-                else:
-                    await operation.send_operation_message(
-                        ErrorMessage(id=operation.id, type="error", payload=self.errors)
-                    )
-                return
-            else:
-                self.waiter = asyncio.get_running_loop().create_future()
-                await self.waiter
-                self.waiter = None
-
-
 class _Group:
     __slots__ = ("feed", "key", "last", "lead", "members", "rendered")
 
     def __init__(self, key: GroupKey, rendered: bool) -> None:
         self.key = key
         self.rendered = rendered  # compiled (turnqueue.render), not executed
-        self.members: dict[_Member, None] = {}  # an insertion-ordered set
+        self.members: dict[Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
         #: the task that runs the group's source (or, for a fed group, opens its feed)
         self.lead: asyncio.Task[None] | None = None
@@ -305,7 +209,7 @@ class FanOut:
         group = self._groups.get(key)
         if group is None:
             group = self._start(key, operation, engine)
-        member = _Member(operation)
+        member = Member(operation)
         # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
         # happen with no await in between, so the lead cannot publish in between: everything
         # it publishes from now on is newer.

@@ -44,8 +44,9 @@ from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (be
 from turnqueue.auth import AuthenticationFailed
 from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
-from turnqueue.fanout import FanOut, PreEncoded
+from turnqueue.fanout import FanOut
 from turnqueue.graphiql import page_html
+from turnqueue.members import PreEncoded
 from turnqueue.plans import Plans
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings

@@ -1,0 +1,127 @@
+"""A member of a fan-out group (:mod:`turnqueue.fanout`): one client operation, sent its group's
+payloads from a one-payload slot, framed as graphql-transport-ws ``next`` messages encoded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, cast
+
+from graphql.error import GraphQLFormattedError
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    CompleteMessage,
+    ErrorMessage,
+    NextMessage,
+)
+from strawberry.types.execution import ExecutionResult
+
+from turnqueue.resolvers.context import Context
+
+if TYPE_CHECKING:
+    from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
+
+
+class PreEncoded(dict[str, object]):
+    """A ``next`` message whose JSON text is already built.
+
+    ``TurnqueueGraphQL.encode_json`` sends ``text`` as is; the dict keys are what Strawberry's
+    ``Operation.send_operation_message`` reads.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, operation_id: str, payload: str, prefix: str | None = None) -> None:
+        """``prefix``: ``next_prefix(operation_id)``, when the caller keeps it."""
+        super().__init__(id=operation_id, type="next")
+        # The very text json.dumps gives {"id": …, "type": "next", "payload": …}.
+        self.text = (prefix or next_prefix(operation_id)) + payload + "}"
+
+
+def next_prefix(operation_id: str) -> str:
+    """The text of a ``next`` message up to its payload."""
+    return '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":'
+
+
+def encode_payload(result: ExecutionResult) -> str:
+    """A ``next`` payload as Strawberry's ``Operation.send_next`` builds it, encoded as the view's
+    default ``encode_json`` does."""
+    payload: dict[str, object] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        payload["extensions"] = result.extensions
+    return json.dumps(payload, separators=(",", ":"))
+
+
+class Member:
+    """One client operation of a group, with a one-payload slot.
+
+    Hazard (slow consumers): the lead never awaits a member. It puts each payload in the member's
+    slot and the member's own task (Strawberry's operation task) sends it, so a client that does
+    not read blocks only its own task, in its socket's bounded send. A payload not sent yet is
+    replaced by a newer one (a full state with a revision: clients keep the highest, and the
+    ordinary streams skip intermediate revisions in the same way), so a member holds at most one
+    payload, a reference to the text its group shares. A member that had more than ``limit``
+    payloads replaced since it last took one is too slow (the ordinary path's bus buffer would
+    have overflowed by then): it leaves the group and is sent RESYNC (R3), so it resubscribes.
+    """
+
+    __slots__ = ("ended", "errors", "operation", "pending", "prefix", "skipped", "waiter")
+
+    def __init__(self, operation: Operation[Context, None]) -> None:
+        self.operation = operation
+        self.prefix = next_prefix(operation.id)  # framed once, not per payload
+        self.pending: str | None = None  # the newest payload not sent yet
+        self.ended = False  # nothing more comes: after ``pending``, ``complete`` or ``error``
+        self.errors: list[GraphQLFormattedError] | None = None  # for an ``error`` message
+        self.skipped = 0  # payloads replaced since the member last took one
+        self.waiter: asyncio.Future[None] | None = None
+
+    def offer(self, payload: str, limit: int, resync: str) -> bool:
+        """Put ``payload`` in the slot; False when the member is too slow and must leave."""
+        if self.ended:
+            return False
+        if self.pending is not None:
+            self.skipped += 1
+            if self.skipped > limit:
+                # The RESYNC ``next`` as the ordinary stream sends it, then ``complete``.
+                self.pending, self.ended = resync, True
+                self._wake()
+                return False
+        self.pending = payload
+        self._wake()
+        return True
+
+    def finish(self, errors: list[GraphQLFormattedError] | None) -> None:
+        if not self.ended:
+            self.ended, self.errors = True, errors
+            self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def deliver(self) -> None:
+        """Send the slot's payloads, in order, then the end; returns after the end was sent."""
+        operation = self.operation
+        while True:
+            if self.pending is not None:
+                payload, self.pending, self.skipped = self.pending, None, 0
+                await operation.send_operation_message(
+                    cast("NextMessage", PreEncoded(operation.id, payload, self.prefix))
+                )
+            elif self.ended:
+                if self.errors is None:
+                    await operation.send_operation_message(
+                        CompleteMessage(id=operation.id, type="complete")
+                    )
+                else:
+                    await operation.send_operation_message(
+                        ErrorMessage(id=operation.id, type="error", payload=self.errors)
+                    )
+                return
+            else:
+                self.waiter = asyncio.get_running_loop().create_future()
+                await self.waiter
+                self.waiter = None
