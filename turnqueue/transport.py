@@ -46,7 +46,6 @@ from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut
 from turnqueue.graphiql import page_html
-from turnqueue.members import PreEncoded
 from turnqueue.plans import Plans
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
@@ -187,11 +186,6 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         if self.ide_html is None:
             return await super().render_graphql_ide(request)
         return HTMLResponse(self.ide_html, headers={"Cache-Control": "no-cache"})
-
-    def encode_json(self, data: object) -> str | bytes:
-        if isinstance(data, PreEncoded):  # a fan-out frame, encoded once for its whole group
-            return data.text
-        return super().encode_json(data)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
