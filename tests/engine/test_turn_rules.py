@@ -4,15 +4,28 @@ unguarded. Each test names the rule it proves; ``tests/MUTANTS.md`` lists the mu
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
+from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
+from test_queue_refusals import refusal
 from test_queue_rules import busy_session, enqueue
+from test_workflow_rules import WORKFLOW
 
-from turnqueue.domain import PauseReason, new_id
+from turnqueue.domain import (
+    CancelOutcome,
+    MessageSource,
+    PauseReason,
+    SessionState,
+    TurnStatus,
+    new_id,
+)
 from turnqueue.engine.orchestrator import Engine
-from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.errors import ErrorCode, StoreError, UserFacingError
+from turnqueue.settings import Settings
+from turnqueue.store.tx import SqlTx
 
 
 async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhile(
@@ -106,3 +119,137 @@ async def test_q9_an_answer_while_a_runtime_hold_is_on_is_session_busy_and_keeps
     assert pending is not None and pending.id == question_id and agent.no_new_run()
     await engine.answer_clarification(PRINCIPAL, sid, "red", question_id)
     assert (await agent.next_run()).prompt == "red"
+
+
+async def test_c9_c8_a_cancel_while_a_decided_end_waits_to_commit_is_nothing_running(
+    engine: Engine, agent: ManualAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C8/C9: a turn's end is decided once (pending or not) and then retried until it commits
+    (Q10). A cancel that arrives between two attempts finds the turn already ending: there is
+    nothing left to stop (NOTHING_RUNNING, no reference, no park), the end commits as decided
+    (COMPLETED) and the queue runs on."""
+    sid, first = await busy_session(engine, agent)
+    await enqueue(engine, sid, "second")
+    end_turn = SqlTx.end_turn
+    failed = asyncio.Event()
+    away = True
+
+    async def flaky(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
+        if away:
+            failed.set()
+            raise StoreError("the database is away")
+        return await end_turn(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqlTx, "end_turn", flaky)
+    first.complete()
+    await asyncio.wait_for(failed.wait(), WAIT)
+    async with asyncio.timeout(WAIT):
+        result = await engine.cancel(PRINCIPAL, sid)
+    assert result.outcome is CancelOutcome.NOTHING_RUNNING
+    assert first.signals == [] and not engine.core.cancellations.pending(sid)
+    away = False
+    second = await agent.next_run()
+    assert second.prompt == "second"
+    turns = await engine.turns_of(sid, 10)
+    assert [(t.prompt, t.status) for t in turns] == [
+        ("first", TurnStatus.COMPLETED),
+        ("second", TurnStatus.RUNNING),
+    ]
+    status = await engine.queue_status(sid)
+    assert (status.auto_run, status.pause_reason) == (True, None)
+
+
+async def test_q9_send_message_refusals_say_what_holds_the_session(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q9 (sendMessage): a pending clarification is CLARIFICATION_PENDING (answer it instead);
+    a session that is neither busy nor promptable is SESSION_NOT_PROMPTABLE naming its state.
+    Neither queues anything."""
+    sid, run = await busy_session(engine, agent)
+    run.complete(clarification="which one?")
+    await settle(engine, sid)
+    assert await refusal(engine.send_message(PRINCIPAL, sid, "hello")) == (
+        ErrorCode.CLARIFICATION_PENDING,
+        "the agent asked a question: answer it with answerClarification",
+        None,
+    )
+    await engine.cancel(PRINCIPAL, sid)  # withdraws the clarification (C9)
+    async with engine.core.store.transaction() as tx:
+        await tx.lock(sid)
+        await tx.set_session_state(sid, SessionState.FAILED)
+    assert await refusal(engine.send_message(PRINCIPAL, sid, "hello")) == (
+        ErrorCode.SESSION_NOT_PROMPTABLE,
+        "session is FAILED; it cannot take prompts",
+        None,
+    )
+    assert (await engine.queue_status(sid)).entries == () and agent.no_new_run()
+
+
+async def test_q9_q11_a_prompt_to_a_held_session_is_queued_as_the_users_within_capacity(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q9: a promptable session under a runtime hold (a step change) does not start a turn
+    for a prompt: it queues it, as the user's (Q12: editable); Q11: a busy session's queue
+    is refused past its capacity."""
+    _, session = await new_session(engine)
+    sid = session.id
+    async with engine.core.hold(sid):
+        admission = await engine.send_message(PRINCIPAL, sid, "while moving")
+    assert admission.turn is None and admission.entry is not None
+    assert (admission.entry.content, admission.entry.source) == (
+        "while moving",
+        MessageSource.USER,
+    )
+    status = await engine.queue_status(sid)
+    assert [(e.id, e.source) for e in status.entries] == [(admission.entry.id, MessageSource.USER)]
+    assert agent.no_new_run()
+    busy_sid, _ = await busy_session(engine, agent)
+    limit = engine.core.settings.queue_limit
+    assert limit is not None
+    await enqueue(engine, busy_sid, *[f"q{i}" for i in range(limit)])
+    code, message, _ = await refusal(engine.send_message(PRINCIPAL, busy_sid, "one more"))
+    assert (code, message) == (
+        ErrorCode.QUEUE_FULL,
+        f"the queue is full: it holds {limit} of at most {limit} entries",
+    )
+    assert len((await engine.queue_status(busy_sid)).entries) == limit
+
+
+@pytest.fixture
+async def flow(tmp_path: Path, engine_settings: Settings, open_engine: Any) -> Engine:
+    """An engine whose first step moves on completion into a step with a new session."""
+    path = tmp_path / "workflow.toml"
+    path.write_text(WORKFLOW)
+    engine: Engine = await open_engine(engine_settings.model_copy(update={"workflow_file": path}))
+    return engine
+
+
+async def test_w1_q9_a_prompt_between_a_completion_and_its_step_change_waits_for_the_move(
+    flow: Engine, agent: ManualAgent
+) -> None:
+    """W1/Q9: a completion that moves the task on holds its queue (WORKFLOW_TRANSITION) from
+    the end's commit until the step change has committed. A prompt that arrives in between
+    (another client's enqueueMessage) is queued, not started on the step being left; the
+    move's one drain then runs it on the task's new session."""
+    task, session = await new_session(flow)
+    await flow.send_message(PRINCIPAL, session.id, "plan it")
+    run = await agent.next_run()
+    on_completed = flow.turns.on_completed
+    assert on_completed is not None
+    seen: dict[str, Any] = {}
+
+    async def prompt_first(session_id: str) -> None:
+        _, seen["turn"] = await flow.enqueue(PRINCIPAL, session_id, "late", None)
+        seen["status"] = await flow.queue_status(session_id)
+        await on_completed(session_id)
+
+    flow.turns.on_completed = prompt_first
+    run.complete()
+    successor = await agent.next_run()
+    assert seen["turn"] is None
+    assert "WORKFLOW_TRANSITION" in seen["status"].held_by
+    assert [e.content for e in seen["status"].entries] == ["late"]
+    moved = await flow.task(PRINCIPAL, task.id)
+    assert moved is not None and moved.workflow_step == "BUILD"
+    assert (successor.prompt, successor.session_id) == ("late", moved.current_session_id)
+    assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["plan it"]
