@@ -253,3 +253,18 @@ async def test_w1_q9_a_prompt_between_a_completion_and_its_step_change_waits_for
     assert moved is not None and moved.workflow_step == "BUILD"
     assert (successor.prompt, successor.session_id) == ("late", moved.current_session_id)
     assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["plan it"]
+
+
+async def test_q9_a_clarification_records_the_turn_that_asked_it(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """SPEC §1 (Clarification), Q9: the question a turn's end raises is stored with the turn
+    that asked it, which ended COMPLETED."""
+    sid, run = await busy_session(engine, agent)
+    run.complete(clarification="which one?")
+    await settle(engine, sid)
+    question = await engine.clarification(sid)
+    assert question is not None
+    assert (question.turn_id, question.question) == (run.turn_id, "which one?")
+    turn = await engine.current_turn(sid)
+    assert turn is not None and (turn.id, turn.status) == (run.turn_id, TurnStatus.COMPLETED)
