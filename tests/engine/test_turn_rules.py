@@ -268,3 +268,34 @@ async def test_q9_a_clarification_records_the_turn_that_asked_it(
     assert (question.turn_id, question.question) == (run.turn_id, "which one?")
     turn = await engine.current_turn(sid)
     assert turn is not None and (turn.id, turn.status) == (run.turn_id, TurnStatus.COMPLETED)
+
+
+async def test_q10_m6_an_end_that_cannot_commit_at_shutdown_is_given_up_then_recovered(
+    engine: Engine, open_engine: Any, agent: ManualAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Q10/M6: a turn's end is retried until it commits, except at shutdown: then it is given
+    up (the runner is forgotten, reported FAILED, and moves nothing) and the turn stays
+    RUNNING in the database, so that the next start's recovery ends it and drains the
+    queue — nothing is lost."""
+    sid, first = await busy_session(engine, agent)
+    await enqueue(engine, sid, "second")
+    failed = asyncio.Event()
+
+    async def away(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
+        failed.set()
+        raise StoreError("the database is away")
+
+    monkeypatch.setattr(SqlTx, "end_turn", away)
+    runner = engine.core.runners[sid]
+    first.complete()
+    await asyncio.wait_for(failed.wait(), WAIT)
+    engine.core.closing = True  # the shutdown begins while the end cannot commit
+    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    assert runner.final_status is TurnStatus.FAILED and sid not in engine.core.runners
+    monkeypatch.undo()
+    assert (await engine.turns_of(sid, 5))[-1].status is TurnStatus.RUNNING
+    second = ManualAgent()
+    restarted = await open_engine(agent_=second)
+    ended = (await restarted.turns_of(sid, 5))[0]
+    assert (ended.prompt, ended.status, ended.error) == ("first", TurnStatus.FAILED, "interrupted")
+    assert (await second.next_run()).prompt == "second"
