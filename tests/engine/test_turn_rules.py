@@ -302,18 +302,19 @@ async def test_q10_m6_an_end_that_cannot_commit_at_shutdown_is_given_up_then_rec
 
 
 async def test_c5_q10_a_cancel_while_the_turns_end_cannot_commit_drops_no_end(
-    engine: Engine, agent: ManualAgent, monkeypatch: pytest.MonkeyPatch
+    flow: Engine, agent: ManualAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """C5/Q10 (issue 12): the agent stops on the cancel's INTERRUPT but its end cannot commit
     (the database is away) for longer than the stop ladder. The ladder then gives up on the
     agent (TIMED_OUT), which must not drop the end being retried: once the database is back
     the end commits (CANCELLED: the cancel was pending when it was decided, C8), the
-    session is free, and — W2 — a cancel whose turn had not ended moves no step."""
-    task, session = await new_session(engine)
+    session is free, and — W2 — a cancel whose turn had not ended when it gave up moves no
+    step, even where the step's cancel completes it."""
+    task, session = await new_session(flow)
     sid = session.id
-    await engine.send_message(PRINCIPAL, sid, "first")
+    await flow.send_message(PRINCIPAL, sid, "first")
     await agent.next_run()
-    await enqueue(engine, sid, "second")
+    await enqueue(flow, sid, "second")
     end_turn = SqlTx.end_turn
     away = True
 
@@ -323,17 +324,17 @@ async def test_c5_q10_a_cancel_while_the_turns_end_cannot_commit_drops_no_end(
         return await end_turn(self, *args, **kwargs)
 
     monkeypatch.setattr(SqlTx, "end_turn", flaky)
-    runner = engine.core.runners[sid]
-    result = await engine.cancel(PRINCIPAL, sid)
+    runner = flow.core.runners[sid]
+    result = await flow.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.TIMED_OUT and runner.final_status is None
-    assert not engine.core.cancellations.pending(sid)  # C5: the reference is released
-    moved = await engine.task(PRINCIPAL, task.id)
+    assert not flow.core.cancellations.pending(sid)  # C5: the reference is released
+    moved = await flow.task(PRINCIPAL, task.id)
     assert moved is not None and moved.workflow_step == task.workflow_step
     away = False
     await asyncio.wait_for(runner.finished.wait(), WAIT)
-    assert runner.final_status is TurnStatus.CANCELLED and sid not in engine.core.runners
-    turns = await engine.turns_of(sid, 5)
+    assert runner.final_status is TurnStatus.CANCELLED and sid not in flow.core.runners
+    turns = await flow.turns_of(sid, 5)
     assert [(t.prompt, t.status) for t in turns] == [("first", TurnStatus.CANCELLED)]
-    status = await engine.queue_status(sid)  # Q7: the backlog was parked by the cancel
+    status = await flow.queue_status(sid)  # Q7: the backlog was parked by the cancel
     assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
     assert [e.content for e in status.entries] == ["second"]
