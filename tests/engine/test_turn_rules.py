@@ -5,6 +5,7 @@ unguarded. Each test names the rule it proves; ``tests/MUTANTS.md`` lists the mu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -336,5 +337,37 @@ async def test_c5_q10_a_cancel_while_the_turns_end_cannot_commit_drops_no_end(
     turns = await flow.turns_of(sid, 5)
     assert [(t.prompt, t.status) for t in turns] == [("first", TurnStatus.CANCELLED)]
     status = await flow.queue_status(sid)  # Q7: the backlog was parked by the cancel
+    assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
+    assert [e.content for e in status.entries] == ["second"]
+
+
+async def test_c8_q7_a_turn_ending_while_a_cancel_is_accepted_ends_cancelled_and_starts_nothing(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C8/Q7: a cancel decides that a turn is running (and not ending) and records its
+    acceptance under the session lock, the lock under which a turn's end is decided. A turn
+    whose agent completes while the acceptance is being written therefore cannot slip in:
+    its end sees the cancel pending, ends CANCELLED and starts nothing; the backlog is
+    parked."""
+    sid, first = await busy_session(engine, agent)
+    await enqueue(engine, sid, "second")
+    runner = engine.core.runners[sid]
+    mark = engine.cancels._mark_accepted
+
+    async def completing_meanwhile(session_id: str, turn_id: str) -> None:
+        first.complete()  # the agent ends now; its end waits for the session lock
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.5):  # every chance for the end to slip in
+                while not runner.ending:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+        await mark(session_id, turn_id)
+
+    engine.cancels._mark_accepted = completing_meanwhile  # type: ignore[method-assign]
+    await engine.cancel(PRINCIPAL, sid)
+    await settle(engine, sid)
+    turns = await engine.turns_of(sid, 5)
+    assert [(t.prompt, t.status) for t in turns] == [("first", TurnStatus.CANCELLED)]
+    assert agent.no_new_run()
+    status = await engine.queue_status(sid)
     assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
     assert [e.content for e in status.entries] == ["second"]
