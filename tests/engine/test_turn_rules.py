@@ -15,6 +15,7 @@ from test_queue_refusals import refusal
 from test_queue_rules import busy_session, enqueue
 from test_workflow_rules import WORKFLOW
 
+from turnqueue.agents import Signal
 from turnqueue.domain import (
     CancelOutcome,
     MessageSource,
@@ -371,3 +372,26 @@ async def test_c8_q7_a_turn_ending_while_a_cancel_is_accepted_ends_cancelled_and
     status = await engine.queue_status(sid)
     assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
     assert [e.content for e in status.entries] == ["second"]
+
+
+async def test_c4_c5_the_whole_stop_is_bounded_even_when_a_signal_never_returns(
+    engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """C4/C5: the stop ladder is bounded as a whole (``cancel_operation_timeout``), not only
+    rung by rung: an agent whose signal call never returns is abandoned when the bound runs
+    out, the cancel answers TIMED_OUT and the pending flag clears."""
+    bounded = await open_engine(engine_settings.model_copy(update={"cancel_operation_timeout": 1}))
+    sid, run = await busy_session(bounded, agent)
+    stuck = asyncio.Event()
+
+    async def never_returns(signal: Any) -> None:
+        run.signals.append(signal)
+        await stuck.wait()
+
+    run.signal = never_returns  # type: ignore[method-assign]
+    async with asyncio.timeout(WAIT):
+        result = await bounded.cancel(PRINCIPAL, sid)
+    assert result.outcome is CancelOutcome.TIMED_OUT
+    assert run.signals[0] is Signal.INTERRUPT and Signal.TERMINATE not in run.signals
+    assert bounded.cancellation(sid).pending is False
+    stuck.set()
