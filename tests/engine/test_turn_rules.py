@@ -13,6 +13,7 @@ import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
 from test_queue_refusals import refusal
 from test_queue_rules import busy_session, enqueue
+from test_recovery import crash
 from test_workflow_rules import WORKFLOW
 
 from turnqueue.agents import Signal
@@ -296,6 +297,7 @@ async def test_q10_m6_an_end_that_cannot_commit_at_shutdown_is_given_up_then_rec
     assert runner.final_status is TurnStatus.FAILED and sid not in engine.core.runners
     monkeypatch.undo()
     assert (await engine.turns_of(sid, 5))[-1].status is TurnStatus.RUNNING
+    await crash(engine)  # the process is gone (on PostgreSQL: its instance row too)
     second = ManualAgent()
     restarted = await open_engine(agent_=second)
     ended = (await restarted.turns_of(sid, 5))[0]
