@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
 from test_queue_refusals import refusal
 from test_queue_rules import enqueue
@@ -17,6 +18,7 @@ from turnqueue.domain import TurnStatus
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import ErrorCode, StoreError
 from turnqueue.settings import Settings
+from turnqueue.store.tx import SqlTx
 
 #: a completion moves the task on within the same session (no W3 transfer)
 IN_PLACE = """
@@ -134,3 +136,28 @@ async def test_w1_q9_a_step_change_that_fails_still_releases_the_queue(
     assert "WORKFLOW_TRANSITION" not in (await engine.queue_status(sid)).held_by
     admission = await engine.send_message(PRINCIPAL, sid, "again")
     assert admission.turn is not None and (await agent.next_run()).prompt == "again"
+
+
+async def test_w1_q9_a_step_change_holds_the_sessions_queue_while_it_commits(
+    tmp_path: Path,
+    engine_settings: Settings,
+    open_engine: Any,
+    agent: ManualAgent,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """W1/Q9: a step change holds its session's queue (WORKFLOW_TRANSITION) from before it
+    writes the new step until it has committed, and releases it after."""
+    engine = await _engine_with(IN_PLACE, tmp_path, engine_settings, open_engine)
+    task, session = await new_session(engine)
+    holds: list[tuple[str, ...]] = []
+    set_task_step = SqlTx.set_task_step
+
+    async def observed(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
+        holds.append(tuple(engine.core.runtime_holds(session.id)))
+        return await set_task_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqlTx, "set_task_step", observed)
+    moved, _ = await engine.move_task(PRINCIPAL, task.id, "CHECK")
+    assert moved.workflow_step == "CHECK"
+    assert holds == [("WORKFLOW_TRANSITION",)]
+    assert engine.core.runtime_holds(session.id) == []
