@@ -43,6 +43,13 @@ async def _engine_with(
     return engine
 
 
+async def moved_on(engine: Engine, session_id: str) -> None:
+    """Until a step change handed the session's hold (W1) has committed and released it."""
+    async with asyncio.timeout(WAIT):
+        while session_id in engine.core.transitions:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+
 async def test_moving_a_task_to_an_unknown_step_names_the_steps_and_changes_nothing(
     engine: Engine,
 ) -> None:
@@ -161,3 +168,41 @@ async def test_w1_q9_a_step_change_holds_the_sessions_queue_while_it_commits(
     assert moved.workflow_step == "CHECK"
     assert holds == [("WORKFLOW_TRANSITION",)]
     assert engine.core.runtime_holds(session.id) == []
+
+
+async def test_w1_only_a_move_to_next_step_moves_on_completion(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """W1: a completion runs its step's ``on_turn_complete``: in WRITE (MOVE_TO_NEXT) it moves
+    the task to CHECK; in CHECK (NONE, though a step follows) it moves nothing."""
+    engine = await _engine_with(IN_PLACE, tmp_path, engine_settings, open_engine)
+    task, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "write it")
+    (await agent.next_run()).complete()
+    await settle(engine, sid)
+    await moved_on(engine, sid)
+    moved = await engine.task(PRINCIPAL, task.id)
+    assert moved is not None and moved.workflow_step == "CHECK"
+    await engine.send_message(PRINCIPAL, sid, "check it")
+    (await agent.next_run()).complete()
+    await settle(engine, sid)
+    await moved_on(engine, sid)
+    stays = await engine.task(PRINCIPAL, task.id)
+    assert stays is not None and stays.workflow_step == "CHECK"
+
+
+async def test_w2_a_cancel_moves_nothing_where_only_a_completion_moves(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """W2: a user's cancel runs the turn-complete action only when the step sets
+    ``cancel_triggers_turn_complete``; MOVE_TO_NEXT alone (WRITE) moves on completion, not on
+    a cancel."""
+    engine = await _engine_with(IN_PLACE, tmp_path, engine_settings, open_engine)
+    task, session = await new_session(engine)
+    await engine.send_message(PRINCIPAL, session.id, "write it")
+    await agent.next_run()
+    result = await engine.cancel(PRINCIPAL, session.id)
+    assert result.outcome.value == "STOPPED"
+    stays = await engine.task(PRINCIPAL, task.id)
+    assert stays is not None and stays.workflow_step == "WRITE"
