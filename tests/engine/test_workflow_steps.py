@@ -5,6 +5,7 @@ unguarded. Each test names the rule it proves; ``tests/MUTANTS.md`` lists the mu
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ from test_queue_refusals import refusal
 from test_queue_rules import enqueue
 from test_workflow_rules import WORKFLOW
 
-from turnqueue.domain import TurnStatus
+from turnqueue.domain import OnTurnComplete, TurnStatus
 from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine.workflow import load_workflow
 from turnqueue.errors import ErrorCode, StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.tx import SqlTx
@@ -206,3 +208,44 @@ async def test_w2_a_cancel_moves_nothing_where_only_a_completion_moves(
     assert result.outcome.value == "STOPPED"
     stays = await engine.task(PRINCIPAL, task.id)
     assert stays is not None and stays.workflow_step == "WRITE"
+
+
+def test_a_json_workflow_file_loads_like_a_toml_one(tmp_path: Path) -> None:
+    """SPEC §5: a workflow file (TOML, or JSON by its suffix) defines the steps and their
+    actions; an action not given is off."""
+    path = tmp_path / "workflow.json"
+    steps = [
+        {"name": "A", "on_turn_complete": "MOVE_TO_NEXT", "cancel_triggers_turn_complete": True},
+        {"name": "B", "new_session_on_enter": True},
+    ]
+    path.write_text(json.dumps({"steps": steps}))
+    loaded = load_workflow(path)
+    assert [
+        (s.name, s.on_turn_complete, s.cancel_triggers_turn_complete, s.new_session_on_enter)
+        for s in loaded.steps
+    ] == [("A", OnTurnComplete.MOVE_TO_NEXT, True, False), ("B", OnTurnComplete.NONE, False, True)]
+
+
+@pytest.mark.parametrize(
+    "text", ["steps = []", 'steps = "A"', 'name = "A"'], ids=["empty", "not-a-list", "missing"]
+)
+def test_a_workflow_file_needs_a_non_empty_list_of_steps(tmp_path: Path, text: str) -> None:
+    """SPEC §5: a workflow file without a non-empty list of steps is refused, naming the file."""
+    path = tmp_path / "workflow.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        load_workflow(path)
+    assert str(info.value) == f"{path}: a workflow needs a non-empty list of steps"
+
+
+def test_a_workflow_files_bad_steps_are_refused_with_what_is_wrong(tmp_path: Path) -> None:
+    """SPEC §5: unknown step keys are named; step names must be unique."""
+    path = tmp_path / "workflow.toml"
+    path.write_text('[[steps]]\nname = "A"\nsurprise = 1\nextra = 2\n')
+    with pytest.raises(ValueError) as info:
+        load_workflow(path)
+    assert str(info.value) == f"{path}: unknown step keys ['extra', 'surprise']"
+    path.write_text('[[steps]]\nname = "A"\n\n[[steps]]\nname = "A"\n')
+    with pytest.raises(ValueError) as info:
+        load_workflow(path)
+    assert str(info.value) == f"{path}: step names must be unique"
