@@ -53,6 +53,8 @@ class TurnRunner:
         self._parts: list[str] = []  # the in-memory path only
         self._length = 0
         self.ending = False  # set under the session lock once the end has been decided
+        #: the agent's run is over and its end is being recorded (not to be abandoned)
+        self._agent_done = False
         self.finished = asyncio.Event()  # set once the end has been committed
         self.final_status: TurnStatus | None = None
         self._signals: list[Signal] = []
@@ -124,6 +126,7 @@ class TurnRunner:
             log.warning("turn %s: agent failed: %s", self.turn.id, exc)
             result = AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
             await self._kill_quietly()
+        self._agent_done = True
         await self._end(on_end, Ending(result, self.output))
 
     async def _end(
@@ -169,8 +172,12 @@ class TurnRunner:
             await self._run.signal(sig)
 
     def abandon(self) -> None:
-        """Give up on an agent that ignores every signal: its task records the end and exits."""
-        if self.task is not None:
+        """Give up on an agent that ignores every signal: its task records the end and exits.
+
+        Hazard: an agent whose run is already over is not abandoned. Its task is recording
+        the end, retried until it commits (Q10); cancelling it would drop the end, leaving the
+        session RUNNING with this runner registered for as long as the process lives."""
+        if self.task is not None and not self._agent_done:
             self.task.cancel()
 
     async def wait_finished(self, timeout: float) -> bool:
