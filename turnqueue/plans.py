@@ -37,7 +37,6 @@ from graphql import (
     parse,
     specified_rules,
 )
-from graphql.execution.values import VariableValues, get_argument_values, get_variable_values
 from graphql.pyutils import Path, is_awaitable
 from strawberry import Schema
 from strawberry.schema.schema import validate_document
@@ -60,15 +59,10 @@ class Plan:
         ordinary path answers them)."""
         root = self.root
         graphql_schema = self.schema._schema
-        coerced = get_variable_values(
-            graphql_schema, root.operation.variable_definitions or (), variables or {}
-        )
-        if not isinstance(coerced, VariableValues):
+        bound = root.arguments(graphql_schema, variables)
+        if bound is None:
             return None
-        try:
-            arguments = get_argument_values(root.field, root.nodes[0], coerced)
-        except GraphQLError:
-            return None
+        coerced, arguments = bound
         path = Path(None, root.response_key, root.parent.name)
         info: GraphQLResolveInfo[Any] = GraphQLResolveInfo(
             field_name=root.name,

@@ -81,6 +81,20 @@ class Root:
     def name(self) -> str:
         return self.nodes[0].name.value
 
+    def arguments(
+        self, schema: GraphQLSchema, variables: Mapping[str, Any] | None
+    ) -> tuple[VariableValues, dict[str, Any]] | None:
+        """The variables coerced and the root field's argument values, or None when they do
+        not coerce (nothing ran: the executor answers them)."""
+        definitions = self.operation.variable_definitions or ()
+        coerced = coerce_variables(schema, definitions, dict(variables or {}))
+        if not isinstance(coerced, VariableValues):
+            return None
+        try:
+            return coerced, get_argument_values(self.field, self.nodes[0], coerced)
+        except GraphQLError:
+            return None
+
 
 def compile_root(
     schema: GraphQLSchema,
@@ -145,14 +159,10 @@ def compile_subscription(
 def bind(schema: GraphQLSchema, root: Root, variables: Mapping[str, Any] | None) -> Compiled | None:
     """``root`` with the arguments ``variables`` give it, or None when they do not coerce (the
     executor answers them)."""
-    definitions = root.operation.variable_definitions or ()
-    coerced = coerce_variables(schema, definitions, dict(variables or {}))
-    if not isinstance(coerced, VariableValues):
+    bound = root.arguments(schema, variables)
+    if bound is None:
         return None
-    try:
-        arguments = get_argument_values(root.field, root.nodes[0], coerced)
-    except GraphQLError:
-        return None
+    _, arguments = bound
     by_graphql_name = {
         graphql_name: arguments[python_name]
         for graphql_name, python_name in _argument_names(root.field).items()
