@@ -170,3 +170,19 @@ async def test_q2_q13_a_mutation_answers_the_status_its_own_transaction_committe
         == ["b"]
         == [e.content for e in (await engine.queue_status(sid)).entries]
     )
+
+
+async def test_q9_w1_a_step_change_ending_does_not_release_another_ones_hold(
+    engine: Engine,
+) -> None:
+    """Q9: WORKFLOW_TRANSITION is held by reference: a step change that ends (a manual move)
+    while another still holds the queue (a completion's move, handed over) leaves it held."""
+    _, session = await new_session(engine)
+    sid = session.id
+    engine.core.begin_transition(sid)  # a completion's move, pending
+    async with engine.core.hold(sid):  # a manual move meanwhile
+        assert HoldReason.WORKFLOW_TRANSITION in engine.core.runtime_holds(sid)
+    assert HoldReason.WORKFLOW_TRANSITION in engine.core.runtime_holds(sid)
+    assert HoldReason.WORKFLOW_TRANSITION in (await engine.queue_status(sid)).held_by
+    engine.core.end_transition(sid)
+    assert not engine.core.runtime_holds(sid)

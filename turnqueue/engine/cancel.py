@@ -108,7 +108,7 @@ class Cancels:
             if cancelled and self.moves_on_cancel is not None:
                 moving = await self.moves_on_cancel(session_id)
                 if moving:
-                    self.core.transitions.add(session_id)
+                    self.core.begin_transition(session_id)
         if moving and self.on_cancelled is not None:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
             return outcome

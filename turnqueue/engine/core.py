@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -74,8 +74,10 @@ class Core:
         #: set when several processes share the database (PostgreSQL; engine/cluster.py)
         self.cluster: Peers | None = None
         self.runners: dict[str, TurnRunner] = {}
-        #: sessions whose task is changing step (hold WORKFLOW_TRANSITION, Q9)
-        self.transitions: set[str] = set()
+        #: sessions whose task is changing step, with how many step changes hold each (hold
+        #: WORKFLOW_TRANSITION, Q9): a reference count, so one change ending never releases
+        #: another's hold (a manual move while a completion's move is pending)
+        self.transitions: Counter[str] = Counter()
         #: sessions with an approval waiting for its answer (hold APPROVAL, A6; approvals.py)
         self.approval_holds: set[str] = set()
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
@@ -186,8 +188,8 @@ class Core:
         it is released on every exit."""
         with ExitStack() as stack:
             if kind is None:
-                self.transitions.add(session_id)
-                stack.callback(self.transitions.discard, session_id)
+                self.begin_transition(session_id)
+                stack.callback(self.end_transition, session_id)
             else:
                 stack.enter_context(self.cancellations.reference(session_id, kind))
             try:
@@ -198,6 +200,17 @@ class Core:
                 await self.touch_queue(session_id)
 
     # -- holds (Q9) ---------------------------------------------------------------------------
+    def begin_transition(self, session_id: str) -> None:
+        """A step change holds the session's queue (WORKFLOW_TRANSITION) until it ends."""
+        self.transitions[session_id] += 1
+
+    def end_transition(self, session_id: str) -> None:
+        left = self.transitions[session_id] - 1
+        if left > 0:
+            self.transitions[session_id] = left
+        else:
+            self.transitions.pop(session_id, None)
+
     def runtime_holds(self, session_id: str) -> list[HoldReason]:
         holds = []
         if self.cancellations.pending(session_id):

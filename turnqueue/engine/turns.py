@@ -294,7 +294,7 @@ class Turns:
         if end.moving:
             # W1: hold the queue until the step change has committed. Handed to the step
             # change (``on_completed`` releases it), so it is no ``Core.hold`` block.
-            self.core.transitions.add(sid)
+            self.core.begin_transition(sid)
 
 
 #: Back-off between attempts to record a turn's end that could not commit.
