@@ -125,15 +125,18 @@ class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
                 operation.operation_name,
                 self.context.principal,
             )
+        # A client gone while being sent to (WebSocketDisconnected) is an ordinary end of a
+        # connection, with nobody left to tell: the operation is forgotten quietly. Logged as an
+        # error, every abrupt disconnect of a busy subscriber wrote a traceback (scripts/soak.py).
         if fanout is None or key is None:
-            await super().run_operation(operation)
+            try:
+                await super().run_operation(operation)  # its own faults: Strawberry's handling
+            except WebSocketDisconnected:
+                self.operations.pop(operation.id, None)
             return
         try:
             await fanout.serve(key, operation, self.context.engine)
         except WebSocketDisconnected:
-            # The client went away while being sent to: an ordinary end of a connection, with
-            # nobody left to tell. Logged as an error, every abrupt disconnect of a busy
-            # subscriber wrote a traceback (scripts/soak.py).
             self.operations.pop(operation.id, None)
         except Exception as error:
             # As Strawberry's run_operation: log, tell the client, forget the operation.
