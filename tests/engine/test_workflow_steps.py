@@ -90,6 +90,65 @@ async def test_w1_a_move_in_place_releases_its_hold_and_drains_the_same_session(
     assert (await engine.queue_status(sid)).held_by == ()
 
 
+#: a completion (or a cancel, W2) on WRITE moves the task into a step with a new session (W3)
+INTO_TRANSFER = """
+[[steps]]
+name = "WRITE"
+on_turn_complete = "MOVE_TO_NEXT"
+cancel_triggers_turn_complete = true
+
+[[steps]]
+name = "HANDOFF"
+new_session_on_enter = true
+
+[[steps]]
+name = "DONE"
+"""
+
+
+@pytest.mark.parametrize(
+    ("workflow", "how"),
+    [(IN_PLACE, "complete"), (INTO_TRANSFER, "complete"), (INTO_TRANSFER, "cancel")],
+    ids=["w1-in-place", "w1-transfer", "w2-transfer"],
+)
+async def test_q9_q13_a_handed_step_change_hold_ends_with_a_revision_of_its_own(
+    workflow: str,
+    how: str,
+    tmp_path: Path,
+    engine_settings: Settings,
+    open_engine: Any,
+    agent: ManualAgent,
+) -> None:
+    """Q9/Q13 with W1/W2/W3: the WORKFLOW_TRANSITION hold a turn's end (W1) or a cancel (W2)
+    hands to its step change ends with a queue revision of its own, so the session's last
+    revision is not served with the hold for good. Found by the model test: a cancel that
+    transferred the task left the completed source session ``heldBy: [WORKFLOW_TRANSITION]``
+    (the step change's own hold had bumped the revision while the handed one still held)."""
+    engine = await _engine_with(workflow, tmp_path, engine_settings, open_engine)
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "write it")
+    run = await agent.next_run()
+    moved = asyncio.Event()
+    on_completed = engine.turns.on_completed
+    assert on_completed is not None
+
+    async def observed(session_id: str) -> None:  # the step change a completion hands over
+        await on_completed(session_id)
+        moved.set()
+
+    engine.turns.on_completed = observed
+    if how == "complete":
+        run.complete()
+        await asyncio.wait_for(moved.wait(), WAIT)
+    else:
+        await engine.cancel(PRINCIPAL, sid)  # returns once its step change has ended (W2)
+    assert sid not in engine.core.transitions
+    status = await engine.queue_status(sid)
+    assert status.held_by == ()
+    assert status.held_by == tuple(engine.core.runtime_holds(sid))  # served = live
+
+
 async def test_w3_c1_c8_a_transfer_stops_the_running_turn_as_a_cancellation(
     tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
 ) -> None:

@@ -204,12 +204,25 @@ class Core:
         """A step change holds the session's queue (WORKFLOW_TRANSITION) until it ends."""
         self.transitions[session_id] += 1
 
-    def end_transition(self, session_id: str) -> None:
+    def end_transition(self, session_id: str) -> bool:
+        """One step change's hold ends; True when it was the last (the hold is released)."""
         left = self.transitions[session_id] - 1
         if left > 0:
             self.transitions[session_id] = left
-        else:
-            self.transitions.pop(session_id, None)
+            return False
+        self.transitions.pop(session_id, None)
+        return True
+
+    async def release_transition(self, session_id: str) -> None:
+        """End a step change's hold handed over by ``begin_transition`` (W1, W2), with a
+        revision of its own when it was the last one (Q13).
+
+        Hazard: a step change that holds the session itself (``hold``) bumps the revision
+        when its block ends, but under a handed hold that bump still records
+        WORKFLOW_TRANSITION; without this second bump the last revision would serve that
+        hold for good (a transferred session's final revision, W3)."""
+        if self.end_transition(session_id):
+            await self.touch_queue(session_id)
 
     def runtime_holds(self, session_id: str) -> list[HoldReason]:
         holds = []

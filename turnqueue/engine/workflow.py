@@ -99,7 +99,7 @@ class Workflows:
             if following is not None:
                 await self.enter(task, following)
         finally:
-            self.core.end_transition(session_id)
+            await self.core.release_transition(session_id)
         await self._drain_current(task.id)
 
     async def moves_on_cancel(self, session_id: str) -> bool:
