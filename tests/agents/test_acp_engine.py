@@ -17,7 +17,7 @@ from turnqueue.agents.profiles import Profile
 from turnqueue.bus import EventBus
 from turnqueue.domain import AgentType, ApprovalOutcome, HoldReason, ItemKind, SessionState
 from turnqueue.engine.orchestrator import Engine
-from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.errors import Conflict, ErrorCode, StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
 
@@ -128,6 +128,81 @@ async def test_a6_approval_through_the_engine_once(engine: Engine) -> None:
     assert kept.outcome is ApprovalOutcome.SELECTED and kept.answered_by == ME
     status = await engine.queue_status(session_id)
     assert HoldReason.APPROVAL not in status.held_by
+
+
+async def test_a6_an_answer_that_cannot_commit_answers_nothing_and_a_retry_does(
+    engine: Engine,
+) -> None:
+    """A6/Q9: an answer whose transaction fails (the database away) answers nothing: the
+    approval stays pending, the queue stays held by it, the agent still waits, and a retry
+    answers it exactly once. Before, the failed answer had already forgotten the waiting agent,
+    so every retry was refused SESSION_BUSY and the turn waited for good."""
+    session_id = await ready(engine)
+    admission = await engine.send_message(ME, session_id, "/permission")
+    assert admission.turn is not None
+
+    async def asked():  # type: ignore[no-untyped-def]
+        return await engine.pending_approval(session_id)
+
+    approval = await until(asked, "the approval")
+    changed = engine.approvals._changed
+
+    async def database_away(c: object) -> None:  # inside the answer's unit of work
+        raise StoreError("the database is away")
+
+    engine.approvals._changed = database_away  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        await engine.answer_approval(ME, approval.id, "allow")
+    engine.approvals._changed = changed  # type: ignore[method-assign]
+    still = await engine.pending_approval(session_id)
+    assert still is not None and still.id == approval.id
+    assert still.outcome is ApprovalOutcome.PENDING
+    assert HoldReason.APPROVAL in (await engine.queue_status(session_id)).held_by
+    answered, _ = await engine.answer_approval(ME, approval.id, "allow")
+    assert answered.option_id == "allow"
+    turn = await finished(engine, session_id, admission.turn.id)
+    assert turn.output == "permission: allow"
+    (kept,) = await engine.approvals_of_turn(turn.id)
+    assert (kept.outcome, kept.option_id) == (ApprovalOutcome.SELECTED, "allow")
+    assert HoldReason.APPROVAL not in (await engine.queue_status(session_id)).held_by
+
+
+async def test_a5_a6_an_approval_given_up_while_its_answer_fails_is_stored_cancelled(
+    engine: Engine,
+) -> None:
+    """A5/A6/Q9: the agent gives up waiting (its wait is cancelled, as a cancel does) while an
+    answer's transaction fails: nothing was answered, and the agent's own exit finds no entry
+    to release, so the failed answer stores the approval CANCELLED (once) and the hold ends.
+    Before, the approval stayed pending in the database for good."""
+    session_id = await ready(engine)
+    admission = await engine.send_message(ME, session_id, "/permission")
+    assert admission.turn is not None
+
+    async def asked():  # type: ignore[no-untyped-def]
+        return await engine.pending_approval(session_id)
+
+    approval = await until(asked, "the approval")
+    waiting = engine.approvals._waiting[approval.id]
+
+    async def given_up_and_database_away(c: object) -> None:
+        waiting.future.cancel()  # the agent stops waiting (A5), as a cancel's INTERRUPT does
+        raise StoreError("the database is away")
+
+    engine.approvals._changed = given_up_and_database_away  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        await engine.answer_approval(ME, approval.id, "allow")
+    del engine.approvals._changed  # the class's own again
+
+    async def stored_cancelled():  # type: ignore[no-untyped-def]
+        (kept,) = await engine.approvals_of_turn(admission.turn.id)
+        return kept if kept.outcome is ApprovalOutcome.CANCELLED else None
+
+    kept = await until(stored_cancelled, "the approval stored cancelled")
+    assert kept.option_id is None and kept.answered_by is None
+    assert await engine.pending_approval(session_id) is None
+    await finished(engine, session_id, admission.turn.id)
+    assert HoldReason.APPROVAL not in (await engine.queue_status(session_id)).held_by
+    assert approval.id not in engine.approvals._waiting
 
 
 async def test_a2_a_transferred_session_stops_its_agent_and_the_new_one_starts_its_own(

@@ -161,31 +161,36 @@ class Approvals:
             ):
                 raise _resolved()
             now = utcnow()
-            async with self.core.change(sid, session_lock=False) as c:  # held just above
-                tx = c.tx
-                current = await tx.get_approval(approval.id)
-                if current is None or current.outcome is not ApprovalOutcome.PENDING:
-                    raise _resolved()  # answered meanwhile (here, or on another instance)
-                if waiting is None:
-                    turn = await tx.get_turn(approval.turn_id)
-                    if turn is None or turn.status is not TurnStatus.RUNNING:
-                        raise _resolved()
-                    raise Conflict(
-                        ErrorCode.SESSION_BUSY,
-                        "the instance running the approval's turn cannot answer it now",
+            try:
+                async with self.core.change(sid, session_lock=False) as c:  # held just above
+                    tx = c.tx
+                    current = await tx.get_approval(approval.id)
+                    if current is None or current.outcome is not ApprovalOutcome.PENDING:
+                        raise _resolved()  # answered meanwhile (here, or on another instance)
+                    if waiting is None:
+                        turn = await tx.get_turn(approval.turn_id)
+                        if turn is None or turn.status is not TurnStatus.RUNNING:
+                            raise _resolved()
+                        raise Conflict(
+                            ErrorCode.SESSION_BUSY,
+                            "the instance running the approval's turn cannot answer it now",
+                        )
+                    won = await tx.answer_approval(
+                        approval.id,
+                        outcome=ApprovalOutcome.SELECTED,
+                        option_id=option_id,
+                        answered_by=principal,
+                        at=now,
                     )
-                won = await tx.answer_approval(
-                    approval.id,
-                    outcome=ApprovalOutcome.SELECTED,
-                    option_id=option_id,
-                    answered_by=principal,
-                    at=now,
-                )
-                if not won:
-                    raise _resolved()
-                del self._waiting[approval.id]
-                self._sync_hold(sid)
-                await self._changed(c)
+                    if not won:
+                        raise _resolved()
+                    del self._waiting[approval.id]
+                    self._sync_hold(sid)
+                    await self._changed(c)
+            except BaseException:
+                if waiting is not None and approval.id not in self._waiting:
+                    self._unanswered(approval, waiting)
+                raise
             if not waiting.future.done():
                 waiting.future.set_result(option_id)
         return replace(
@@ -195,6 +200,22 @@ class Approvals:
             answered_by=principal,
             answered_at=now,
         )
+
+    def _unanswered(self, approval: Approval, waiting: _Waiting) -> None:
+        """An answer taken off ``_waiting`` did not commit (the database away): nothing was
+        answered. Called under the session lock.
+
+        Hazard: the entry and the hold were removed before the queue revision was bumped (so
+        that revision is served without the hold, Q13); they come back, so the agent still
+        waits and a retry can answer it. If the agent gave up meanwhile, its own exit found no
+        entry to release: the approval is stored CANCELLED here instead, once the lock is
+        free."""
+        if not waiting.future.done():
+            self._waiting[approval.id] = waiting
+            self._sync_hold(approval.session_id)
+        else:
+            release = self._release(approval, answered_by=None)
+            self.core.spawn(release, name=f"approval-release:{approval.id}")
 
     async def _forward(
         self, owner: int, principal: str, approval: Approval, option_id: str
