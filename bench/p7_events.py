@@ -28,10 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 import psutil
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 
 from bench.common import WAIT, Backend, Config, Row, ServerProcess, median
-from bench.wslib import _open_bare, close_all
+from bench.wslib import _open_bare, close_all, subscribe
 
 #: Events before the first reading. At least the metrics' MAX_STAMPS (4,096): the metrics keep
 #: the newest published events to time their delivery, a bounded cache that fills first.
@@ -102,21 +102,7 @@ class Client:
 
 
 async def _open(port: int, query: str, session_id: str, marker: Marker) -> Client:
-    ws = await connect(
-        f"ws://127.0.0.1:{port}/graphql",
-        subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
-        compression=None,
-        ping_interval=None,
-        max_size=None,
-        open_timeout=WAIT,
-    )
-    await ws.send(json.dumps({"type": "connection_init", "payload": {}}))
-    ack = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
-    if ack.get("type") != "connection_ack":
-        raise RuntimeError(f"no connection_ack: {ack}")
-    payload = {"query": query, "variables": {"s": session_id}}
-    await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
-    return Client(ws, marker)
+    return Client(await subscribe(port, query, session_id), marker)
 
 
 async def _rss(server: ServerProcess) -> int:

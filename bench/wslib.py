@@ -18,7 +18,9 @@ SUBSCRIPTION = """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
 CONNECT_BATCH = 100
 
 
-async def _open_tq(port: int, session_id: str) -> ClientConnection:
+async def subscribe(port: int, query: str, session_id: str) -> ClientConnection:
+    """A graphql-transport-ws connection to the server at ``port`` with one subscription
+    (id ``1``, variable ``s``: the session) sent; nothing of it read yet."""
     ws = await connect(
         f"ws://127.0.0.1:{port}/graphql",
         subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
@@ -31,8 +33,13 @@ async def _open_tq(port: int, session_id: str) -> ClientConnection:
     ack = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
     if ack.get("type") != "connection_ack":
         raise RuntimeError(f"no connection_ack: {ack}")
-    payload = {"query": SUBSCRIPTION, "variables": {"s": session_id}}
+    payload = {"query": query, "variables": {"s": session_id}}
     await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
+    return ws
+
+
+async def _open_tq(port: int, session_id: str) -> ClientConnection:
+    ws = await subscribe(port, SUBSCRIPTION, session_id)
     first = json.loads(await asyncio.wait_for(ws.recv(), WAIT))  # the snapshot
     if first.get("type") != "next":
         raise RuntimeError(f"no snapshot: {first}")

@@ -15,8 +15,8 @@ Hazards:
   never skipped silently.
 - Observers are registered, never patched in: ``add_listener`` sees every publication (inside
   ``publish``, before any subscriber), and the ``on_deliver`` hook given at construction sees
-  each event a subscriber's ``get`` returns or a watch is called with (the metrics time
-  delivery between the two). Both must be cheap and not block;
+  each event a subscriber's ``get`` returns or a watch is called with (the metrics time a
+  delivery from ``Event.at``). Both must be cheap and not block;
   a failing one is logged, never passed to the publisher or the reader.
 """
 
@@ -201,8 +201,8 @@ class EventBus:
         self._listeners.append(listener)
 
     def publish(self, event: Event) -> None:
-        # Listeners first: the metrics stamp the publication before a watch (called below)
-        # delivers it, and the shared reads note its revision before a watch reads for it.
+        # Listeners first: the shared reads (``Engine.queue_status_after``) note the event's
+        # revision before a watch (called below) asks for a read that covers it.
         for listener in self._listeners:
             try:
                 listener(event)

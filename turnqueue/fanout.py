@@ -47,15 +47,14 @@ from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from graphql import ASTValidationRule, DocumentNode, GraphQLError, parse, print_ast, specified_rules
+from graphql import ASTValidationRule, GraphQLError, parse, print_ast
 from graphql.error import GraphQLFormattedError
 from strawberry import Schema
-from strawberry.schema.schema import validate_document
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from turnqueue.api import MASKED_MESSAGE
 from turnqueue.members import Member, encode_payload
-from turnqueue.render import Compiled, Root, bind, compile_subscription
+from turnqueue.render import Compiled, Root, bind, compile_subscription, validated
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
 from turnqueue.resolvers.revisions import groupable
@@ -127,7 +126,7 @@ class FanOut:
         self._schema = schema
         self._max_tokens = max_tokens
         self._buffer = buffer  # payloads a member may fall behind (Settings.subscriber_buffer)
-        self._rules = (*specified_rules, *rules)
+        self._rules = rules
         self._render = render
         self._resync = encode_payload(ExecutionResult(data=None, errors=[resync_error()]))
         self._masked = encode_payload(
@@ -138,7 +137,6 @@ class FanOut:
         self._closed = False
         # Bounded: the document text comes from clients.
         self._normalise = lru_cache(maxsize=256)(self._normalise_uncached)
-        self._valid = lru_cache(maxsize=256)(self._valid_uncached)
         self._roots = lru_cache(maxsize=256)(self._root_uncached)
 
     # -- which operations are grouped -------------------------------------------------------------
@@ -186,15 +184,10 @@ class FanOut:
             return None
         return compiled
 
-    def _valid_uncached(self, document_text: str) -> DocumentNode | None:
-        document = parse(document_text)
-        # The same validation as Strawberry's (graphql-core's rules, the schema's own, and
-        # Strawberry's two) so that nothing the ordinary path refuses is rendered here.
-        return None if validate_document(self._schema._schema, document, self._rules) else document
-
     def _root_uncached(self, document_text: str, operation_name: str | None) -> Root | None:
-        """The document compiled once, for every group that runs it (any variables)."""
-        document = self._valid(document_text)
+        """The document compiled once, for every group that runs it (any variables). Validated
+        as Strawberry validates it, so that nothing the ordinary path refuses is rendered."""
+        document = validated(self._schema._schema, document_text, self._rules)
         if document is None:
             return None
         root = compile_subscription(self._schema._schema, document, operation_name)

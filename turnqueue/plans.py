@@ -34,16 +34,13 @@ from graphql import (
     OperationType,
     is_non_null_type,
     located_error,
-    parse,
-    specified_rules,
 )
 from graphql.pyutils import Path, is_awaitable
 from strawberry import Schema
-from strawberry.schema.schema import validate_document
 
 from turnqueue.api import MASKED_MESSAGE, is_unexpected
 from turnqueue.arguments import Call, compile_call
-from turnqueue.render import DEFINITION, Root, compile_root
+from turnqueue.render import DEFINITION, Root, compile_root, validated
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,17 +109,14 @@ class Plans:
         self, schema: Schema, rules: Sequence[type[ASTValidationRule]], max_tokens: int
     ) -> None:
         self._schema = schema
-        self._rules = (*specified_rules, *rules)
+        self._rules = rules
         self._max_tokens = max_tokens
         self.get = lru_cache(maxsize=256)(self._plan)
 
     def _plan(self, query: str, operation_name: str | None) -> Plan | None:
         """The plan of a mutation document, or None: Strawberry's path runs it."""
-        try:
-            document = parse(query, max_tokens=self._max_tokens)
-        except Exception:  # a syntax error, the token limit, a nesting deeper than the stack
-            return None
-        if validate_document(self._schema._schema, document, self._rules):
+        document = validated(self._schema._schema, query, self._rules, self._max_tokens)
+        if document is None:
             return None
         root = compile_root(self._schema._schema, document, operation_name, OperationType.MUTATION)
         if root is None:

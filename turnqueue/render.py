@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
+    ASTValidationRule,
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
@@ -50,9 +51,12 @@ from graphql import (
     SelectionSetNode,
     VariableNode,
     is_leaf_type,
+    parse,
+    specified_rules,
 )
 from graphql.execution.values import VariableValues, get_argument_values, get_directive_values
 from graphql.execution.values import get_variable_values as coerce_variables
+from strawberry.schema.schema import validate_document
 from strawberry.types.field import StrawberryField
 
 #: Strawberry's back-reference from a graphql-core field to its StrawberryField.
@@ -94,6 +98,22 @@ class Root:
             return coerced, get_argument_values(self.field, self.nodes[0], coerced)
         except GraphQLError:
             return None
+
+
+def validated(
+    schema: GraphQLSchema,
+    text: str,
+    rules: Sequence[type[ASTValidationRule]],
+    max_tokens: int | None = None,
+) -> DocumentNode | None:
+    """``text`` parsed and validated as Strawberry validates an operation (graphql-core's
+    rules, then ``rules``: the schema's own, ``api.validation_rules``), or None for anything
+    Strawberry's path refuses (it answers that itself)."""
+    try:
+        document = parse(text, max_tokens=max_tokens)
+    except Exception:  # a syntax error, the token limit, a nesting deeper than the stack
+        return None
+    return None if validate_document(schema, document, (*specified_rules, *rules)) else document
 
 
 def compile_root(

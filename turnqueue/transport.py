@@ -252,9 +252,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         plan = self.plans.get(query, name)
         if plan is None:
             return None
-        principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
-        context = Context(engine=self._engine(), principal=principal, request=request)
-        result = await plan.run(variables, context)
+        result = await plan.run(variables, await self.get_context(request, None))
         if result is None:
             return None
         return Response(self.encode_json(result), media_type="application/json")

@@ -91,6 +91,15 @@ async def finished(engine: Engine, session_id: str, turn_id: str):  # type: igno
     return await until(check, "the turn to end")
 
 
+async def asked(engine: Engine, session_id: str):  # type: ignore[no-untyped-def]
+    """The approval the session's agent asks for, once it is pending."""
+
+    async def pending():  # type: ignore[no-untyped-def]
+        return await engine.pending_approval(session_id)
+
+    return await until(pending, "the approval")
+
+
 async def test_a2_a3_session_start_and_items_through_the_engine(engine: Engine) -> None:
     session_id = await ready(engine)
     admission = await engine.send_message(ME, session_id, "/tool")
@@ -107,10 +116,7 @@ async def test_a6_approval_through_the_engine_once(engine: Engine) -> None:
     admission = await engine.send_message(ME, session_id, "/permission")
     assert admission.turn is not None
 
-    async def asked():  # type: ignore[no-untyped-def]
-        return await engine.pending_approval(session_id)
-
-    approval = await until(asked, "the approval")
+    approval = await asked(engine, session_id)
     status = await engine.queue_status(session_id)
     assert HoldReason.APPROVAL in status.held_by
     results = await asyncio.gather(
@@ -141,10 +147,7 @@ async def test_a6_an_answer_that_cannot_commit_answers_nothing_and_a_retry_does(
     admission = await engine.send_message(ME, session_id, "/permission")
     assert admission.turn is not None
 
-    async def asked():  # type: ignore[no-untyped-def]
-        return await engine.pending_approval(session_id)
-
-    approval = await until(asked, "the approval")
+    approval = await asked(engine, session_id)
     changed = engine.approvals._changed
 
     async def database_away(c: object) -> None:  # inside the answer's unit of work
@@ -178,10 +181,7 @@ async def test_a5_a6_an_approval_given_up_while_its_answer_fails_is_stored_cance
     admission = await engine.send_message(ME, session_id, "/permission")
     assert admission.turn is not None
 
-    async def asked():  # type: ignore[no-untyped-def]
-        return await engine.pending_approval(session_id)
-
-    approval = await until(asked, "the approval")
+    approval = await asked(engine, session_id)
     waiting = engine.approvals._waiting[approval.id]
 
     async def given_up_and_database_away(c: object) -> None:

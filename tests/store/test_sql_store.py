@@ -733,6 +733,43 @@ async def test_sqlite_write_waits_for_another_process_without_blocking_the_loop(
             await tx.lock(sid)
 
 
+async def test_sqlite_read_transactions_beyond_a_connection_pools_size_all_run(
+    database_url: str,
+) -> None:
+    """SQLite reads run on the event loop, each on a connection of its own while its body
+    suspends: as many as ``SqliteReaders.MOST`` run at once (more than SQLAlchemy's default
+    pool of 5 + 10, whose limit, reached on the loop, blocked the whole server for its 30 s
+    timeout), the rest wait for a free one without blocking the loop, and all finish."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite only")
+    from turnqueue.store.sqlite import SqliteReaders
+
+    store = await open_store(Settings(database_url=database_url))
+    most, inside = SqliteReaders.MOST, 0
+    full, go = asyncio.Event(), asyncio.Event()
+    try:
+        sid = await new_session(store)
+
+        async def reader() -> int:
+            nonlocal inside
+            async with store.read() as tx:
+                inside += 1
+                if inside == most:
+                    full.set()
+                await go.wait()  # the body suspends, holding its connection
+                return len(await tx.list_entries(sid))
+
+        readers = [asyncio.create_task(reader()) for _ in range(most + 8)]
+        await asyncio.wait_for(full.wait(), 10)
+        await add(store, sid, "written while they read")  # the writer is not starved either
+        assert inside == most  # the other eight wait for a connection
+        go.set()
+        assert await asyncio.wait_for(asyncio.gather(*readers), 10) == [0] * most + [1] * 8
+    finally:
+        go.set()
+        await store.close()
+
+
 async def test_sqlite_writer_gives_up_after_the_timeout_and_changes_nothing(
     database_url: str,
 ) -> None:

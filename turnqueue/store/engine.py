@@ -25,7 +25,7 @@ from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool
 
 from turnqueue.settings import async_database_url
 
@@ -58,12 +58,18 @@ def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
 
 
 def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
-    """A synchronous (pysqlite) engine for the store's write connection
-    (``turnqueue.store.sqlite.SqliteWriter``), with the same pragmas."""
+    """A synchronous (pysqlite) engine for the SQLite store's connections (its writer and its
+    readers: ``turnqueue.store.sqlite``), with the same pragmas.
+
+    Hazard: it makes connections and pools none (``NullPool``). The store keeps its own (one
+    writer, a bounded set of readers) and takes them on the event loop, where a pool's limit
+    would block the loop until its timeout: with SQLAlchemy's default pool (5 + 10) the 15th
+    read transaction in flight waited there for 30 s, and nothing could give one back."""
     busy_timeout_ms = _busy_timeout_ms(timeout)
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),
         connect_args={"timeout": busy_timeout_ms / 1000},
+        poolclass=NullPool,
     )
     _configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
     return engine
