@@ -138,7 +138,9 @@ class SqliteWriter:
 class SqliteReaders:
     """SQLite's read connections (``sqlite3``), used from the event loop; one per read
     transaction in flight (most never suspend, so one or two), kept for the next. Owned and
-    closed by ``SqliteStore``."""
+    closed by ``SqliteStore``. The engine only makes them (it pools none: a pool's limit would
+    be waited for on the loop); at most ``MOST`` are open, and a read beyond them waits here
+    without blocking the loop."""
 
     #: read transactions in flight at most (each holds a connection while its body suspends)
     MOST = 32
