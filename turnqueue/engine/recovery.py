@@ -12,6 +12,9 @@ work owned by no live instance (on SQLite, by no instance but this one):
 - a session this instance relays ``pending`` for, from a publisher that died, is recovered too
   (C5, C7): the owner's cancel may have ended its turn (nothing orphaned) and died before its
   release was published;
+- the holds (``session_holds``) of instances that are not live are deleted (Q9): a cancel or a
+  step change that died with its instance holds no queue;
+- every approval still PENDING of a turn it ends is settled CANCELLED, by ``system`` (A6, A10);
 - the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
   above anything the dead owner published, in the transaction that parks its backlog (Q7), so
   the drain that follows cannot start what a dead owner's cancel was parking;
@@ -28,7 +31,7 @@ import os
 import signal
 import socket
 
-from turnqueue.domain import PauseReason, SessionState, Turn, TurnStatus
+from turnqueue.domain import PauseReason, SessionState, Turn, TurnStatus, utcnow
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -57,6 +60,7 @@ async def recover(
         grace = core.settings.lease_seconds if core.cluster is not None else 0.0
         stuck = set(await tx.stuck_sessions(grace))
         marks = await tx.orphaned_cancel_marks(live)
+        held = set(await tx.orphaned_holds(live))
         eligible = set(await tx.eligible_sessions()) if sweep else set()
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
@@ -65,7 +69,7 @@ async def recover(
     # N2 (C5, C7): a dead owner's cancel may have ended its turn and parked (nothing orphaned)
     # yet died before its release was published: this instance still relays its `pending`.
     relayed = set(core.cancellations.relayed_from(dead))
-    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | relayed)
+    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | held | relayed)
     if recovered:
         # Not a unit of work (``core.change``): the epoch belongs to no session.
         async with core.store.transaction() as tx:
@@ -78,19 +82,11 @@ async def recover(
                 by_session.get(session_id, []),
                 orphan_entries.get(session_id, []),
                 marks.get(session_id),
+                live,
             )
             log.warning("recovered session %s", session_id)
     await _drain(core, turns, sorted(eligible | set(recovered)))
     return set(recovered)
-
-
-async def drain_released(core: Core, turns: Turns, session_id: str) -> None:
-    """A relayed hold cleared (C7): the queue it held runs on (Q9), if the policy says so.
-
-    Hazard: the owner drains after releasing its reference, but an entry queued here while
-    this process still relayed ``pending`` may have committed after that drain."""
-    async with core.session_lock(session_id):
-        await turns.auto_drain(session_id)
 
 
 async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
@@ -120,6 +116,7 @@ async def _recover_session(
     turn_ids: list[str],
     entry_ids: list[str],
     mark: str | None,
+    live: set[int],
 ) -> None:
     # Under no session lock, as recovery always ran: what it adopts has no runner here (a dead
     # instance's work, or this process's before its start), and the lock row orders it.
@@ -145,6 +142,10 @@ async def _recover_session(
                 error="interrupted",
                 session_state=SessionState.WAITING_FOR_INPUT,
             )
+            # A6, A10: an approval its agent waited for can no longer be answered.
+            await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())
+        # Q9: what a dead instance held (a cancel, a step change) holds no more.
+        await tx.drop_orphaned_holds(session_id, live)
         if entry_ids:
             await tx.release_entries(session_id, entry_ids)
         if not turn_ids and view.running_turn_id is None and not view.session.promptable:

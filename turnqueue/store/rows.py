@@ -16,6 +16,7 @@ from sqlalchemy import (
     Select,
     String,
     bindparam,
+    exists,
     false,
     literal_column,
     select,
@@ -23,6 +24,7 @@ from sqlalchemy import (
 
 from turnqueue.domain import (
     Clarification,
+    HoldReason,
     MessageSource,
     PauseReason,
     QueueEntry,
@@ -36,10 +38,12 @@ from turnqueue.domain import (
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import (
+    approvals,
     clarifications,
     queue_entries,
     queue_session_locks,
     queue_session_state,
+    session_holds,
     sessions,
     tasks,
     turns,
@@ -152,6 +156,19 @@ def _select_view() -> Select[Any]:
 
     running = running_turn(turns.c.id)
     running_owner = running_turn(turns.c.owner)
+
+    def held(kind: HoldReason) -> Any:
+        return exists().where(
+            session_holds.c.session_id == locks.c.session_id,
+            session_holds.c.kind == literal_column(f"'{kind.value}'", String),
+        )
+
+    # A6: an approval waits for its answer while it is PENDING and its turn runs.
+    approval_pending = exists().where(
+        approvals.c.session_id == locks.c.session_id,
+        approvals.c.outcome == literal_column("'PENDING'", String),
+        exists().where(turns.c.id == approvals.c.turn_id, turns.c.status == RUNNING),
+    )
     return (
         select(
             *sessions.c,
@@ -168,6 +185,9 @@ def _select_view() -> Select[Any]:
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),
             locks.c.cancel_mark,
+            held(HoldReason.CANCELLING).label("cancelling"),
+            held(HoldReason.WORKFLOW_TRANSITION).label("transitioning"),
+            approval_pending.label("approval_pending"),
         )
         .select_from(
             locks.join(sessions, sessions.c.id == locks.c.session_id)
@@ -219,4 +239,7 @@ def view_from(row: Record) -> SessionView:
         running_turn_id=m["running_turn_id"],
         running_turn_owner=m["running_turn_owner"],
         cancel_mark=m["cancel_mark"],
+        cancelling=bool(m["cancelling"]),
+        transitioning=bool(m["transitioning"]),
+        approval_pending=bool(m["approval_pending"]),
     )

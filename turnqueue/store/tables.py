@@ -301,6 +301,23 @@ class ApprovalRow(TableModel, table=True):
     answered_at: datetime | None = _column(UtcDateTime, nullable=True)
 
 
+class SessionHoldRow(TableModel, table=True):
+    """Q9, Q13, C7: a runtime hold (CANCELLING, WORKFLOW_TRANSITION) an instance has on a
+    session, with how many of its operations hold it. Written in the transaction that bumps the
+    queue revision for it, so every instance serves one revision with the same ``heldBy``. An
+    instance's rows die with it: recovery deletes them (at start-up, at lease expiry, M6)."""
+
+    __tablename__ = "session_holds"
+    __table_args__ = (Index("ix_session_holds_instance", "instance"),)
+
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    instance: int = _column(BigInteger, primary_key=True, autoincrement=False)
+    kind: str = _column(String(32), primary_key=True)
+    count: int = _column(Integer, nullable=False)
+
+
 class EpochRow(TableModel, table=True):
     """SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2)."""
 
@@ -351,6 +368,7 @@ queue_session_locks = _table(QueueSessionLockRow)
 queue_session_state = _table(QueueSessionStateRow)
 clarifications = _table(ClarificationRow)
 approvals = _table(ApprovalRow)
+session_holds = _table(SessionHoldRow)
 epochs = _table(EpochRow)
 instances = _table(InstanceRow)
 turn_output = _table(TurnOutputRow)
