@@ -147,8 +147,6 @@ class Turn:
     started_at: datetime
     ended_at: datetime | None
     owner: int | None = None  # the instance running it (M4)
-    agent_host: str | None = None  # where its agent's process group runs (M6)
-    agent_pgid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

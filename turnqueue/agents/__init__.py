@@ -17,6 +17,7 @@ from turnqueue.agents.base import (
     AgentRun,
     AgentStartError,
     BaseRun,
+    ProcessLog,
     Signal,
 )
 from turnqueue.agents.command import CommandAgent
@@ -37,6 +38,7 @@ __all__ = [
     "AgentStartError",
     "BaseRun",
     "CommandAgent",
+    "ProcessLog",
     "ProfileError",
     "ScriptedAgent",
     "Signal",

@@ -3,8 +3,9 @@
 It runs at start-up, and on PostgreSQL whenever another instance's lease expires. *Orphans* are
 work owned by no live instance (on SQLite, by no instance but this one):
 
-- every orphaned RUNNING turn has its agent's process group killed (when it ran on this host) and
-  ends FAILED (error ``interrupted``); its session waits for input;
+- every agent process group a dead instance recorded on this host (``agent_processes``: a
+  ``command`` turn's, an ``acp`` session's, running a turn or idle) is killed;
+- every orphaned RUNNING turn ends FAILED (error ``interrupted``); its session waits for input;
 - a session left RUNNING or STARTING with no running turn waits for input too;
 - orphaned in-flight entries return to the head of their queues with their ids (Q10);
 - an accepted explicit cancel whose owner died before it parked the backlog (its durable mark,
@@ -31,7 +32,7 @@ import os
 import signal
 import socket
 
-from turnqueue.domain import PauseReason, SessionState, Turn, TurnStatus, utcnow
+from turnqueue.domain import PauseReason, SessionState, TurnStatus, utcnow
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -62,10 +63,10 @@ async def recover(
         marks = await tx.orphaned_cancel_marks(live)
         held = set(await tx.orphaned_holds(live))
         eligible = set(await tx.eligible_sessions()) if sweep else set()
+    await _kill_orphaned_processes(core, live)
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
-        _kill_agent_group(turn)
     # N2 (C5, C7): a dead owner's cancel may have ended its turn and parked (nothing orphaned)
     # yet died before its release was published: this instance still relays its `pending`.
     relayed = set(core.cancellations.relayed_from(dead))
@@ -95,18 +96,23 @@ async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
             await turns.auto_drain(session_id)
 
 
-def _kill_agent_group(turn: Turn) -> None:
-    """A dead server's agent process group lives on (it had a session of its own): kill it.
+async def _kill_orphaned_processes(core: Core, live: set[int]) -> None:
+    """A dead server's agent process groups live on (each had a session of its own): every one
+    recorded on this host by an instance that is not live is killed, turn or idle (M6).
 
     Hazard: only on the host that ran it, and only soon after the death, since a process group
     id can be reused once the group is gone; recovery runs at start-up or within one lease."""
-    if turn.agent_pgid is None or turn.agent_host != socket.gethostname():
-        return
-    try:
-        os.killpg(turn.agent_pgid, signal.SIGKILL)
-        log.warning("killed the agent process group %d of turn %s", turn.agent_pgid, turn.id)
-    except (ProcessLookupError, PermissionError):
-        pass
+    host = socket.gethostname()
+    async with core.store.read() as tx:
+        orphans = await tx.orphaned_processes(live, host)
+    for pgid in orphans:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            log.warning("killed the agent process group %d a dead server left", pgid)
+        except (ProcessLookupError, PermissionError):
+            pass
+        async with core.store.transaction() as tx:
+            await tx.forget_process(host, pgid)
 
 
 async def _recover_session(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -72,9 +71,7 @@ class Turns:
         under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
-        runner.task = self.core.spawn(
-            runner.run(self._on_end, self._on_process), name=f"turn:{turn.id}"
-        )
+        runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
         self.core.metrics.turn_started()
         return runner
 
@@ -175,17 +172,6 @@ class Turns:
             ):
                 raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
             return await self.start_in(c, answer, MessageSource.USER, [])
-
-    async def _on_process(self, runner: TurnRunner, pgid: int) -> None:
-        """Remember the agent's process group, so recovery can kill it after a crash (M6).
-
-        Not a unit of work (``core.change``): it writes only the turn's own agent columns,
-        under no lock row, and moves no revision."""
-        try:
-            async with self.core.store.transaction() as tx:
-                await tx.set_turn_agent(runner.turn.id, socket.gethostname(), pgid)
-        except Exception:
-            log.exception("could not record the process group of turn %s", runner.turn.id)
 
     # -- ending -------------------------------------------------------------------------------
     async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:

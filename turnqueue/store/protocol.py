@@ -148,8 +148,16 @@ class Tx(Protocol):
     async def eligible_sessions(self) -> list[str]:
         """Sessions whose queue may run by the durable rules (the start-up sweep, Q9/M6)."""
 
-    async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
-        """Record where the turn's agent process group runs (M6 kills it after a crash)."""
+    async def record_process(
+        self, host: str, pgid: int, instance: int, session_id: str | None
+    ) -> None:
+        """An agent process group ``instance`` runs on ``host`` (M6 kills it after a crash)."""
+
+    async def forget_process(self, host: str, pgid: int) -> None:
+        """The process group is gone."""
+
+    async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
+        """Process groups on ``host`` recorded by instances not in ``live``."""
 
     # -- the output log (O1) -----------------------------------------------------------------
     async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:

@@ -114,8 +114,6 @@ def turn_from(row: Mapped) -> Turn:
         started_at=m["started_at"],
         ended_at=m["ended_at"],
         owner=m["owner"],
-        agent_host=m["agent_host"],
-        agent_pgid=m["agent_pgid"],
     )
 
 

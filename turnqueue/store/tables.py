@@ -181,9 +181,6 @@ class TurnRow(TableModel, table=True):
     ended_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
     owner: int | None = _column(BigInteger, nullable=True)
-    # The agent's process group and host, so recovery can kill what a dead server left (M6).
-    agent_host: str | None = _column(String(255), nullable=True)
-    agent_pgid: int | None = _column(Integer, nullable=True)
 
 
 class QueueEntryRow(TableModel, table=True):
@@ -318,6 +315,21 @@ class SessionHoldRow(TableModel, table=True):
     count: int = _column(Integer, nullable=False)
 
 
+class AgentProcessRow(TableModel, table=True):
+    """M6: every agent process group an instance runs (a ``command`` turn's, an ``acp``
+    session's), from its start until it is gone, so that recovery can kill what a dead server
+    left behind on its host. A group id is only meaningful on its host, and only soon after."""
+
+    __tablename__ = "agent_processes"
+    __table_args__ = (Index("ix_agent_processes_instance", "instance"),)
+
+    host: str = _column(String(255), primary_key=True)
+    pgid: int = _column(Integer, primary_key=True, autoincrement=False)
+    instance: int = _column(BigInteger, nullable=False)
+    session_id: str | None = _column(String(36), nullable=True)
+    started_at: datetime = _column(UtcDateTime, nullable=False)
+
+
 class EpochRow(TableModel, table=True):
     """SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2)."""
 
@@ -369,6 +381,7 @@ queue_session_state = _table(QueueSessionStateRow)
 clarifications = _table(ClarificationRow)
 approvals = _table(ApprovalRow)
 session_holds = _table(SessionHoldRow)
+agent_processes = _table(AgentProcessRow)
 epochs = _table(EpochRow)
 instances = _table(InstanceRow)
 turn_output = _table(TurnOutputRow)
