@@ -205,6 +205,15 @@ class Engine:
     async def current_turn(self, session_id: str) -> Turn | None:
         return await self.core.store.current_turn(session_id)
 
+    async def turn(self, turn_id: str) -> Turn | None:
+        async with self.core.store.read() as tx:
+            return await tx.get_turn(turn_id)
+
+    async def approval(self, approval_id: str) -> Approval | None:
+        """A6: an approval by id, answered or not (not authorised: for a session's parts)."""
+        async with self.core.store.read() as tx:
+            return await tx.get_approval(approval_id)
+
     async def output_snapshot(self, session_id: str) -> OutputChunk | None:
         """The current turn's output so far (turnOutput's first message without afterOffset)."""
         return await output_since(self.core, session_id, None, 0)

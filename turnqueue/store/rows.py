@@ -30,9 +30,11 @@ from turnqueue.domain import (
     QueueEntry,
     QueuePolicy,
     Session,
+    SessionParts,
     SessionState,
     Task,
     Turn,
+    TurnAt,
     TurnStatus,
 )
 from turnqueue.store.protocol import SessionView
@@ -89,6 +91,26 @@ def task_from(row: Mapped) -> Task:
 
 def session_from(row: Mapped) -> Session:
     m = row._mapping
+    parts = None
+    if "current_turn_id" in m:  # a read of ``select_sessions`` (a RETURNING has no parts)
+        clarification = None
+        if m["clarification_id"] is not None:
+            clarification = Clarification(
+                id=m["clarification_id"],
+                session_id=m["id"],
+                turn_id=m["clarification_turn_id"],
+                question=m["clarification_question"],
+                asked_at=m["clarification_asked_at"],
+            )
+        current = None
+        if m["current_turn_id"] is not None:
+            current = TurnAt(
+                id=m["current_turn_id"],
+                status=TurnStatus(m["current_turn_status"]),
+                error=m["current_turn_error"],
+                ended_at=m["current_turn_ended_at"],
+            )
+        parts = SessionParts(clarification, m["pending_approval_id"], current)
     return Session(
         id=m["id"],
         task_id=m["task_id"],
@@ -98,6 +120,7 @@ def session_from(row: Mapped) -> Session:
         revision=m["revision"],
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        parts=parts,
     )
 
 
@@ -135,8 +158,48 @@ def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
 
 
 def select_sessions() -> Select[Any]:
-    """Sessions with their task's owner (the domain ``Session`` carries it)."""
-    return select(*sessions.c, tasks.c.owner).join(tasks, tasks.c.id == sessions.c.task_id)
+    """Sessions with their task's owner and the parts their revision covers (R1, R3): the
+    clarification, the pending approval of the running turn, the newest turn's status — all in
+    this one statement, so a session read at one revision always shows the same parts."""
+    clar = clarifications
+    current = turns.alias("current_turn")
+    asked_in = turns.alias("asked_in")
+    newest = (
+        select(turns.c.id)
+        .where(turns.c.session_id == sessions.c.id)
+        .order_by(turns.c.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    pending_approval = (
+        select(approvals.c.id)
+        .join(asked_in, asked_in.c.id == approvals.c.turn_id)
+        .where(
+            approvals.c.session_id == sessions.c.id,
+            approvals.c.outcome == literal_column("'PENDING'", String),
+            asked_in.c.status == RUNNING,
+        )
+        .order_by(approvals.c.requested_at.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return select(
+        *sessions.c,
+        tasks.c.owner,
+        clar.c.id.label("clarification_id"),
+        clar.c.turn_id.label("clarification_turn_id"),
+        clar.c.question.label("clarification_question"),
+        clar.c.asked_at.label("clarification_asked_at"),
+        pending_approval.label("pending_approval_id"),
+        current.c.id.label("current_turn_id"),
+        current.c.status.label("current_turn_status"),
+        current.c.error.label("current_turn_error"),
+        current.c.ended_at.label("current_turn_ended_at"),
+    ).select_from(
+        sessions.join(tasks, tasks.c.id == sessions.c.task_id)
+        .outerjoin(clar, clar.c.session_id == sessions.c.id)
+        .outerjoin(current, current.c.id == newest)
+    )
 
 
 def _select_view() -> Select[Any]:
