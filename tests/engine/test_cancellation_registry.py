@@ -176,10 +176,12 @@ def test_c7_adopting_leaves_a_live_cancellation_of_ours_alone() -> None:
     registry, seen = recording(1)
     base = 1 << 32
     with registry.reference("s", EXPLICIT):
-        registry.adopt("s", 8)
+        assert registry.adopt("s", 8) is None
         assert registry.status("s") == CancellationStatus("s", True, base + 1)
     assert pairs(seen) == [(True, base + 1), (False, base + 2)]
-    registry.adopt("s", 8)  # no reference now: adopted with the fresh epoch
+    adopted = registry.adopt("s", 8)  # no reference now: adopted with the fresh epoch
+    assert adopted is not None and pairs(seen)[2:] == []  # told once recovery commits
+    registry.announce(adopted)
     assert pairs(seen)[2:] == [(False, 8 << 32)]
 
 
@@ -189,7 +191,7 @@ def test_c7_adopting_starts_above_the_floor_and_forgets_the_relayed_value() -> N
     settled by it."""
     registry, seen = recording(1)
     registry.raise_floor("s", (8 << 32) + 5)
-    registry.adopt("s", 8)
+    registry.announce(registry.adopt("s", 8))  # type: ignore[arg-type]
     [(pending, adopted)] = pairs(seen)
     assert pending is False and adopted >= (8 << 32) + 5
     with registry.reference("s", EXPLICIT):

@@ -135,7 +135,9 @@ def test_c7_adopting_a_recovered_session_outranks_the_dead_owner() -> None:
         stale = dead.status("s")  # the dead owner's last word: pending
     adopter = CancellationRegistry(2, seen.append)  # even an older process...
     adopter.relay(stale)
-    adopter.adopt("s", 9)  # ...adopts with a fresh epoch from the sequence
+    adopted = adopter.adopt("s", 9)  # ...adopts with a fresh epoch from the sequence
+    assert adopted is not None
+    adopter.announce(adopted)
     assert seen == [CancellationStatus("s", False, 9 << 32)]
     assert adopter.status("s").revision > stale.revision
 

@@ -195,13 +195,18 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
         await moved.wait()  # the transfer's commit comes first
         return await deliver(session_id, claimed)
 
+    def transferred(event: Any) -> None:  # the source's queue, emptied by the transfer
+        if event.queue is not None and not event.queue.entries:
+            moved.set()
+
     flow.queue._deliver = deliver_after_the_move  # type: ignore[method-assign]
+    watch = flow.watch(session.id, [EventKind.QUEUE], transferred)
     send_now = asyncio.create_task(
         flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
     )
     await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the replacement is stopping it
     moved_task, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
-    moved.set()
+    watch.close()
     with pytest.raises(UserFacingError) as info:
         await send_now
     assert (info.value.code, info.value.message) == (

@@ -150,15 +150,22 @@ class CancellationRegistry:
         return sorted(sid for sid, origin in self.relayed_pending().items() if origin in gone)
 
     # -- owning -----------------------------------------------------------------------------------
-    def adopt(self, session_id: str, epoch: int) -> None:
-        """A recovered session (M6): clear it with a revision above anything said before."""
+    def adopt(self, session_id: str, epoch: int) -> CancellationStatus | None:
+        """A recovered session (M6): clear it with a revision above anything said before. The
+        caller publishes the status returned once the recovery that adopted it has committed
+        (None: a live cancellation of ours, which clears itself)."""
         entry = self._entries.get(session_id)
         if entry is not None and entry.count > 0:
-            return  # a live cancellation of ours: it clears itself
+            return None
         base = max(epoch << COUNTER_BITS, self._floor.get(session_id, 0))
         entry = self._entries[session_id] = _Entry(revision=base)
         self._relayed.pop(session_id, None)
-        self._on_transition(CancellationStatus(session_id, False, entry.revision))
+        return CancellationStatus(session_id, False, entry.revision)
+
+    def announce(self, status: CancellationStatus) -> None:
+        """Publish an adopted status (``adopt``) unless a newer transition came meanwhile."""
+        if self.status(status.session_id).revision == status.revision:
+            self._on_transition(status)
 
     @contextmanager
     def reference(self, session_id: str, kind: CancelKind) -> Iterator[None]:

@@ -134,7 +134,9 @@ async def _recover_session(
         # (this first bump reads it back), and continue above it; the last bump below stores
         # the adopted revision as the new floor in this same transaction.
         await c.queue_changed()
-        core.cancellations.adopt(session_id, epoch)
+        adopted = core.cancellations.adopt(session_id, epoch)
+        if adopted is not None:  # told once the holds it cleared are committed too
+            c.on_commit(lambda: core.cancellations.announce(adopted))
         if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
             await tx.set_cancel_mark(session_id, None)
             # Q7: when entries remain queued (released in-flight ones included), park them.
