@@ -116,6 +116,24 @@ def test_u2_turnqueue_serve_serves_the_built_page_at_root(web_server: Server) ->
 
 
 @needs_browser
+def test_u2_the_page_at_root_goes_live_and_lists_the_tasks(
+    context: Any, web_server: Server
+) -> None:
+    """U2 (issue 26): ``/`` with no ``?session=`` (the first page a user opens) connects, shows
+    it is live and lists the tasks that exist; picking one opens its session."""
+    web_server.create_session("first task")
+    web_server.create_session("second task")
+    page = context.new_page()
+    page.goto(f"{web_server.base_url}/")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(page.locator("#tasks li")).to_contain_text(["second task", "first task"])
+    page.locator("#tasks li", has_text="first task").locator("a").click()
+    wait_ready(page)
+    expect(page.locator("#session-title")).to_have_text("first task")
+    shot(page, "root-page")
+
+
+@needs_browser
 def test_q2_q3_u2_auto_run_off_in_one_page_shows_in_the_other_and_holds_the_queue(
     context: Any, web_server: Server
 ) -> None:

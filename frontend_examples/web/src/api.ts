@@ -250,6 +250,10 @@ export function createApi(token: string | null, events: ConnectionEvents): Api {
   const ws = createClient({
     url: wsUrl,
     connectionParams: authorization ? { authorization } : {},
+    // Connect at once, not on the first subscription: the task list (no session open) shows
+    // the connection's real state too, and goes live without waiting for a click.
+    lazy: false,
+    onNonLazyError: () => {}, // fatal closes (a refused token) are reported by `closed`
     keepAlive: 10_000, // the server answers pings but never sends them (NOTES)
     retryAttempts: Number.POSITIVE_INFINITY,
     // Back off from 0.3 s to 10 s, with jitter so that many pages do not reconnect at once.

@@ -509,4 +509,5 @@ function queueRow(entry: QueueEntry, queue: QueueStatus): HTMLLIElement {
   return row;
 }
 
+void loadTasks(); // over HTTP: the list does not wait for the socket
 if (sessionId !== null) openSession(sessionId);
