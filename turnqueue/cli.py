@@ -177,10 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, AuthConfigError) as e:
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
-    from turnqueue.agents.profiles import ProfileError, load_profiles
+    from turnqueue.agents import ProfileError, build_agents
 
     try:
-        load_profiles(settings.agents_file)  # A1: a bad agents file stops the server here
+        build_agents(settings)  # A1: a bad agents file, or a default that cannot run, stops here
     except ProfileError as e:
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
