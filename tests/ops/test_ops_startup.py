@@ -67,3 +67,46 @@ def test_a1_serve_refuses_a_default_agent_that_cannot_run(tmp_path: Path) -> Non
     assert done.returncode == 2, done.stderr
     assert "TURNQUEUE_AGENT_COMMAND" in done.stderr
     assert not (tmp_path / "t.db").exists()  # stopped before anything was opened
+
+
+def with_password(url: str) -> str:
+    """``url`` with a password added (PostgreSQL; this test server trusts local connections)."""
+    return url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@", 1)
+
+
+SECRET = "hunter2-never-printed"
+
+
+async def test_m1_a_clean_start_prints_what_a_user_needs(
+    database_url: str, tmp_path: Path, start: Start
+) -> None:
+    """Issue 26: the start says where it listens, the page's and GraphiQL's URLs, the store
+    (without its password) and the agents; no alembic or uvicorn start-up chatter."""
+    server = await start(TURNQUEUE_DATABASE_URL=with_password(database_url))
+    log = server.log_text()
+    base = f"http://127.0.0.1:{server.port}"
+    assert f"turnqueue is ready on {base} (Ctrl-C stops it)" in log
+    assert f"  GraphiQL  {base}/graphql" in log
+    assert "  agents    scripted (the default); command: set TURNQUEUE_AGENT_COMMAND" in log
+    assert "  access    no token: one local user, this machine only" in log
+    if database_url.startswith("sqlite"):
+        assert f"  store     SQLite {database_url.removeprefix('sqlite:///')}" in log
+    else:
+        database = database_url.rsplit("/", 1)[1]
+        assert f"  store     PostgreSQL postgres@127.0.0.1:5432/{database}" in log
+    assert SECRET not in log
+    for chatter in ("alembic", "setup plugin", "Uvicorn running", "Started server process"):
+        assert chatter not in log, chatter
+    assert "warning" not in log.lower()
+
+
+async def test_m1_a_start_without_the_front_ends_says_how_to_get_them(
+    tmp_path: Path, start: Start
+) -> None:
+    """Without a built page or GraphiQL the server starts and says how to build them."""
+    missing = str(tmp_path / "not-built")
+    server = await start(TURNQUEUE_WEB_DIST=missing, TURNQUEUE_GRAPHIQL_DIST=missing)
+    log = server.log_text()
+    assert "  web page  not built: ./tq serve builds it when Node.js 20.19+ and npm" in log
+    assert "npm ci && npm run build, in frontend_examples/web" in log
+    assert "(not built: Strawberry's page, from a CDN, needs internet access" in log
