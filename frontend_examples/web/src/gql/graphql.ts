@@ -295,17 +295,17 @@ export type QueueFragment = { id: string, sessionId: string, autoRun: boolean, p
 
 export type CancellationFragment = { id: string, sessionId: string, pending: boolean, revision: number };
 
-export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null };
+export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null };
 
 type ItemFields_MessageItem_Fragment = { __typename: 'MessageItem', text: string, index: number };
 
-type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> };
+type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, entries: Array<{ content: string, priority: string, status: string }> };
 
 type ItemFields_RawItem_Fragment = { __typename: 'RawItem', json: string, index: number };
 
 type ItemFields_ThoughtItem_Fragment = { __typename: 'ThoughtItem', text: string, index: number };
 
-type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number };
+type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> };
 
 export type ItemFieldsFragment =
   | ItemFields_MessageItem_Fragment
@@ -315,19 +315,26 @@ export type ItemFieldsFragment =
   | ItemFields_ToolCallItem_Fragment
 ;
 
-export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } };
 
 export type SessionSnapshotQueryVariables = Exact<{
   id: Scalars['ID']['input'];
 }>;
 
 
-export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } | null };
 
-export type TasksQueryVariables = Exact<{ [key: string]: never; }>;
+export type TasksQueryVariables = Exact<{
+  after?: InputMaybe<Scalars['String']['input']>;
+}>;
 
 
-export type TasksQuery = { tasks: Array<{ id: string, title: string, workflowStep: string, currentSession: { id: string, state: SessionState } | null }> };
+export type TasksQuery = { tasksConnection: { edges: Array<{ node: { id: string, title: string, workflowStep: string, createdAt: string, currentSession: { id: string, state: SessionState, agent: string } | null } }>, pageInfo: { hasNextPage: boolean, endCursor: string | null } } };
+
+export type AgentsQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type AgentsQuery = { agents: Array<{ name: string, type: AgentType }> };
 
 export type QueueStatusChangedSubscriptionVariables = Exact<{
   sessionId: Scalars['ID']['input'];
@@ -348,7 +355,7 @@ export type SessionChangedSubscriptionVariables = Exact<{
 }>;
 
 
-export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } };
 
 export type TurnOutputSubscriptionVariables = Exact<{
   sessionId: Scalars['ID']['input'];
@@ -368,10 +375,10 @@ export type TurnItemsSubscriptionVariables = Exact<{
 
 export type TurnItemsSubscription = { turnItems: { sessionId: string, turnId: string, offset: number, nextOffset: number, done: boolean, status: TurnStatus, items: Array<
       | { __typename: 'MessageItem', text: string, index: number }
-      | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> }
+      | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, priority: string, status: string }> }
       | { __typename: 'RawItem', json: string, index: number }
       | { __typename: 'ThoughtItem', text: string, index: number }
-      | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number }
+      | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> }
     > } };
 
 export type CreateTaskMutationVariables = Exact<{
@@ -429,6 +436,13 @@ export type SendNowMutationVariables = Exact<{
 
 
 export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type AnswerClarificationMutationVariables = Exact<{
+  input: AnswerClarificationInput;
+}>;
+
+
+export type AnswerClarificationMutation = { answerClarification: { session: { id: string } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type AnswerApprovalMutationVariables = Exact<{
   input: AnswerApprovalInput;
@@ -503,10 +517,16 @@ export const ItemFieldsFragmentDoc = new TypedDocumentString(`
     title
     toolKind
     status
+    text
+    locations {
+      path
+      line
+    }
   }
   ... on PlanItem {
     entries {
       content
+      priority
       status
     }
   }
@@ -523,6 +543,8 @@ export const TurnFieldsFragmentDoc = new TypedDocumentString(`
   status
   output
   error
+  startedAt
+  endedAt
 }
     `, {"fragmentName":"TurnFields"}) as unknown as TypedDocumentString<TurnFieldsFragment, unknown>;
 export const SessionCoreFragmentDoc = new TypedDocumentString(`
@@ -533,6 +555,7 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   state
   revision
   promptable
+  agentError
   clarification {
     id
     question
@@ -550,13 +573,20 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   currentTurn {
     ...TurnFields
   }
-  turns(last: 10) {
-    ...TurnFields
+  turnsConnection(last: 20) {
+    edges {
+      node {
+        ...TurnFields
+      }
+    }
   }
   task {
     id
     title
     workflowStep
+    currentSession {
+      id
+    }
   }
 }
     fragment TurnFields on Turn {
@@ -566,6 +596,8 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   status
   output
   error
+  startedAt
+  endedAt
 }`, {"fragmentName":"SessionCore"}) as unknown as TypedDocumentString<SessionCoreFragment, unknown>;
 export const SessionSnapshotDocument = new TypedDocumentString(`
     query SessionSnapshot($id: ID!) {
@@ -608,6 +640,8 @@ fragment TurnFields on Turn {
   status
   output
   error
+  startedAt
+  endedAt
 }
 fragment SessionCore on Session {
   id
@@ -616,6 +650,7 @@ fragment SessionCore on Session {
   state
   revision
   promptable
+  agentError
   clarification {
     id
     question
@@ -633,28 +668,53 @@ fragment SessionCore on Session {
   currentTurn {
     ...TurnFields
   }
-  turns(last: 10) {
-    ...TurnFields
+  turnsConnection(last: 20) {
+    edges {
+      node {
+        ...TurnFields
+      }
+    }
   }
   task {
     id
     title
     workflowStep
+    currentSession {
+      id
+    }
   }
 }`) as unknown as TypedDocumentString<SessionSnapshotQuery, SessionSnapshotQueryVariables>;
 export const TasksDocument = new TypedDocumentString(`
-    query Tasks {
-  tasks(first: 50) {
-    id
-    title
-    workflowStep
-    currentSession {
-      id
-      state
+    query Tasks($after: String) {
+  tasksConnection(first: 30, after: $after) {
+    edges {
+      node {
+        id
+        title
+        workflowStep
+        createdAt
+        currentSession {
+          id
+          state
+          agent
+        }
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
     }
   }
 }
     `) as unknown as TypedDocumentString<TasksQuery, TasksQueryVariables>;
+export const AgentsDocument = new TypedDocumentString(`
+    query Agents {
+  agents {
+    name
+    type
+  }
+}
+    `) as unknown as TypedDocumentString<AgentsQuery, AgentsQueryVariables>;
 export const QueueStatusChangedDocument = new TypedDocumentString(`
     subscription QueueStatusChanged($sessionId: ID!) {
   queueStatusChanged(sessionId: $sessionId) {
@@ -711,6 +771,8 @@ fragment TurnFields on Turn {
   status
   output
   error
+  startedAt
+  endedAt
 }
 fragment SessionCore on Session {
   id
@@ -719,6 +781,7 @@ fragment SessionCore on Session {
   state
   revision
   promptable
+  agentError
   clarification {
     id
     question
@@ -736,13 +799,20 @@ fragment SessionCore on Session {
   currentTurn {
     ...TurnFields
   }
-  turns(last: 10) {
-    ...TurnFields
+  turnsConnection(last: 20) {
+    edges {
+      node {
+        ...TurnFields
+      }
+    }
   }
   task {
     id
     title
     workflowStep
+    currentSession {
+      id
+    }
   }
 }`) as unknown as TypedDocumentString<SessionChangedSubscription, SessionChangedSubscriptionVariables>;
 export const TurnOutputDocument = new TypedDocumentString(`
@@ -785,10 +855,16 @@ export const TurnItemsDocument = new TypedDocumentString(`
     title
     toolKind
     status
+    text
+    locations {
+      path
+      line
+    }
   }
   ... on PlanItem {
     entries {
       content
+      priority
       status
     }
   }
@@ -1010,6 +1086,19 @@ export const SendNowDocument = new TypedDocumentString(`
     source
   }
 }`) as unknown as TypedDocumentString<SendNowMutation, SendNowMutationVariables>;
+export const AnswerClarificationDocument = new TypedDocumentString(`
+    mutation AnswerClarification($input: AnswerClarificationInput!) {
+  answerClarification(input: $input) {
+    session {
+      id
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<AnswerClarificationMutation, AnswerClarificationMutationVariables>;
 export const AnswerApprovalDocument = new TypedDocumentString(`
     mutation AnswerApproval($input: AnswerApprovalInput!) {
   answerApproval(input: $input) {
