@@ -154,7 +154,6 @@ async def test_a1_agents_query_default_profile_and_unknown_name(served: ProcServ
         assert data["agents"] == [
             {"name": "allowing", "type": "ACP"},
             {"name": "broken", "type": "ACP"},
-            {"name": "command", "type": "COMMAND"},
             {"name": "demo", "type": "SCRIPTED"},
             {"name": "fake", "type": "ACP"},
             {"name": "fakeload", "type": "ACP"},
