@@ -149,8 +149,9 @@ class Session:
     revision: int
     created_at: datetime
     updated_at: datetime
-    #: read with the revision by every query of sessions; None from a write's RETURNING
-    parts: SessionParts | None = None
+    #: read with the revision by every query of sessions; None from a write's RETURNING (not
+    #: part of a session's equality: two reads of one row are the same session)
+    parts: SessionParts | None = field(default=None, compare=False)
 
     @property
     def promptable(self) -> bool:
