@@ -13,7 +13,7 @@ import pytest
 from turnqueue.agents import AgentResult, Signal
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
 from turnqueue.agents.profiles import Profile
-from turnqueue.domain import AgentType, ItemKind, TurnItem
+from turnqueue.domain import AgentErrorKind, AgentType, ItemKind, TurnItem
 from turnqueue.engine.items import ItemFold
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
@@ -105,15 +105,18 @@ async def test_a4_stop_reasons_fail_the_turn_with_that_reason(agent: AcpAgent, r
     assert result.ok  # the same process takes the next prompt
 
 
-async def test_a4_crash_mid_turn_fails_with_stderr_tail_then_a_fresh_process(
+async def test_a4_a11_crash_mid_turn_fails_with_its_status_stderr_apart_then_a_fresh_process(
     agent: AcpAgent,
 ) -> None:
+    """A4/A11: the exit is reported with the agent's own status; its stderr tail is kept apart
+    from the reason."""
     await agent.prepare_session("s1", "task-1")
     pid = agent.process_of("s1")
     text, _, result = await turn(agent, "/crash")
-    assert not result.ok and result.error is not None
-    assert "status 3" in result.error
-    assert "fatal error in the middle of a turn" in result.error
+    assert not result.ok
+    assert result.error == "agent process exited (status 3)"
+    assert result.error_kind is AgentErrorKind.AGENT_EXITED
+    assert result.stderr == "fake agent: fatal error in the middle of a turn"
     assert text == "about to crash"
     who, _, result = await turn(agent, "/whoami")
     assert result.ok and f"pid={pid} " not in who
@@ -219,7 +222,8 @@ async def test_a7_crash_during_a_permission_request(agent: AcpAgent) -> None:
 
     agent.approvals = handler
     _, _, result = await turn(agent, "/crash-permission")
-    assert not result.ok and "died while asking" in (result.error or "")
+    assert not result.ok and result.error == "agent process exited (status 4)"
+    assert "died while asking" in (result.stderr or "")
     _, _, result = await turn(agent, "next")
     assert result.ok
 

@@ -185,6 +185,9 @@ class Context:
     def agent_error(self, session_id: str) -> str | None:
         return self.engine.agent_error(session_id)
 
+    def agent_stderr(self, session_id: str) -> str | None:
+        return self.engine.agent_stderr(session_id)
+
     async def pending_approval(self, session_id: str) -> domain.Approval | None:
         return await self.engine.pending_approval(session_id)
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import (
+    AgentErrorKind,
     Clarification,
     MessageSource,
     PauseReason,
@@ -112,6 +113,8 @@ def turn_from(row: Mapped) -> Turn:
         owner=m["owner"],
         agent_host=m["agent_host"],
         agent_pgid=m["agent_pgid"],
+        error_kind=AgentErrorKind(m["error_kind"]) if m["error_kind"] else None,
+        agent_stderr=m["agent_stderr"],
     )
 
 

@@ -184,6 +184,9 @@ class TurnRow(TableModel, table=True):
     # The agent's process group and host, so recovery can kill what a dead server left (M6).
     agent_host: str | None = _column(String(255), nullable=True)
     agent_pgid: int | None = _column(Integer, nullable=True)
+    # A11: how its failure is classified, and its agent's stderr (kept apart from ``error``).
+    error_kind: str | None = _column(String(32), nullable=True)
+    agent_stderr: str | None = _column(Text, nullable=True)
 
 
 class QueueEntryRow(TableModel, table=True):
