@@ -259,10 +259,10 @@ class AcpAgent:
                 self.refusal(f"agent refused {step}", failure), kind=failure.kind
             ) from exc
 
-    def refusal(self, what: str, failure: AgentFailure) -> str:
-        """``what: <the agent's error>``, and for an authentication refusal the agent's
+    def refusal(self, what: str | None, failure: AgentFailure) -> str:
+        """``[what: ]<the agent's error>``, and for an authentication refusal the agent's
         methods (A11); the profile's auth state follows."""
-        reason = f"{what}: {failure.text}"
+        reason = failure.text if what is None else f"{what}: {failure.text}"
         if failure.kind is not AgentErrorKind.AUTHENTICATION:
             return reason
         self.refused(failure.message)

@@ -84,7 +84,7 @@ class Processes(Protocol):
 
     def idle(self, session_id: str, process: AcpProcess) -> None: ...
 
-    def refusal(self, what: str, failure: AgentFailure) -> str: ...
+    def refusal(self, what: str | None, failure: AgentFailure) -> str: ...
 
     def prompt_succeeded(self, process: AcpProcess) -> None: ...
 
@@ -139,7 +139,7 @@ class AcpRun(BaseRun):
             await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
             return AgentResult(
                 ok=False,
-                error=self._agent.refusal("session/prompt failed", failure),
+                error=self._agent.refusal(None, failure),
                 error_kind=failure.kind,
                 stderr=process.tail(mark) or None,
             )
