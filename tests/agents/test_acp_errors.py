@@ -49,6 +49,16 @@ REAL = [
         ),
         KIND.PROVIDER_UNREACHABLE,
     ),
+    # Claude Code with a key but no route (after 187 s of its own retries).
+    (
+        RequestError(-32603, "Internal error: API Error: Unable to connect to API (ENOTFOUND)"),
+        KIND.PROVIDER_UNREACHABLE,
+    ),
+    # Gemini CLI with a key but no route (after 300 s).
+    (
+        RequestError(500, "exception TypeError: fetch failed sending request"),
+        KIND.PROVIDER_UNREACHABLE,
+    ),
     (RequestError(-32603, "429 Too Many Requests: rate limit exceeded"), KIND.RATE_LIMIT),
     (RequestError(-32603, "Internal error", {"details": "quota exhausted"}), KIND.RATE_LIMIT),
     (RequestError(-32603, "Internal error", {"details": "no output"}), KIND.INTERNAL),
