@@ -31,7 +31,10 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
   fresh process);
 - ``/error-auth``: logs the error to stderr (as Claude Code does), then answers the prompt with
   JSON-RPC error -32000 "Authentication required" and stays alive (A11);
-- ``/error-internal``: answers -32603 "Internal error" with ``data.details``, stderr too;
+- ``/error-internal``: answers -32603 "Internal error" with ``data.details``, after a
+  coloured ERROR line on stderr;
+- ``/nothing``: ends ``end_turn`` with no update at all (as Claude Code answers the prompt after
+  an authentication refusal);
 - ``/hang``: one thought chunk and a stderr line, then never answers, ignores
   ``session/cancel`` and stays alive (an agent whose provider never answers; SIGTERM ends it).
 
@@ -333,8 +336,11 @@ class FakeAgent:
             )
             raise RequestError.auth_required()
         elif word == "/error-internal":
-            print("fake agent: the model returned nothing", file=sys.stderr, flush=True)
+            # coloured, as codex logs
+            print("\x1b[31mERROR\x1b[0m the model returned nothing", file=sys.stderr, flush=True)
             raise RequestError.internal_error({"details": "the model returned nothing"})
+        elif word == "/nothing":
+            pass
         elif word == "/hang":
             print("fake agent: waiting for the model provider", file=sys.stderr, flush=True)
             await client.session_update(session_id, update_agent_thought_text("calling the model"))

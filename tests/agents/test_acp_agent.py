@@ -295,8 +295,10 @@ async def test_a11_an_error_answer_fails_the_turn_and_the_agent_takes_the_next_p
         ok=False,
         error="agent error -32603 (internal): Internal error: the model returned nothing",
         error_kind=AgentErrorKind.INTERNAL,
-        stderr="fake agent: the model returned nothing",
+        stderr="ERROR the model returned nothing",  # without its colour codes
     )
+    _, _, result = await turn(agent, "/nothing")
+    assert result.ok and agent.auth.state is AuthState.REFUSED  # an empty answer proves nothing
     who, _, result = await turn(agent, "/whoami")
     assert result.ok and f"pid={pid} " in who
     assert agent.auth.state is AuthState.NOT_ASKED  # a prompt answered: the refusal is over

@@ -262,17 +262,18 @@ class AcpAgent:
     def refusal(self, what: str | None, failure: AgentFailure) -> str:
         """``[what: ]<the agent's error>``, and for an authentication refusal the agent's
         methods (A11); the profile's auth state follows."""
-        reason = failure.text if what is None else f"{what}: {failure.text}"
         if failure.kind is not AgentErrorKind.AUTHENTICATION:
-            return reason
+            return failure.text if what is None else f"{what}: {failure.text}"
         self.refused(failure.message)
-        return f"{reason}. {methods_hint(self.auth.methods)}"
+        reason = failure.sentence if what is None else f"{what}: {failure.sentence}"
+        return f"{reason} {methods_hint(self.auth.methods)}"
 
     def refused(self, message: str) -> None:
         self.auth = AgentAuth(AuthState.REFUSED, None, self.auth.methods, message)
 
     def prompt_succeeded(self, process: AcpProcess) -> None:
-        """A prompt was answered: an earlier refusal is over."""
+        """A prompt was answered with some work: an earlier refusal is over. (Claude Code
+        answers the prompt after a refusal ``end_turn`` with nothing: that proves nothing.)"""
         if self.auth.state is AuthState.REFUSED:
             state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
             self.auth = AgentAuth(state, process.auth_method, self.auth.methods)

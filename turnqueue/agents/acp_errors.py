@@ -66,6 +66,12 @@ class AgentFailure:
         label = self.kind.value.lower().replace("_", " ")
         return f"agent error {self.code} ({label}): {self.message}"
 
+    @property
+    def sentence(self) -> str:
+        """:attr:`text` ending with a full stop (a hint may follow)."""
+        text = self.text
+        return text if text.endswith((".", "!", "?")) else text + "."
+
 
 def message_of(error: RequestError) -> str:
     """The agent's message, with the detail its ``data`` carries (``message`` / ``details``)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal as posix_signal
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +46,8 @@ STDERR_TAIL_BYTES = 4 * 1024
 LINE_LIMIT = 1024 * 1024
 #: Seconds a stopping agent gets between SIGTERM and SIGKILL (idle stop, shutdown).
 STOP_GRACE_SECONDS = 2.0
+#: Terminal escape sequences (colours, cursor moves) in an agent's log.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Silence on stderr after which what a live agent logged with an error answer is taken.
 STDERR_QUIET_SECONDS = 0.05
 
@@ -85,10 +88,12 @@ class AcpProcess:
 
     def tail(self, since: int = 0) -> str:
         """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
-        ``stderr_total`` taken earlier), decoded; empty when nothing was."""
+        ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
+        its log); empty when nothing was."""
         data = b"".join(self.stderr)
         size = min(len(data), STDERR_TAIL_BYTES, max(0, self.stderr_total - since))
-        return data[len(data) - size :].decode("utf-8", errors="replace").strip()
+        text = data[len(data) - size :].decode("utf-8", errors="replace")
+        return _ANSI.sub("", text).strip()
 
     async def stderr_drained(self, timeout: float) -> None:
         """Wait (at most ``timeout``) until stderr has reached its end: after an exit, what the

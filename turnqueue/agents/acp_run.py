@@ -101,6 +101,7 @@ class AcpRun(BaseRun):
         self._process: AcpProcess | None = None
         self._cancelled = False
         self._sent: list[Signal] = []
+        self._updates = 0  # session/update notifications of this turn
         self._waits: set[asyncio.Future[str | None]] = set()
 
     @property
@@ -158,7 +159,8 @@ class AcpRun(BaseRun):
         stderr = process.tail(mark) or None
         reason = str(response.stop_reason)
         if reason == "end_turn":
-            self._agent.prompt_succeeded(process)
+            if self._updates:
+                self._agent.prompt_succeeded(process)
             return AgentResult(ok=True, stderr=stderr)
         if reason == "cancelled":
             return AgentResult(ok=False, error="cancelled", stderr=stderr)
@@ -187,6 +189,7 @@ class AcpRun(BaseRun):
         update = params.get("update")
         if not isinstance(update, dict):
             return
+        self._updates += 1
         out = to_output(update)
         if isinstance(out, str):
             self._emit(out)
