@@ -3,8 +3,8 @@
 The agents are where the loops differ most — subprocess transports, pipes, child reaping — so
 every async test in ``tests/agents/`` runs on asyncio's loop and on uvloop (``[asyncio]``,
 ``[uvloop]``). ``test_command_served.py``, ``test_acp_served.py`` and ``test_acp_real_agents.py``
-drive real server processes, which run on uvloop whatever the test's loop is; their loop drives only the clients,
-so they run once, on asyncio's.
+drive real server processes, which run on uvloop whatever the test's loop is; their loop drives
+only the clients, so they run once, on asyncio's.
 """
 
 from __future__ import annotations
