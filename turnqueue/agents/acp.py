@@ -222,7 +222,7 @@ class AcpAgent:
                 # The history it replays arrives outside any turn and is dropped.
                 await conn.load_session(cwd=str(cwd), session_id=previous[0], mcp_servers=[])
                 process.acp_session_id = previous[0]
-            except RequestError as exc:
+            except Exception as exc:
                 log.warning("session/load failed (%s); starting a new agent session", exc)
         if process.acp_session_id is None:
             created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))

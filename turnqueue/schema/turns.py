@@ -44,9 +44,9 @@ class Turn:
         "and for failures that are not the agent's (a stop reason, an interruption)."
     )
     agent_stderr: str | None = strawberry.field(
-        description="A11: what the agent wrote to its stderr during the turn (the last 4 KiB), "
-        "kept apart from `error`; null while the turn runs, when it wrote nothing, and for "
-        "agents that are not `acp`."
+        description="A11: what the agent wrote to its stderr during the turn (its last 4 KiB), "
+        "kept apart from `error`; null while the turn runs, when it wrote nothing, and for the "
+        "scripted agent."
     )
     started_at: datetime = strawberry.field(description="When the turn started.")
     ended_at: datetime | None = strawberry.field(description="When it ended; null while RUNNING.")
