@@ -8,7 +8,7 @@ mutmut (configured in pyproject.toml) copies the project into ``mutants/``, chan
 time in the modules it may mutate and runs the tests that reach the changed function; a mutant no
 test notices *survives*: a line no test guards. Each survivor is killed by a new test or listed,
 with why it cannot be told apart, in ``tests/MUTANTS.md``. Long (about an hour per module on two
-cores with the PostgreSQL half off): not part of CI. The table it prints goes in the README.
+cores with the PostgreSQL half off): not part of CI. Its table goes in docs/reliability.md.
 
 With ``TURNQUEUE_TEST_DATABASE_URL`` set the PostgreSQL half runs too (slower; the cluster paths
 are reached only there).

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "schema.graphql"
 WEB = REPO / "frontend_examples" / "web" / "src"
 PYTHON_CLIENT = REPO / "frontend_examples" / "python_client"
+GRAPHIQL_DEFAULT = REPO / "graphiql" / "src" / "default-query.graphql"
 
 
 def sdl() -> str:
@@ -139,9 +140,21 @@ def test_g4_check_expands_the_python_clients_tables() -> None:
 def test_g4_the_examples_documents_are_valid_against_the_code_schema(
     target: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["schema", "check", str(target)]) == 0
+    assert main(["schema", "check", "--strict", str(target)]) == 0
     out = capsys.readouterr().out
-    assert " 0 error(s)" in out, out
+    # Issue 26: the examples teach the current API (connections): no deprecated field either.
+    assert " 0 error(s), 0 warning(s)" in out, out
+
+
+def test_g4_graphiql_first_tab_uses_no_deprecated_field(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 26: GraphiQL's default operations teach the current API (``tasksConnection``, not
+    the deprecated ``tasks``): no warning even with ``--strict``."""
+    assert main(["schema", "check", "--strict", str(GRAPHIQL_DEFAULT)]) == 0
+    out = capsys.readouterr().out
+    assert "tasksConnection" in GRAPHIQL_DEFAULT.read_text()
+    assert " 0 error(s), 0 warning(s)" in out, out
 
 
 @pytest.mark.parametrize("target", [WEB, PYTHON_CLIENT], ids=["web", "python_client"])

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "turnqueue"
 #: Top to bottom: a module imports its own layer or lower ones (LAYOUT.md's chain, with the
 #: modules it does not list placed as docs/architecture.md says). "" is ``turnqueue/__init__``.
 LAYERS = (
-    {"__main__", "cli"},
+    {"__main__", "cli", "startup"},
     {"app"},
     {"transport", "sse", "graphiql", "webui", "prometheus"},  # the HTTP edge
     {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import typing
 from collections.abc import Sequence
@@ -177,10 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, AuthConfigError) as e:
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
-    from turnqueue.agents.profiles import ProfileError, load_profiles
+    from turnqueue.agents import ProfileError, agent_profile, build_agents
 
     try:
-        load_profiles(settings.agents_file)  # A1: a bad agents file stops the server here
+        # A1: a bad agents file, or a default that cannot run, stops the server here.
+        agents, default = build_agents(settings)
     except ProfileError as e:
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
@@ -188,9 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from turnqueue.app import create_app
     from turnqueue.logs import configure_logging
+    from turnqueue.startup import AgentLine, AnnouncingServer
 
     configure_logging(settings)  # TURNQUEUE_LOG_JSON, TURNQUEUE_LOG_LEVEL
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
@@ -199,7 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_config=None,  # uvicorn's loggers propagate to ours (JSON when asked)
         log_level=settings.log_level.lower(),
     )
-    return 0
+    profiles = [agent_profile(name, agent) for name, agent in agents.items()]
+    lines = [AgentLine(p.name, p.type.value) for p in profiles]
+    server = AnnouncingServer(config, settings, lines, default)  # the banner once it listens
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else 3  # 3: uvicorn's start-up failure
 
 
 if __name__ == "__main__":  # pragma: no cover

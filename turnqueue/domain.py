@@ -120,6 +120,26 @@ class Task:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnAt:
+    """A turn as one session revision shows it (R1: a turn's start and end are revisions)."""
+
+    id: str
+    status: TurnStatus
+    error: str | None
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionParts:
+    """What a session's own revision covers besides its state (R1, A6), read in the statement
+    that read the revision, so one revision always shows the same parts (R3)."""
+
+    clarification: Clarification | None
+    pending_approval_id: str | None
+    current_turn: TurnAt | None
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     id: str
     task_id: str
@@ -129,6 +149,8 @@ class Session:
     revision: int
     created_at: datetime
     updated_at: datetime
+    #: read with the revision by every query of sessions; None from a write's RETURNING
+    parts: SessionParts | None = None
 
     @property
     def promptable(self) -> bool:
@@ -147,8 +169,6 @@ class Turn:
     started_at: datetime
     ended_at: datetime | None
     owner: int | None = None  # the instance running it (M4)
-    agent_host: str | None = None  # where its agent's process group runs (M6)
-    agent_pgid: int | None = None
     error_kind: AgentErrorKind | None = None  # A11: how its failure is classified
     agent_stderr: str | None = None  # A11: what its agent wrote to stderr meanwhile (a tail)
 

@@ -90,8 +90,27 @@ def _is_json_scalar(value: object) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
+class StartChatter(logging.Filter):
+    """Drops uvicorn's start-up lines: turnqueue's own banner (``turnqueue.startup``) says where
+    it listens, once it does."""
+
+    DROPPED = (
+        "Started server process",
+        "Waiting for application startup",
+        "Application startup complete",
+        "Uvicorn running on",
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(self.DROPPED))
+
+
 def configure_logging(settings: _LogSettings) -> None:
-    """Replace the root logger's handlers with one structured handler (idempotent)."""
+    """Replace the root logger's handlers with one structured handler (idempotent).
+
+    Alembic's INFO lines (its plugins, each migration run) show only at DEBUG: a start says
+    what a user needs in turnqueue's banner instead.
+    """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if settings.log_json else PlainFormatter())
     handler.addFilter(ContextIds())
@@ -100,3 +119,10 @@ def configure_logging(settings: _LogSettings) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
+    debug = root.getEffectiveLevel() <= logging.DEBUG
+    logging.getLogger("alembic").setLevel(logging.NOTSET if debug else logging.WARNING)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    for old_filter in [f for f in uvicorn_log.filters if isinstance(f, StartChatter)]:
+        uvicorn_log.removeFilter(old_filter)
+    if not debug:
+        uvicorn_log.addFilter(StartChatter())

@@ -22,6 +22,11 @@ const config: CodegenConfig = {
         // TypedDocumentString: the document text with its types; no graphql AST in the bundle.
         documentMode: "string",
         enumsAsTypes: true,
+        // Nullable fields as `T | null` (never left out): what the server sends.
+        avoidOptionals: { field: true },
+        // Only the types the documents use, without the optional __typename on each.
+        onlyOperationTypes: true,
+        skipTypename: true,
         useTypeImports: true,
         scalars: {
           ID: { input: "string", output: "string" },

@@ -10,28 +10,11 @@ import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 
 import { defaultHeaders, readConfig } from "./config";
+// The first tab's operations: the current API (tasksConnection), checked by `turnqueue schema
+// check --strict` in tests/test_contract.py.
+import DEFAULT_QUERY from "./default-query.graphql?raw";
 import { turnqueueFetcher } from "./fetcher";
 import { RefetchSchemaOnAuthorization } from "./refetch";
-
-const DEFAULT_QUERY = `# turnqueue's GraphiQL, served by turnqueue itself
-# (no internet access needed).
-#
-# Run: Ctrl-Enter or the play button.
-# Subscriptions run over WebSocket (graphql-transport-ws).
-# With tokens on, put yours in the Headers tab:
-#   {"Authorization": "Bearer <token>"}
-# (the schema is then fetched again). It authenticates
-# the WebSocket too (connection_init).
-
-query Tasks {
-  tasks(first: 10) {
-    id
-    title
-    workflowStep
-    currentSession { id state }
-  }
-}
-`;
 
 const config = readConfig();
 const url = new URL("/graphql", window.location.href).toString();

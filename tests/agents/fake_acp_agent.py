@@ -5,6 +5,8 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
 - anything else: a plain reply, ``"echo: <prompt>"`` in two message chunks, ``end_turn``;
 - ``/whoami``: replies ``pid=<pid> session=<agent session id> loaded=<0|1>
   auth=<authenticated method | -> cwd=<cwd>``;
+- ``/helper``: starts a child process in its process group that outlives it (as an MCP server
+  would) and replies ``helper=<pid>``;
 - ``/tool``: a tool call (pending), its updates (in_progress, then completed with content and a
   location), then a message;
 - ``/plan``: a plan of two entries, then the same plan with the first one completed;
@@ -54,6 +56,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from typing import Any
@@ -231,6 +234,15 @@ class FakeAgent:
                 f"pid={os.getpid()} session={session_id} loaded={int(self.loaded)} "
                 f"auth={self.authenticated or '-'} cwd={os.getcwd()}",
             )
+        elif word == "/helper":
+            # Like an agent's MCP server: a child in the agent's process group that outlives
+            # the agent when the agent alone dies (it never reads the agent's stdin).
+            helper = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
+                [sys.executable, "-c", "import time; time.sleep(3600)"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            await self._say(session_id, f"helper={helper.pid}")
         elif word == "/tool":
             await client.session_update(
                 session_id, start_tool_call("call-1", "Read file", kind="read", status="pending")

@@ -166,7 +166,6 @@ async def test_a1_agents_query_default_profile_and_unknown_name(served: ProcServ
         assert data["agents"] == [
             {"name": "allowing", "type": "ACP"},
             {"name": "broken", "type": "ACP"},
-            {"name": "command", "type": "COMMAND"},
             {"name": "demo", "type": "SCRIPTED"},
             {"name": "fake", "type": "ACP"},
             {"name": "fakeload", "type": "ACP"},
@@ -350,6 +349,44 @@ async def test_a2_agents_are_stopped_at_shutdown(served: ProcServer) -> None:
         return process_gone(pid)
 
     await poll(check, "the agent process to exit")
+
+
+async def test_m6_a2_recovery_kills_the_acp_agents_a_crashed_server_left(
+    served: ProcServer,
+) -> None:
+    """M6, A2: SIGKILL the server while one ACP session's agent runs a turn and another's sits
+    idle, each with a helper child (as an MCP server is) in its process group. The helpers
+    outlive the server; the restarted server kills both groups, ends the turn FAILED
+    (interrupted), and the next prompt gets a fresh agent. Before, nothing recorded an ACP
+    agent's process group and the helpers ran on."""
+
+    def pid_of(turn: dict[str, Any], key: str = "pid") -> int:
+        return int(turn["output"].split(f"{key}=")[1].split()[0])
+
+    async with served.client() as client:
+        busy, idle = await ready_session(client), await ready_session(client)
+        busy_pid = pid_of(await run_turn(client, busy, "/whoami"))
+        idle_pid = pid_of(await run_turn(client, idle, "/whoami"))
+        helpers = [pid_of(await run_turn(client, s, "/helper"), "helper") for s in (busy, idle)]
+        sent = await client.ok("sendMessage", "turn { id }", sessionId=busy, content="/slow")
+
+        async def streaming() -> bool:
+            turn = (await client.data(TURN, s=busy))["session"]["currentTurn"]
+            return turn["id"] == sent["turn"]["id"] and bool(turn["items"])
+
+        await poll(streaming, "the slow turn to stream")
+    served.kill()
+    assert not any(process_gone(pid) for pid in helpers)  # orphaned, alive
+    await served.start()
+
+    async def all_gone() -> bool:
+        return all(process_gone(pid) for pid in (busy_pid, idle_pid, *helpers))
+
+    await poll(all_gone, "recovery to kill both agents' process groups")
+    async with served.client() as client:
+        turn = await ended(client, busy, sent["turn"]["id"])
+        assert (turn["status"], turn["error"]) == ("FAILED", "interrupted")
+        assert pid_of(await run_turn(client, busy, "/whoami")) not in (busy_pid, idle_pid)
 
 
 def test_a1_a_bad_agents_file_stops_the_server_at_start(tmp_path: Path) -> None:

@@ -102,28 +102,18 @@ def test_c7_a_newer_relayed_value_outranks_a_finished_turn_of_ours() -> None:
     assert registry.status("s") == CancellationStatus("s", False, (5 << 32) + 2)
 
 
-def test_c7_a_relayed_hold_after_a_turn_of_ours_is_owed_its_drain() -> None:
-    """C7/Q9: a queue held by a relayed ``pending`` on a session this process also ran a turn
-    of (its own count back at 0) is owed a drain when the relayed value clears; a relayed
-    value at the same revision again changes nothing."""
+def test_c7_a_relayed_value_is_kept_only_when_newer() -> None:
+    """C7: a relayed transition at a revision already heard (or lower) changes nothing; a
+    newer one replaces it, whatever this process once ran for the session."""
     registry, _ = recording(1)
     with registry.reference("s", EXPLICIT):
-        assert registry.pending("s") is True  # our own hold: no relayed drain owed for it
+        assert registry.pending("s") is True
     registry.relay(CancellationStatus("s", True, 7 << 32), origin=7)
     assert registry.pending("s") is True
-    assert registry.relay(CancellationStatus("s", False, 7 << 32), origin=7) is False  # same
-    assert registry.relay(CancellationStatus("s", False, (7 << 32) + 1), origin=7) is True
-    assert registry.relay(CancellationStatus("s", False, (7 << 32) + 2), origin=7) is False
-
-
-def test_c7_our_own_hold_is_never_owed_a_relayed_drain() -> None:
-    """C7: a ``pending`` read while our own reference is held is our hold (our release
-    drains); a later relayed clear does not owe a second drain."""
-    registry, _ = recording(1)
-    with registry.reference("s", EXPLICIT):
-        registry.relay(CancellationStatus("s", True, 9 << 32), origin=9)
-        assert registry.pending("s") is True
-    assert registry.relay(CancellationStatus("s", False, (9 << 32) + 1), origin=9) is False
+    registry.relay(CancellationStatus("s", False, 7 << 32), origin=7)  # same revision
+    assert registry.pending("s") is True
+    registry.relay(CancellationStatus("s", False, (7 << 32) + 1), origin=7)
+    assert registry.status("s") == CancellationStatus("s", False, (7 << 32) + 1)
 
 
 def test_c7_relayed_from_names_only_pending_values_of_dead_publishers() -> None:
@@ -146,10 +136,10 @@ def test_c7_relayed_from_names_only_pending_values_of_dead_publishers() -> None:
     assert registry.status("dead") == CancellationStatus("dead", False, 2 << 32)
     assert registry.relayed_from({5}) == ["unheld"]
     assert registry.status("cleared") == CancellationStatus("cleared", False, 10)
-    assert registry.forget("cleared") is False  # a cleared value held nothing
-    assert registry.forget("never") is False
-    assert registry.forget("alive") is True  # its hold was read: the drain is owed
-    assert registry.forget("alive") is False  # once
+    registry.forget("never")
+    registry.forget("alive")  # its owner no longer confirms it
+    assert registry.status("alive") == CancellationStatus("alive", False, 0)
+    assert registry.relayed_pending() == {"unheld": 5, "unknown": 0}
 
 
 def test_r2_the_floor_hint_reserves_only_a_held_references_release() -> None:
@@ -186,20 +176,22 @@ def test_c7_adopting_leaves_a_live_cancellation_of_ours_alone() -> None:
     registry, seen = recording(1)
     base = 1 << 32
     with registry.reference("s", EXPLICIT):
-        registry.adopt("s", 8)
+        assert registry.adopt("s", 8) is None
         assert registry.status("s") == CancellationStatus("s", True, base + 1)
     assert pairs(seen) == [(True, base + 1), (False, base + 2)]
-    registry.adopt("s", 8)  # no reference now: adopted with the fresh epoch
+    adopted = registry.adopt("s", 8)  # no reference now: adopted with the fresh epoch
+    assert adopted is not None and pairs(seen)[2:] == []  # told once recovery commits
+    registry.announce(adopted)
     assert pairs(seen)[2:] == [(False, 8 << 32)]
 
 
-def test_c7_adopting_starts_above_the_floor_and_forgets_the_relayed_hold() -> None:
+def test_c7_adopting_starts_above_the_floor_and_forgets_the_relayed_value() -> None:
     """M6/R2/C7: an adopted session continues above everything published for it (the floor,
-    when that is above the fresh epoch's base); a hold read from a relayed value before the
-    adoption is settled by it, so a later relayed clear owes no drain."""
+    when that is above the fresh epoch's base); a value relayed before the adoption is
+    settled by it."""
     registry, seen = recording(1)
     registry.raise_floor("s", (8 << 32) + 5)
-    registry.adopt("s", 8)
+    registry.announce(registry.adopt("s", 8))  # type: ignore[arg-type]
     [(pending, adopted)] = pairs(seen)
     assert pending is False and adopted >= (8 << 32) + 5
     with registry.reference("s", EXPLICIT):
@@ -210,7 +202,6 @@ def test_c7_adopting_starts_above_the_floor_and_forgets_the_relayed_hold() -> No
     registry.adopt("t", 9)
     assert registry.status("t") == CancellationStatus("t", False, 9 << 32)
     assert registry.relayed_pending() == {}  # nothing left to ask the dead owner about
-    assert registry.relay(CancellationStatus("t", False, 10 << 32), origin=10) is False
 
 
 def test_r2_a_lower_relayed_revision_never_lowers_the_floor() -> None:
@@ -228,15 +219,15 @@ def test_r2_a_lower_relayed_revision_never_lowers_the_floor() -> None:
     assert pairs(seen) == [(True, base + 101), (False, base + 102)]
 
 
-def test_c7_a_relayed_clear_under_our_own_reference_owes_no_drain_yet() -> None:
-    """C7/Q9: a queue held by a relayed ``pending`` is still held when that value clears while
-    a cancellation of ours runs on the session: no drain is owed then (ours drains on its
-    release); the relayed hold is settled once the session is no longer pending."""
+def test_c7_a_reference_of_ours_outranks_a_relayed_clear() -> None:
+    """C7: while a cancellation of ours runs on the session, ours is its status, whatever is
+    relayed meanwhile; once ours is released, ours (the newest) stands."""
     registry, _ = recording(1)
     registry.relay(CancellationStatus("s", True, 5 << 32), origin=5)
-    assert registry.pending("s") is True  # held by the relayed value
+    assert registry.pending("s") is True
     with registry.reference("s", EXPLICIT):
-        assert registry.relay(CancellationStatus("s", False, (5 << 32) + 2), origin=5) is False
+        registry.relay(CancellationStatus("s", False, (5 << 32) + 2), origin=5)
         assert registry.status("s") == CancellationStatus("s", True, (5 << 32) + 1)  # ours
-        assert registry.forget("s") is False  # still pending: ours
+        registry.forget("s")
+        assert registry.pending("s") is True  # still ours
     assert registry.pending("s") is False

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from revision_ledger import Ledger
 from sqlalchemy.engine import make_url
 from test_queue_rules import busy_session, enqueue
 
+from turnqueue.agents import AgentResult
 from turnqueue.bus import EventKind
 from turnqueue.domain import MessageSource, PauseReason, SendNowScope, SessionState, TurnStatus
 from turnqueue.engine.orchestrator import Engine
@@ -108,6 +110,69 @@ async def test_q5_refused_send_now_keeps_order_policy_and_pause_reason(
     assert run.prompt == "third" and agent.no_new_run()
 
 
+# -- Q7 × W3: a cancel pending while the task moves --------------------------------------------
+async def test_q7_w3_a_task_moved_while_a_cancel_is_pending_keeps_the_backlog_parked(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """Q7, Q9, W3: a user cancels a stubborn turn with A queued; while the cancel is pending
+    the task enters a step with ``new_session_on_enter``. The accepted cancel parks the
+    backlog wherever it goes: the new session holds A paused (TRANSFER, as when the cancel
+    itself moves the task, W2) and nothing runs (it used to run A at once)."""
+    flow = await with_workflow(open_engine, engine_settings, tmp_path / "w.toml", WORKFLOW)
+    task, session = await new_session(flow)
+    await flow.send_message(PRINCIPAL, session.id, "/stubborn")
+    stubborn = await agent.next_run()
+    await enqueue(flow, session.id, "A")
+    cancel = asyncio.create_task(flow.cancel(PRINCIPAL, session.id))
+    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # accepted: the stop is under way
+    moved, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
+    await asyncio.wait_for(cancel, WAIT)
+    await settle(flow, destination.id)
+    assert moved.current_session_id == destination.id
+    status = await flow.queue_status(destination.id)
+    assert [e.content for e in status.entries] == ["A"]
+    assert (status.auto_run, status.pause_reason) == (False, PauseReason.TRANSFER)
+    assert agent.no_new_run()
+    assert [t.prompt for t in await flow.turns_of(destination.id, 5)] == []
+
+
+async def test_q7_w3_a_task_moved_on_another_instance_while_a_cancel_is_pending_stays_parked(
+    database_url: str,
+    tmp_path: Path,
+    engine_settings: Settings,
+    open_engine: Any,
+    agent: ManualAgent,
+) -> None:
+    """Q7, W3, M4: A runs a stubborn turn with A queued and a user's cancel stopping it; B (the
+    other instance) moves the task into a step with a new session meanwhile, without waiting
+    for A's stop. The accepted cancel still parks the backlog: the new session holds the
+    entry paused (TRANSFER) and nothing runs anywhere (B used to start it at once)."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("several instances share a database only on PostgreSQL (M4)")
+    path = tmp_path / "w.toml"
+    await asyncio.to_thread(path.write_text, WORKFLOW)
+    flow = engine_settings.model_copy(update={"workflow_file": path, "cancel_timeout": 60})
+    a = await open_engine(flow)
+    agent_b = ManualAgent()
+    b = await open_engine(flow, agent_b)
+    task, session = await new_session(a)
+    await a.send_message(PRINCIPAL, session.id, "/stubborn")
+    stubborn = await agent.next_run()
+    await enqueue(a, session.id, "A")
+    cancel = asyncio.create_task(a.cancel(PRINCIPAL, session.id))
+    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # accepted: the stop is under way
+    moved, destination = await b.move_task(PRINCIPAL, task.id, "HANDOFF")
+    assert moved.current_session_id == destination.id
+    status = await b.queue_status(destination.id)
+    assert [e.content for e in status.entries] == ["A"]
+    assert (status.auto_run, status.pause_reason) == (False, PauseReason.TRANSFER)
+    stubborn.finish(AgentResult(ok=False, error="stopped at last"))
+    await asyncio.wait_for(cancel, WAIT)
+    await settle(a, session.id)
+    assert agent.no_new_run() and agent_b.no_new_run()
+    assert (await a.queue_status(destination.id)).entries == status.entries
+
+
 # -- W3 × Q5: one entry runs once ---------------------------------------------------------------
 async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destination(
     tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
@@ -130,13 +195,18 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
         await moved.wait()  # the transfer's commit comes first
         return await deliver(session_id, claimed)
 
+    def transferred(event: Any) -> None:  # the source's queue, emptied by the transfer
+        if event.queue is not None and not event.queue.entries:
+            moved.set()
+
     flow.queue._deliver = deliver_after_the_move  # type: ignore[method-assign]
+    watch = flow.watch(session.id, [EventKind.QUEUE], transferred)
     send_now = asyncio.create_task(
         flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
     )
     await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the replacement is stopping it
     moved_task, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
-    moved.set()
+    watch.close()
     with pytest.raises(UserFacingError) as info:
         await send_now
     assert (info.value.code, info.value.message) == (
@@ -302,31 +372,62 @@ async def test_w2_prompt_arriving_as_the_cancel_ends_does_not_start_on_the_step_
 
 
 # -- Q13 × Q9: one revision, one heldBy ---------------------------------------------------------
-async def test_q13_a_queue_revision_is_never_served_with_two_held_by_values(
-    engine: Engine, agent: ManualAgent
+async def test_r3_q13_one_queue_revision_is_one_status_through_cancels_and_send_nows(
+    open_engine: Any, engine_settings: Settings, agent: ManualAgent
 ) -> None:
-    """Q13, Q9: a cancel makes CANCELLING a hold a moment before the transaction that bumps
-    the queue revision for it commits. A status read in that moment still shows the revision
-    it read with the holds that revision had; the new hold comes with the next revision."""
-    sid, _ = await busy_session(engine, agent)
-    before = await engine.queue_status(sid)
-    gate, entered = asyncio.Event(), asyncio.Event()
-    touch = engine.core.touch_queue
+    """R3, Q13, Q9: while cancels and Send Nows hold and release a session's queue (its holds
+    changing), every status read at one revision — by queries polled throughout, and carried
+    by the queue events — is the same status, holds included; so is every cancellation
+    status at one cancellation revision."""
+    engine = await open_engine(engine_settings.model_copy(update={"cancel_timeout": 0.2}))
+    ledger = Ledger()
+    sid, run = await busy_session(engine, agent)
 
-    async def touch_later(session_id: str) -> None:
-        entered.set()
-        await gate.wait()
-        await touch(session_id)
+    def heard(event: Any) -> None:
+        if event.queue is not None:
+            ledger.see("queue", sid, event.queue.revision, event.queue, "event")
+        if event.cancellation is not None:
+            c = event.cancellation
+            ledger.see("cancellation", sid, c.revision, c.pending, "event")
 
-    engine.core.touch_queue = touch_later  # type: ignore[method-assign]
-    cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
-    await asyncio.wait_for(entered.wait(), WAIT)  # the reference is taken, not yet bumped
-    assert engine.core.cancellations.pending(sid)
-    during = await engine.queue_status(sid)
-    gate.set()
-    await cancel
-    assert during.revision == before.revision and during.held_by == before.held_by
-    assert (await engine.queue_status(sid)).revision > before.revision
+    done = asyncio.Event()
+
+    async def poll() -> None:
+        while not done.is_set():
+            status = await engine.queue_status(sid)
+            ledger.see("queue", sid, status.revision, status, "query")
+            c = engine.cancellation(sid)
+            ledger.see("cancellation", sid, c.revision, c.pending, "query")
+
+    watch = engine.watch(sid, [EventKind.QUEUE, EventKind.CANCELLATION], heard)
+    pollers = [asyncio.create_task(poll()) for _ in range(2)]
+    try:
+        for round_ in range(3):
+            await enqueue(engine, sid, f"a{round_}", f"b{round_}")
+            run.complete()  # "first", then each Send Now's turn, ends: a0 starts
+            await settle(engine, sid)
+            run = await agent.next_run()
+            stubborn = await engine.send_message(PRINCIPAL, sid, "/stubborn")
+            assert stubborn.entry is not None
+            await asyncio.gather(
+                engine.cancel(PRINCIPAL, sid),  # parks b and /stubborn (Q7)
+                engine.set_auto_run(PRINCIPAL, sid, True, None),
+                return_exceptions=True,
+            )
+            await settle(engine, sid)
+            queue = await engine.queue_status(sid)
+            if queue.entries:
+                await engine.send_now(
+                    PRINCIPAL, sid, SendNowScope.ENTRY, queue.entries[-1].id, None
+                )
+            run = await agent.next_run()
+            await engine.clear_queue(PRINCIPAL, sid, None)
+    finally:
+        done.set()
+        await asyncio.gather(*pollers)
+        watch.close()
+    assert ledger.count > 100
+    ledger.check()
 
 
 # -- C9 × Q9: a cancel with nothing running -----------------------------------------------------

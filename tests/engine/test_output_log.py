@@ -204,7 +204,13 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
     await runner.log.detach()
 
     await _recover_session(
-        engine.core, engine.core.cancellations.epoch, sid, [run.turn_id], [], None
+        engine.core,
+        engine.core.cancellations.epoch,
+        sid,
+        [run.turn_id],
+        [],
+        None,
+        {engine.core.instance},
     )
     last = await asyncio.wait_for(anext(stream), WAIT)
     await stream.aclose()

@@ -212,7 +212,6 @@ async def test_q13_q9_replacement_bumps_the_queue_revision_as_cancelling_starts_
     assert result.turn is not None and result.turn.prompt == "B"
     after = await engine.queue_status(sid)
     assert after.revision > during.revision and HoldReason.CANCELLING not in after.held_by
-    assert engine.core.holds_at.get(sid, after.revision) == ()  # bumped after the release
 
 
 async def test_q3_enqueue_on_a_free_session_starts_it_in_the_same_transaction(

@@ -4,6 +4,7 @@ processes (SPEC §2, C5: an agent that ignores SIGINT still ends within the boun
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from pathlib import Path
 
@@ -94,6 +95,8 @@ async def test_command_agent_exit_status_fails_the_turn_and_the_queue_keeps_goin
     second = await ended_turn(engine, session.id, "two")  # nothing lost: the next one ran
     assert second.status is TurnStatus.FAILED
     assert (await engine.queue_status(session.id)).entries == ()
+    async with engine.store.read() as tx:  # M6: each turn's group forgotten once gone
+        assert await tx.orphaned_processes(set(), socket.gethostname()) == []
 
 
 async def test_c5_command_agent_ignoring_sigint_is_escalated_and_the_flag_clears(
@@ -133,10 +136,8 @@ async def test_m6_recovery_kills_the_process_group_a_dead_server_left_behind(
             pass
     turn = await dead.current_turn(session.id)
     assert turn is not None
-    async with dead.store.read() as tx:
-        stored = await tx.get_turn(turn.id)
-    assert stored is not None and stored.agent_pgid is not None
-    pgid = stored.agent_pgid
+    async with dead.store.read() as tx:  # recorded as this instance's (M6)
+        (pgid,) = await tx.orphaned_processes(set(), socket.gethostname())
     # The server dies: its runtime is gone, the agent's process group lives on.
     dead.core.closing = True
     dead.core.runners.clear()

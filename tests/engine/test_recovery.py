@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from engine_helpers import PRINCIPAL, ManualAgent, new_session
+import asyncio
 
-from turnqueue.domain import SessionState, TurnStatus
+from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
+
+from turnqueue.agents.acp import PermissionRequest
+from turnqueue.bus import EventKind
+from turnqueue.domain import ApprovalOutcome, HoldReason, SessionState, TurnStatus
 from turnqueue.engine.orchestrator import Engine
 
 
@@ -66,4 +70,32 @@ async def test_m6_recovery_respects_a_paused_queue(
     assert second.no_new_run()
     after = await restarted.session(PRINCIPAL, session.id)
     assert after is not None and after.state is SessionState.WAITING_FOR_INPUT
+    bury(agent)
+
+
+async def test_a6_m6_recovery_settles_the_approval_a_crashed_turn_waited_for(
+    engine: Engine, open_engine, agent: ManualAgent
+) -> None:
+    """A6, A10, M6: the server dies while an approval of a running turn waits for its answer.
+    Recovery ends the turn interrupted and settles the approval in the record — CANCELLED, by
+    ``system``, when — so no approval of an ended turn reads PENDING; the queue is not held."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "work")
+    run = await agent.next_run()
+    request = PermissionRequest(
+        sid, run.turn_id, "Run ls", "call-1", (("yes", "Allow", "allow_once"),)
+    )
+    with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+        asking = asyncio.create_task(engine.approvals.ask(request))
+        while HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by:
+            await next_event(sub, EventKind.QUEUE)
+    await crash(engine)
+    restarted = await open_engine(agent_=ManualAgent())
+    (approval,) = await restarted.approvals_of_turn(run.turn_id)
+    assert (approval.outcome, approval.answered_by) == (ApprovalOutcome.CANCELLED, "system")
+    assert approval.answered_at is not None and approval.option_id is None
+    assert await restarted.pending_approval(sid) is None
+    assert HoldReason.APPROVAL not in (await restarted.queue_status(sid)).held_by
+    asking.cancel()
     bury(agent)

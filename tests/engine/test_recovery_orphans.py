@@ -191,26 +191,29 @@ def _process_group() -> subprocess.Popen[bytes]:
     )
 
 
-async def test_m6_the_agent_process_group_of_an_orphaned_turn_is_killed_on_its_host(
+async def test_m6_the_agent_process_groups_a_dead_server_left_are_killed_on_its_host(
     engine: Engine, open_engine
 ) -> None:
-    """M6: the process group recorded for an orphaned turn on this host is SIGKILLed; one
-    recorded for another host is left alone; a group that is already gone is no error."""
+    """M6: every process group a dead instance recorded on this host — running a turn or idle
+    — is SIGKILLed and forgotten; one recorded for another host is left alone; a group that is
+    already gone is no error."""
     procs = {}
     for where in ("here", "elsewhere", "gone"):
         _, session = await new_session(engine)
-        turn_id = await ghost_turn(engine, session.id, where)
+        await ghost_turn(engine, session.id, where)
         proc = procs[where] = _process_group()
         host = socket.gethostname() if where != "elsewhere" else "another-host.invalid"
         async with engine.core.store.transaction() as tx:
-            await tx.set_turn_agent(turn_id, host, proc.pid)
+            await tx.record_process(host, proc.pid, engine.core.instance, session.id)
     procs["gone"].kill()
     procs["gone"].wait()
     try:
         await crash(engine)
-        await open_engine(agent_=ManualAgent())
+        restarted = await open_engine(agent_=ManualAgent())
         assert await asyncio.to_thread(procs["here"].wait, WAIT) == -9  # SIGKILL
         assert procs["elsewhere"].poll() is None
+        async with restarted.core.store.read() as tx:
+            assert await tx.orphaned_processes(set(), socket.gethostname()) == []
     finally:
         for proc in procs.values():
             if proc.poll() is None:

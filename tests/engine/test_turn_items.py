@@ -229,7 +229,13 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     assert runner.log is not None
     await runner.log.detach()
     await _recover_session(
-        engine.core, engine.core.cancellations.epoch, sid, [run.turn_id], [], None
+        engine.core,
+        engine.core.cancellations.epoch,
+        sid,
+        [run.turn_id],
+        [],
+        None,
+        {engine.core.instance},
     )
     last = await asyncio.wait_for(anext(stream), WAIT)
     await stream.aclose()

@@ -88,7 +88,7 @@ async def test_q9_a_hold_bumps_the_queue_revision_when_it_starts_and_ends(
     assert HoldReason.CANCELLING not in after.held_by and after.revision > during.revision
     async with engine.core.hold(sid):
         assert HoldReason.WORKFLOW_TRANSITION in (await engine.queue_status(sid)).held_by
-    assert not engine.core.runtime_holds(sid)
+    assert (await engine.queue_status(sid)).held_by == ()
 
 
 async def test_q3_a_turn_started_in_a_unit_of_work_launches_only_after_commit(
@@ -179,10 +179,10 @@ async def test_q9_w1_a_step_change_ending_does_not_release_another_ones_hold(
     while another still holds the queue (a completion's move, handed over) leaves it held."""
     _, session = await new_session(engine)
     sid = session.id
-    engine.core.begin_transition(sid)  # a completion's move, pending
+    transition = HoldReason.WORKFLOW_TRANSITION
+    await engine.core.add_hold(sid, transition)  # a completion's move, pending
     async with engine.core.hold(sid):  # a manual move meanwhile
-        assert HoldReason.WORKFLOW_TRANSITION in engine.core.runtime_holds(sid)
-    assert HoldReason.WORKFLOW_TRANSITION in engine.core.runtime_holds(sid)
-    assert HoldReason.WORKFLOW_TRANSITION in (await engine.queue_status(sid)).held_by
-    engine.core.end_transition(sid)
-    assert not engine.core.runtime_holds(sid)
+        assert transition in (await engine.queue_status(sid)).held_by
+    assert transition in (await engine.queue_status(sid)).held_by
+    await engine.core.release_hold(sid, transition)
+    assert (await engine.queue_status(sid)).held_by == ()

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
+from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
 from test_queue_refusals import refusal
 from test_queue_rules import enqueue
 from test_workflow_rules import WORKFLOW
 
-from turnqueue.domain import OnTurnComplete, TurnStatus
+from turnqueue.bus import EventKind
+from turnqueue.domain import HoldReason, OnTurnComplete, TurnStatus
+from turnqueue.engine.core import held_by
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.engine.workflow import load_workflow
 from turnqueue.errors import ErrorCode, StoreError
@@ -47,9 +49,9 @@ async def _engine_with(
 
 async def moved_on(engine: Engine, session_id: str) -> None:
     """Until a step change handed the session's hold (W1) has committed and released it."""
-    async with asyncio.timeout(WAIT):
-        while session_id in engine.core.transitions:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    with engine.subscribe(session_id, [EventKind.QUEUE]) as sub:
+        while HoldReason.WORKFLOW_TRANSITION in (await engine.queue_status(session_id)).held_by:
+            await next_event(sub, EventKind.QUEUE)
 
 
 async def test_moving_a_task_to_an_unknown_step_names_the_steps_and_changes_nothing(
@@ -143,10 +145,8 @@ async def test_q9_q13_a_handed_step_change_hold_ends_with_a_revision_of_its_own(
         await asyncio.wait_for(moved.wait(), WAIT)
     else:
         await engine.cancel(PRINCIPAL, sid)  # returns once its step change has ended (W2)
-    assert sid not in engine.core.transitions
     status = await engine.queue_status(sid)
     assert status.held_by == ()
-    assert status.held_by == tuple(engine.core.runtime_holds(sid))  # served = live
 
 
 async def test_w3_c1_c8_a_transfer_stops_the_running_turn_as_a_cancellation(
@@ -201,7 +201,7 @@ async def test_w1_q9_a_step_change_that_fails_still_releases_the_queue(
     run.complete()
     await asyncio.wait_for(failed.wait(), WAIT)
     await settle(engine, sid)
-    assert "WORKFLOW_TRANSITION" not in (await engine.queue_status(sid)).held_by
+    await moved_on(engine, sid)  # released, though the change failed
     admission = await engine.send_message(PRINCIPAL, sid, "again")
     assert admission.turn is not None and (await agent.next_run()).prompt == "again"
 
@@ -221,14 +221,16 @@ async def test_w1_q9_a_step_change_holds_the_sessions_queue_while_it_commits(
     set_task_step = SqlTx.set_task_step
 
     async def observed(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
-        holds.append(tuple(engine.core.runtime_holds(session.id)))
+        view = await self.view(session.id)
+        assert view is not None
+        holds.append(held_by(view))
         return await set_task_step(self, *args, **kwargs)
 
     monkeypatch.setattr(SqlTx, "set_task_step", observed)
     moved, _ = await engine.move_task(PRINCIPAL, task.id, "CHECK")
     assert moved.workflow_step == "CHECK"
     assert holds == [("WORKFLOW_TRANSITION",)]
-    assert engine.core.runtime_holds(session.id) == []
+    assert (await engine.queue_status(session.id)).held_by == ()
 
 
 async def test_w1_only_a_move_to_next_step_moves_on_completion(

@@ -274,6 +274,20 @@ def graphiql_server(
 
 
 @needs_browser
+def test_g2_the_first_tab_teaches_the_current_api(
+    offline: Offline, graphiql_server: Server
+) -> None:
+    """Issue 26: a first visit's tab holds ``graphiql/src/default-query.graphql``: the current
+    API (``tasksConnection``), not the deprecated ``tasks(first: 10)``; it runs as it is."""
+    page = open_graphiql(offline, graphiql_server)
+    text = editor_text(page, ".graphiql-query-editor")
+    assert "tasksConnection(first: 10)" in text and "tasks(first" not in text
+    page.locator(".graphiql-query-editor .view-line", has_text="tasksConnection").click()
+    page.keyboard.press("ControlOrMeta+Enter")  # runs the operation under the cursor: Tasks
+    expect(result(page)).to_contain_text('"tasksConnection"')
+
+
+@needs_browser
 def test_g2_graphiql_offline_runs_a_query_a_mutation_and_a_subscription(
     offline: Offline, graphiql_server: Server
 ) -> None:

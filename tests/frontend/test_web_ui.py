@@ -28,6 +28,8 @@ from web_page import (
     WEB,
     ensure_node_modules,
     expect,
+    expect_current,
+    expect_turns,
     needs_browser,
     needs_node,
     open_page,
@@ -88,10 +90,6 @@ def web_server(web_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield server
 
 
-def turns(page: Any) -> Any:
-    return page.locator("#turns li")
-
-
 def queue_contents(page: Any) -> Any:
     return page.locator("#queue li .content")
 
@@ -111,8 +109,26 @@ def number(page: Any, selector: str) -> int:
 def test_u2_turnqueue_serve_serves_the_built_page_at_root(web_server: Server) -> None:
     """U2: the real ``turnqueue serve`` answers ``/`` with the built page, beside ``/graphql``."""
     page = httpx.get(f"{web_server.base_url}/", verify=TLS)
-    assert page.status_code == 200 and '<ol id="queue">' in page.text
+    assert page.status_code == 200 and 'id="queue"' in page.text
     assert httpx.get(f"{web_server.base_url}/healthz", verify=TLS).json() == {"status": "ok"}
+
+
+@needs_browser
+def test_u2_the_page_at_root_goes_live_and_lists_the_tasks(
+    context: Any, web_server: Server
+) -> None:
+    """U2 (issue 26): ``/`` with no ``?session=`` (the first page a user opens) connects, shows
+    it is live and lists the tasks that exist; picking one opens its session."""
+    web_server.create_session("first task")
+    web_server.create_session("second task")
+    page = context.new_page()
+    page.goto(f"{web_server.base_url}/")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(page.locator("#tasks li")).to_contain_text(["second task", "first task"])
+    page.locator("#tasks li", has_text="first task").locator("a").click()
+    wait_ready(page)
+    expect(page.locator("#session-title")).to_have_text("first task")
+    shot(page, "root-page")
 
 
 @needs_browser
@@ -130,28 +146,26 @@ def test_q2_q3_u2_auto_run_off_in_one_page_shows_in_the_other_and_holds_the_queu
     expect(queue_contents(two)).to_have_text(["B", "C"])
     expect(one.locator("#auto-run")).to_be_checked()
 
-    one.locator("#auto-run").click()
+    one.locator(".switch").click()
     expect(two.locator("#auto-run")).not_to_be_checked()
-    expect(two.locator("#pause-reason")).to_have_text("paused: USER")
-    expect(turns(two)).to_have_text(["A · RUNNING"])  # OFF never touches the active turn
+    expect(two.locator("#pause-reason")).to_have_attribute("data-reason", "USER")
+    expect_turns(two, ["A · RUNNING"])  # OFF never touches the active turn
     shot(two, "auto-run-off-other-page")
 
-    expect(turns(two)).to_have_text(["A · COMPLETED"])
+    expect_turns(two, ["A · COMPLETED"])
     # Barrier: a mutation answered after A's end decision (turn end and drain share the
     # session lock) still finds B and C queued, so nothing started from that end.
     barrier = web_server.set_auto_run(session_id, False)
     assert [e["content"] for e in barrier["queue"]["entries"]] == ["B", "C"], barrier
-    expect(two.locator("#session-state")).to_have_text("WAITING_FOR_INPUT")
+    expect(two.locator("#session-state")).to_have_attribute("data-state", "WAITING_FOR_INPUT")
     expect(queue_contents(two)).to_have_text(["B", "C"])
-    expect(turns(two)).to_have_count(1)
+    expect_turns(two, ["A · COMPLETED"])
     shot(two, "auto-run-off-queue-held")
 
-    one.locator("#auto-run").click()
+    one.locator(".switch").click()
     expect(two.locator("#auto-run")).to_be_checked()
-    expect(two.locator("#pause-reason")).to_have_text("")
-    expect(turns(two)).to_have_text(
-        ["A · COMPLETED", "B · COMPLETED", "C · COMPLETED"], timeout=LONG
-    )
+    expect(two.locator("#pause-reason")).to_have_attribute("data-reason", "")
+    expect_turns(two, ["A · COMPLETED", "B · COMPLETED", "C · COMPLETED"], timeout=LONG)
     expect(queue_contents(one)).to_have_count(0)
 
 
@@ -166,7 +180,7 @@ def test_c1_c4_cancel_pending_shows_in_both_pages_survives_reloads_and_clears(
     one = open_page(context, web_server, session_id)
     two = open_page(context, web_server, session_id)
     web_server.send(session_id, "/stubborn")
-    expect(one.locator("#turn-status")).to_have_text("· /stubborn · RUNNING")
+    expect_current(one, "/stubborn", "RUNNING")
     before = number(one, "#cancellation-revision")
 
     one.locator("#cancel").click()
@@ -184,8 +198,9 @@ def test_c1_c4_cancel_pending_shows_in_both_pages_survives_reloads_and_clears(
 
     for page in (one, two):
         expect(cancel_pending(page)).to_have_attribute("data-pending", "false", timeout=LONG)
-        expect(page.locator("#cancel")).to_be_enabled()
-        expect(turns(page).last).to_contain_text("/stubborn · CANCELLED")
+        expect(cancel_pending(page)).to_have_text("")
+        expect_current(page, "/stubborn", "CANCELLED")
+        expect(page.locator("#cancel")).to_be_disabled()  # nothing left to cancel
         assert number(page, "#cancellation-revision") > before
     shot(one, "cancel-cleared")
 
@@ -212,13 +227,12 @@ def test_q5_send_now_on_the_second_row_runs_it_first_then_the_rest_in_order(
     second = page.locator("#queue li").nth(1)
     expect(second.locator(".content")).to_have_text("C")
     second.get_by_role("button", name="Send Now").click()
-    expect(page.locator("#turn-status")).to_have_text("· C · RUNNING")
+    expect_current(page, "C", "RUNNING")
     expect(queue_contents(page)).to_have_text(["B", "D"])
     shot(page, "send-now-second-row")
 
-    expect(turns(page)).to_have_text(
-        [re.compile(r"^A · CANCELLED"), "C · COMPLETED", "B · COMPLETED", "D · COMPLETED"],
-        timeout=LONG,
+    expect_turns(
+        page, ["A · CANCELLED", "C · COMPLETED", "B · COMPLETED", "D · COMPLETED"], timeout=LONG
     )
     expect(page.locator("#auto-run")).to_be_checked()  # Send Now leaves auto-run ON
 
@@ -283,8 +297,8 @@ def test_r3_a_delayed_snapshot_does_not_overwrite_newer_live_state(
     web_server.send(session_id, "/stubborn")  # a 20 s turn: no other change comes meanwhile
     web_server.set_auto_run(session_id, False)
     expect(page.locator("#auto-run")).not_to_be_checked()
-    expect(page.locator("#pause-reason")).to_have_text("paused: USER")
-    expect(page.locator("#session-state")).to_have_text("RUNNING")
+    expect(page.locator("#pause-reason")).to_have_attribute("data-reason", "USER")
+    expect(page.locator("#session-state")).to_have_attribute("data-state", "RUNNING")
     session_revision = number(page, "#session-revision")
     queue_revision = number(page, "#queue-revision")
     assert session_revision > stale["revision"] and queue_revision > stale["queue"]["revision"]
@@ -293,8 +307,9 @@ def test_r3_a_delayed_snapshot_does_not_overwrite_newer_live_state(
     page.wait_for_function("document.body.dataset.snapshots === '1'")
     # Read at once (no retrying expect): nothing else changes while the stubborn turn runs.
     assert not page.locator("#auto-run").is_checked()
-    assert page.locator("#pause-reason").inner_text() == "paused: USER"
-    assert page.locator("#session-state").inner_text() == "RUNNING"  # stale: WAITING_FOR_INPUT
+    assert page.locator("#pause-reason").get_attribute("data-reason") == "USER"
+    state = page.locator("#session-state").get_attribute("data-state")
+    assert state == "RUNNING"  # the stale snapshot said WAITING_FOR_INPUT
     assert number(page, "#queue-revision") == queue_revision
     assert number(page, "#session-revision") == session_revision
     shot(page, "delayed-snapshot-kept-newer")
@@ -323,7 +338,7 @@ def test_r3_every_reconnect_refetches_the_snapshot(context: Any, web_server: Ser
     wait_ready(page, snapshots=2)
     assert len(sockets) == 2
     expect(page.locator("#auto-run")).not_to_be_checked()
-    expect(page.locator("#pause-reason")).to_have_text("paused: USER")
+    expect(page.locator("#pause-reason")).to_have_attribute("data-reason", "USER")
     shot(page, "reconnected")
 
 
@@ -347,7 +362,7 @@ def test_s1_token_from_the_address_authenticates_http_and_websocket(
         refused = context.new_page()
         refused.goto(f"{server.base_url}/?token=wrong&session={session_id}")
         expect(refused.locator("#conn")).to_have_text("not authorised")
-        expect(refused.locator("#conn")).to_have_attribute("data-state", "closed")
+        expect(refused.locator("#conn")).to_have_attribute("data-state", "refused")
 
 
 def _pump_until(page: Any, condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -357,3 +372,150 @@ def _pump_until(page: Any, condition: Callable[[], bool], timeout: float = 10.0)
         if time.monotonic() > deadline:
             pytest.fail("the snapshot query was never routed")
         page.wait_for_timeout(20)
+
+
+# ---- the first hour: the page as a product (issue 26) ----
+
+
+@needs_browser
+def test_u2_create_a_task_talk_and_answer_the_agents_question_from_the_page(
+    context: Any, web_server: Server
+) -> None:
+    """U2: from ``/``, create a task with a chosen agent, send a message with Enter and watch it
+    complete; a clarification (``/ask``) shows above the composer, whose Send becomes Answer
+    (``answerClarification``) and runs the answer as the next turn."""
+    page = context.new_page()
+    page.goto(f"{web_server.base_url}/")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(page.locator("#new-task-agent option[value=scripted]")).to_have_count(1)
+    page.locator("#new-task-title").fill("Made on the page")
+    page.locator("#new-task-agent").select_option("scripted")
+    page.get_by_role("button", name="Create").click()
+    wait_ready(page)
+    expect(page.locator("#session-title")).to_have_text("Made on the page")
+    assert "?session=" in page.url
+    expect(page.locator("#tasks li[aria-current=true]")).to_contain_text("Made on the page")
+
+    page.locator("#message").fill("hello")
+    page.locator("#message").press("Enter")
+    expect_current(page, "hello", "COMPLETED", timeout=LONG)
+    expect(page.locator("#output")).to_contain_text("hello")
+    expect(page.locator("#message")).to_have_value("")
+
+    page.locator("#message").fill("/ask which colour?")
+    page.locator("#message").press("Enter")
+    expect(page.locator("#clarification")).to_contain_text("which colour?", timeout=LONG)
+    expect(page.locator("#send")).to_have_text("Answer")
+    expect(page.locator("#held-by [data-hold=CLARIFICATION]")).to_be_visible()
+    shot(page, "clarification-asked")
+    page.locator("#message").fill("blue")
+    page.locator("#send").click()
+    expect(page.locator("#clarification")).to_be_hidden()
+    expect_current(page, "blue", "COMPLETED", timeout=LONG)
+    expect(page.locator("#send")).to_have_text("Send")
+    expect(page.locator("#errors")).to_have_text("")
+    shot(page, "conversation-desktop")
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot(page, "conversation-narrow")
+
+
+@needs_browser
+def test_u2_sessions_switch_in_the_page_and_back(context: Any, web_server: Server) -> None:
+    """U2: picking another task opens its session in place (no reload) and stops following
+    the first: its later turns do not leak into the second; Back opens the first again, with
+    what happened meanwhile."""
+    first = web_server.create_session("first of two")
+    second = web_server.create_session("second of two")
+    web_server.set_auto_run(second, False)
+    web_server.enqueue(second, "held in second")
+    page = context.new_page()
+    page.goto(f"{web_server.base_url}/?session={first}")
+    wait_ready(page)
+    web_server.send(first, "a1")
+    expect_current(page, "a1", "COMPLETED", timeout=LONG)
+    page.evaluate("window.notReloaded = true")
+
+    page.locator("#tasks li", has_text="second of two").locator("a").click()
+    expect(page.locator("#session-title")).to_have_text("second of two")
+    expect(queue_contents(page)).to_have_text(["held in second"])
+    expect_turns(page, [])
+    assert page.evaluate("window.notReloaded") is True
+    assert page.url.endswith(f"?session={second}")
+
+    web_server.send(first, "a2")  # the first session moves on, unwatched
+    page.go_back()
+    expect(page.locator("#session-title")).to_have_text("first of two")
+    expect_turns(page, ["a1 · COMPLETED", "a2 · COMPLETED"], timeout=LONG)
+    expect(queue_contents(page)).to_have_count(0)
+    assert page.evaluate("window.notReloaded") is True
+
+
+@needs_browser
+def test_q12_u2_drag_a_row_to_reorder_the_queue(context: Any, web_server: Server) -> None:
+    """Q12 (U2): dragging a row onto another moves it there (reorderQueue with the revision it
+    was drawn from); every tab shows the new order."""
+    session_id = web_server.create_session("drag")
+    web_server.set_auto_run(session_id, False)
+    for content in ("X", "Y", "Z"):
+        web_server.enqueue(session_id, content)
+    page = open_page(context, web_server, session_id)
+    other = open_page(context, web_server, session_id)
+    expect(queue_contents(page)).to_have_text(["X", "Y", "Z"])
+    rows = page.locator("#queue li")
+    rows.nth(2).drag_to(rows.nth(0))
+    expect(queue_contents(page)).to_have_text(["Z", "X", "Y"])
+    expect(queue_contents(other)).to_have_text(["Z", "X", "Y"])
+    rows.nth(0).drag_to(rows.nth(2))
+    expect(queue_contents(other)).to_have_text(["X", "Y", "Z"])
+    expect(page.locator("#errors")).to_have_text("")
+    shot(page, "queue-dragged")
+
+
+@needs_browser
+def test_u2_offline_shows_and_the_page_recovers_when_the_network_is_back(
+    context: Any, web_server: Server
+) -> None:
+    """U2: with the network gone the header says offline; when it is back the page is live
+    again and shows what changed meanwhile (the snapshot is read again, R3)."""
+    session_id = web_server.create_session("offline")
+    page = open_page(context, web_server, session_id)
+    expect(page.locator("#auto-run")).to_be_checked()
+    context.set_offline(True)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+    expect(page.locator("#conn")).to_have_text("offline")
+    web_server.set_auto_run(session_id, False)  # while the page cannot hear it
+    shot(page, "offline")
+    context.set_offline(False)
+    expect(page.locator("#conn")).to_have_text("live", timeout=LONG)
+    expect(page.locator("#auto-run")).not_to_be_checked()
+    expect(page.locator("#pause-reason")).to_have_attribute("data-reason", "USER")
+
+
+@needs_browser
+def test_u2_a_socket_gone_silent_as_after_sleep_is_replaced(
+    context: Any, web_server: Server
+) -> None:
+    """U2: a socket that stays open but carries nothing (a laptop back from sleep, a network
+    that dropped without a close) is found by its unanswered ping and replaced; the page goes
+    live again and reads the snapshot again. Bounded by the 10 s ping and its 5 s timeout."""
+    session_id = web_server.create_session("silent")
+    routes: list[Any] = []
+    silent = {"on": False}
+
+    def relay(ws: Any) -> None:
+        server = ws.connect_to_server()
+        ws.on_message(lambda m: None if silent["on"] else server.send(m))
+        server.on_message(lambda m: None if silent["on"] else ws.send(m))
+        routes.append(ws)
+
+    page = context.new_page()
+    page.route_web_socket(re.compile(r"/graphql$"), relay)
+    page.goto(f"{web_server.base_url}/?session={session_id}")
+    wait_ready(page)
+    silent["on"] = True  # from now on nothing passes either way, and nothing closes
+    web_server.set_auto_run(session_id, False)
+    expect(page.locator("#conn")).not_to_have_text("live", timeout=LONG)
+    silent["on"] = False
+    wait_ready(page, snapshots=2)
+    assert len(routes) >= 2
+    expect(page.locator("#auto-run")).not_to_be_checked()

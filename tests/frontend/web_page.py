@@ -80,6 +80,39 @@ def wait_ready(page: Any, snapshots: int = 1) -> None:
     page.wait_for_function(f"Number(document.body.dataset.snapshots ?? 0) >= {snapshots}")
 
 
+#: Each turn of the conversation as ``"<prompt> · <STATUS>"``, oldest first.
+TURN_SUMMARIES = """() => [...document.querySelectorAll('#turns > li.turn')]
+  .map((t) => `${t.dataset.prompt} · ${t.dataset.status}`)"""
+
+
+def turn_summaries(page: Any) -> list[str]:
+    summaries: list[str] = page.evaluate(TURN_SUMMARIES)
+    return summaries
+
+
+def expect_turns(page: Any, expected: list[str], timeout: float = 5_000) -> None:
+    """Until the conversation's turns are exactly ``expected`` (``"A · COMPLETED"``, …)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    check = f"(want) => JSON.stringify(({TURN_SUMMARIES})()) === JSON.stringify(want)"
+    try:
+        page.wait_for_function(check, arg=expected, timeout=timeout)
+    except PlaywrightTimeout:
+        assert turn_summaries(page) == expected
+
+
+def expect_current(page: Any, prompt: str, status: str, timeout: float = 5_000) -> None:
+    """Until the newest turn is ``prompt`` with ``status``."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    check = f"(want) => ({TURN_SUMMARIES})().at(-1) === want"
+    want = f"{prompt} · {status}"
+    try:
+        page.wait_for_function(check, arg=want, timeout=timeout)
+    except PlaywrightTimeout:
+        assert turn_summaries(page)[-1:] == [want]
+
+
 def shot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

@@ -89,6 +89,8 @@ class ModelSession:
     turns: list[ModelTurn] = field(default_factory=list)
     #: the task reached its last step while a turn ran: that turn's end completes the session
     complete_on_idle: bool = False
+    #: A6: the running turn's agent waits for an approval (the turn's end settles it)
+    approval: bool = False
 
     @property
     def running(self) -> ModelTurn | None:
@@ -109,6 +111,8 @@ class ModelSession:
             holds.add(HoldReason.NOT_PROMPTABLE)
         if self.clarification is not None:
             holds.add(HoldReason.CLARIFICATION)
+        if self.approval and self.running is not None:
+            holds.add(HoldReason.APPROVAL)
         return holds
 
     def queue_status(self) -> tuple[object, ...]:
@@ -174,6 +178,7 @@ class TaskModel:
         assert turn is not None, "no running turn to end"
         turn.status = status
         turn.error = error
+        s.approval = False  # A6, M6: an ended turn's approval is settled
         s.state = SessionState.WAITING_FOR_INPUT  # every turn end (§1)
         if s.complete_on_idle:  # §1 COMPLETED: the task reached its last step meanwhile
             s.state, s.complete_on_idle = SessionState.COMPLETED, False

@@ -52,12 +52,13 @@ from queue_model import Admitted, ModelSession, ModelStep, ModelTurn, Refused, T
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
-from engine_helpers import PRINCIPAL, ManualAgent, settle
+from engine_helpers import PRINCIPAL, ManualAgent, next_event, settle
 from model_db import admin as _admin
 from model_db import pg_url as _pg_url
 
-from turnqueue.bus import EventBus
-from turnqueue.domain import CancelOutcome, SendNowScope
+from turnqueue.agents.acp import PermissionRequest
+from turnqueue.bus import EventBus, EventKind
+from turnqueue.domain import ApprovalOutcome, CancelOutcome, HoldReason, SendNowScope, TurnStatus
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
@@ -147,7 +148,7 @@ def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Databases:
 
 
 # -- the machine -------------------------------------------------------------------------------
-CONTENT_KINDS = st.sampled_from(["plain", "plain", "plain", "stubborn"])
+CONTENT_KINDS = st.sampled_from(["plain", "plain", "plain", "stubborn", "multibyte"])
 REVISIONS = st.sampled_from([None, None, None, "current", "stale"])
 TARGETS = st.sampled_from(["visible", "visible", "visible", "gone", "unknown"])
 
@@ -194,6 +195,9 @@ class EngineMachine(RuleBasedStateMachine):
         self.fresh_process: set[str] = set()  # sessions this process has said nothing about
         self.statuses: dict[str, tuple[object, ...]] = {}
         self.visible: dict[str, str] = {}  # entry id -> content, as the engine last showed
+        #: A6: the agent's waiting permission requests (asks), and every turn that asked one
+        self.asking: list[asyncio.Task[str | None]] = []
+        self.approval_turns: set[str] = set()
         self.engine: Engine | None = None
         self.store: SqlStore | None = None
         self.url = self.run(self.dbs.create())
@@ -255,10 +259,16 @@ class EngineMachine(RuleBasedStateMachine):
             await self._open()  # recovery (M6) runs here
             for run in agent.runs:  # let the dead process's leftovers end quietly
                 run.fail("process died")
+            # M6: recovery itself settled the dead turn's approvals (before the dead agent's
+            # waits end below, which would settle them too).
+            for sid in {s.id for s in self.model.sessions}:
+                await self._approvals_settled(self.engine_, sid)
+            await self._drop_asks()
             await engine.aclose()
             await store.close()
         else:
             await engine.aclose()
+            await self._drop_asks()  # the shutdown stopped the turn: its waits end
             await store.close()
             await self._open()
         self.fresh_process = {s.id for s in self.model.sessions}
@@ -273,9 +283,30 @@ class EngineMachine(RuleBasedStateMachine):
         finally:
             self.loop.close()
 
+    async def _approvals_settled(self, engine: Engine, sid: str) -> None:
+        for turn in await engine.turns_of(sid, 200):
+            if turn.id in self.approval_turns and turn.status is not TurnStatus.RUNNING:
+                outcomes = [a.outcome for a in await engine.approvals_of_turn(turn.id)]
+                assert ApprovalOutcome.PENDING not in outcomes, f"{turn.id[:8]}: {outcomes}"
+
+    async def _drop_asks(self, keep: str | None = None) -> None:
+        """The agent gives up every wait but the running turn ``keep``'s (A5: a turn that ends
+        answers its pending permission requests ``cancelled``)."""
+        for task in list(self.asking):
+            if keep is not None and getattr(task, "turn_id", None) == keep:
+                continue
+            self.asking.remove(task)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     def content(self, kind: str) -> str:
         self.counter += 1
-        return f"/stubborn m{self.counter}" if kind == "stubborn" else f"m{self.counter}"
+        if kind == "stubborn":
+            return f"/stubborn m{self.counter}"
+        if kind == "multibyte":  # astral, CJK and combining characters (O1, M4)
+            return f"m{self.counter} 😀🧪 日本語 é"
+        return f"m{self.counter}"
 
     async def expected(self, choice: str | None) -> tuple[int | None, bool]:
         """An ``expectedRevision`` (Q13) and whether it is stale."""
@@ -581,6 +612,73 @@ class EngineMachine(RuleBasedStateMachine):
         current = self._end_turn("agent.ask", lambda run: run.complete(clarification=question))
         self.model.complete(question, current)
 
+    @precondition(lambda self: _running(self) and not self.model.current.approval)
+    @rule()
+    def request_approval(self) -> None:
+        """A6: the running turn's agent asks for a permission: the queue is held (APPROVAL)
+        until it is answered or the turn ends; a crash meanwhile is settled by recovery (M6)."""
+        sid = self.sid
+
+        async def go() -> None:
+            engine = self.engine_
+            turn_id = engine.core.runners[sid].turn.id
+            options = (("yes", "Allow", "allow_once"), ("no", "Reject", "reject_once"))
+            request = PermissionRequest(sid, turn_id, "Run it", "call-1", options)
+            with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+                task = asyncio.ensure_future(engine.approvals.ask(request))
+                task.turn_id = turn_id  # type: ignore[attr-defined]
+                self.asking.append(task)
+                while HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by:
+                    await next_event(sub, EventKind.QUEUE)
+            self.approval_turns.add(turn_id)
+
+        self.run(go())
+        self.model.current.approval = True
+        TALLY["approval:asked"] += 1
+        TALLY["operations"] += 1
+
+    @precondition(lambda self: self.model.current.approval)
+    @rule(option=st.sampled_from(["yes", "no"]))
+    def answer_approval(self, option: str) -> None:
+        """A6: the pending approval is answered once; the agent goes on, the hold ends."""
+
+        async def go() -> None:
+            approval = await self.engine_.pending_approval(self.sid)
+            assert approval is not None, "the approval the model waits for is not pending"
+            await self.engine_.answer_approval(PRINCIPAL, approval.id, option)
+            await self._drop_asks()  # answered: the waits end
+
+        self.run(go())
+        self.model.current.approval = False
+        TALLY["approval:answered"] += 1
+        TALLY["operations"] += 1
+
+    @precondition(lambda self: _running(self) and not self.model._step().cancel_completes)
+    @rule(step=st.sampled_from(["WORK", "HANDOFF", "HANDOFF", "FINISH"]))
+    def move_while_cancelling(self, step: str) -> None:
+        """Q7 × W1/W3: a user's cancel is accepted and its stop under way (a stubborn turn
+        waits out the interrupt) when the task moves: the cancel parks the backlog wherever
+        the move takes it (a transfer carries the pause over, TRANSFER)."""
+
+        async def go() -> str:
+            engine = self.engine_
+            run = await self.agent.run_for(engine.core.runners[self.sid].turn.id)
+            cancel = asyncio.ensure_future(engine.cancel(PRINCIPAL, self.sid))
+            await asyncio.wait_for(run.signalled.wait(), 30)  # accepted: the stop has begun
+            _, session = await engine.move_task(PRINCIPAL, self.task_id, step)
+            result = await cancel
+            assert result.cancellation.pending is False
+            await self._drop_asks()
+            await settle(engine, session.id)
+            return session.id
+
+        current = self.run(go())
+        self.model.cancel(None)
+        transfer = next(s for s in self.model.steps if s.name == step).new_session_on_enter
+        self.model.move(step, current if transfer else None)
+        TALLY[f"move-while-cancelling:{step}"] += 1
+        TALLY["operations"] += 1
+
     # -- workflow (W1, W3) and the process (M6) ------------------------------------------------
     @rule(step=st.sampled_from(["WORK", "PLAN", "PLAN", "HANDOFF", "HANDOFF", "FINISH"]))
     def move(self, step: str) -> None:
@@ -617,6 +715,10 @@ class EngineMachine(RuleBasedStateMachine):
 
     async def _check(self) -> None:
         engine = self.engine_
+        running = engine.core.runners.get(self.sid)
+        # A5: an agent whose turn ended (completed, failed, cancelled, replaced, transferred)
+        # gives up its waits; the running turn's stay.
+        await self._drop_asks(keep=running.turn.id if running is not None else None)
         task = await engine.task(PRINCIPAL, self.task_id)
         assert task is not None and task.current_session_id == self.sid
         assert task.workflow_step == self.model.step
@@ -662,6 +764,11 @@ class EngineMachine(RuleBasedStateMachine):
                 assert turn.error == model_turn.error, f"{where}: turn error {turn.error!r}"
         # C1/C5: nothing is being cancelled between operations.
         assert cancellation.pending is False, f"{where}: cancellationPending stuck"
+        # A6, M6: an approval waits only while the model's running turn asked one; no ended
+        # turn's approval reads PENDING (a crash's recovery settles it).
+        pending = await engine.pending_approval(sid)
+        assert (pending is not None) is (ms.approval and ms.running is not None), where
+        await self._approvals_settled(engine, sid)
         # Q13/R1/R2: revisions never go back; the queue's moves with every status change.
         previous = self.queue_revisions.get(sid)
         if previous is not None:

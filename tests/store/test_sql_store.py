@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from turnqueue.domain import (
+    HoldReason,
     ItemKind,
     MessageSource,
     OutputRecord,
@@ -146,6 +147,103 @@ async def test_q13_queue_revision_changes_only_through_bump(store: SqlStore) -> 
         assert await bump(tx, sid) == 1
     async with store.read() as tx:
         assert (await tx.view(sid)).policy.revision == 1  # type: ignore[union-attr]
+
+
+async def _queue_revision(store: SqlStore, sid: str) -> int:
+    async with store.read() as tx:
+        view = await tx.view(sid)
+        assert view is not None
+        return view.policy.revision
+
+
+async def test_q13_r3_every_change_of_a_queue_status_commits_a_revision_of_its_own(
+    store: SqlStore,
+) -> None:
+    """Q13, R3: whatever changes what a queue status shows — entries, the policy, the
+    session's state, a clarification, a hold, an approval — gets the session a new queue
+    revision in its own transaction, bumped or not by the caller; so no revision is ever read
+    with two states. A transaction that changes none of it leaves the revision alone."""
+    sid = await new_session(store)
+    entry = (await add(store, sid, "a"))[0]
+    turn_id: list[str] = []
+
+    async def start(tx: Any) -> None:
+        turn_id.append((await tx.start_turn(sid, prompt="p", source=USER)).id)
+
+    async def end(tx: Any) -> None:
+        await tx.end_turn(
+            turn_id[0],
+            status=TurnStatus.COMPLETED,
+            output="",
+            error=None,
+            session_state=SessionState.WAITING_FOR_INPUT,
+        )
+
+    hold = HoldReason.CANCELLING
+    changes = {
+        "set_policy": lambda tx: tx.set_policy(sid, auto_run=False, pause_reason=None),
+        "update_entry": lambda tx: tx.update_entry(entry, content="b"),
+        "reorder": lambda tx: tx.reorder_entries(sid, [entry]),
+        "reserve_head": lambda tx: tx.reserve_head(sid),
+        "release": lambda tx: tx.release_entries(sid, None),
+        "remove": lambda tx: tx.remove_entries(sid, [entry]),
+        "add_entry": lambda tx: tx.add_entry(sid, content="c", source=USER),
+        "clear_queue": lambda tx: tx.remove_entries(sid, None),
+        "state": lambda tx: tx.set_session_state(sid, SessionState.STARTING),
+        "state back": lambda tx: tx.set_session_state(sid, SessionState.WAITING_FOR_INPUT),
+        "start_turn": start,
+        "end_turn": end,
+        "clarification": lambda tx: tx.set_clarification(sid, turn_id=None, question="q?"),
+        "no clarification": lambda tx: tx.clear_clarification(sid),
+        "hold": lambda tx: tx.change_hold(sid, 7, hold, 1),
+        "unhold": lambda tx: tx.change_hold(sid, 7, hold, -1),
+        "delete_policy": lambda tx: tx.delete_policy(sid),
+    }
+    for what, change in changes.items():
+        before = await _queue_revision(store, sid)
+        async with store.transaction() as tx:
+            await change(tx)
+            assert tx.changed_queues() == [sid], what
+        assert await _queue_revision(store, sid) == before + 1, what
+    before = await _queue_revision(store, sid)
+    async with store.transaction() as tx:  # nothing a status shows
+        await tx.set_cancel_mark(sid, None)
+        await tx.remove_entries(sid, ["00000000-0000-0000-0000-000000000000"])
+        await tx.touch_starting(sid)
+        assert tx.changed_queues() == []
+    assert await _queue_revision(store, sid) == before
+
+
+async def test_q9_holds_are_counted_per_instance_and_orphans_are_dropped(
+    store: SqlStore,
+) -> None:
+    """Q9, M6: a session holds a kind while any instance's count of it is above zero; the
+    holds of instances that are not live are found and dropped (recovery)."""
+    sid = await new_session(store)
+    cancelling, moving = HoldReason.CANCELLING, HoldReason.WORKFLOW_TRANSITION
+
+    async def view() -> tuple[bool, bool]:
+        async with store.read() as tx:
+            v = await tx.view(sid)
+            assert v is not None
+            return v.cancelling, v.transitioning
+
+    async with store.transaction() as tx:
+        await tx.change_hold(sid, 1, cancelling, 1)
+        await tx.change_hold(sid, 1, cancelling, 1)
+        await tx.change_hold(sid, 2, moving, 1)
+    assert await view() == (True, True)
+    async with store.transaction() as tx:
+        await tx.change_hold(sid, 1, cancelling, -1)
+    assert await view() == (True, True)  # one of instance 1's two still holds
+    async with store.transaction() as tx:
+        await tx.change_hold(sid, 1, cancelling, -1)
+        assert await tx.orphaned_holds({1}) == [sid]  # instance 2 is not live
+        assert await tx.orphaned_holds({1, 2}) == []
+        assert await tx.drop_orphaned_holds(sid, {1}) == 1
+    assert await view() == (False, False)
+    async with store.transaction() as tx:
+        assert await tx.orphaned_holds(set()) == []
 
 
 async def test_q13_queue_revision_survives_policy_delete(store: SqlStore) -> None:
@@ -657,6 +755,10 @@ async def test_a_cancelled_writer_leaves_nothing_and_blocks_nobody(store: SqlSto
     statement is on the wire) is rolled back, and the next writer runs."""
     sid = await new_session(store)
     (kept,) = await add(store, sid, "kept")
+    async with store.read() as tx:
+        view = await tx.view(sid)
+        assert view is not None
+        revision = view.policy.revision  # the add's (Q13)
 
     async def doomed(i: int) -> None:
         async with store.transaction() as tx:
@@ -676,7 +778,7 @@ async def test_a_cancelled_writer_leaves_nothing_and_blocks_nobody(store: SqlSto
     assert await visible(store, sid) == [(1, "kept")]
     async with store.transaction() as tx:
         view = await tx.lock(sid)
-        assert (view.policy.revision, view.queued) == (0, 1)
+        assert (view.policy.revision, view.queued) == (revision, 1)
         assert await in_flight_sessions(tx) == []
         await tx.add_entry(sid, content="next", source=USER)
     assert await visible(store, sid) == [(1, "kept"), (2, "next")]

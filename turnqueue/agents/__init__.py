@@ -2,13 +2,17 @@
 
 ``build_agent(name, settings)`` makes the profile a session names (``CreateTaskInput.agent``,
 default ``TURNQUEUE_AGENT``): ``scripted`` (:mod:`.scripted`) or ``command`` (:mod:`.command`).
-``build_agents(settings)`` makes every profile: those two plus the profiles of
-``TURNQUEUE_AGENTS_FILE`` (:mod:`.profiles`; ``acp`` profiles are :mod:`.acp`).
+``build_agents(settings)`` makes every profile that can run: ``scripted``, ``command`` when
+``TURNQUEUE_AGENT_COMMAND`` is set, and the profiles of ``TURNQUEUE_AGENTS_FILE``
+(:mod:`.profiles`; ``acp`` profiles are :mod:`.acp`). A profile that cannot run is neither listed
+(``agents``) nor accepted (``createTask``: :func:`unknown_agent`), and a default that cannot run
+stops the server at start.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Collection
 
 from turnqueue.agents.acp import AcpAgent
 from turnqueue.agents.base import (
@@ -17,6 +21,7 @@ from turnqueue.agents.base import (
     AgentRun,
     AgentStartError,
     BaseRun,
+    ProcessLog,
     Signal,
 )
 from turnqueue.agents.command import CommandAgent
@@ -37,12 +42,14 @@ __all__ = [
     "AgentStartError",
     "BaseRun",
     "CommandAgent",
+    "ProcessLog",
     "ProfileError",
     "ScriptedAgent",
     "Signal",
     "agent_profile",
     "build_agent",
     "build_agents",
+    "unknown_agent",
 ]
 
 
@@ -71,13 +78,33 @@ def _from_profile(profile: Profile, settings: Settings) -> Agent:
 
 
 def build_agents(settings: Settings) -> tuple[dict[str, Agent], str]:
-    """Every profile (A1) and the default profile's name. Raises :class:`ProfileError` for a
-    bad ``TURNQUEUE_AGENTS_FILE``: the server must not start with it."""
+    """Every profile that can run (A1) and the default profile's name. Raises
+    :class:`ProfileError` for a bad ``TURNQUEUE_AGENTS_FILE`` or a default that cannot run: the
+    server must not start with either."""
     loaded: Profiles = load_profiles(settings.agents_file)
-    agents: dict[str, Agent] = {name: build_agent(name, settings) for name in AGENT_NAMES}
+    agents: dict[str, Agent] = {"scripted": build_agent("scripted", settings)}
+    if settings.agent_command.strip():
+        agents["command"] = build_agent("command", settings)
     for name, profile in loaded.profiles.items():
         agents[name] = _from_profile(profile, settings)
-    return agents, loaded.default or settings.agent
+    default = loaded.default or settings.agent
+    if default not in agents:
+        raise ProfileError(
+            f"the default agent cannot run: {unknown_agent(default, agents).message}"
+        )
+    return agents, default
+
+
+def unknown_agent(name: str, agents: Collection[str]) -> InvalidInput:
+    """The refusal of a profile that is not among ``agents`` (those that can run), saying why."""
+    known = ", ".join(sorted(agents))
+    if name == "command":
+        return InvalidInput(
+            "agent 'command' is off: the server has no TURNQUEUE_AGENT_COMMAND (the command it "
+            f"would run for each turn); agents are {known}",
+            field=["agent"],
+        )
+    return InvalidInput(f"unknown agent {name!r}; agents are {known}", field=["agent"])
 
 
 def agent_profile(name: str, agent: Agent) -> AgentProfile:

@@ -48,7 +48,7 @@ from turnqueue.agents.acp_process import (
     terminate,
 )
 from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, PermissionRequest
-from turnqueue.agents.base import AgentStartError, RunSet
+from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
 from turnqueue.agents.profiles import Profile
 from turnqueue.domain import AgentAuth, AgentErrorKind, AgentType, AuthMethod, AuthState
 
@@ -83,6 +83,8 @@ class AcpAgent:
         self.approvals: ApprovalHandler | None = None
         #: set by the engine: the task of a session (its working directory)
         self.task_of: TaskLookup | None = None
+        #: set by the engine: records each session's process group (M6)
+        self.processes: ProcessLog | None = None
         self._processes: dict[str, AcpProcess] = {}
         self._acp_ids: dict[str, tuple[str, bool]] = {}  # session → (agent's id, loadable)
         self._cwds: dict[str, Path] = {}
@@ -150,6 +152,8 @@ class AcpAgent:
         try:
             async with asyncio.timeout(self.profile.start_timeout):
                 spawned = await self._spawn(cwd)
+                if self.processes is not None:
+                    await self.processes.started(session_id, spawned.pid)
                 await self._open_session(session_id, spawned, cwd)
         except Exception as exc:
             error = await self._start_error(spawned, exc)
@@ -287,12 +291,18 @@ class AcpAgent:
             if known is process:
                 del self._processes[sid]
         await release(process)
+        await self._ended(process)
 
     async def stop(self, process: AcpProcess) -> None:
         """Stop a process gently: SIGTERM to the group, SIGKILL after a grace period."""
         process.dead = True
         self._cancel_idle(process)
         await terminate(process)
+        await self._ended(process)
+
+    async def _ended(self, process: AcpProcess) -> None:
+        if self.processes is not None:
+            await self.processes.ended(process.pid)
 
     # -- idleness (A2) ---------------------------------------------------------------------
     def busy(self, process: AcpProcess) -> None:

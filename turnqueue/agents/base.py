@@ -89,6 +89,16 @@ class AgentRun(Protocol):
     def done(self) -> bool: ...
 
 
+class ProcessLog(Protocol):
+    """Where an agent that runs processes records each process group, from its start until it
+    is gone (M6: recovery kills what a dead server left behind). Set by the engine on agents
+    with a ``processes`` attribute; neither call raises."""
+
+    async def started(self, session_id: str, pgid: int) -> None: ...
+
+    async def ended(self, pgid: int) -> None: ...
+
+
 @runtime_checkable
 class Agent(Protocol):
     name: str

@@ -32,7 +32,14 @@ from asyncio.subprocess import PIPE
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, RunSet, Signal
+from turnqueue.agents.base import (
+    AgentResult,
+    AgentStartError,
+    BaseRun,
+    ProcessLog,
+    RunSet,
+    Signal,
+)
 
 MAX_CHUNK_CHARS = 16 * 1024
 STDERR_TAIL_BYTES = 4 * 1024
@@ -121,9 +128,18 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
     """
 
     def __init__(
-        self, prompt: str, *, turn_id: str, max_chunk_chars: int, stderr_tail: int
+        self,
+        prompt: str,
+        *,
+        turn_id: str,
+        max_chunk_chars: int,
+        stderr_tail: int,
+        session_id: str = "",
+        processes: ProcessLog | None = None,
     ) -> None:
         BaseRun.__init__(self, f"agent-command-{turn_id}")
+        self._session_id = session_id
+        self._processes = processes
         self._prompt = prompt.encode("utf-8")
         self._stdout = _Output(self._emit, max_chunk_chars)
         self._stderr_limit = stderr_tail
@@ -201,6 +217,8 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         if transport is None:
             raise RuntimeError("process not started")
         try:
+            if self._processes is not None:  # recorded before its end is (same task)
+                await self._processes.started(self._session_id, self.pid)
             await self._exited.wait()
             # Hazard: a descendant that left the group (setsid) survives the SIGKILL and may hold
             # stdout open forever, so the drain is bounded; closing the transport ends it.
@@ -213,6 +231,8 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
             self._kill_group()
             transport.close()
             self._stdout.end()
+            if self._processes is not None:
+                await self._processes.ended(self.pid)  # the group is gone (M6)
         returncode = transport.get_returncode()
         if returncode is None:  # process_exited is only called once it is set
             raise RuntimeError("process exited without a return code")
@@ -253,6 +273,8 @@ class CommandAgent:
         self._max_chunk = max_chunk_chars
         self._stderr_tail = stderr_tail_bytes
         self._runs = RunSet()
+        #: set by the engine: records each turn's process group (M6)
+        self.processes: ProcessLog | None = None
 
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> CommandRun:
         if self._runs.closed:
@@ -260,7 +282,12 @@ class CommandAgent:
         argv = parse_command(self.command)
         env = {**os.environ, "TURNQUEUE_SESSION_ID": session_id, "TURNQUEUE_TURN_ID": turn_id}
         run = CommandRun(
-            prompt, turn_id=turn_id, max_chunk_chars=self._max_chunk, stderr_tail=self._stderr_tail
+            prompt,
+            turn_id=turn_id,
+            max_chunk_chars=self._max_chunk,
+            stderr_tail=self._stderr_tail,
+            session_id=session_id,
+            processes=self.processes,
         )
         loop = asyncio.get_running_loop()
         try:

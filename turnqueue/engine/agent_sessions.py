@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import OrderedDict
 
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
@@ -34,10 +35,14 @@ class AgentSessions:
         self._failures: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
 
     def bind(self) -> None:
-        """Give the ACP agents what they ask of the engine (a session's task directory)."""
+        """Give the agents what they ask of the engine: a session's task directory (ACP), and
+        where to record the process groups they run (M6)."""
+        records = ProcessRecords(self.core)
         for agent in self.core.agents.values():
             if isinstance(agent, AcpAgent):
                 agent.task_of = self._task_of
+            if hasattr(agent, "processes"):
+                agent.processes = records
 
     async def _task_of(self, session_id: str) -> str | None:
         async with self.core.store.read() as tx:
@@ -107,3 +112,30 @@ class AgentSessions:
                 after = await c.tx.view(session_id)
                 if after is not None:
                     await self.turns.reserve_in(c, after, automatic=True)
+
+
+class ProcessRecords:
+    """The agents' :class:`~turnqueue.agents.ProcessLog`: each process group an agent runs is a
+    row of this instance on this host (``agent_processes``), deleted once the group is gone;
+    recovery kills the groups of instances that died (M6, ``engine/recovery.py``).
+
+    Not units of work (``core.change``): the rows belong to no session's queue and move no
+    revision. A write that fails is logged, never raised into the agent: the process runs on."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.host = socket.gethostname()
+
+    async def started(self, session_id: str, pgid: int) -> None:
+        try:
+            async with self.core.store.transaction() as tx:
+                await tx.record_process(self.host, pgid, self.core.instance, session_id or None)
+        except Exception:
+            log.exception("could not record the agent process group %d", pgid)
+
+    async def ended(self, pgid: int) -> None:
+        try:
+            async with self.core.store.transaction() as tx:
+                await tx.forget_process(self.host, pgid)
+        except Exception:
+            log.exception("could not forget the agent process group %d", pgid)

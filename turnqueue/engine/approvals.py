@@ -18,9 +18,9 @@ Hazards:
   answer received elsewhere is forwarded to that owner (``answer_approval``, as a cancel is) and
   resolved there, under the same conditional update: a forwarded answer and a local one race
   like two local ones.
-- *The queue must not stay held.* An approval cancelled because its turn ended may release its
-  hold only after that end's drain ran (and was held by it), so releasing runs an automatic
-  drain itself (Q4).
+- *The queue must not stay held.* APPROVAL is read from the rows: a PENDING approval of the
+  running turn. An approval cancelled by a cancel may release its hold only after that
+  cancel's drain ran (and was held by it), so releasing runs an automatic drain itself (Q4).
 - Every change takes the session lock and the lock row first, like every session change.
 """
 
@@ -103,7 +103,6 @@ class Approvals:
             async with self.core.change(sid) as c:
                 await c.tx.add_approval(approval)
                 self._waiting[approval.id] = waiting
-                self._sync_hold(sid)
                 await self._changed(c)
             return await waiting.future
         finally:
@@ -123,7 +122,6 @@ class Approvals:
                         answered_by=answered_by,
                         at=utcnow(),
                     )
-                    self._sync_hold(sid)
                     await self._changed(c)
                 await self.turns.auto_drain(sid)  # the hold may have held the turn end's drain
         except Exception:
@@ -185,7 +183,6 @@ class Approvals:
                     if not won:
                         raise _resolved()
                     del self._waiting[approval.id]
-                    self._sync_hold(sid)
                     await self._changed(c)
             except BaseException:
                 if waiting is not None and approval.id not in self._waiting:
@@ -205,14 +202,12 @@ class Approvals:
         """An answer taken off ``_waiting`` did not commit (the database away): nothing was
         answered. Called under the session lock.
 
-        Hazard: the entry and the hold were removed before the queue revision was bumped (so
-        that revision is served without the hold, Q13); they come back, so the agent still
-        waits and a retry can answer it. If the agent gave up meanwhile, its own exit found no
-        entry to release: the approval is stored CANCELLED here instead, once the lock is
-        free."""
+        The entry comes back (the approval is still PENDING in the rows, and holds the queue
+        as before: APPROVAL is read from them), so the agent still waits and a retry can answer
+        it. If the agent gave up meanwhile, its own exit found no entry to release: the
+        approval is stored CANCELLED here instead, once the lock is free."""
         if not waiting.future.done():
             self._waiting[approval.id] = waiting
-            self._sync_hold(approval.session_id)
         else:
             release = self._release(approval, answered_by=None)
             self.core.spawn(release, name=f"approval-release:{approval.id}")
@@ -256,13 +251,6 @@ class Approvals:
             return await tx.approvals_of_turn(turn_id)
 
     # -- plumbing ------------------------------------------------------------------------------
-    def _sync_hold(self, session_id: str) -> None:
-        """HoldReason.APPROVAL while any approval of the session waits (Q9, A6)."""
-        if any(w.approval.session_id == session_id for w in self._waiting.values()):
-            self.core.approval_holds.add(session_id)
-        else:
-            self.core.approval_holds.discard(session_id)
-
     async def _changed(self, c: Change) -> None:
         """A new session revision (pendingApproval changed) and queue revision (heldBy)."""
         await c.bump_session()

@@ -16,7 +16,14 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from turnqueue.domain import CancelKind, CancelOutcome, PauseReason, SessionState, TurnStatus
+from turnqueue.domain import (
+    CancelKind,
+    CancelOutcome,
+    HoldReason,
+    PauseReason,
+    SessionState,
+    TurnStatus,
+)
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
 from turnqueue.engine.runner import StopLadder, TurnRunner
@@ -108,7 +115,7 @@ class Cancels:
             if cancelled and self.moves_on_cancel is not None:
                 moving = await self.moves_on_cancel(session_id)
                 if moving:
-                    self.core.begin_transition(session_id)
+                    await self.core.add_hold(session_id, HoldReason.WORKFLOW_TRANSITION)
         if moving and self.on_cancelled is not None:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
             return outcome

@@ -27,12 +27,11 @@ anyone. The floor has two sources:
   start reads it under the same lock row after that commit, so even a release published after
   the next turn started elsewhere stays below what the next owner issues.
 
-C7 for relays: a relaying process that may have missed a transition must not keep answering, or
-holding a queue with, what it relayed. ``relayed_pending`` lists what to ask the owners again after
-a LISTEN outage (``engine.cluster``); ``forget`` drops a relayed value its owner no longer
-confirms; ``relayed_from`` names those of owners that died, which recovery adopts (M6). A drain is
-owed to every session whose queue a relayed ``pending`` held (``pending`` records it): when that
-relayed value clears, the caller drains.
+C7 for relays: a relaying process that may have missed a transition must not keep answering
+what it relayed. ``relayed_pending`` lists what to ask the owners again after a LISTEN outage
+(``engine.cluster``); ``forget`` drops a relayed value its owner no longer confirms;
+``relayed_from`` names those of owners that died, which recovery adopts (M6). A relayed value
+never holds a queue: the CANCELLING hold is a row (``session_holds``) every instance reads.
 
 Hazard: count, revision and the publication happen in one synchronous critical section (no
 ``await`` inside), so transitions are published in the order they happened, and a snapshot
@@ -74,8 +73,6 @@ class CancellationRegistry:
         self._relayed: dict[str, _Relayed] = {}
         #: R2: the highest revision published (or reserved) for a session by another process
         self._floor: dict[str, int] = {}
-        #: sessions whose queue a relayed ``pending`` held: a drain is owed when it clears
-        self._held: set[str] = set()
         self._on_transition = on_transition
 
     @property
@@ -96,15 +93,8 @@ class CancellationRegistry:
         return CancellationStatus(session_id, False, 0)
 
     def pending(self, session_id: str) -> bool:
-        """Whether a cancellation is under way, here or (as relayed) at the owner: a hold (Q9).
-
-        A hold that comes from a relayed value is remembered, so that the queue it held is
-        drained when the value clears (the owner's own drain may have run before it)."""
-        status = self.status(session_id)
-        entry = self._entries.get(session_id)
-        if status.pending and (entry is None or entry.count == 0):
-            self._held.add(session_id)  # pending only as relayed
-        return status.pending
+        """Whether a cancellation is under way, here or (as relayed) at the owner."""
+        return self.status(session_id).pending
 
     def own(self, session_id: str) -> CancellationStatus | None:
         """This process's own projection of the session (never a relayed one), if any."""
@@ -135,29 +125,23 @@ class CancellationRegistry:
             self._floor[session_id] = floor
 
     # -- relaying (C7) ----------------------------------------------------------------------------
-    def relay(self, status: CancellationStatus, origin: int = 0) -> bool:
-        """Remember a transition published by the owning process (C7); never invent one.
-
-        Returns True when it cleared a relayed ``pending`` that held this session's queue: the
-        caller owes that queue a drain."""
+    def relay(self, status: CancellationStatus, origin: int = 0) -> None:
+        """Remember a transition published by the owning process (C7); never invent one."""
         sid = status.session_id
         if status.revision > self._floor.get(sid, 0):
             self._floor[sid] = status.revision
         current = self._relayed.get(sid)
-        if current is not None and status.revision <= current.status.revision:
-            return False
-        self._relayed[sid] = _Relayed(status, origin)
-        return not status.pending and self._release_hold(sid)
+        if current is None or status.revision > current.status.revision:
+            self._relayed[sid] = _Relayed(status, origin)
 
     def relayed_pending(self) -> dict[str, int]:
         """Relayed sessions answered as pending, with the instance that said so."""
         return {sid: r.origin for sid, r in self._relayed.items() if r.status.pending}
 
-    def forget(self, session_id: str) -> bool:
+    def forget(self, session_id: str) -> None:
         """Drop what was relayed for the session (its owner cannot confirm it: C7). The floor
-        stays (R2). Returns True when a drain is owed (a relayed hold cleared)."""
-        relayed = self._relayed.pop(session_id, None)
-        return relayed is not None and relayed.status.pending and self._release_hold(session_id)
+        stays (R2)."""
+        self._relayed.pop(session_id, None)
 
     def relayed_from(self, dead: Iterable[int]) -> list[str]:
         """Sessions answered ``pending`` as relayed from a publisher that died (C5, C7): recovery
@@ -165,23 +149,23 @@ class CancellationRegistry:
         gone = set(dead)
         return sorted(sid for sid, origin in self.relayed_pending().items() if origin in gone)
 
-    def _release_hold(self, session_id: str) -> bool:
-        if session_id in self._held and not self.status(session_id).pending:
-            self._held.discard(session_id)
-            return True
-        return False
-
     # -- owning -----------------------------------------------------------------------------------
-    def adopt(self, session_id: str, epoch: int) -> None:
-        """A recovered session (M6): clear it with a revision above anything said before."""
+    def adopt(self, session_id: str, epoch: int) -> CancellationStatus | None:
+        """A recovered session (M6): clear it with a revision above anything said before. The
+        caller publishes the status returned once the recovery that adopted it has committed
+        (None: a live cancellation of ours, which clears itself)."""
         entry = self._entries.get(session_id)
         if entry is not None and entry.count > 0:
-            return  # a live cancellation of ours: it clears itself
+            return None
         base = max(epoch << COUNTER_BITS, self._floor.get(session_id, 0))
         entry = self._entries[session_id] = _Entry(revision=base)
         self._relayed.pop(session_id, None)
-        self._held.discard(session_id)
-        self._on_transition(CancellationStatus(session_id, False, entry.revision))
+        return CancellationStatus(session_id, False, entry.revision)
+
+    def announce(self, status: CancellationStatus) -> None:
+        """Publish an adopted status (``adopt``) unless a newer transition came meanwhile."""
+        if self.status(status.session_id).revision == status.revision:
+            self._on_transition(status)
 
     @contextmanager
     def reference(self, session_id: str, kind: CancelKind) -> Iterator[None]:

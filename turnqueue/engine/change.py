@@ -16,7 +16,9 @@ In order, ``Core.change`` takes
 Then the body runs, and the unit of work
 
 - bumps the queue revision at most once (:meth:`Change.queue_changed`; a second call in the same
-  transaction shares the first's revision, Q13) and records the runtime holds served with it;
+  transaction shares the first's revision, Q13), and at the end of the body for every session
+  whose queue status the transaction changed (``Tx.changed_queues``) whether or not the rule
+  asked;
 - reads the queue status once at the end of the body, before COMMIT, when the rule wants it
   (:meth:`Change.want_status`: a mutation's payload) or when a subscriber here watches the
   session's queue: the queue event then carries it, so no subscriber reads it again (P8);
@@ -30,10 +32,10 @@ If the body raises, the transaction rolls back: nothing is published and nothing
 
 Hazards:
 - Units of work do not nest: the store has one write transaction at a time (SQLite's writer
-  lock), so a body never opens another (``Core.hold`` and ``touch_queue`` open one: call them
-  outside). Two sessions changed together share one (:meth:`Change.join`).
+  lock), so a body never opens another (``Core.hold``, ``add_hold`` and ``release_hold``
+  open one: call them outside). Two sessions changed together share one (:meth:`Change.join`).
 - The status is read in the transaction that bumped its revision, after the body's last
-  change: it is exactly the state of that revision (Q13), with the holds recorded with it.
+  change: it is exactly the state of that revision (Q13), holds included (they are rows).
 - The session event is published last, after the transaction's other events (the queue's, a
   turn's ``done``): subscribers read the session again on it, so they see the committed state.
 - The session revision is tracked, not read back: every operation that moves it under the lock
@@ -110,7 +112,8 @@ class Change:
     # -- the queue revision (Q13) -----------------------------------------------------------
     async def queue_changed(self) -> int:
         """The queue status changed: one revision per transaction (Q13), published after
-        commit with the runtime holds of this moment (see ``Core.holds``).
+        commit. A store write that changes the status (``Tx.changed_queues``) calls it at the
+        end of the body anyway; a rule calls it to bump now (or when only a hold changed).
 
         R2: the same statement raises the session's durable cancellation floor to what this
         process knows (and reserves) and reads back what others stored (``Core.bump_queue``);
@@ -206,6 +209,17 @@ class Change:
         self._on_commit.append(callback)
 
     async def _before_commit(self) -> None:
+        # Q13: every queue status the transaction changed gets its revision (and its event)
+        # here, whether or not the rule asked; a session changed without a unit of work of its
+        # own (none today) is bumped and announced all the same.
+        units = {change.session_id: change for change in (self, *self._joined)}
+        for session_id in self.tx.changed_queues():
+            unit = units.get(session_id)
+            if unit is None:
+                revision = await self._core.bump_queue(self.tx, session_id)
+                self._core.publish_after(self.tx, EventKind.QUEUE, session_id, revision)
+            elif unit.queue_revision is None:
+                await unit.queue_changed()
         for change in (self, *self._joined):
             wanted = change._status_wanted
             if wanted or (

@@ -17,11 +17,9 @@ Messages travel on one NOTIFY channel as compact JSON:
 C7 after a LISTEN outage: what was relayed as ``pending`` may be stale (the release was lost with
 the connection). Once LISTEN is back, every live instance is asked what it owns now
 (``cancellations``): a newer value replaces the stale one; one its publisher no longer confirms is
-forgotten; one whose publisher does not answer stays a hold (Q9: a guard that cannot be checked
-holds) and is asked again after each heartbeat, until the publisher answers or is declared dead
-(recovery then adopts the session, parking what it must, M6/Q7). A queue that a relayed ``pending``
-held is drained when it clears (``on_released``): the owner's own drain may have run before an
-entry queued here committed.
+forgotten; one whose publisher does not answer is asked again after each heartbeat, until the
+publisher answers or is declared dead (recovery then adopts the session, M6). A relayed value
+never holds a queue: CANCELLING is a row every instance reads (``session_holds``, Q9).
 
 The cluster is built from explicit parts (the store, the bus, the cancellation registry, the task
 spawner and :class:`~turnqueue.engine.peers.ClusterHooks`, the engine's call-backs); ``Core``
@@ -242,8 +240,7 @@ class Cluster:
         sid = m["s"]
         if kind is EventKind.CANCELLATION:
             status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
-            if self._cancellations.relay(status, int(m.get("o", 0))):
-                self._released(sid)
+            self._cancellations.relay(status, int(m.get("o", 0)))
             event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
         elif kind is EventKind.OUTPUT:
             chunk = OutputChunk(sid, m["u"], int(m["f"]), m["x"], bool(m["d"]), TurnStatus(m["st"]))
@@ -263,10 +260,6 @@ class Cluster:
         self._confirm_soon(always=True)
         for session_id in self._bus.sessions():
             self._bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
-
-    def _released(self, session_id: str) -> None:
-        if not self._hooks.closing():
-            self._spawn(self._hooks.on_released(session_id), f"released:{session_id}")
 
     # -- C7: confirming relayed values after an outage ----------------------------------------
     def _confirm_soon(self, always: bool = False) -> None:
@@ -331,9 +324,6 @@ class Cluster:
             self._bus.publish(
                 Event(EventKind.CANCELLATION, sid, new.revision, cancellation=new, relayed=True)
             )
-            await self._hooks.touch_queue(sid)  # heldBy changed here (Q13)
-            if old.pending and not new.pending:
-                self._released(sid)
 
     # -- liveness -------------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:

@@ -11,8 +11,9 @@ One :class:`Core` per process. Hazards it owns:
 - Every rule changes a session through one unit of work, ``change(sid, expected_revision)``
   (``engine/change.py``): the session lock, the transaction, the lock row, the Q13 check, one
   queue revision, and publications and launches only after COMMIT (``publish_after``).
-- A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is held by ``hold(sid, kind)``, which bumps
-  the queue revision when it starts and ends and releases it on every exit.
+- A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is a row held by ``hold(sid, kind)``, written
+  with a queue revision when it starts and ends, and released on every exit; ``heldBy`` is read
+  from the rows of one revision alone (``held_by``), so it is the same on every instance (R3).
 - Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
 """
 
@@ -20,9 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
 
@@ -74,17 +74,9 @@ class Core:
         #: set when several processes share the database (PostgreSQL; engine/cluster.py)
         self.cluster: Peers | None = None
         self.runners: dict[str, TurnRunner] = {}
-        #: sessions whose task is changing step, with how many step changes hold each (hold
-        #: WORKFLOW_TRANSITION, Q9): a reference count, so one change ending never releases
-        #: another's hold (a manual move while a completion's move is pending)
-        self.transitions: Counter[str] = Counter()
-        #: sessions with an approval waiting for its answer (hold APPROVAL, A6; approvals.py)
-        self.approval_holds: set[str] = set()
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
-        #: the runtime holds each recent queue revision was bumped with (see ``holds``)
-        self.holds_at = HoldsAt()
         #: operations observer (engine/stats.py); a no-op unless the app sets one
         self.metrics: Metrics = NULL_METRICS
 
@@ -143,8 +135,8 @@ class Core:
             tx.notify(self.cluster.durable_payload(kind, session_id, revision))
 
     async def bump_queue(self, tx: Tx, session_id: str) -> int:
-        """The queue revision of ``tx`` (bumped once per transaction by the store, Q13), the
-        cancellation floor raised with it (R2) and the runtime holds recorded with it (Q9).
+        """The queue revision of ``tx`` (bumped once per transaction by the store, Q13) and the
+        cancellation floor raised with it (R2).
 
         R2: the same statement raises the session's durable cancellation floor to what this
         process knows (and reserves) and reads back what others stored: see ``cancellation``.
@@ -152,7 +144,6 @@ class Core:
         hint = self.cancellations.floor_hint(session_id)
         revision, floor = await tx.bump_queue(session_id, hint)
         self.cancellations.raise_floor(session_id, floor)
-        self.holds_at.record(session_id, revision, tuple(self.runtime_holds(session_id)))
         return revision
 
     def _on_cancellation_transition(self, status: CancellationStatus) -> None:
@@ -182,79 +173,68 @@ class Core:
 
     @asynccontextmanager
     async def hold(self, session_id: str, kind: CancelKind | None = None) -> AsyncIterator[None]:
-        """A runtime hold for the block (Q9): CANCELLING by a cancellation reference of ``kind``
-        (C5), or WORKFLOW_TRANSITION when ``kind`` is None. The queue revision is bumped when it
-        starts and again when it ends (Q13: each ``heldBy`` comes with a revision of its own);
-        it is released on every exit."""
-        with ExitStack() as stack:
+        """A runtime hold for the block (Q9): CANCELLING with a cancellation reference of
+        ``kind`` (C1, C5), or WORKFLOW_TRANSITION when ``kind`` is None.
+
+        The hold is a row (``session_holds``) committed with a queue revision of its own before
+        the block runs, and removed with another after it, on every exit (Q13: one revision,
+        one ``heldBy``, on every instance). The reference (``cancellationPending``) is taken
+        once the hold has committed and released before the hold is removed. If the hold
+        cannot be written, nothing is held and the error is raised."""
+        reason = HoldReason.WORKFLOW_TRANSITION if kind is None else HoldReason.CANCELLING
+        await self.add_hold(session_id, reason)
+        try:
             if kind is None:
-                self.begin_transition(session_id)
-                stack.callback(self.end_transition, session_id)
-            else:
-                stack.enter_context(self.cancellations.reference(session_id, kind))
-            try:
-                await self.touch_queue(session_id)
                 yield
-            finally:
-                stack.close()  # released first: the bump below carries the new heldBy
-                await self.touch_queue(session_id)
+            else:
+                with self.cancellations.reference(session_id, kind):
+                    yield
+        finally:
+            await self.release_hold(session_id, reason)
 
-    # -- holds (Q9) ---------------------------------------------------------------------------
-    def begin_transition(self, session_id: str) -> None:
-        """A step change holds the session's queue (WORKFLOW_TRANSITION) until it ends."""
-        self.transitions[session_id] += 1
+    async def add_hold(self, session_id: str, reason: HoldReason) -> None:
+        """One more hold of ``reason`` by this instance, committed now (Q9, Q13). A hold that
+        outlives its block (a step change a turn's end or a cancel hands over, W1/W2) is
+        released by :meth:`release_hold`."""
+        async with self.change(session_id, session_lock=False) as c:
+            await c.tx.change_hold(session_id, self.instance, reason, 1)
 
-    def end_transition(self, session_id: str) -> bool:
-        """One step change's hold ends; True when it was the last (the hold is released)."""
-        left = self.transitions[session_id] - 1
-        if left > 0:
-            self.transitions[session_id] = left
-            return False
-        self.transitions.pop(session_id, None)
-        return True
+    async def release_hold(self, session_id: str, reason: HoldReason) -> None:
+        """One hold of ``reason`` by this instance ends (C5: on every exit).
 
-    async def release_transition(self, session_id: str) -> None:
-        """End a step change's hold handed over by ``begin_transition`` (W1, W2), with a
-        revision of its own when it was the last one (Q13).
+        Hazard: a release that cannot commit (the database away) would hold the queue for
+        good, so it is retried in the background until it does; at shutdown it is left to
+        recovery, which deletes a dead instance's holds (M6)."""
+        try:
+            await self._release_hold(session_id, reason)
+        except Exception:
+            log.exception("could not release the %s hold of session %s", reason, session_id)
+            self.spawn(self._retry_release(session_id, reason), f"release:{session_id}")
 
-        Hazard: a step change that holds the session itself (``hold``) bumps the revision
-        when its block ends, but under a handed hold that bump still records
-        WORKFLOW_TRANSITION; without this second bump the last revision would serve that
-        hold for good (a transferred session's final revision, W3)."""
-        if self.end_transition(session_id):
-            await self.touch_queue(session_id)
+    async def _release_hold(self, session_id: str, reason: HoldReason) -> None:
+        async with self.change(session_id, session_lock=False) as c:
+            await c.tx.change_hold(session_id, self.instance, reason, -1)
 
-    def runtime_holds(self, session_id: str) -> list[HoldReason]:
-        holds = []
-        if self.cancellations.pending(session_id):
-            holds.append(HoldReason.CANCELLING)
-        if session_id in self.transitions:
-            holds.append(HoldReason.WORKFLOW_TRANSITION)
-        if session_id in self.approval_holds:
-            holds.append(HoldReason.APPROVAL)
-        return holds
+    async def _retry_release(self, session_id: str, reason: HoldReason) -> None:
+        delay = 0.05
+        while not self.closing:
+            await asyncio.sleep(delay)
+            try:
+                await self._release_hold(session_id, reason)
+                return
+            except Exception:
+                delay = min(delay * 2, 2.0)
 
-    def holds(self, view: SessionView) -> tuple[HoldReason, ...]:
-        """The holds served with ``view``'s queue revision (Q9, Q13).
-
-        Hazard: a runtime hold (CANCELLING, WORKFLOW_TRANSITION) changes in memory a moment
-        before the transaction that bumps the queue revision for it commits. Read live, a
-        status read in between would serve the old revision with the new hold — one revision,
-        two ``heldBy``s. So the runtime holds served with a revision are those recorded when
-        that revision was bumped; only a revision this process did not bump (another instance,
-        or before a restart) is served with the live ones."""
-        sid = view.session.id
-        holds: list[HoldReason] = []
-        runner = self.runners.get(sid)
-        if view.session.state in BUSY or (runner is not None and not runner.ending):
-            holds.append(HoldReason.BUSY)
-        elif view.session.state not in PROMPTABLE:
-            holds.append(HoldReason.NOT_PROMPTABLE)
-        if view.clarification is not None:
-            holds.append(HoldReason.CLARIFICATION)
-        recorded = self.holds_at.get(sid, view.policy.revision)
-        holds.extend(recorded if recorded is not None else self.runtime_holds(sid))
-        return tuple(holds)
+    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus:
+        return QueueStatus(
+            session_id=view.session.id,
+            auto_run=view.policy.auto_run,
+            pause_reason=view.policy.pause_reason,
+            held_by=held_by(view),
+            entries=tuple(entries),
+            max=self.settings.queue_limit,
+            revision=view.policy.revision,
+        )
 
     async def queue_status(self, session_id: str) -> QueueStatus:
         async with self.store.read() as tx:
@@ -269,58 +249,24 @@ class Core:
         status, read in the transaction: ``Change.want_status``)."""
         return self.bus.watched(session_id, EventKind.QUEUE)
 
-    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus:
-        return QueueStatus(
-            session_id=view.session.id,
-            auto_run=view.policy.auto_run,
-            pause_reason=view.policy.pause_reason,
-            held_by=self.holds(view),
-            entries=tuple(entries),
-            max=self.settings.queue_limit,
-            revision=view.policy.revision,
-        )
 
-    async def touch_queue(self, session_id: str) -> None:
-        """Bump the queue revision because a runtime hold changed (Q13) and publish it."""
-        try:
-            async with self.change(session_id, session_lock=False) as c:
-                await c.queue_changed()
-        except Exception:
-            # A missed bump would leave heldBy stale; tell subscribers to resync instead.
-            log.exception("could not record a hold change of session %s", session_id)
-            self.holds_at.forget(session_id)
-            self.bus.publish(Event(EventKind.RESYNC, session_id))
-
-
-class HoldsAt:
-    """The runtime holds recorded with the last few queue revisions of each session, for the
-    most recently changed sessions (bounded: a miss falls back to the live holds)."""
-
-    PER_SESSION = 8
-    SESSIONS = 65_536
-
-    def __init__(self) -> None:
-        self._by_session: OrderedDict[str, dict[int, tuple[HoldReason, ...]]] = OrderedDict()
-
-    def record(self, session_id: str, revision: int, holds: tuple[HoldReason, ...]) -> None:
-        recent = self._by_session.pop(session_id, None) or {}
-        recent[revision] = holds  # a rolled-back revision is simply recorded again
-        while len(recent) > self.PER_SESSION:
-            del recent[min(recent)]
-        self._by_session[session_id] = recent
-        while len(self._by_session) > self.SESSIONS:
-            self._by_session.popitem(last=False)
-
-    def forget(self, session_id: str | None = None) -> None:
-        """Serve the live holds from now on (one session, or all after a missed NOTIFY)."""
-        if session_id is None:
-            self._by_session.clear()
-        else:
-            self._by_session.pop(session_id, None)
-
-    def get(self, session_id: str, revision: int) -> tuple[HoldReason, ...] | None:
-        recent = self._by_session.get(session_id)
-        return recent.get(revision) if recent is not None else None
+def held_by(view: SessionView) -> tuple[HoldReason, ...]:
+    """What holds the queue (Q9), from the rows of one revision alone (R3: every instance
+    serves one revision with one ``heldBy``)."""
+    holds: list[HoldReason] = []
+    if view.session.state in BUSY:
+        holds.append(HoldReason.BUSY)
+    elif view.session.state not in PROMPTABLE:
+        holds.append(HoldReason.NOT_PROMPTABLE)
+    if view.clarification is not None:
+        holds.append(HoldReason.CLARIFICATION)
+    if view.cancelling:
+        holds.append(HoldReason.CANCELLING)
+    if view.transitioning:
+        holds.append(HoldReason.WORKFLOW_TRANSITION)
+    if view.approval_pending:
+        holds.append(HoldReason.APPROVAL)
+    return tuple(holds)
 
 
 def check_content(content: str, limit: int, field: str = "content") -> str:

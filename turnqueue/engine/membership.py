@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core
 from turnqueue.engine.peers import ClusterHooks, Handler
-from turnqueue.engine.recovery import drain_released, recover
+from turnqueue.engine.recovery import recover
 from turnqueue.engine.turns import Turns
 
 
@@ -32,10 +32,8 @@ async def join_cluster(core: Core, turns: Turns, served: Mapping[str, Handler]) 
 
     hooks = ClusterHooks(
         handlers=served,
-        on_released=lambda sid: drain_released(core, turns, sid),
         on_orphans=adopt_orphans,
         on_expelled=expelled,
-        touch_queue=core.touch_queue,
         closing=lambda: core.closing,
     )
     core.cluster = cluster = Cluster(

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from turnqueue.agents import Agent, build_agents
+from turnqueue.agents import Agent, build_agents, unknown_agent
 from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
     AgentProfile,
@@ -205,6 +205,15 @@ class Engine:
     async def current_turn(self, session_id: str) -> Turn | None:
         return await self.core.store.current_turn(session_id)
 
+    async def turn(self, turn_id: str) -> Turn | None:
+        async with self.core.store.read() as tx:
+            return await tx.get_turn(turn_id)
+
+    async def approval(self, approval_id: str) -> Approval | None:
+        """A6: an approval by id, answered or not (not authorised: for a session's parts)."""
+        async with self.core.store.read() as tx:
+            return await tx.get_approval(approval_id)
+
     async def output_snapshot(self, session_id: str) -> OutputChunk | None:
         """The current turn's output so far (turnOutput's first message without afterOffset)."""
         return await output_since(self.core, session_id, None, 0)
@@ -282,8 +291,7 @@ class Engine:
         check_content(title, self.core.settings.max_content_bytes, "title")
         agent_name = agent if agent is not None else self.agent_sessions.default
         if agent_name not in self.core.agents:
-            names = ", ".join(sorted(self.core.agents))
-            raise InvalidInput(f"unknown agent {agent_name!r}; agents are {names}", ["agent"])
+            raise unknown_agent(agent_name, self.core.agents)  # e.g. `command` without a command
         # Not units of work (``core.change``): the session is being created, so no other
         # writer can know it yet and there is no lock row to order anything with.
         async with self.core.store.transaction() as tx:

@@ -61,13 +61,9 @@ class ClusterHooks:
 
     #: forwarded operations this instance serves as a turn's owner (``cancel``, ``send_now``)
     handlers: Mapping[str, Handler]
-    #: a relayed hold cleared (C7): the queue it held is owed a drain
-    on_released: Callable[[str], Coroutine[Any, Any, None]]
     #: each heartbeat, with the live instances and those that died since the last (M6)
     on_orphans: Callable[[set[int], frozenset[int]], Awaitable[None]]
     #: this instance learns it was declared dead
     on_expelled: Callable[[], Awaitable[None]]
-    #: a session's runtime holds changed: bump and publish its queue revision (Q13)
-    touch_queue: Callable[[str], Awaitable[None]]
     #: true once the engine is shutting down
     closing: Callable[[], bool]

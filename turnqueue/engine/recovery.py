@@ -3,8 +3,9 @@
 It runs at start-up, and on PostgreSQL whenever another instance's lease expires. *Orphans* are
 work owned by no live instance (on SQLite, by no instance but this one):
 
-- every orphaned RUNNING turn has its agent's process group killed (when it ran on this host) and
-  ends FAILED (error ``interrupted``); its session waits for input;
+- every agent process group a dead instance recorded on this host (``agent_processes``: a
+  ``command`` turn's, an ``acp`` session's, running a turn or idle) is killed;
+- every orphaned RUNNING turn ends FAILED (error ``interrupted``); its session waits for input;
 - a session left RUNNING or STARTING with no running turn waits for input too;
 - orphaned in-flight entries return to the head of their queues with their ids (Q10);
 - an accepted explicit cancel whose owner died before it parked the backlog (its durable mark,
@@ -12,6 +13,9 @@ work owned by no live instance (on SQLite, by no instance but this one):
 - a session this instance relays ``pending`` for, from a publisher that died, is recovered too
   (C5, C7): the owner's cancel may have ended its turn (nothing orphaned) and died before its
   release was published;
+- the holds (``session_holds``) of instances that are not live are deleted (Q9): a cancel or a
+  step change that died with its instance holds no queue;
+- every approval still PENDING of a turn it ends is settled CANCELLED, by ``system`` (A6, A10);
 - the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
   above anything the dead owner published, in the transaction that parks its backlog (Q7), so
   the drain that follows cannot start what a dead owner's cancel was parking;
@@ -28,7 +32,7 @@ import os
 import signal
 import socket
 
-from turnqueue.domain import PauseReason, SessionState, Turn, TurnStatus
+from turnqueue.domain import PauseReason, SessionState, TurnStatus, utcnow
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -57,15 +61,16 @@ async def recover(
         grace = core.settings.lease_seconds if core.cluster is not None else 0.0
         stuck = set(await tx.stuck_sessions(grace))
         marks = await tx.orphaned_cancel_marks(live)
+        held = set(await tx.orphaned_holds(live))
         eligible = set(await tx.eligible_sessions()) if sweep else set()
+    await _kill_orphaned_processes(core, live)
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
-        _kill_agent_group(turn)
     # N2 (C5, C7): a dead owner's cancel may have ended its turn and parked (nothing orphaned)
     # yet died before its release was published: this instance still relays its `pending`.
     relayed = set(core.cancellations.relayed_from(dead))
-    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | relayed)
+    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | held | relayed)
     if recovered:
         # Not a unit of work (``core.change``): the epoch belongs to no session.
         async with core.store.transaction() as tx:
@@ -78,19 +83,11 @@ async def recover(
                 by_session.get(session_id, []),
                 orphan_entries.get(session_id, []),
                 marks.get(session_id),
+                live,
             )
             log.warning("recovered session %s", session_id)
     await _drain(core, turns, sorted(eligible | set(recovered)))
     return set(recovered)
-
-
-async def drain_released(core: Core, turns: Turns, session_id: str) -> None:
-    """A relayed hold cleared (C7): the queue it held runs on (Q9), if the policy says so.
-
-    Hazard: the owner drains after releasing its reference, but an entry queued here while
-    this process still relayed ``pending`` may have committed after that drain."""
-    async with core.session_lock(session_id):
-        await turns.auto_drain(session_id)
 
 
 async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
@@ -99,18 +96,23 @@ async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
             await turns.auto_drain(session_id)
 
 
-def _kill_agent_group(turn: Turn) -> None:
-    """A dead server's agent process group lives on (it had a session of its own): kill it.
+async def _kill_orphaned_processes(core: Core, live: set[int]) -> None:
+    """A dead server's agent process groups live on (each had a session of its own): every one
+    recorded on this host by an instance that is not live is killed, turn or idle (M6).
 
     Hazard: only on the host that ran it, and only soon after the death, since a process group
     id can be reused once the group is gone; recovery runs at start-up or within one lease."""
-    if turn.agent_pgid is None or turn.agent_host != socket.gethostname():
-        return
-    try:
-        os.killpg(turn.agent_pgid, signal.SIGKILL)
-        log.warning("killed the agent process group %d of turn %s", turn.agent_pgid, turn.id)
-    except (ProcessLookupError, PermissionError):
-        pass
+    host = socket.gethostname()
+    async with core.store.read() as tx:
+        orphans = await tx.orphaned_processes(live, host)
+    for pgid in orphans:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            log.warning("killed the agent process group %d a dead server left", pgid)
+        except (ProcessLookupError, PermissionError):
+            pass
+        async with core.store.transaction() as tx:
+            await tx.forget_process(host, pgid)
 
 
 async def _recover_session(
@@ -120,6 +122,7 @@ async def _recover_session(
     turn_ids: list[str],
     entry_ids: list[str],
     mark: str | None,
+    live: set[int],
 ) -> None:
     # Under no session lock, as recovery always ran: what it adopts has no runner here (a dead
     # instance's work, or this process's before its start), and the lock row orders it.
@@ -131,7 +134,9 @@ async def _recover_session(
         # (this first bump reads it back), and continue above it; the last bump below stores
         # the adopted revision as the new floor in this same transaction.
         await c.queue_changed()
-        core.cancellations.adopt(session_id, epoch)
+        adopted = core.cancellations.adopt(session_id, epoch)
+        if adopted is not None:  # told once the holds it cleared are committed too
+            c.on_commit(lambda: core.cancellations.announce(adopted))
         if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
             await tx.set_cancel_mark(session_id, None)
             # Q7: when entries remain queued (released in-flight ones included), park them.
@@ -145,6 +150,10 @@ async def _recover_session(
                 error="interrupted",
                 session_state=SessionState.WAITING_FOR_INPUT,
             )
+            # A6, A10: an approval its agent waited for can no longer be answered.
+            await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())
+        # Q9: what a dead instance held (a cancel, a step change) holds no more.
+        await tx.drop_orphaned_holds(session_id, live)
         if entry_ids:
             await tx.release_entries(session_id, entry_ids)
         if not turn_ids and view.running_turn_id is None and not view.session.promptable:

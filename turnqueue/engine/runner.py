@@ -82,34 +82,21 @@ class TurnRunner:
         if self.log is not None:
             await self.log.write_rest(tx)
 
-    async def run(
-        self,
-        on_end: Callable[[TurnRunner, Ending], Awaitable[None]],
-        on_process: Callable[[TurnRunner, int], Awaitable[None]] | None = None,
-    ) -> None:
-        """Run the agent to its end, then hand the end to ``on_end`` (always, C5).
-
-        ``on_process`` learns the process group of an agent that runs as a process (M6)."""
+    async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
+        """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
         bind(session_id=self.session_id, turn_id=self.turn.id)  # this task's logs carry them
         try:
-            await self._run_agent(on_end, on_process)
+            await self._run_agent(on_end)
         finally:
             if self.log is not None:
                 await asyncio.shield(self.log.detach())  # stopped whatever ended the run
 
-    async def _run_agent(
-        self,
-        on_end: Callable[[TurnRunner, Ending], Awaitable[None]],
-        on_process: Callable[[TurnRunner, int], Awaitable[None]] | None,
-    ) -> None:
+    async def _run_agent(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(
                 self.turn.prompt, session_id=self.session_id, turn_id=self.turn.id
             )
-            pgid = getattr(self._run, "pid", None)
-            if on_process is not None and isinstance(pgid, int):
-                await on_process(self, pgid)
             # A signal that arrived while the agent was starting is delivered now.
             for sig in self._signals:
                 await self._run.signal(sig)

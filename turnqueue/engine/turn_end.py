@@ -97,11 +97,15 @@ def view_after_end(
 
 
 def view_holds(view: SessionView) -> bool:
-    """Q9, from the locked view alone: not promptable, a clarification, a turn running."""
+    """Q9, from the locked view alone: not promptable, a clarification, a turn running, a
+    cancellation or a step change under way (on any instance), an approval waiting."""
     return (
         view.session.state not in PROMPTABLE
         or view.clarification is not None
         or view.running_turn_id is not None
+        or view.cancelling
+        or view.transitioning
+        or view.approval_pending
     )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from turnqueue.bus import Event, EventKind
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
+    HoldReason,
     MessageSource,
     OutputChunk,
     QueueEntry,
@@ -71,21 +71,14 @@ class Turns:
         under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
-        runner.task = self.core.spawn(
-            runner.run(self._on_end, self._on_process), name=f"turn:{turn.id}"
-        )
+        runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
         self.core.metrics.turn_started()
         return runner
 
     def blocked(self, view: SessionView, ending: TurnRunner | None = None) -> bool:
         """Q9 holds; ``ending`` is a runner whose end is being written (it holds nothing)."""
-        sid = view.session.id
-        runner = self.core.runners.get(sid)
-        return bool(
-            view_holds(view)
-            or (runner is not None and runner is not ending)
-            or self.core.runtime_holds(sid)
-        )
+        runner = self.core.runners.get(view.session.id)
+        return view_holds(view) or (runner is not None and runner is not ending)
 
     async def start_in(
         self, c: Change, prompt: str, source: MessageSource, consume: list[str]
@@ -119,7 +112,7 @@ class Turns:
     async def _reserve_head(
         self, session_id: str, automatic: bool
     ) -> tuple[DrainResult, Turn | None]:
-        if self.core.closing or self.core.runtime_holds(session_id):
+        if self.core.closing:
             return DrainResult.HELD, None
         async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
             return await self.reserve_in(c, c.view, automatic=automatic)
@@ -173,20 +166,12 @@ class Turns:
                     ["clarificationId"] if pending is not None else None,
                 )
             await c.clear_clarification()
-            if c.view.session.state not in PROMPTABLE or self.core.runtime_holds(session_id):
+            view = c.view
+            if view.session.state not in PROMPTABLE or (
+                view.cancelling or view.transitioning or view.approval_pending
+            ):
                 raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
             return await self.start_in(c, answer, MessageSource.USER, [])
-
-    async def _on_process(self, runner: TurnRunner, pgid: int) -> None:
-        """Remember the agent's process group, so recovery can kill it after a crash (M6).
-
-        Not a unit of work (``core.change``): it writes only the turn's own agent columns,
-        under no lock row, and moves no revision."""
-        try:
-            async with self.core.store.transaction() as tx:
-                await tx.set_turn_agent(runner.turn.id, socket.gethostname(), pgid)
-        except Exception:
-            log.exception("could not record the process group of turn %s", runner.turn.id)
 
     # -- ending -------------------------------------------------------------------------------
     async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:
@@ -264,6 +249,10 @@ class Turns:
             )
             if end.question is not None:
                 await c.set_clarification(turn_id=runner.turn.id, question=end.question)
+            if end.moving:
+                # W1: the queue is held from this end until the step change has committed
+                # (handed to it: ``on_completed`` releases it), in this end's own revision.
+                await c.tx.change_hold(sid, self.core.instance, HoldReason.WORKFLOW_TRANSITION, 1)
             await c.queue_changed()
             done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, end.status)
             c.tx.after_commit(
@@ -282,8 +271,7 @@ class Turns:
 
     def _finish(self, runner: TurnRunner, end: TurnEnd, drained: DrainResult | None) -> None:
         """After the end committed (or was given up; the next turn, if any, was launched at
-        COMMIT): forget the runner, hold the queue for a step change. Called under the session
-        lock."""
+        COMMIT): forget the runner. Called under the session lock."""
         sid = runner.session_id
         if self.core.runners.get(sid) is runner:
             del self.core.runners[sid]
@@ -296,10 +284,6 @@ class Turns:
             log.info("turn %s ended %s: %s", runner.turn.id, end.status.value, end.error)
         if drained is not None:
             self.core.metrics.reservation("automatic", drained.value)
-        if end.moving:
-            # W1: hold the queue until the step change has committed. Handed to the step
-            # change (``on_completed`` releases it), so it is no ``Core.hold`` block.
-            self.core.begin_transition(sid)
 
 
 #: Back-off between attempts to record a turn's end that could not commit.

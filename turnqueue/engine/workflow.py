@@ -14,6 +14,7 @@ from pathlib import Path
 
 from turnqueue.domain import (
     CancelKind,
+    HoldReason,
     OnTurnComplete,
     PauseReason,
     Session,
@@ -99,8 +100,8 @@ class Workflows:
             if following is not None:
                 await self.enter(task, following)
         finally:
-            await self.core.release_transition(session_id)
-        await self._drain_current(task.id)
+            await self.core.release_hold(session_id, HoldReason.WORKFLOW_TRANSITION)
+        await self._drain_current(task.id, session_id)
 
     async def moves_on_cancel(self, session_id: str) -> bool:
         """W2: a user's cancel completes the step only when the step says so."""
@@ -117,8 +118,9 @@ class Workflows:
         if step is None:
             names = ", ".join(s.name for s in self.core.workflow.steps)
             raise InvalidInput(f"unknown step {step_name!r}; steps are {names}", ["step"])
+        source_id = task.current_session_id
         task = await self.enter(task, step)
-        await self._drain_current(task.id)
+        await self._drain_current(task.id, source_id)
         async with self.core.store.read() as tx:
             current = await tx.get_task(task.id)
             assert current is not None and current.current_session_id is not None
@@ -162,8 +164,12 @@ class Workflows:
             )
             d = await c.join(destination.id)
             await tx.release_entries(source_id, None)  # nothing in flight may stay behind
-            await tx.move_entries(source_id, destination.id)
-            if not source.policy.auto_run:  # destination = source AND destination (new: ON)
+            moved_entries = await tx.move_entries(source_id, destination.id)
+            # Q7: an explicit cancel accepted on the source (its mark) parks what it leaves
+            # queued, wherever the queue goes: the pause carries over, as when the cancel
+            # itself moves the task (W2); the cancel's own park then finds nothing left.
+            parked = source.cancel_mark is not None and moved_entries > 0
+            if parked or not source.policy.auto_run:  # destination = source AND destination
                 await tx.set_policy(
                     destination.id, auto_run=False, pause_reason=PauseReason.TRANSFER
                 )
@@ -180,10 +186,15 @@ class Workflows:
             self.core.spawn(close(source_id), name=f"agent-close:{source_id}")
         return moved
 
-    async def _drain_current(self, task_id: str) -> None:
+    async def _drain_current(self, task_id: str, source_id: str | None) -> None:
+        """W1: one automatic drain of the task's current session once the step change has
+        committed — and of the session it left, when a transfer (W3) replaced it: a prompt
+        queued there while the change held it (COMPLETED is promptable) runs there (Q9)."""
         async with self.core.store.read() as tx:
             task = await tx.get_task(task_id)
         if task is None or task.current_session_id is None:
             return
-        async with self.core.session_lock(task.current_session_id):
-            await self.turns.auto_drain(task.current_session_id)
+        for session_id in dict.fromkeys((task.current_session_id, source_id)):
+            if session_id is not None:
+                async with self.core.session_lock(session_id):
+                    await self.turns.auto_drain(session_id)

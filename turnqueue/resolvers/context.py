@@ -62,12 +62,12 @@ class Loaders:
         return DataLoader(load_fn=self._queue_statuses)
 
     @cached_property
-    def clarification(self) -> DataLoader[str, domain.Clarification | None]:
-        return DataLoader(load_fn=self._clarifications)
+    def turn(self) -> DataLoader[str, domain.Turn | None]:
+        return DataLoader(load_fn=self._turns_by_id)
 
     @cached_property
-    def current_turn(self) -> DataLoader[str, domain.Turn | None]:
-        return DataLoader(load_fn=self._current_turns)
+    def approval(self) -> DataLoader[str, domain.Approval | None]:
+        return DataLoader(load_fn=self._approvals)
 
     @cached_property
     def turns(self) -> DataLoader[tuple[str, int], list[domain.Turn]]:
@@ -99,11 +99,11 @@ class Loaders:
     async def _queue_statuses(self, ids: list[str]) -> list[domain.QueueStatus]:
         return await _each(self.engine.queue_status, ids)
 
-    async def _clarifications(self, ids: list[str]) -> list[domain.Clarification | None]:
-        return await _each(self.engine.clarification, ids)
+    async def _turns_by_id(self, ids: list[str]) -> list[domain.Turn | None]:
+        return await _each(self.engine.turn, ids)
 
-    async def _current_turns(self, ids: list[str]) -> list[domain.Turn | None]:
-        return await _each(self.engine.current_turn, ids)
+    async def _approvals(self, ids: list[str]) -> list[domain.Approval | None]:
+        return await _each(self.engine.approval, ids)
 
     async def _turns(self, keys: list[tuple[str, int]]) -> list[list[domain.Turn]]:
         return list(await asyncio.gather(*(self.engine.turns_of(s, n) for s, n in keys)))
@@ -170,11 +170,11 @@ class Context:
     async def cancellation(self, session_id: str) -> domain.CancellationStatus:
         return await self.loaders.cancellation.load(session_id)
 
-    async def clarification(self, session_id: str) -> domain.Clarification | None:
-        return await self.loaders.clarification.load(session_id)
+    async def turn(self, turn_id: str) -> domain.Turn | None:
+        return await self.loaders.turn.load(turn_id)
 
-    async def current_turn(self, session_id: str) -> domain.Turn | None:
-        return await self.loaders.current_turn.load(session_id)
+    async def approval(self, approval_id: str) -> domain.Approval | None:
+        return await self.loaders.approval.load(approval_id)
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
         return await self.loaders.turns.load((session_id, last))
@@ -187,9 +187,6 @@ class Context:
 
     def agent_stderr(self, session_id: str) -> str | None:
         return self.engine.agent_stderr(session_id)
-
-    async def pending_approval(self, session_id: str) -> domain.Approval | None:
-        return await self.engine.pending_approval(session_id)
 
     async def approvals_of_turn(self, turn_id: str) -> list[domain.Approval]:
         return await self.engine.approvals_of_turn(turn_id)

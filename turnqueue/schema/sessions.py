@@ -5,6 +5,7 @@ Their fields beyond the row resolve lazily through the context's batched readers
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated
 
@@ -109,6 +110,9 @@ class Session:
         description="When the session last changed (a new `revision`)."
     )
     task_id: strawberry.ID = strawberry.field(description="The id of its task.")
+    #: R3: the clarification, pending approval and current turn as ``revision`` shows them,
+    #: read with it (None: the session came from a write; they are read by id then)
+    parts: strawberry.Private[domain.SessionParts | None] = None
 
     @classmethod
     def from_domain(cls, session: domain.Session) -> Session:
@@ -121,7 +125,14 @@ class Session:
             created_at=session.created_at,
             updated_at=session.updated_at,
             task_id=strawberry.ID(session.task_id),
+            parts=session.parts,
         )
+
+    async def _parts(self, info: Info) -> domain.SessionParts | None:
+        if self.parts is not None:
+            return self.parts
+        session = await info.context.session(self.id)
+        return session.parts if session is not None else None
 
     @described.field("The task this session belongs to.")
     async def task(self, info: Info) -> Task:
@@ -167,7 +178,8 @@ class Session:
         "CLARIFICATION_PENDING. Asking and clearing it are new `revision`s."
     )
     async def clarification(self, info: Info) -> Clarification | None:
-        clarification = await info.context.clarification(self.id)
+        parts = await self._parts(info)
+        clarification = parts.clarification if parts is not None else None
         return Clarification.from_domain(clarification) if clarification is not None else None
 
     @described.field(
@@ -192,16 +204,38 @@ class Session:
         "change is a new `revision`, so sessionChanged carries it."
     )
     async def pending_approval(self, info: Info) -> Approval | None:
-        approval = await info.context.pending_approval(self.id)
-        return Approval.from_domain(approval) if approval is not None else None
+        parts = await self._parts(info)
+        if parts is None or parts.pending_approval_id is None:
+            return None
+        approval = await info.context.approval(parts.pending_approval_id)
+        if approval is None:
+            return None
+        # As this revision shows it: still waiting (a later answer is a later revision).
+        return Approval.from_domain(
+            replace(
+                approval,
+                outcome=domain.ApprovalOutcome.PENDING,
+                option_id=None,
+                answered_by=None,
+                answered_at=None,
+            )
+        )
 
     @described.field(
         "The newest turn whatever its status; null before the first. Its start and "
         "end are new `revision`s (its output is not: follow turnOutput)."
     )
     async def current_turn(self, info: Info) -> Turn | None:
-        turn = await info.context.current_turn(self.id)
-        return Turn.from_domain(turn) if turn is not None else None
+        parts = await self._parts(info)
+        at = parts.current_turn if parts is not None else None
+        turn = await info.context.turn(at.id) if at is not None else None
+        if at is None or turn is None:
+            return None
+        # Its status as this revision shows it (its end is a later revision; its output is
+        # not a revision's: it may be ahead, as turnOutput is).
+        return Turn.from_domain(
+            replace(turn, status=at.status, error=at.error, ended_at=at.ended_at)
+        )
 
     @described.field(
         "The newest `last` turns, oldest first, in one unpaged list.",

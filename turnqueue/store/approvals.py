@@ -46,6 +46,7 @@ class ApprovalStatements:
     """Mixin: needs ``self._conn``, the transaction's connection."""
 
     _conn: Conn
+    _touched: dict[str, None]
 
     async def add_approval(self, approval: Approval) -> None:
         options = [{"id": o.id, "name": o.name, "kind": o.kind} for o in approval.options]
@@ -63,6 +64,8 @@ class ApprovalStatements:
             "answered_at": approval.answered_at,
         }
         await self._conn.execute(insert(approvals).values(**values))
+        if approval.outcome is ApprovalOutcome.PENDING:
+            self._touched[approval.session_id] = None  # APPROVAL holds its queue (Q9)
 
     async def answer_approval(
         self,
@@ -80,9 +83,28 @@ class ApprovalStatements:
             .values(
                 outcome=outcome.value, option_id=option_id, answered_by=answered_by, answered_at=at
             )
-            .returning(approvals.c.id)
+            .returning(approvals.c.session_id)
         )
-        return (await self._conn.execute(stmt)).one_or_none() is not None
+        session_id = (await self._conn.execute(stmt)).scalar_one_or_none()
+        if session_id is None:
+            return False
+        self._touched[session_id] = None
+        return True
+
+    async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
+        """Every PENDING approval of the turn becomes CANCELLED (its turn ended, M6)."""
+        stmt = (
+            update(approvals)
+            .where(and_(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING))
+            .values(
+                outcome=ApprovalOutcome.CANCELLED.value, answered_by=answered_by, answered_at=at
+            )
+            .returning(approvals.c.session_id)
+        )
+        settled = list((await self._conn.execute(stmt)).scalars())
+        for session_id in settled:
+            self._touched[session_id] = None
+        return len(settled)
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         stmt = select(approvals).where(approvals.c.id == approval_id)

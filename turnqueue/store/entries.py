@@ -104,6 +104,7 @@ class EntryStatements:
     """Mixin: needs ``self._conn``, the transaction's connection."""
 
     _conn: Conn
+    _touched: dict[str, None]
 
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
@@ -121,6 +122,7 @@ class EntryStatements:
             "p_now": queued_at,
         }
         visible = await self._insert_entry(params)
+        self._touched[session_id] = None
         ordinal = int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
         return QueueEntry(entry_id, session_id, ordinal, content, source, queued_at)
 
@@ -135,6 +137,7 @@ class EntryStatements:
         row = (await self._conn.execute(_UPDATE_ENTRY, params)).one_or_none()
         if row is None:
             raise KeyError(entry_id)
+        self._touched[row.session_id] = None
         params = {"p_id": row.id, "p_session_id": row.session_id, "p_position": row.position}
         before = await self._conn.scalar(_COUNT_BEFORE, params)
         return entry_from(row, int(before or 0) + 1)
@@ -143,10 +146,14 @@ class EntryStatements:
         stmt = delete(qe).where(qe.c.session_id == session_id, VISIBLE)
         if entry_ids is not None:
             stmt = stmt.where(qe.c.id.in_(list(entry_ids)))
-        return int((await self._conn.execute(stmt)).rowcount)
+        removed = int((await self._conn.execute(stmt)).rowcount)
+        if removed:
+            self._touched[session_id] = None
+        return removed
 
     async def reorder_entries(self, session_id: str, ordered_ids: Sequence[str]) -> None:
         await self._set_positions(session_id, {eid: i for i, eid in enumerate(ordered_ids, 1)})
+        self._touched[session_id] = None
 
     async def _set_positions(
         self, session_id: str, positions: dict[str, int], **values: Any
@@ -164,7 +171,10 @@ class EntryStatements:
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_owner": owner}
         result = await self._conn.execute(_RESERVE_HEAD, params)
         row = result.one_or_none()
-        return entry_from(row, 1) if row is not None else None
+        if row is None:
+            return None
+        self._touched[session_id] = None
+        return entry_from(row, 1)
 
     async def claim_entries(
         self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None
@@ -183,6 +193,8 @@ class EntryStatements:
         )
         # Only what this UPDATE really marked (an unlocked concurrent claim may have won).
         marked = set(result.scalars())
+        if marked:
+            self._touched[session_id] = None
         return [entry for entry in claimed if entry.id in marked]
 
     async def release_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
@@ -204,6 +216,7 @@ class EntryStatements:
             base = int(head if head is not None else 1) - len(ids)
             positions = {eid: base + i for i, eid in enumerate(ids)}
             await self._set_positions(sid, positions, in_flight=False, reserved_at=None)
+            self._touched[sid] = None
         return len(rows)
 
     async def count_in_flight(self, session_id: str, entry_ids: Sequence[str]) -> int:
@@ -228,4 +241,6 @@ class EntryStatements:
             .where(qe.c.session_id == source_id)
             .values(session_id=destination_id, position=qe.c.position + shift)
         )
+        self._touched[source_id] = None
+        self._touched[destination_id] = None
         return int(result.rowcount)

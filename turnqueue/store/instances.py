@@ -18,6 +18,7 @@ from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
 from turnqueue.store.conn import Conn
 from turnqueue.store.rows import RUNNING, turn_from
 from turnqueue.store.tables import (
+    agent_processes,
     clarifications,
     instances,
     queue_entries,
@@ -123,10 +124,31 @@ class InstanceStatements:
         )
         return sorted(str(sid) for sid in await self._conn.scalars(stmt))
 
-    async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
+    # -- agent process groups (M6) ------------------------------------------------------------
+    async def record_process(
+        self, host: str, pgid: int, instance: int, session_id: str | None
+    ) -> None:
+        key = (agent_processes.c.host == host) & (agent_processes.c.pgid == pgid)
+        await self._conn.execute(delete(agent_processes).where(key))  # a reused id: ours now
         await self._conn.execute(
-            update(turns).where(turns.c.id == turn_id).values(agent_host=host, agent_pgid=pgid)
+            agent_processes.insert().values(
+                host=host, pgid=pgid, instance=instance, session_id=session_id, started_at=utcnow()
+            )
         )
+
+    async def forget_process(self, host: str, pgid: int) -> None:
+        await self._conn.execute(
+            delete(agent_processes).where(
+                agent_processes.c.host == host, agent_processes.c.pgid == pgid
+            )
+        )
+
+    async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
+        """Process groups on ``host`` recorded by instances not in ``live``."""
+        stmt = select(agent_processes.c.pgid).where(
+            agent_processes.c.host == host, _not_live(agent_processes.c.instance, live)
+        )
+        return sorted(int(pgid) for pgid in await self._conn.scalars(stmt))
 
     async def stuck_sessions(self, lease_seconds: float) -> list[str]:
         """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.

@@ -34,7 +34,7 @@ from turnqueue.store.conn import Buffered, Params, Shortcuts
 from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queuestate import DialectInsert, set_policy_statement
+from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
 from turnqueue.store.reads import SqlStore
 from turnqueue.store.rows import Prefixed, session_from, turn_from
 from turnqueue.store.statement import Statement, plan_for
@@ -145,6 +145,7 @@ def _rowcount(status: str) -> int:
 class PostgresTx(SqlTx):
     _insert: ClassVar[DialectInsert] = postgresql.insert
     _set_policy: ClassVar[Statement] = set_policy_statement(postgresql.insert)
+    _add_hold: ClassVar[Statement] = add_hold_statement(postgresql.insert)
 
     def __init__(self, conn: DriverConn) -> None:
         super().__init__(conn)
@@ -260,6 +261,7 @@ class PostgresStore(SqlStore):
     async def transaction(self) -> AsyncIterator[PostgresTx]:
         async with self._pg() as tx:
             yield tx
+            await tx.prepare_commit()  # Q13: the last statements, before COMMIT
             # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
             await tx.flush_notifications()
         # Only reached when the block and COMMIT succeeded.

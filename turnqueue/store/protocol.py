@@ -37,6 +37,7 @@ from turnqueue.domain import (
     Approval,
     ApprovalOutcome,
     Clarification,
+    HoldReason,
     MessageSource,
     OutputRecord,
     PauseReason,
@@ -61,6 +62,11 @@ class SessionView:
     running_turn_id: str | None  # the RUNNING turn, if any
     running_turn_owner: int | None = None  # the instance running it (M4)
     cancel_mark: str | None = None  # the turn an accepted explicit cancel is stopping (Q7)
+    #: Q9 holds kept in rows (``session_holds``, the approvals): committed with the queue
+    #: revision that shows them, so every read of one revision agrees (R3)
+    cancelling: bool = False  # a cancellation is under way (CANCELLING)
+    transitioning: bool = False  # the task is changing step (WORKFLOW_TRANSITION)
+    approval_pending: bool = False  # an approval of the running turn waits (APPROVAL, A6)
 
 
 K = TypeVar("K")
@@ -113,6 +119,11 @@ class Tx(Protocol):
     def notify(self, payload: str) -> None:
         """Deliver ``payload`` to every instance's listener if and when this commits (M4)."""
 
+    def changed_queues(self) -> list[str]:
+        """Sessions whose queue status (entries, policy, state, clarification, approvals,
+        holds) this transaction changed, in order. Each gets a new queue revision before
+        COMMIT (Q13): the unit of work bumps it, or the store does."""
+
     # -- instances (M4, M6) -----------------------------------------------------------------
     async def register_instance(self, instance: int) -> None: ...
 
@@ -138,8 +149,16 @@ class Tx(Protocol):
     async def eligible_sessions(self) -> list[str]:
         """Sessions whose queue may run by the durable rules (the start-up sweep, Q9/M6)."""
 
-    async def set_turn_agent(self, turn_id: str, host: str, pgid: int) -> None:
-        """Record where the turn's agent process group runs (M6 kills it after a crash)."""
+    async def record_process(
+        self, host: str, pgid: int, instance: int, session_id: str | None
+    ) -> None:
+        """An agent process group ``instance`` runs on ``host`` (M6 kills it after a crash)."""
+
+    async def forget_process(self, host: str, pgid: int) -> None:
+        """The process group is gone."""
+
+    async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
+        """Process groups on ``host`` recorded by instances not in ``live``."""
 
     # -- the output log (O1) -----------------------------------------------------------------
     async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
@@ -198,6 +217,9 @@ class Tx(Protocol):
         at: datetime,
     ) -> bool:
         """Answer a PENDING approval; False when it was already answered (exactly once)."""
+
+    async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
+        """Answer every PENDING approval of the turn CANCELLED (its turn ended); how many."""
 
     async def get_approval(self, approval_id: str) -> Approval | None: ...
 
@@ -272,6 +294,19 @@ class Tx(Protocol):
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
+
+    # -- runtime holds (Q9): rows an instance keeps while one of its operations holds --------
+    async def change_hold(
+        self, session_id: str, instance: int, kind: HoldReason, delta: int
+    ) -> None:
+        """Count ``delta`` more (or, negative, fewer) holds of ``kind`` by ``instance``; the
+        session holds ``kind`` while any instance's count is above zero."""
+
+    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
+        """Sessions held by an instance not in ``live`` (M6)."""
+
+    async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
+        """Delete the session's holds of instances not in ``live``; how many rows."""
 
     # -- queue entries ----------------------------------------------------------------------
     async def list_entries(self, session_id: str) -> list[QueueEntry]:

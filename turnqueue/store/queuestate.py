@@ -1,6 +1,10 @@
 """Queue-state statements of :class:`~turnqueue.store.tx.SqlTx`: the policy (Q1, Q14), the queue
-revision and cancellation floor on the lock row (Q13, R2), the cancel mark (Q7) and the pending
-clarification.
+revision and cancellation floor on the lock row (Q13, R2), the cancel mark (Q7), the pending
+clarification and the runtime holds (``session_holds``, Q9).
+
+Every statement here that changes what a queue status shows records its session as touched
+(``_touched``): the transaction bumps that queue's revision before it commits (Q13), so no
+revision is ever served with two states (R3).
 
 The two upserts (the policy row, the clarification) are spelled by each dialect's ``insert``:
 the backends give their own (``insert`` and ``set_policy_statement`` below).
@@ -8,15 +12,32 @@ the backends give their own (``insert`` and ``set_policy_statement`` below).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from sqlalchemy import BigInteger, Boolean, Insert, String, Table, bindparam, case, delete, update
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Insert,
+    Integer,
+    String,
+    Table,
+    bindparam,
+    case,
+    delete,
+    select,
+    update,
+)
 
-from turnqueue.domain import Clarification, PauseReason, new_id, utcnow
+from turnqueue.domain import Clarification, HoldReason, PauseReason, new_id, utcnow
 from turnqueue.store.conn import Conn
 from turnqueue.store.statement import Statement
-from turnqueue.store.tables import clarifications, queue_session_locks, queue_session_state
+from turnqueue.store.tables import (
+    clarifications,
+    queue_session_locks,
+    queue_session_state,
+    session_holds,
+)
 
 locks = queue_session_locks
 #: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
@@ -43,6 +64,18 @@ _SET_CANCEL_MARK = Statement(
     .where(locks.c.session_id == bindparam("p_session_id"))
     .values(cancel_mark=bindparam("p_mark"))
 )
+_HOLD_KEY = (
+    session_holds.c.session_id == bindparam("p_session_id"),
+    session_holds.c.instance == bindparam("p_instance", type_=BigInteger),
+    session_holds.c.kind == bindparam("p_kind", type_=String),
+)
+_DROP_HOLD = Statement(
+    update(session_holds)
+    .where(*_HOLD_KEY)
+    .values(count=session_holds.c.count - 1)
+    .returning(session_holds.c.count)
+)
+_DELETE_HOLD = Statement(delete(session_holds).where(*_HOLD_KEY))
 _DELETE_POLICY = Statement(
     delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
 )
@@ -53,6 +86,22 @@ def upsert(insert: DialectInsert, table: Table, keys: list[str], **values: Any) 
     updates = {k: stmt.excluded[k] for k in values if k not in keys}
     result: Insert = stmt.on_conflict_do_update(index_elements=keys, set_=updates)
     return result
+
+
+def add_hold_statement(insert: DialectInsert) -> Statement:
+    """Q9: one more operation of an instance holds a session (one prebuilt per dialect)."""
+    stmt = insert(session_holds).values(
+        session_id=bindparam("p_session_id", type_=String),
+        instance=bindparam("p_instance", type_=BigInteger),
+        kind=bindparam("p_kind", type_=String),
+        count=bindparam("p_one", type_=Integer),
+    )
+    return Statement(
+        stmt.on_conflict_do_update(
+            index_elements=["session_id", "instance", "kind"],
+            set_={"count": session_holds.c.count + stmt.excluded.count},
+        )
+    )
 
 
 def set_policy_statement(insert: DialectInsert) -> Statement:
@@ -70,13 +119,16 @@ def set_policy_statement(insert: DialectInsert) -> Statement:
 
 
 class QueueStateStatements:
-    """Mixin: needs ``self._conn``, ``self._queue_revisions`` (per transaction, empty at its
-    start), ``self._bump_session`` and the dialect's ``_insert`` and ``_set_policy``."""
+    """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
+    transaction, empty at its start), ``self._bump_session`` and the dialect's ``_insert``,
+    ``_set_policy`` and ``_add_hold``."""
 
     _conn: Conn
     _queue_revisions: dict[str, tuple[int, int]]
+    _touched: dict[str, None]
     _insert: ClassVar[DialectInsert]
     _set_policy: ClassVar[Statement]
+    _add_hold: ClassVar[Statement]
 
     async def _bump_session(self, session_id: str) -> int:
         raise NotImplementedError
@@ -97,6 +149,7 @@ class QueueStateStatements:
             upsert(type(self)._insert, clarifications, ["session_id"], **values)
         )
         await self._bump_session(session_id)
+        self._touched[session_id] = None
         return clarification
 
     async def clear_clarification(self, session_id: str) -> Clarification | None:
@@ -109,6 +162,7 @@ class QueueStateStatements:
         if row is None:
             return None
         await self._bump_session(session_id)
+        self._touched[session_id] = None
         m = row._mapping
         return Clarification(m["id"], session_id, m["turn_id"], m["question"], m["asked_at"])
 
@@ -122,9 +176,45 @@ class QueueStateStatements:
             "p_pause_reason": pause_reason.value if pause_reason is not None else None,
         }
         await self._conn.execute(self._set_policy, params)
+        self._touched[session_id] = None
 
     async def delete_policy(self, session_id: str) -> None:
         await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
+        self._touched[session_id] = None
+
+    # -- runtime holds (Q9) ------------------------------------------------------------------
+    async def change_hold(
+        self, session_id: str, instance: int, kind: HoldReason, delta: int
+    ) -> None:
+        params = {"p_session_id": session_id, "p_instance": instance, "p_kind": kind.value}
+        if delta > 0:
+            await self._conn.execute(self._add_hold, {**params, "p_one": delta})
+        else:
+            for _ in range(-delta):
+                left = await self._conn.scalar(_DROP_HOLD, params)
+                if left is not None and left <= 0:
+                    await self._conn.execute(_DELETE_HOLD, params)
+                    break
+        self._touched[session_id] = None
+
+    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
+        stmt = (
+            select(session_holds.c.session_id)
+            .where(session_holds.c.instance.not_in(list(live)))
+            .distinct()
+        )
+        return sorted(await self._conn.scalars(stmt))
+
+    async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
+        result = await self._conn.execute(
+            delete(session_holds).where(
+                session_holds.c.session_id == session_id,
+                session_holds.c.instance.not_in(list(live)),
+            )
+        )
+        if result.rowcount:
+            self._touched[session_id] = None
+        return int(result.rowcount)
 
     async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
         # One revision per transaction and session (Q13): a second change in the same

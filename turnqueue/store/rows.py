@@ -16,6 +16,7 @@ from sqlalchemy import (
     Select,
     String,
     bindparam,
+    exists,
     false,
     literal_column,
     select,
@@ -24,23 +25,28 @@ from sqlalchemy import (
 from turnqueue.domain import (
     AgentErrorKind,
     Clarification,
+    HoldReason,
     MessageSource,
     PauseReason,
     QueueEntry,
     QueuePolicy,
     Session,
+    SessionParts,
     SessionState,
     Task,
     Turn,
+    TurnAt,
     TurnStatus,
 )
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import (
+    approvals,
     clarifications,
     queue_entries,
     queue_session_locks,
     queue_session_state,
+    session_holds,
     sessions,
     tasks,
     turns,
@@ -86,6 +92,26 @@ def task_from(row: Mapped) -> Task:
 
 def session_from(row: Mapped) -> Session:
     m = row._mapping
+    parts = None
+    if "current_turn_id" in m:  # a read of ``select_sessions`` (a RETURNING has no parts)
+        clarification = None
+        if m["clarification_id"] is not None:
+            clarification = Clarification(
+                id=m["clarification_id"],
+                session_id=m["id"],
+                turn_id=m["clarification_turn_id"],
+                question=m["clarification_question"],
+                asked_at=m["clarification_asked_at"],
+            )
+        current = None
+        if m["current_turn_id"] is not None:
+            current = TurnAt(
+                id=m["current_turn_id"],
+                status=TurnStatus(m["current_turn_status"]),
+                error=m["current_turn_error"],
+                ended_at=m["current_turn_ended_at"],
+            )
+        parts = SessionParts(clarification, m["pending_approval_id"], current)
     return Session(
         id=m["id"],
         task_id=m["task_id"],
@@ -95,6 +121,7 @@ def session_from(row: Mapped) -> Session:
         revision=m["revision"],
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        parts=parts,
     )
 
 
@@ -111,8 +138,6 @@ def turn_from(row: Mapped) -> Turn:
         started_at=m["started_at"],
         ended_at=m["ended_at"],
         owner=m["owner"],
-        agent_host=m["agent_host"],
-        agent_pgid=m["agent_pgid"],
         error_kind=AgentErrorKind(m["error_kind"]) if m["error_kind"] else None,
         agent_stderr=m["agent_stderr"],
     )
@@ -136,8 +161,48 @@ def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
 
 
 def select_sessions() -> Select[Any]:
-    """Sessions with their task's owner (the domain ``Session`` carries it)."""
-    return select(*sessions.c, tasks.c.owner).join(tasks, tasks.c.id == sessions.c.task_id)
+    """Sessions with their task's owner and the parts their revision covers (R1, R3): the
+    clarification, the pending approval of the running turn, the newest turn's status — all in
+    this one statement, so a session read at one revision always shows the same parts."""
+    clar = clarifications
+    current = turns.alias("current_turn")
+    asked_in = turns.alias("asked_in")
+    newest = (
+        select(turns.c.id)
+        .where(turns.c.session_id == sessions.c.id)
+        .order_by(turns.c.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    pending_approval = (
+        select(approvals.c.id)
+        .join(asked_in, asked_in.c.id == approvals.c.turn_id)
+        .where(
+            approvals.c.session_id == sessions.c.id,
+            approvals.c.outcome == literal_column("'PENDING'", String),
+            asked_in.c.status == RUNNING,
+        )
+        .order_by(approvals.c.requested_at.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return select(
+        *sessions.c,
+        tasks.c.owner,
+        clar.c.id.label("clarification_id"),
+        clar.c.turn_id.label("clarification_turn_id"),
+        clar.c.question.label("clarification_question"),
+        clar.c.asked_at.label("clarification_asked_at"),
+        pending_approval.label("pending_approval_id"),
+        current.c.id.label("current_turn_id"),
+        current.c.status.label("current_turn_status"),
+        current.c.error.label("current_turn_error"),
+        current.c.ended_at.label("current_turn_ended_at"),
+    ).select_from(
+        sessions.join(tasks, tasks.c.id == sessions.c.task_id)
+        .outerjoin(clar, clar.c.session_id == sessions.c.id)
+        .outerjoin(current, current.c.id == newest)
+    )
 
 
 def _select_view() -> Select[Any]:
@@ -155,6 +220,19 @@ def _select_view() -> Select[Any]:
 
     running = running_turn(turns.c.id)
     running_owner = running_turn(turns.c.owner)
+
+    def held(kind: HoldReason) -> Any:
+        return exists().where(
+            session_holds.c.session_id == locks.c.session_id,
+            session_holds.c.kind == literal_column(f"'{kind.value}'", String),
+        )
+
+    # A6: an approval waits for its answer while it is PENDING and its turn runs.
+    approval_pending = exists().where(
+        approvals.c.session_id == locks.c.session_id,
+        approvals.c.outcome == literal_column("'PENDING'", String),
+        exists().where(turns.c.id == approvals.c.turn_id, turns.c.status == RUNNING),
+    )
     return (
         select(
             *sessions.c,
@@ -171,6 +249,9 @@ def _select_view() -> Select[Any]:
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),
             locks.c.cancel_mark,
+            held(HoldReason.CANCELLING).label("cancelling"),
+            held(HoldReason.WORKFLOW_TRANSITION).label("transitioning"),
+            approval_pending.label("approval_pending"),
         )
         .select_from(
             locks.join(sessions, sessions.c.id == locks.c.session_id)
@@ -222,4 +303,7 @@ def view_from(row: Record) -> SessionView:
         running_turn_id=m["running_turn_id"],
         running_turn_owner=m["running_turn_owner"],
         cancel_mark=m["cancel_mark"],
+        cancelling=bool(m["cancelling"]),
+        transitioning=bool(m["transitioning"]),
+        approval_pending=bool(m["approval_pending"]),
     )

@@ -64,7 +64,7 @@ from turnqueue.errors import StoreError
 from turnqueue.store.conn import Buffered, Params, Shortcuts
 from turnqueue.store.engine import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
-from turnqueue.store.queuestate import DialectInsert, set_policy_statement
+from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
 from turnqueue.store.reads import SqlStore
 from turnqueue.store.rows import RUNNING
 from turnqueue.store.statement import Plan, Statement, plan_for
@@ -232,6 +232,7 @@ class SqliteConn(Shortcuts):
 class SqliteTx(SqlTx):
     _insert: ClassVar[DialectInsert] = sqlite.insert
     _set_policy: ClassVar[Statement] = set_policy_statement(sqlite.insert)
+    _add_hold: ClassVar[Statement] = add_hold_statement(sqlite.insert)
 
     async def next_epoch(self) -> int:
         # AUTOINCREMENT never reuses an id, even after deletes (R2).
@@ -328,14 +329,22 @@ class _SqliteWrite:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _: object
     ) -> None:
+        failed: BaseException | None = None
+        if kind is None:
+            try:
+                await self._tx.prepare_commit()  # Q13: the last statements, before COMMIT
+            except BaseException as exc:
+                failed = error = exc
         try:
-            finish(self._conn, commit=kind is None)
+            finish(self._conn, commit=kind is None and failed is None)
         except DATABASE_ERRORS as exc:
             raise StoreError(f"database error: {exc}") from exc
         finally:
             self._lock.release()
         if isinstance(error, DATABASE_ERRORS):  # a statement of the block failed
             raise StoreError(f"database error: {error}") from error
+        if failed is not None:
+            raise failed
         if kind is None:  # committed; callbacks run outside the writer lock
             await self._tx.run_after_commit()
 

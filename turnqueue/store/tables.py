@@ -181,9 +181,6 @@ class TurnRow(TableModel, table=True):
     ended_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
     owner: int | None = _column(BigInteger, nullable=True)
-    # The agent's process group and host, so recovery can kill what a dead server left (M6).
-    agent_host: str | None = _column(String(255), nullable=True)
-    agent_pgid: int | None = _column(Integer, nullable=True)
     # A11: how its failure is classified, and its agent's stderr (kept apart from ``error``).
     error_kind: str | None = _column(String(32), nullable=True)
     agent_stderr: str | None = _column(Text, nullable=True)
@@ -304,6 +301,38 @@ class ApprovalRow(TableModel, table=True):
     answered_at: datetime | None = _column(UtcDateTime, nullable=True)
 
 
+class SessionHoldRow(TableModel, table=True):
+    """Q9, Q13, C7: a runtime hold (CANCELLING, WORKFLOW_TRANSITION) an instance has on a
+    session, with how many of its operations hold it. Written in the transaction that bumps the
+    queue revision for it, so every instance serves one revision with the same ``heldBy``. An
+    instance's rows die with it: recovery deletes them (at start-up, at lease expiry, M6)."""
+
+    __tablename__ = "session_holds"
+    __table_args__ = (Index("ix_session_holds_instance", "instance"),)
+
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    instance: int = _column(BigInteger, primary_key=True, autoincrement=False)
+    kind: str = _column(String(32), primary_key=True)
+    count: int = _column(Integer, nullable=False)
+
+
+class AgentProcessRow(TableModel, table=True):
+    """M6: every agent process group an instance runs (a ``command`` turn's, an ``acp``
+    session's), from its start until it is gone, so that recovery can kill what a dead server
+    left behind on its host. A group id is only meaningful on its host, and only soon after."""
+
+    __tablename__ = "agent_processes"
+    __table_args__ = (Index("ix_agent_processes_instance", "instance"),)
+
+    host: str = _column(String(255), primary_key=True)
+    pgid: int = _column(Integer, primary_key=True, autoincrement=False)
+    instance: int = _column(BigInteger, nullable=False)
+    session_id: str | None = _column(String(36), nullable=True)
+    started_at: datetime = _column(UtcDateTime, nullable=False)
+
+
 class EpochRow(TableModel, table=True):
     """SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2)."""
 
@@ -354,6 +383,8 @@ queue_session_locks = _table(QueueSessionLockRow)
 queue_session_state = _table(QueueSessionStateRow)
 clarifications = _table(ClarificationRow)
 approvals = _table(ApprovalRow)
+session_holds = _table(SessionHoldRow)
+agent_processes = _table(AgentProcessRow)
 epochs = _table(EpochRow)
 instances = _table(InstanceRow)
 turn_output = _table(TurnOutputRow)

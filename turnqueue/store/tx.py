@@ -174,10 +174,26 @@ class SqlTx(
         self._conn = conn
         self._callbacks: list[Callable[[], object]] = []
         self._queue_revisions: dict[str, tuple[int, int]] = {}
+        #: sessions whose queue status this transaction changed (see ``changed_queues``)
+        self._touched: dict[str, None] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
         self._callbacks.append(callback)
+
+    def changed_queues(self) -> list[str]:
+        """The sessions whose queue status (entries, policy, state, clarification, approvals,
+        holds) this transaction changed, in the order it first changed them (Q13)."""
+        return list(self._touched)
+
+    async def prepare_commit(self) -> None:
+        """Called by the store right before COMMIT: every changed queue status gets its new
+        revision in this transaction (Q13), so a revision is never served with two states
+        (R3). The engine's unit of work bumps them itself (and publishes); this is the net
+        for any write outside one."""
+        for session_id in self._touched:
+            if session_id not in self._queue_revisions:
+                await self.bump_queue(session_id, 0)
 
     async def run_after_commit(self) -> None:
         """Called by the store once COMMIT succeeded: in order, each failure logged only."""
@@ -290,6 +306,7 @@ class SqlTx(
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         await self._bump_session(session_id, state)
+        self._touched[session_id] = None  # BUSY, NOT_PROMPTABLE
         session = await self.get_session(session_id)
         assert session is not None
         return session
@@ -336,6 +353,7 @@ class SqlTx(
         owner: int | None = None,
     ) -> Turn:
         turn, params = self._turn_params(session_id, prompt, source, owner)
+        self._touched[session_id] = None
         return await self._start_turn(turn, params, consume)
 
     async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
@@ -372,7 +390,9 @@ class SqlTx(
             "p_now": utcnow(),
             "p_state": session_state.value,
         }
-        return await self._end_turn(turn_id, params)
+        turn, session = await self._end_turn(turn_id, params)
+        self._touched[session.id] = None
+        return turn, session
 
     async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
         row = (await self._conn.execute(_END_TURN, params)).one_or_none()

@@ -1,15 +1,30 @@
 /**
  * The GraphQL side: documents for the parts of SPEC §7 the page uses, typed from schema.graphql
  * by GraphQL Code Generator (src/gql/), queries and mutations over HTTP POST, subscriptions over
- * one graphql-transport-ws socket (graphql-ws).
+ * one graphql-transport-ws socket (graphql-ws). Only the current API: connections
+ * (`tasksConnection`, `turnsConnection`), no deprecated field (`turnqueue schema check --strict`).
  *
  * The endpoint is same-origin `/graphql`. An optional `?token=` in the page's address is sent as
  * `Authorization: Bearer …` on HTTP and as `{"authorization": "Bearer …"}` in connection_init (S1).
+ *
+ * The socket opens at once (not on the first subscription) and its state is reported as it
+ * really is (src/connection.ts): pings every 10 s, a missing pong closes it, and a reconnect
+ * waiting out its back-off is tried at once when the network comes back or the page is shown
+ * again after sleep.
  */
 import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
 import { createClient, type Client } from "graphql-ws";
 import { graphql } from "./gql";
+import {
+  connectionState,
+  PONG_TIMEOUT,
+  retryDelay,
+  seemsDead,
+  Waker,
+  type ConnectionState,
+} from "./connection";
 import type {
+  AgentsQuery,
   CancellationFragment,
   ErrorCode,
   ItemFieldsFragment,
@@ -40,26 +55,26 @@ graphql(`
   }
 `);
 graphql(`
-  fragment TurnFields on Turn { id prompt source status output error }
+  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }
 `);
 graphql(`
   fragment ItemFields on TurnItem {
     __typename index
     ... on MessageItem { text }
     ... on ThoughtItem { text }
-    ... on ToolCallItem { toolCallId title toolKind status }
-    ... on PlanItem { entries { content status } }
+    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }
+    ... on PlanItem { entries { content priority status } }
     ... on RawItem { json }
   }
 `);
 graphql(`
   fragment SessionCore on Session {
-    id taskId agent state revision promptable
+    id taskId agent state revision promptable agentError
     clarification { id question }
     pendingApproval { id title toolCallId options { id name kind } }
     currentTurn { ...TurnFields }
-    turns(last: 10) { ...TurnFields }
-    task { id title workflowStep }
+    turnsConnection(last: 20) { edges { node { ...TurnFields } } }
+    task { id title workflowStep currentSession { id } }
   }
 `);
 
@@ -69,8 +84,13 @@ export type QueueEntry = QueueFragment["entries"][number];
 export type CancellationStatus = CancellationFragment;
 /** The session's own state: what its revision orders (R1). */
 export type SessionCore = SessionCoreFragment;
-export type SessionSnapshot = SessionCore & { queue: QueueStatus; cancellation: CancellationStatus };
-export type TaskSummary = TasksQuery["tasks"][number];
+export type SessionSnapshot = SessionCore & {
+  queue: QueueStatus;
+  cancellation: CancellationStatus;
+};
+export type TaskSummary = TasksQuery["tasksConnection"]["edges"][number]["node"];
+export type TaskPage = TasksQuery["tasksConnection"];
+export type AgentSummary = AgentsQuery["agents"][number];
 export type TurnOutputChunk = TurnOutputSubscription["turnOutput"];
 /** The variables of turnOutput and of turnItems (the same: a session, a turn, an offset). */
 export type TurnStreamVariables = TurnOutputSubscriptionVariables;
@@ -89,9 +109,16 @@ export const SESSION_SNAPSHOT = graphql(`
 `);
 
 export const TASKS = graphql(`
-  query Tasks {
-    tasks(first: 50) { id title workflowStep currentSession { id state } }
+  query Tasks($after: String) {
+    tasksConnection(first: 30, after: $after) {
+      edges { node { id title workflowStep createdAt currentSession { id state agent } } }
+      pageInfo { hasNextPage endCursor }
+    }
   }
+`);
+
+export const AGENTS = graphql(`
+  query Agents { agents { name type } }
 `);
 
 export const SUBSCRIPTIONS = {
@@ -169,6 +196,11 @@ export const MUTATIONS = {
       sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }
     }
   `),
+  answerClarification: graphql(`
+    mutation AnswerClarification($input: AnswerClarificationInput!) {
+      answerClarification(input: $input) { session { id } userErrors { code message } }
+    }
+  `),
   answerApproval: graphql(`
     mutation AnswerApproval($input: AnswerApprovalInput!) {
       answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }
@@ -198,6 +230,8 @@ export interface Api {
   ws: Client;
 }
 
+export type { ConnectionState };
+
 /** A mutation's payload: the fields the page reads from any of them. */
 export interface MutationResult {
   userErrors: UserError[];
@@ -220,13 +254,23 @@ export const PAYLOADS_ARE_MUTATION_RESULTS: { [K in MutationName]: Payload<K> } 
   : never = true;
 
 export interface ConnectionEvents {
+  /** The socket is open and acknowledged (the first time, and after every reconnect). */
   connected(): void;
-  closed(fatal: string | null): void;
+  /** It closed (a reconnect follows unless it was refused). */
+  closed(): void;
+  /** The state the page shows changed. */
+  state(state: ConnectionState): void;
 }
 
 function operationName(document: string): string | undefined {
   return /^\s*(?:query|mutation|subscription)\s+(\w+)/.exec(document)?.[1];
 }
+
+/** The server pings nothing (NOTES): the client pings every `KEEP_ALIVE` ms. */
+const KEEP_ALIVE = 10_000;
+/** 4403: a refused token; 4408: our own "no pong" close (graphql-ws's recipe). */
+const REFUSED = 4403;
+const NO_PONG = 4408;
 
 export function createApi(token: string | null, events: ConnectionEvents): Api {
   const authorization = token ? `Bearer ${token}` : null;
@@ -246,25 +290,81 @@ export function createApi(token: string | null, events: ConnectionEvents): Api {
     return body.data;
   }
 
+  const facts = { open: false, wasOpen: false, online: navigator.onLine, refused: false };
+  let shown: ConnectionState | null = null;
+  const report = () => {
+    const state = connectionState(facts);
+    if (state !== shown) events.state((shown = state));
+  };
+  const waker = new Waker();
+  let socket: WebSocket | null = null;
+  let lastHeard = Date.now();
+  let pongTimer: ReturnType<typeof setTimeout> | undefined;
+
   const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/graphql`;
   const ws = createClient({
     url: wsUrl,
     connectionParams: authorization ? { authorization } : {},
-    keepAlive: 10_000, // the server answers pings but never sends them (NOTES)
+    // At once, not on the first subscription: the page shows the real state from the start,
+    // with no session open too.
+    lazy: false,
+    onNonLazyError: () => {}, // a refused token is reported by `closed`
+    keepAlive: KEEP_ALIVE,
     retryAttempts: Number.POSITIVE_INFINITY,
-    // Back off from 0.3 s to 10 s, with jitter so that many pages do not reconnect at once.
-    retryWait: (retries) =>
-      new Promise((resolve) =>
-        setTimeout(resolve, Math.min(300 * 2 ** retries, 10_000) + Math.random() * 300),
-      ),
+    retryWait: (retries) => waker.wait(retryDelay(retries)),
     // 4403 is a refused token: retrying cannot help, so it is fatal (NOTES: graphql-ws pitfalls).
-    shouldRetry: (e) => !(e instanceof CloseEvent && e.code === 4403),
+    shouldRetry: (e) => !(e instanceof CloseEvent && e.code === REFUSED),
     on: {
-      connected: () => events.connected(),
-      closed: (e) =>
-        events.closed(e instanceof CloseEvent && e.code === 4403 ? "not authorised" : null),
+      connecting: () => report(),
+      connected: (opened) => {
+        socket = opened as WebSocket;
+        lastHeard = Date.now();
+        facts.open = facts.wasOpen = true;
+        report();
+        events.connected();
+      },
+      message: () => {
+        lastHeard = Date.now();
+      },
+      ping: (received) => {
+        if (received) return;
+        clearTimeout(pongTimer);
+        pongTimer = setTimeout(() => dropSocket(), PONG_TIMEOUT);
+      },
+      pong: (received) => {
+        if (received) clearTimeout(pongTimer);
+      },
+      closed: (e) => {
+        clearTimeout(pongTimer);
+        socket = null;
+        facts.open = false;
+        if (e instanceof CloseEvent && e.code === REFUSED) facts.refused = true;
+        report();
+        events.closed();
+      },
     },
   });
+
+  /** Give up the open socket (silent too long): graphql-ws reconnects. */
+  function dropSocket(): void {
+    if (socket?.readyState === WebSocket.OPEN) socket.close(NO_PONG, "no pong");
+  }
+
+  /** A reason to try now: a waiting reconnect goes at once; a socket silent too long goes. */
+  function wake(): void {
+    facts.online = navigator.onLine;
+    report();
+    if (facts.refused) return;
+    waker.wake();
+    if (facts.open && seemsDead(lastHeard, Date.now(), KEEP_ALIVE)) dropSocket();
+  }
+  window.addEventListener("online", wake);
+  window.addEventListener("offline", wake);
+  window.addEventListener("pageshow", wake);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") wake();
+  });
+  report();
 
   return {
     query: (document, variables) => post(document.toString(), variables),

@@ -17,11 +17,12 @@ import * as types from './graphql';
 type Documents = {
     "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": typeof types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": typeof types.CancellationFragmentDoc,
-    "\n  fragment TurnFields on Turn { id prompt source status output error }\n": typeof types.TurnFieldsFragmentDoc,
-    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n": typeof types.ItemFieldsFragmentDoc,
-    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": typeof types.SessionCoreFragmentDoc,
+    "\n  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }\n": typeof types.TurnFieldsFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n  }\n": typeof types.ItemFieldsFragmentDoc,
+    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable agentError\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turnsConnection(last: 20) { edges { node { ...TurnFields } } }\n    task { id title workflowStep currentSession { id } }\n  }\n": typeof types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": typeof types.SessionSnapshotDocument,
-    "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": typeof types.TasksDocument,
+    "\n  query Tasks($after: String) {\n    tasksConnection(first: 30, after: $after) {\n      edges { node { id title workflowStep createdAt currentSession { id state agent } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": typeof types.TasksDocument,
+    "\n  query Agents { agents { name type } }\n": typeof types.AgentsDocument,
     "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": typeof types.QueueStatusChangedDocument,
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": typeof types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": typeof types.SessionChangedDocument,
@@ -35,17 +36,19 @@ type Documents = {
     "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.ReorderQueueDocument,
     "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  ": typeof types.SetAutoRunDocument,
     "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  ": typeof types.SendNowDocument,
+    "\n    mutation AnswerClarification($input: AnswerClarificationInput!) {\n      answerClarification(input: $input) { session { id } userErrors { code message } }\n    }\n  ": typeof types.AnswerClarificationDocument,
     "\n    mutation AnswerApproval($input: AnswerApprovalInput!) {\n      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }\n    }\n  ": typeof types.AnswerApprovalDocument,
     "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": typeof types.CancelDocument,
 };
 const documents: Documents = {
     "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": types.CancellationFragmentDoc,
-    "\n  fragment TurnFields on Turn { id prompt source status output error }\n": types.TurnFieldsFragmentDoc,
-    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n": types.ItemFieldsFragmentDoc,
-    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n": types.SessionCoreFragmentDoc,
+    "\n  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }\n": types.TurnFieldsFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n  }\n": types.ItemFieldsFragmentDoc,
+    "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable agentError\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turnsConnection(last: 20) { edges { node { ...TurnFields } } }\n    task { id title workflowStep currentSession { id } }\n  }\n": types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": types.SessionSnapshotDocument,
-    "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n": types.TasksDocument,
+    "\n  query Tasks($after: String) {\n    tasksConnection(first: 30, after: $after) {\n      edges { node { id title workflowStep createdAt currentSession { id state agent } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": types.TasksDocument,
+    "\n  query Agents { agents { name type } }\n": types.AgentsDocument,
     "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": types.QueueStatusChangedDocument,
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": types.SessionChangedDocument,
@@ -59,6 +62,7 @@ const documents: Documents = {
     "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.ReorderQueueDocument,
     "\n    mutation SetAutoRun($input: SetAutoRunInput!) {\n      setAutoRun(input: $input) { queue { ...Queue } dispatched userErrors { code message } }\n    }\n  ": types.SetAutoRunDocument,
     "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  ": types.SendNowDocument,
+    "\n    mutation AnswerClarification($input: AnswerClarificationInput!) {\n      answerClarification(input: $input) { session { id } userErrors { code message } }\n    }\n  ": types.AnswerClarificationDocument,
     "\n    mutation AnswerApproval($input: AnswerApprovalInput!) {\n      answerApproval(input: $input) { approval { id } session { id } userErrors { code message } }\n    }\n  ": types.AnswerApprovalDocument,
     "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": types.CancelDocument,
 };
@@ -74,15 +78,15 @@ export function graphql(source: "\n  fragment Cancellation on CancellationStatus
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment TurnFields on Turn { id prompt source status output error }\n"): typeof import('./graphql').TurnFieldsFragmentDoc;
+export function graphql(source: "\n  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }\n"): typeof import('./graphql').TurnFieldsFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status }\n    ... on PlanItem { entries { content status } }\n    ... on RawItem { json }\n  }\n"): typeof import('./graphql').ItemFieldsFragmentDoc;
+export function graphql(source: "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n  }\n"): typeof import('./graphql').ItemFieldsFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turns(last: 10) { ...TurnFields }\n    task { id title workflowStep }\n  }\n"): typeof import('./graphql').SessionCoreFragmentDoc;
+export function graphql(source: "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable agentError\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turnsConnection(last: 20) { edges { node { ...TurnFields } } }\n    task { id title workflowStep currentSession { id } }\n  }\n"): typeof import('./graphql').SessionCoreFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -90,7 +94,11 @@ export function graphql(source: "\n  query SessionSnapshot($id: ID!) {\n    sess
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Tasks {\n    tasks(first: 50) { id title workflowStep currentSession { id state } }\n  }\n"): typeof import('./graphql').TasksDocument;
+export function graphql(source: "\n  query Tasks($after: String) {\n    tasksConnection(first: 30, after: $after) {\n      edges { node { id title workflowStep createdAt currentSession { id state agent } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n"): typeof import('./graphql').TasksDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query Agents { agents { name type } }\n"): typeof import('./graphql').AgentsDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -143,6 +151,10 @@ export function graphql(source: "\n    mutation SetAutoRun($input: SetAutoRunInp
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n    mutation SendNow($input: SendNowInput!) {\n      sendNow(input: $input) { queue { ...Queue } sentCount userErrors { code message } }\n    }\n  "): typeof import('./graphql').SendNowDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation AnswerClarification($input: AnswerClarificationInput!) {\n      answerClarification(input: $input) { session { id } userErrors { code message } }\n    }\n  "): typeof import('./graphql').AnswerClarificationDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -1,21 +1,65 @@
 /* eslint-disable */
-/** Internal type. DO NOT USE DIRECTLY. */
-type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
-/** Internal type. DO NOT USE DIRECTLY. */
-export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+export type Maybe<T> = T | null;
+export type InputMaybe<T> = T | null | undefined;
+export type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
+export type MakeOptional<T, K extends keyof T> = Omit<T, K> & { [SubKey in K]?: Maybe<T[SubKey]> };
+export type MakeMaybe<T, K extends keyof T> = Omit<T, K> & { [SubKey in K]: Maybe<T[SubKey]> };
+export type MakeEmpty<T extends { [key: string]: unknown }, K extends keyof T> = { [_ in K]?: never };
+export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
+/** All built-in and custom scalars, mapped to their actual values */
+export type Scalars = {
+  ID: { input: string; output: string; }
+  String: { input: string; output: string; }
+  Boolean: { input: boolean; output: boolean; }
+  Int: { input: number; output: number; }
+  Float: { input: number; output: number; }
+  /** A date and time in ISO 8601, in UTC. */
+  DateTime: { input: string; output: string; }
+  /** A revision: an integer below 2^53, sent as a JSON number. Larger is newer (R1). */
+  Revision: { input: number; output: number; }
+};
+
+/** What runs an agent profile's turns (A1). */
+export type AgentType =
+  /** A real coding agent over the Agent Client Protocol: one process per session, structured turn items, approvals (A2-A6). */
+  | 'ACP'
+  /** A command run once per turn; each printed line is output. */
+  | 'COMMAND'
+  /** The deterministic demo agent. */
+  | 'SCRIPTED';
+
 /** Input of answerApproval (A6). */
 export type AnswerApprovalInput = {
   /** The pending approval (`Session.pendingApproval.id`). */
-  approvalId: string;
+  approvalId: Scalars['ID']['input'];
   /** One of its options' `id`; any other is INVALID_INPUT. */
-  optionId: string;
+  optionId: Scalars['ID']['input'];
 };
+
+/** Input of answerClarification. */
+export type AnswerClarificationInput = {
+  /** The answer, sent to the agent as the next turn: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
+  answer: Scalars['String']['input'];
+  /** The clarification being answered; when given and not the pending one, NO_CLARIFICATION (so a stale answer is not sent to a newer question). */
+  clarificationId?: InputMaybe<Scalars['ID']['input']>;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: Scalars['ID']['input'];
+};
+
+/** Whether and how an approval was answered (A6). */
+export type ApprovalOutcome =
+  /** Answered `cancelled`: the turn was cancelled or ended first, or the profile's policy found no matching option. */
+  | 'CANCELLED'
+  /** Waiting for answerApproval; the queue is held (APPROVAL). */
+  | 'PENDING'
+  /** Answered with one of its options. */
+  | 'SELECTED';
 
 /** Input of cancel. */
 export type CancelInput = {
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** How a cancel ended. */
@@ -29,22 +73,38 @@ export type CancelOutcome =
   /** The turn would not stop within the time bounds and its agent was abandoned (the turn still ends CANCELLED), or the instance running it did not answer. */
   | 'TIMED_OUT';
 
+/** Input of clearQueue. */
+export type ClearQueueInput = {
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: Scalars['ID']['input'];
+};
+
 /** Input of createTask. */
 export type CreateTaskInput = {
   /** The agent profile of its first session; null for the server's default (`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT. */
-  agent?: string | null | undefined;
+  agent?: InputMaybe<Scalars['String']['input']>;
   /** The task's title: 1 to 500 characters. */
-  title: string;
+  title: Scalars['String']['input'];
+};
+
+/** Input of drain. */
+export type DrainInput = {
+  /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
+  /** The session (one of the caller's; any other is NOT_FOUND). */
+  sessionId: Scalars['ID']['input'];
 };
 
 /** Input of enqueueMessage. */
 export type EnqueueMessageInput = {
   /** The message: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
-  content: string;
+  content: Scalars['String']['input'];
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
-  expectedRevision?: number | null | undefined;
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** Why a mutation refused (`UserError.code`). A refused mutation changed nothing. */
@@ -93,6 +153,19 @@ export type HoldReason =
   /** The task is moving to another workflow step. */
   | 'WORKFLOW_TRANSITION';
 
+/** The kind of a turn item (A3). */
+export type ItemKind =
+  /** Text the agent wrote to the user (also in `Turn.output`). */
+  | 'MESSAGE'
+  /** The agent's plan (replaced by each new plan). */
+  | 'PLAN'
+  /** An agent update turnqueue does not interpret, kept as JSON. */
+  | 'RAW'
+  /** The agent's reasoning. */
+  | 'THOUGHT'
+  /** A tool call and its progress (updated in place). */
+  | 'TOOL_CALL';
+
 /** Where a prompt or a queued message came from. */
 export type MessageSource =
   /** The agent itself. */
@@ -103,6 +176,14 @@ export type MessageSource =
   | 'USER'
   /** A workflow action. */
   | 'WORKFLOW';
+
+/** Input of moveTask. */
+export type MoveTaskInput = {
+  /** The workflow step to enter, by name; an unknown one is INVALID_INPUT. */
+  step: Scalars['String']['input'];
+  /** The task (one of the caller's). */
+  taskId: Scalars['ID']['input'];
+};
 
 /** Why a queue's auto-run is off (Q14). */
 export type PauseReason =
@@ -116,41 +197,41 @@ export type PauseReason =
 /** Input of removeQueueEntry. */
 export type RemoveQueueEntryInput = {
   /** The entry to remove. */
-  entryId: string;
+  entryId: Scalars['ID']['input'];
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
-  expectedRevision?: number | null | undefined;
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** Input of reorderQueue. */
 export type ReorderQueueInput = {
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
-  expectedRevision?: number | null | undefined;
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
   /** Every visible entry's id, each once, in the new order (head first); anything else is QUEUE_CHANGED. */
-  orderedIds: Array<string>;
+  orderedIds: Array<Scalars['ID']['input']>;
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** Input of sendMessage. */
 export type SendMessageInput = {
   /** The prompt: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
-  content: string;
+  content: Scalars['String']['input'];
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** Input of sendNow. */
 export type SendNowInput = {
   /** The entry to run: required with scope ENTRY, absent with ALL (else INVALID_INPUT). */
-  entryId?: string | null | undefined;
+  entryId?: InputMaybe<Scalars['ID']['input']>;
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
-  expectedRevision?: number | null | undefined;
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
   /** One entry (default) or all of them combined. */
   scope?: SendNowScope;
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** What sendNow runs in place of the active turn (Q5). */
@@ -180,11 +261,11 @@ export type SessionState =
 /** Input of setAutoRun. */
 export type SetAutoRunInput = {
   /** true: run on by itself (and start the head now if nothing holds it); false: hold the queue after the current turn (pause reason USER). */
-  autoRun: boolean;
+  autoRun: Scalars['Boolean']['input'];
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
-  expectedRevision?: number | null | undefined;
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 /** How far a turn got. */
@@ -201,30 +282,30 @@ export type TurnStatus =
 /** Input of updateQueueEntry. */
 export type UpdateQueueEntryInput = {
   /** Its new content: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
-  content: string;
+  content: Scalars['String']['input'];
   /** The entry to edit (a USER entry). */
-  entryId: string;
+  entryId: Scalars['ID']['input'];
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
-  expectedRevision?: number | null | undefined;
+  expectedRevision?: InputMaybe<Scalars['Revision']['input']>;
   /** The session (one of the caller's; any other is NOT_FOUND). */
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 };
 
 export type QueueFragment = { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> };
 
 export type CancellationFragment = { id: string, sessionId: string, pending: boolean, revision: number };
 
-export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null };
+export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null };
 
 type ItemFields_MessageItem_Fragment = { __typename: 'MessageItem', text: string, index: number };
 
-type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> };
+type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, entries: Array<{ content: string, priority: string, status: string }> };
 
 type ItemFields_RawItem_Fragment = { __typename: 'RawItem', json: string, index: number };
 
 type ItemFields_ThoughtItem_Fragment = { __typename: 'ThoughtItem', text: string, index: number };
 
-type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number };
+type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> };
 
 export type ItemFieldsFragment =
   | ItemFields_MessageItem_Fragment
@@ -234,63 +315,70 @@ export type ItemFieldsFragment =
   | ItemFields_ToolCallItem_Fragment
 ;
 
-export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } };
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } };
 
 export type SessionSnapshotQueryVariables = Exact<{
-  id: string;
+  id: Scalars['ID']['input'];
 }>;
 
 
-export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } | null };
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } | null };
 
-export type TasksQueryVariables = Exact<{ [key: string]: never; }>;
+export type TasksQueryVariables = Exact<{
+  after?: InputMaybe<Scalars['String']['input']>;
+}>;
 
 
-export type TasksQuery = { tasks: Array<{ id: string, title: string, workflowStep: string, currentSession: { id: string, state: SessionState } | null }> };
+export type TasksQuery = { tasksConnection: { edges: Array<{ node: { id: string, title: string, workflowStep: string, createdAt: string, currentSession: { id: string, state: SessionState, agent: string } | null } }>, pageInfo: { hasNextPage: boolean, endCursor: string | null } } };
+
+export type AgentsQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type AgentsQuery = { agents: Array<{ name: string, type: AgentType }> };
 
 export type QueueStatusChangedSubscriptionVariables = Exact<{
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 }>;
 
 
 export type QueueStatusChangedSubscription = { queueStatusChanged: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } };
 
 export type CancellationChangedSubscriptionVariables = Exact<{
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 }>;
 
 
 export type CancellationChangedSubscription = { cancellationChanged: { id: string, sessionId: string, pending: boolean, revision: number } };
 
 export type SessionChangedSubscriptionVariables = Exact<{
-  sessionId: string;
+  sessionId: Scalars['ID']['input'];
 }>;
 
 
-export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null } | null, turns: Array<{ id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null }>, task: { id: string, title: string, workflowStep: string } } };
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } };
 
 export type TurnOutputSubscriptionVariables = Exact<{
-  sessionId: string;
-  turnId?: string | null | undefined;
-  afterOffset?: number | null | undefined;
+  sessionId: Scalars['ID']['input'];
+  turnId?: InputMaybe<Scalars['ID']['input']>;
+  afterOffset?: InputMaybe<Scalars['Int']['input']>;
 }>;
 
 
 export type TurnOutputSubscription = { turnOutput: { sessionId: string, turnId: string, offset: number, text: string, done: boolean, status: TurnStatus } };
 
 export type TurnItemsSubscriptionVariables = Exact<{
-  sessionId: string;
-  turnId?: string | null | undefined;
-  afterOffset?: number | null | undefined;
+  sessionId: Scalars['ID']['input'];
+  turnId?: InputMaybe<Scalars['ID']['input']>;
+  afterOffset?: InputMaybe<Scalars['Int']['input']>;
 }>;
 
 
 export type TurnItemsSubscription = { turnItems: { sessionId: string, turnId: string, offset: number, nextOffset: number, done: boolean, status: TurnStatus, items: Array<
       | { __typename: 'MessageItem', text: string, index: number }
-      | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, status: string }> }
+      | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, priority: string, status: string }> }
       | { __typename: 'RawItem', json: string, index: number }
       | { __typename: 'ThoughtItem', text: string, index: number }
-      | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, index: number }
+      | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> }
     > } };
 
 export type CreateTaskMutationVariables = Exact<{
@@ -348,6 +436,13 @@ export type SendNowMutationVariables = Exact<{
 
 
 export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+
+export type AnswerClarificationMutationVariables = Exact<{
+  input: AnswerClarificationInput;
+}>;
+
+
+export type AnswerClarificationMutation = { answerClarification: { session: { id: string } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type AnswerApprovalMutationVariables = Exact<{
   input: AnswerApprovalInput;
@@ -422,10 +517,16 @@ export const ItemFieldsFragmentDoc = new TypedDocumentString(`
     title
     toolKind
     status
+    text
+    locations {
+      path
+      line
+    }
   }
   ... on PlanItem {
     entries {
       content
+      priority
       status
     }
   }
@@ -442,6 +543,8 @@ export const TurnFieldsFragmentDoc = new TypedDocumentString(`
   status
   output
   error
+  startedAt
+  endedAt
 }
     `, {"fragmentName":"TurnFields"}) as unknown as TypedDocumentString<TurnFieldsFragment, unknown>;
 export const SessionCoreFragmentDoc = new TypedDocumentString(`
@@ -452,6 +555,7 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   state
   revision
   promptable
+  agentError
   clarification {
     id
     question
@@ -469,13 +573,20 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   currentTurn {
     ...TurnFields
   }
-  turns(last: 10) {
-    ...TurnFields
+  turnsConnection(last: 20) {
+    edges {
+      node {
+        ...TurnFields
+      }
+    }
   }
   task {
     id
     title
     workflowStep
+    currentSession {
+      id
+    }
   }
 }
     fragment TurnFields on Turn {
@@ -485,6 +596,8 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   status
   output
   error
+  startedAt
+  endedAt
 }`, {"fragmentName":"SessionCore"}) as unknown as TypedDocumentString<SessionCoreFragment, unknown>;
 export const SessionSnapshotDocument = new TypedDocumentString(`
     query SessionSnapshot($id: ID!) {
@@ -527,6 +640,8 @@ fragment TurnFields on Turn {
   status
   output
   error
+  startedAt
+  endedAt
 }
 fragment SessionCore on Session {
   id
@@ -535,6 +650,7 @@ fragment SessionCore on Session {
   state
   revision
   promptable
+  agentError
   clarification {
     id
     question
@@ -552,28 +668,53 @@ fragment SessionCore on Session {
   currentTurn {
     ...TurnFields
   }
-  turns(last: 10) {
-    ...TurnFields
+  turnsConnection(last: 20) {
+    edges {
+      node {
+        ...TurnFields
+      }
+    }
   }
   task {
     id
     title
     workflowStep
+    currentSession {
+      id
+    }
   }
 }`) as unknown as TypedDocumentString<SessionSnapshotQuery, SessionSnapshotQueryVariables>;
 export const TasksDocument = new TypedDocumentString(`
-    query Tasks {
-  tasks(first: 50) {
-    id
-    title
-    workflowStep
-    currentSession {
-      id
-      state
+    query Tasks($after: String) {
+  tasksConnection(first: 30, after: $after) {
+    edges {
+      node {
+        id
+        title
+        workflowStep
+        createdAt
+        currentSession {
+          id
+          state
+          agent
+        }
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
     }
   }
 }
     `) as unknown as TypedDocumentString<TasksQuery, TasksQueryVariables>;
+export const AgentsDocument = new TypedDocumentString(`
+    query Agents {
+  agents {
+    name
+    type
+  }
+}
+    `) as unknown as TypedDocumentString<AgentsQuery, AgentsQueryVariables>;
 export const QueueStatusChangedDocument = new TypedDocumentString(`
     subscription QueueStatusChanged($sessionId: ID!) {
   queueStatusChanged(sessionId: $sessionId) {
@@ -630,6 +771,8 @@ fragment TurnFields on Turn {
   status
   output
   error
+  startedAt
+  endedAt
 }
 fragment SessionCore on Session {
   id
@@ -638,6 +781,7 @@ fragment SessionCore on Session {
   state
   revision
   promptable
+  agentError
   clarification {
     id
     question
@@ -655,13 +799,20 @@ fragment SessionCore on Session {
   currentTurn {
     ...TurnFields
   }
-  turns(last: 10) {
-    ...TurnFields
+  turnsConnection(last: 20) {
+    edges {
+      node {
+        ...TurnFields
+      }
+    }
   }
   task {
     id
     title
     workflowStep
+    currentSession {
+      id
+    }
   }
 }`) as unknown as TypedDocumentString<SessionChangedSubscription, SessionChangedSubscriptionVariables>;
 export const TurnOutputDocument = new TypedDocumentString(`
@@ -704,10 +855,16 @@ export const TurnItemsDocument = new TypedDocumentString(`
     title
     toolKind
     status
+    text
+    locations {
+      path
+      line
+    }
   }
   ... on PlanItem {
     entries {
       content
+      priority
       status
     }
   }
@@ -929,6 +1086,19 @@ export const SendNowDocument = new TypedDocumentString(`
     source
   }
 }`) as unknown as TypedDocumentString<SendNowMutation, SendNowMutationVariables>;
+export const AnswerClarificationDocument = new TypedDocumentString(`
+    mutation AnswerClarification($input: AnswerClarificationInput!) {
+  answerClarification(input: $input) {
+    session {
+      id
+    }
+    userErrors {
+      code
+      message
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<AnswerClarificationMutation, AnswerClarificationMutationVariables>;
 export const AnswerApprovalDocument = new TypedDocumentString(`
     mutation AnswerApproval($input: AnswerApprovalInput!) {
   answerApproval(input: $input) {
