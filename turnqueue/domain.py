@@ -170,6 +170,8 @@ class Turn:
     started_at: datetime
     ended_at: datetime | None
     owner: int | None = None  # the instance running it (M4)
+    error_kind: AgentErrorKind | None = None  # A11: how its failure is classified
+    agent_stderr: str | None = None  # A11: what its agent wrote to stderr meanwhile (a tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,12 +243,50 @@ class AgentType(StrEnum):
     SCRIPTED = "SCRIPTED"
 
 
+class AgentErrorKind(StrEnum):
+    """How an agent's failure is classified (A11), from its error answer's code and message."""
+
+    AUTHENTICATION = "AUTHENTICATION"  # no or wrong credentials
+    RATE_LIMIT = "RATE_LIMIT"  # the provider's rate limit or quota
+    PROVIDER_UNREACHABLE = "PROVIDER_UNREACHABLE"  # the model provider could not be reached
+    INTERNAL = "INTERNAL"  # any other error answer
+    AGENT_EXITED = "AGENT_EXITED"  # the process died or closed its pipes (no answer at all)
+
+
+class AuthState(StrEnum):
+    """What a profile's agent last said about authentication (A11), on this instance."""
+
+    UNKNOWN = "UNKNOWN"  # not started yet
+    NOT_ASKED = "NOT_ASKED"  # it started without an ``authenticate`` call
+    AUTHENTICATED = "AUTHENTICATED"  # ``authenticate`` with a method of its succeeded
+    REFUSED = "REFUSED"  # it refused for want of authentication
+
+
+@dataclass(frozen=True, slots=True)
+class AuthMethod:
+    """One authentication method an agent lists in ``initialize`` (ACP ``authMethods``)."""
+
+    id: str
+    name: str
+    description: str | None = None
+    env_vars: tuple[str, ...] = ()  # an ``env_var`` method: the variables it needs
+
+
+@dataclass(frozen=True, slots=True)
+class AgentAuth:
+    state: AuthState = AuthState.UNKNOWN
+    method: str | None = None  # the method ``authenticate`` used
+    methods: tuple[AuthMethod, ...] = ()  # what the agent lists
+    message: str | None = None  # the agent's own refusal (REFUSED)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentProfile:
     """A profile as clients see it (A1): never its command or environment."""
 
     name: str
     type: AgentType
+    auth: AgentAuth | None = None  # acp profiles only (A11)
 
 
 class ItemKind(StrEnum):

@@ -2,9 +2,9 @@
 
 The agents are where the loops differ most — subprocess transports, pipes, child reaping — so
 every async test in ``tests/agents/`` runs on asyncio's loop and on uvloop (``[asyncio]``,
-``[uvloop]``). ``test_command_served.py`` and ``test_acp_served.py`` drive real server
-processes, which run on uvloop whatever the test's loop is; their loop drives only the clients,
-so they run once, on asyncio's.
+``[uvloop]``). ``test_command_served.py``, ``test_acp_served.py`` and ``test_acp_real_agents.py``
+drive real server processes, which run on uvloop whatever the test's loop is; their loop drives
+only the clients, so they run once, on asyncio's.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from event_loops import LoopFactory, loops_for
 
-# test_command_served.py drives real servers with the cluster tests' helpers, and
-# test_acp_items_served.py reads SSE with the ops tests' helpers.
-for _helpers in ("cluster", "ops"):
+# test_command_served.py drives real servers with the cluster tests' helpers,
+# test_acp_items_served.py reads SSE with the ops tests' helpers, and test_acp_real_agents.py
+# installs its agents under the frontend tests' build lock.
+for _helpers in ("cluster", "ops", "frontend"):
     _path = str(Path(__file__).resolve().parents[1] / _helpers)
     if _path not in sys.path:
         sys.path.append(_path)
@@ -31,4 +32,4 @@ def pytest_asyncio_loop_factories(
 
 
 #: Modules whose agents run inside a ``turnqueue serve`` process (uvloop), not in the test's loop.
-SERVED = {"test_command_served.py", "test_acp_served.py"}
+SERVED = {"test_command_served.py", "test_acp_served.py", "test_acp_real_agents.py"}

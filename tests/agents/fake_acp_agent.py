@@ -3,7 +3,8 @@
 Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the behaviour:
 
 - anything else: a plain reply, ``"echo: <prompt>"`` in two message chunks, ``end_turn``;
-- ``/whoami``: replies ``pid=<pid> session=<agent session id> loaded=<0|1> cwd=<cwd>``;
+- ``/whoami``: replies ``pid=<pid> session=<agent session id> loaded=<0|1>
+  auth=<authenticated method | -> cwd=<cwd>``;
 - ``/helper``: starts a child process in its process group that outlives it (as an MCP server
   would) and replies ``helper=<pid>``;
 - ``/tool``: a tool call (pending), its updates (in_progress, then completed with content and a
@@ -29,11 +30,24 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
 - ``/stderr``: writes 5 MB to stderr, then replies;
 - ``/bigline``: one message chunk of 64 KiB (a JSON-RPC line longer than 64 KiB);
 - ``/exit``: replies ``bye pid=<pid>``, then exits after the turn (the next prompt needs a
-  fresh process).
+  fresh process);
+- ``/error-auth``: logs the error to stderr (as Claude Code does), then answers the prompt with
+  JSON-RPC error -32000 "Authentication required" and stays alive (A11);
+- ``/error-internal``: answers -32603 "Internal error" with ``data.details``, after a
+  coloured ERROR line on stderr;
+- ``/nothing``: ends ``end_turn`` with no update at all (as Claude Code answers the prompt after
+  an authentication refusal);
+- ``/hang``: one thought chunk and a stderr line, then never answers, ignores
+  ``session/cancel`` and stays alive (an agent whose provider never answers; SIGTERM ends it).
 
 ``FAKE_ACP_LOAD=1`` advertises ``loadSession`` (and accepts ``session/load``); otherwise not.
 ``FAKE_ACP_START_DELAY`` (seconds) delays the ``initialize`` answer; ``FAKE_ACP_FAIL_START=1``
 makes ``session/new`` fail.
+
+``FAKE_ACP_AUTH=1`` behaves like codex-acp (A11): ``initialize`` lists two ``authMethods`` (an
+agent-handled ``fake-login`` and an ``env_var`` method ``fake-api-key`` needing
+``FAKE_API_KEY``), writes an unrelated WARNING to stderr, and refuses ``session/new`` with -32000
+unless ``authenticate`` was called with ``fake-api-key`` while ``FAKE_API_KEY`` is set.
 """
 
 from __future__ import annotations
@@ -67,14 +81,28 @@ from acp import (
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
+    AuthEnvVar,
+    AuthMethodAgent,
     AvailableCommand,
     AvailableCommandsUpdate,
+    EnvVarAuthMethod,
     PermissionOption,
     ToolCallLocation,
     ToolCallUpdate,
 )
 
 LOAD = os.environ.get("FAKE_ACP_LOAD") == "1"
+AUTH = os.environ.get("FAKE_ACP_AUTH") == "1"
+AUTH_METHODS: list[Any] = [
+    AuthMethodAgent(id="fake-login", name="Log in", description="Run `fake login` in a terminal"),
+    EnvVarAuthMethod(
+        type="env_var",
+        id="fake-api-key",
+        name="Use FAKE_API_KEY",
+        description="Requires setting the `FAKE_API_KEY` environment variable.",
+        vars=[AuthEnvVar(name="FAKE_API_KEY")],
+    ),
+]
 
 
 class FakeAgent:
@@ -83,21 +111,36 @@ class FakeAgent:
         self.cancelled: dict[str, asyncio.Event] = {}
         self.loaded = False
         self.sessions: set[str] = set()
+        self.authenticated: str | None = None
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         await asyncio.sleep(float(os.environ.get("FAKE_ACP_START_DELAY", "0")))
+        if AUTH:  # codex-acp logs this whatever happens next
+            print("WARNING: proceeding, even though we could not update PATH", file=sys.stderr)
+            sys.stderr.flush()
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(load_session=LOAD),
+            auth_methods=AUTH_METHODS if AUTH else [],
         )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        if method_id == "fake-api-key" and os.environ.get("FAKE_API_KEY"):
+            self.authenticated = method_id
+            return
+        if method_id == "fake-api-key":
+            raise RequestError.auth_required({"message": "FAKE_API_KEY is not set"})
+        raise RequestError.invalid_params({"methodId": method_id})
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         if os.environ.get("FAKE_ACP_FAIL_START") == "1":
             print("fake agent: no credentials", file=sys.stderr, flush=True)
             raise RequestError.internal_error({"details": "no credentials"})
+        if AUTH and self.authenticated is None:
+            raise RequestError.auth_required()
         session_id = f"fake-{uuid.uuid4().hex[:8]}"
         self.sessions.add(session_id)
         return NewSessionResponse(session_id=session_id)
@@ -189,7 +232,7 @@ class FakeAgent:
             await self._say(
                 session_id,
                 f"pid={os.getpid()} session={session_id} loaded={int(self.loaded)} "
-                f"cwd={os.getcwd()}",
+                f"auth={self.authenticated or '-'} cwd={os.getcwd()}",
             )
         elif word == "/helper":
             # Like an agent's MCP server: a child in the agent's process group that outlives
@@ -296,6 +339,24 @@ class FakeAgent:
             await self._say(session_id, "wrote 5 MB of stderr")
         elif word == "/bigline":
             await self._say(session_id, "y" * (64 * 1024))
+        elif word == "/error-auth":
+            print(
+                "Error handling request { method: 'session/prompt' } "
+                "{ code: -32000, message: 'Authentication required' }",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise RequestError.auth_required()
+        elif word == "/error-internal":
+            # coloured, as codex logs
+            print("\x1b[31mERROR\x1b[0m the model returned nothing", file=sys.stderr, flush=True)
+            raise RequestError.internal_error({"details": "the model returned nothing"})
+        elif word == "/nothing":
+            pass
+        elif word == "/hang":
+            print("fake agent: waiting for the model provider", file=sys.stderr, flush=True)
+            await client.session_update(session_id, update_agent_thought_text("calling the model"))
+            await asyncio.Event().wait()  # no answer, no more updates; session/cancel is ignored
         elif word == "/exit":
             await self._say(session_id, f"bye pid={os.getpid()}")
             asyncio.get_running_loop().call_later(0.05, os._exit, 0)

@@ -13,7 +13,7 @@ import pytest
 from turnqueue.agents import AgentResult, Signal
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
 from turnqueue.agents.profiles import Profile
-from turnqueue.domain import AgentType, ItemKind, TurnItem
+from turnqueue.domain import AgentErrorKind, AgentType, AuthState, ItemKind, TurnItem
 from turnqueue.engine.items import ItemFold
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
@@ -105,15 +105,18 @@ async def test_a4_stop_reasons_fail_the_turn_with_that_reason(agent: AcpAgent, r
     assert result.ok  # the same process takes the next prompt
 
 
-async def test_a4_crash_mid_turn_fails_with_stderr_tail_then_a_fresh_process(
+async def test_a4_a11_crash_mid_turn_fails_with_its_status_stderr_apart_then_a_fresh_process(
     agent: AcpAgent,
 ) -> None:
+    """A4/A11: the exit is reported with the agent's own status; its stderr tail is kept apart
+    from the reason."""
     await agent.prepare_session("s1", "task-1")
     pid = agent.process_of("s1")
     text, _, result = await turn(agent, "/crash")
-    assert not result.ok and result.error is not None
-    assert "status 3" in result.error
-    assert "fatal error in the middle of a turn" in result.error
+    assert not result.ok
+    assert result.error == "agent process exited (status 3)"
+    assert result.error_kind is AgentErrorKind.AGENT_EXITED
+    assert result.stderr == "fake agent: fatal error in the middle of a turn"
     assert text == "about to crash"
     who, _, result = await turn(agent, "/whoami")
     assert result.ok and f"pid={pid} " not in who
@@ -219,7 +222,8 @@ async def test_a7_crash_during_a_permission_request(agent: AcpAgent) -> None:
 
     agent.approvals = handler
     _, _, result = await turn(agent, "/crash-permission")
-    assert not result.ok and "died while asking" in (result.error or "")
+    assert not result.ok and result.error == "agent process exited (status 4)"
+    assert "died while asking" in (result.stderr or "")
     _, _, result = await turn(agent, "next")
     assert result.ok
 
@@ -264,3 +268,125 @@ async def test_a2_idle_agent_is_stopped_and_started_again(tmp_path: Path) -> Non
         assert result.ok and f"pid={pid} " not in who
     finally:
         await made.aclose()
+
+
+async def test_a11_an_error_answer_fails_the_turn_and_the_agent_takes_the_next_prompt(
+    agent: AcpAgent,
+) -> None:
+    """A11: a JSON-RPC error to session/prompt is the agent's answer: the turn fails with its
+    code and message, classified; its stderr is apart; the same process takes the next prompt.
+    Before, turnqueue killed the live agent and reported 'agent process exited (status -9)'
+    followed by the stderr tail."""
+    await agent.prepare_session("s1", "task-1")
+    pid = agent.process_of("s1")
+    _, _, result = await turn(agent, "/error-auth")
+    assert not result.ok and result.error is not None
+    assert result.error.startswith("agent error -32000 (authentication): Authentication required")
+    assert "lists no authentication methods" in result.error
+    assert result.error_kind is AgentErrorKind.AUTHENTICATION
+    assert "status" not in result.error and "Error handling request" not in result.error
+    assert result.stderr is not None and "Error handling request" in result.stderr
+    assert agent.process_of("s1") == pid
+    assert agent.auth.state is AuthState.REFUSED
+    assert agent.auth.message == "Authentication required"
+
+    _, _, result = await turn(agent, "/error-internal")
+    assert result == AgentResult(
+        ok=False,
+        error="agent error -32603 (internal): Internal error: the model returned nothing",
+        error_kind=AgentErrorKind.INTERNAL,
+        stderr="ERROR the model returned nothing",  # without its colour codes
+    )
+    _, _, result = await turn(agent, "/nothing")
+    assert result.ok and agent.auth.state is AuthState.REFUSED  # an empty answer proves nothing
+    who, _, result = await turn(agent, "/whoami")
+    assert result.ok and f"pid={pid} " in who
+    assert agent.auth.state is AuthState.NOT_ASKED  # a prompt answered: the refusal is over
+
+
+async def test_a11_an_env_var_method_the_profile_sets_is_authenticated_before_session_new(
+    tmp_path: Path,
+) -> None:
+    """A11: codex-style: an env_var auth method whose variable the profile's env sets is used
+    with `authenticate` before session/new (which the agent refuses otherwise)."""
+    made = AcpAgent(profile(tmp_path, env={"FAKE_ACP_AUTH": "1", "FAKE_API_KEY": "k"}))
+    try:
+        assert made.auth.state is AuthState.UNKNOWN
+        who, _, result = await turn(made, "/whoami")
+        assert result.ok and " auth=fake-api-key " in who
+        assert made.auth.state is AuthState.AUTHENTICATED
+        assert made.auth.method == "fake-api-key"
+        assert [(m.id, m.env_vars) for m in made.auth.methods] == [
+            ("fake-login", ()),
+            ("fake-api-key", ("FAKE_API_KEY",)),
+        ]
+    finally:
+        await made.aclose()
+    named = AcpAgent(
+        profile(
+            tmp_path,
+            env={"FAKE_ACP_AUTH": "1", "FAKE_API_KEY": "k"},
+            auth_method="fake-api-key",
+        )
+    )
+    try:
+        who, _, result = await turn(named, "/whoami")
+        assert result.ok and " auth=fake-api-key " in who
+    finally:
+        await named.aclose()
+
+
+async def test_a11_an_agent_refusing_for_want_of_authentication_names_its_methods(
+    tmp_path: Path,
+) -> None:
+    """A11: no method can be used: the start fails with the agent's own refusal and its methods
+    with their descriptions; its unrelated stderr (a WARNING) is kept apart."""
+    from turnqueue.agents import AgentStartError
+
+    made = AcpAgent(profile(tmp_path, env={"FAKE_ACP_AUTH": "1"}))
+    try:
+        with pytest.raises(AgentStartError) as raised:
+            await made.prepare_session("s1", "t")
+        reason = str(raised.value)
+        assert reason.startswith(
+            "agent refused session/new: agent error -32000 (authentication): "
+            "Authentication required. The agent's authentication methods: "
+            "fake-login (Log in: Run `fake login` in a terminal); fake-api-key (Use "
+            "FAKE_API_KEY: Requires setting the `FAKE_API_KEY` environment variable.; set "
+            "FAKE_API_KEY in the profile's env)."
+        ), reason
+        assert "WARNING" not in reason
+        assert raised.value.kind is AgentErrorKind.AUTHENTICATION
+        assert "WARNING: proceeding" in (raised.value.stderr or "")
+        assert made.auth.state is AuthState.REFUSED
+        assert made.process_of("s1") is None
+    finally:
+        await made.aclose()
+    wrong = AcpAgent(profile(tmp_path, env={"FAKE_ACP_AUTH": "1"}, auth_method="nope"))
+    try:
+        with pytest.raises(AgentStartError, match="auth_method 'nope' is not one of the agent"):
+            await wrong.prepare_session("s1", "t")
+    finally:
+        await wrong.aclose()
+
+
+async def test_a5_a11_a_prompt_that_never_answers_is_still_ended_by_cancel(
+    agent: AcpAgent,
+) -> None:
+    """A5/A11: an agent alive but silent, deaf to session/cancel: the stop ladder ends it, and
+    the reason names turnqueue's own signal, not an exit of the agent's."""
+    run = await agent.start("/hang", session_id="s1", turn_id="t1")
+    stream = run.stream()
+    await anext(stream)  # the prompt reached it (its one thought)
+    await run.signal(Signal.INTERRUPT)
+    await run.signal(Signal.TERMINATE)
+    async for _ in stream:
+        pass
+    result = await run.wait()
+    assert result.error == (
+        "stopped (INTERRUPT, TERMINATE): agent process ended by turnqueue's SIGTERM"
+    )
+    assert result.error_kind is AgentErrorKind.AGENT_EXITED
+    assert result.stderr == "fake agent: waiting for the model provider"
+    _, _, result = await turn(agent, "next")
+    assert result.ok

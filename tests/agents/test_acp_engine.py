@@ -4,9 +4,11 @@ and an approval answered through the engine's API."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,17 @@ from turnqueue.agents import Agent, ScriptedAgent
 from turnqueue.agents.acp import AcpAgent
 from turnqueue.agents.profiles import Profile
 from turnqueue.bus import EventBus
-from turnqueue.domain import AgentType, ApprovalOutcome, HoldReason, ItemKind, SessionState
+from turnqueue.domain import (
+    AgentErrorKind,
+    AgentType,
+    ApprovalOutcome,
+    AuthState,
+    CancelOutcome,
+    HoldReason,
+    ItemKind,
+    SessionState,
+    TurnStatus,
+)
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import Conflict, ErrorCode, StoreError
 from turnqueue.settings import Settings
@@ -53,7 +65,14 @@ async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         workspace=tmp_path / "work",
         start_timeout=30,
     )
-    agents: dict[str, Agent] = {"fake": AcpAgent(profile), "scripted": ScriptedAgent(0.05)}
+    keyed = replace(profile, name="keyed", env={"FAKE_ACP_AUTH": "1", "FAKE_API_KEY": "k"})
+    keyless = replace(profile, name="keyless", env={"FAKE_ACP_AUTH": "1"})
+    agents: dict[str, Agent] = {
+        "fake": AcpAgent(profile),
+        "keyed": AcpAgent(keyed),
+        "keyless": AcpAgent(keyless),
+        "scripted": ScriptedAgent(0.05),
+    }
     opened = await Engine.open(settings, store, EventBus(64), agents=agents)
     try:
         yield opened
@@ -70,8 +89,8 @@ async def until(check, what: str, timeout: float = 60):  # type: ignore[no-untyp
     return value
 
 
-async def ready(engine: Engine) -> str:
-    _, session = await engine.create_task(ME, "t", "fake")
+async def ready(engine: Engine, agent: str = "fake") -> str:
+    _, session = await engine.create_task(ME, "t", agent)
     assert session.state is SessionState.STARTING
 
     async def started() -> bool:
@@ -108,7 +127,7 @@ async def test_a2_a3_session_start_and_items_through_the_engine(engine: Engine) 
     assert turn.output == "read it"
     kinds = [i.kind for i in await engine.turn_items(turn.id)]
     assert kinds == [ItemKind.TOOL_CALL, ItemKind.MESSAGE]
-    assert [p.type for p in engine.agents()] == [AgentType.ACP, AgentType.SCRIPTED]
+    assert [p.type for p in engine.agents()] == [AgentType.ACP] * 3 + [AgentType.SCRIPTED]
 
 
 async def test_a6_approval_through_the_engine_once(engine: Engine) -> None:
@@ -232,3 +251,91 @@ async def test_a2_a_transferred_session_stops_its_agent_and_the_new_one_starts_i
     assert admission.turn is not None
     turn = await finished(engine, moved.id, admission.turn.id)
     assert f"pid={pid} " not in turn.output and turn.output.endswith(f"/work/{task.id}")
+
+
+async def test_a11_an_error_answer_fails_the_turn_keeps_the_agent_and_is_stored_and_logged(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A11 through the engine, on both stores: the turn is FAILED with the agent's own code and
+    message, its classification and its stderr stored apart (durable with the turn), the reason
+    in the log; the agent process that answered the error takes the next prompt."""
+    session_id = await ready(engine)
+    agent = engine.core.agents["fake"]
+    assert isinstance(agent, AcpAgent)
+    pid = agent.process_of(session_id)
+    caplog.set_level(logging.INFO, logger="turnqueue.engine.turns")
+    admission = await engine.send_message(ME, session_id, "/error-auth")
+    assert admission.turn is not None
+    turn = await finished(engine, session_id, admission.turn.id)
+    assert turn.status is TurnStatus.FAILED
+    assert turn.error.startswith("agent error -32000 (authentication): Authentication required")
+    assert turn.error_kind is AgentErrorKind.AUTHENTICATION
+    assert "Error handling request" in turn.agent_stderr
+    assert "Error handling request" not in turn.error
+    assert f"ended FAILED: {turn.error}" in caplog.text
+    stored = next(t for t in await engine.turns_of(session_id, 10) if t.id == turn.id)
+    assert (stored.error_kind, stored.agent_stderr) == (turn.error_kind, turn.agent_stderr)
+    admission = await engine.send_message(ME, session_id, "/whoami")
+    assert admission.turn is not None
+    after = await finished(engine, session_id, admission.turn.id)
+    assert after.status is TurnStatus.COMPLETED and f"pid={pid} " in after.output
+    assert after.error_kind is None and after.agent_stderr is None
+
+
+async def test_a11_authenticate_before_session_new_and_a_refusal_that_names_the_methods(
+    engine: Engine,
+) -> None:
+    """A11: the profile whose env sets the method's variable is authenticated and starts; the
+    one without fails its session with the agent's refusal and methods (stderr apart), and
+    `agents` shows each profile's auth state."""
+    states = {p.name: p.auth for p in engine.agents()}
+    assert states["keyed"] is not None and states["keyed"].state is AuthState.UNKNOWN
+    assert states["scripted"] is None
+    keyed = await ready(engine, "keyed")
+    admission = await engine.send_message(ME, keyed, "/whoami")
+    assert admission.turn is not None
+    turn = await finished(engine, keyed, admission.turn.id)
+    assert " auth=fake-api-key " in turn.output
+
+    _, session = await engine.create_task(ME, "t", "keyless")
+
+    async def failed() -> bool:
+        found = await engine.session(ME, session.id)
+        return found is not None and found.state is SessionState.FAILED
+
+    await until(failed, "the keyless session to fail")
+    reason = engine.agent_error(session.id)
+    assert reason is not None
+    assert reason.startswith(
+        "agent refused session/new: agent error -32000 (authentication): Authentication required"
+    )
+    assert "fake-api-key (Use FAKE_API_KEY" in reason and "WARNING" not in reason
+    assert "WARNING: proceeding" in (engine.agent_stderr(session.id) or "")
+    auth = {p.name: p.auth for p in engine.agents()}
+    assert auth["keyed"] is not None and auth["keyed"].state is AuthState.AUTHENTICATED
+    assert auth["keyed"].method == "fake-api-key"
+    assert auth["keyless"] is not None and auth["keyless"].state is AuthState.REFUSED
+    assert auth["keyless"].message == "Authentication required"
+    assert [m.id for m in auth["keyless"].methods] == ["fake-login", "fake-api-key"]
+
+
+async def test_a5_a11_cancel_ends_a_turn_whose_agent_never_answers(engine: Engine) -> None:
+    """A5/A11: an agent alive but silent and deaf to session/cancel: the cancel ladder still
+    ends the turn (CANCELLED), and the next prompt runs on a fresh process."""
+    session_id = await ready(engine)
+    admission = await engine.send_message(ME, session_id, "/hang")
+    assert admission.turn is not None
+
+    async def thinking() -> bool:
+        return bool(await engine.turn_items(admission.turn.id))  # type: ignore[union-attr]
+
+    await until(thinking, "the hanging prompt to reach the agent")
+    outcome = await engine.cancel(ME, session_id)
+    assert outcome.outcome is CancelOutcome.ESCALATED
+    turn = await finished(engine, session_id, admission.turn.id)
+    assert turn.status is TurnStatus.CANCELLED
+    assert turn.agent_stderr == "fake agent: waiting for the model provider"
+    admission = await engine.send_message(ME, session_id, "after")
+    assert admission.turn is not None
+    after = await finished(engine, session_id, admission.turn.id)
+    assert after.output == "echo: after"

@@ -20,7 +20,7 @@ from ops.ops_helpers import REPO, Client, ProcServer
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
 
 TURN_FIELDS = """
-fragment T on Turn { id status output error
+fragment T on Turn { id status output error errorKind agentStderr
   items { index kind
     ... on MessageItem { text }
     ... on ThoughtItem { text }
@@ -75,6 +75,18 @@ workspace = "{tmp_path / "work"}"
 type = "acp"
 command = {command}
 permissions = "allow"
+workspace = "{tmp_path / "work"}"
+
+[agents.keyed]
+type = "acp"
+command = {command}
+env = {{ FAKE_ACP_AUTH = "1", FAKE_API_KEY = "${{TQ_TEST_SECRET}}" }}
+workspace = "{tmp_path / "work"}"
+
+[agents.keyless]
+type = "acp"
+command = {command}
+env = {{ FAKE_ACP_AUTH = "1" }}
 workspace = "{tmp_path / "work"}"
 
 [agents.demo]
@@ -157,6 +169,8 @@ async def test_a1_agents_query_default_profile_and_unknown_name(served: ProcServ
             {"name": "demo", "type": "SCRIPTED"},
             {"name": "fake", "type": "ACP"},
             {"name": "fakeload", "type": "ACP"},
+            {"name": "keyed", "type": "ACP"},
+            {"name": "keyless", "type": "ACP"},
             {"name": "scripted", "type": "SCRIPTED"},
         ]
         bad = await client.gql("{ agents { name env } }")
@@ -263,6 +277,9 @@ FAULTS = [
     ("/deaf", True, "CANCELLED"),
     ("/stubborn", True, "CANCELLED"),
     ("/permission", True, "CANCELLED"),
+    ("/hang", True, "CANCELLED"),
+    ("/error-auth", False, "FAILED"),
+    ("/error-internal", False, "FAILED"),
 ]
 
 
@@ -292,7 +309,8 @@ async def test_a4_a5_a7_fault_matrix_every_cell_ends_and_the_next_prompt_runs(
                 turn = await ended(client, session, turn_id)
                 assert turn["status"] == expected, (agent, prompt, turn)
                 if prompt == "/crash":
-                    assert "fatal error in the middle of a turn" in turn["error"]
+                    assert turn["error"] == "agent process exited (status 3)"
+                    assert turn["agentStderr"] == "fake agent: fatal error in the middle of a turn"
                 if prompt == "/bigline":
                     assert turn["output"] == "y" * 65536
                 if prompt == "/exit":  # it exits after its turn: wait until it is gone
@@ -526,3 +544,98 @@ async def test_a6_unknown_and_malformed_approval_ids(served: ProcServer) -> None
         assert missing["userErrors"][0]["code"] == "NOT_FOUND"
         malformed = await client.mutate("answerApproval", ANSWER, approvalId="x", optionId="allow")
         assert malformed["userErrors"][0]["code"] == "INVALID_INPUT"
+
+
+async def test_a11_an_error_answer_fails_the_turn_and_the_same_agent_takes_the_next_prompt(
+    served: ProcServer,
+) -> None:
+    """A11 through the real server (uvloop): an error answer to session/prompt fails the turn
+    with the agent's own code and message, classified (`errorKind`), its stderr in
+    `agentStderr` only; the agent process that answered takes the next prompt; the server log
+    carries the reason. Before: 'agent process exited (status -9): Error handling request …'
+    and a fresh process."""
+    async with served.client() as client:
+        session = await ready_session(client)
+        pid = (await run_turn(client, session, "/whoami"))["output"].split()[0]
+        refused = await run_turn(client, session, "/error-auth")
+        assert refused["status"] == "FAILED"
+        assert refused["error"].startswith(
+            "agent error -32000 (authentication): Authentication required"
+        )
+        assert refused["errorKind"] == "AUTHENTICATION"
+        assert "Error handling request" in refused["agentStderr"]
+        assert "Error handling request" not in refused["error"]
+        assert "status" not in refused["error"]
+        internal = await run_turn(client, session, "/error-internal")
+        assert internal["error"] == (
+            "agent error -32603 (internal): Internal error: the model returned nothing"
+        )
+        assert internal["errorKind"] == "INTERNAL"
+        after = await run_turn(client, session, "/whoami")
+        assert after["status"] == "COMPLETED" and after["output"].split()[0] == pid
+        assert after["errorKind"] is None and after["agentStderr"] is None
+    log = served.log_text()
+    assert f"ended FAILED: {refused['error'].splitlines()[0]}" in log
+    assert f"ended FAILED: {internal['error']}" in log
+
+
+AUTH = "{ agents { name auth { state method message methods { id name description envVars } } } }"
+
+
+async def test_a11_authenticate_before_session_new_and_agents_auth(served: ProcServer) -> None:
+    """A11 through the real server: a profile whose env sets an env_var method's variable is
+    authenticated before session/new and starts; one without fails its session with the
+    agent's refusal naming its methods (its WARNING on stderr in `agentStderr`, not in
+    `agentError`); `agents { auth }` shows each state."""
+    async with served.client() as client:
+        before = {a["name"]: a["auth"] for a in (await client.data(AUTH))["agents"]}
+        assert before["keyed"] == {
+            "state": "UNKNOWN",
+            "method": None,
+            "message": None,
+            "methods": [],
+        }
+        assert before["demo"] is None
+        keyed = await ready_session(client, "keyed")
+        who = (await run_turn(client, keyed, "/whoami"))["output"]
+        assert " auth=fake-api-key " in who
+
+        keyless = await client.create_session("keyless")
+
+        async def failed() -> dict[str, Any] | None:
+            data: dict[str, Any] = (
+                await client.data(
+                    "query($s: ID!) { session(id: $s) { state agentError agentStderr } }",
+                    s=keyless,
+                )
+            )["session"]
+            return data if data["state"] == "FAILED" else None
+
+        data = await poll(failed, "the keyless session to fail", timeout=60)
+        assert data["agentError"].startswith(
+            "agent refused session/new: agent error -32000 (authentication): "
+            "Authentication required. The agent's authentication methods: fake-login (Log in: "
+            "Run `fake login` in a terminal); fake-api-key (Use FAKE_API_KEY: "
+        )
+        assert "WARNING" not in data["agentError"]
+        assert "WARNING: proceeding" in data["agentStderr"]
+
+        after = {a["name"]: a["auth"] for a in (await client.data(AUTH))["agents"]}
+        assert after["keyed"]["state"] == "AUTHENTICATED"
+        assert after["keyed"]["method"] == "fake-api-key"
+        assert after["keyless"]["state"] == "REFUSED"
+        assert after["keyless"]["message"] == "Authentication required"
+        assert after["keyless"]["methods"] == [
+            {
+                "id": "fake-login",
+                "name": "Log in",
+                "description": "Run `fake login` in a terminal",
+                "envVars": [],
+            },
+            {
+                "id": "fake-api-key",
+                "name": "Use FAKE_API_KEY",
+                "description": "Requires setting the `FAKE_API_KEY` environment variable.",
+                "envVars": ["FAKE_API_KEY"],
+            },
+        ]

@@ -29,7 +29,7 @@ PROMPT_COMMAND = shlex.join([sys.executable, "-u", str(FAKE), "prompt"])
 TURN_OUTPUT = """subscription($s: ID!) { turnOutput(sessionId: $s) {
   turnId offset text done status } }"""
 CURRENT_TURN = """query($s: ID!) { session(id: $s) { state cancellationPending
-  currentTurn { id status error output } } }"""
+  currentTurn { id status error agentStderr output } } }"""
 
 Serve = Callable[..., Awaitable[Server]]
 
@@ -112,7 +112,13 @@ async def test_s2_served_command_agent_runs_the_issue_reproduction(serve: Serve)
     sid = await server.create_session()
     turn_id = await send(server, sid, "hello")
     turn = await ended_turn(server, sid, turn_id)
-    assert turn == {"id": turn_id, "status": "COMPLETED", "error": None, "output": "hello\ndone\n"}
+    assert turn == {
+        "id": turn_id,
+        "status": "COMPLETED",
+        "error": None,
+        "agentStderr": None,
+        "output": "hello\ndone\n",
+    }
 
 
 async def test_s2_served_lines_stream_live_to_a_subscriber_and_exit_0_completes(
@@ -148,17 +154,18 @@ async def test_s2_served_lines_stream_live_to_a_subscriber_and_exit_0_completes(
     assert turn["output"] == "line 1\nline 2\nline 3\n"
 
 
-async def test_s2_served_nonzero_exit_fails_with_the_status_and_stderr(serve: Serve) -> None:
-    """SPEC §2: any exit status but 0 fails the turn; the error says which and ends with the tail
-    of stderr."""
+async def test_s2_a11_served_nonzero_exit_fails_with_the_status_and_stderr_apart(
+    serve: Serve,
+) -> None:
+    """SPEC §2: any exit status but 0 fails the turn; the error says which; A11: the tail of
+    stderr is `agentStderr`, not part of the error."""
     server = await serve()
     sid = await server.create_session()
     turn_id = await send(server, sid, "fail 3")
     turn = await ended_turn(server, sid, turn_id)
     assert turn["status"] == "FAILED"
-    assert turn["error"].startswith("exit status 3: ")
-    assert turn["error"].endswith("final words")
-    assert "agent error" not in turn["error"]
+    assert turn["error"] == "exit status 3"
+    assert turn["agentStderr"].endswith("final words")
 
 
 async def cancel_when_ready(server: Server, sid: str) -> tuple[str, list[dict[str, Any]]]:
@@ -184,7 +191,7 @@ async def test_s2_c8_served_cancel_sigint_stops_a_process_that_obeys_it(serve: S
     assert rest[-1]["status"] == "CANCELLED"
     turn = await ended_turn(server, sid, turn_id)
     assert turn["status"] == "CANCELLED"
-    assert turn["error"].startswith("interrupted (SIGINT): killed by SIGINT")
+    assert turn["error"] == "interrupted (SIGINT): killed by SIGINT"
     state = (await server.gql(CURRENT_TURN, s=sid))["session"]
     assert state["cancellationPending"] is False
 

@@ -108,8 +108,10 @@ def unknown_agent(name: str, agents: Collection[str]) -> InvalidInput:
 
 
 def agent_profile(name: str, agent: Agent) -> AgentProfile:
-    """What clients see of a profile (A1): its name and type, never its command or env."""
+    """What clients see of a profile (A1): its name and type, never its command or env; for an
+    ``acp`` profile, what its agent last said about authentication (A11)."""
     kind = getattr(agent, "agent_type", None)
     if not isinstance(kind, AgentType):
         kind = AgentType.COMMAND if isinstance(agent, CommandAgent) else AgentType.SCRIPTED
-    return AgentProfile(name, kind)
+    auth = agent.auth if isinstance(agent, AcpAgent) else None
+    return AgentProfile(name, kind, auth)

@@ -4,6 +4,9 @@ turnqueue is the ACP *client* (package ``agent-client-protocol``). One agent pro
 session, started by :meth:`AcpAgent.prepare_session` when the session starts (spawn,
 ``initialize``, ``session/new`` in ``<workspace>/<task id>``, all within the profile's start
 timeout) and reused for every turn; each turn is one ``session/prompt`` (:mod:`.acp_run`).
+When ``initialize`` lists authentication methods and the profile provides what one needs, the
+agent is authenticated before ``session/new`` (A11); :attr:`AcpAgent.auth` is what the agent last
+said about authentication, and a refusal names the agent's methods (:mod:`.acp_errors`).
 The process (:mod:`.acp_process`: its own process group, a minimal environment, stderr drained)
 is stopped after ``idle_timeout`` without a turn, at shutdown, and when it dies or is killed;
 the session's next turn then starts a fresh one, resuming the agent's own session with
@@ -19,25 +22,35 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 from weakref import WeakValueDictionary
 
-from acp import PROTOCOL_VERSION, default_environment
+from acp import PROTOCOL_VERSION, RequestError, default_environment
 from acp.schema import ClientCapabilities, Implementation
 
+from turnqueue.agents.acp_errors import (
+    AgentFailure,
+    auth_methods,
+    describe_exit,
+    failure_of,
+    methods_hint,
+    usable_method,
+)
 from turnqueue.agents.acp_process import (
+    STDERR_QUIET_SECONDS,
     STDERR_TAIL_BYTES,
     STOP_GRACE_SECONDS,
     AcpProcess,
     release,
     spawn,
-    tail_suffix,
     terminate,
 )
 from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, PermissionRequest
 from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
 from turnqueue.agents.profiles import Profile
-from turnqueue.domain import AgentType
+from turnqueue.domain import AgentAuth, AgentErrorKind, AgentType, AuthMethod, AuthState
 
 __all__ = [
     "SEND_TIMEOUT",
@@ -51,6 +64,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The engine's lookup of a session's task id (the task's working directory, A1).
 TaskLookup = Callable[[str], Awaitable[str | None]]
@@ -78,6 +92,8 @@ class AcpAgent:
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._runs = RunSet()
         self._stopping: set[asyncio.Task[None]] = set()  # idle stops under way
+        #: what the agent last said about authentication (A11; ``agents { auth }``)
+        self.auth = AgentAuth()
 
     # -- the Agent interface ---------------------------------------------------------------
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> AcpRun:
@@ -139,21 +155,40 @@ class AcpAgent:
                 if self.processes is not None:
                     await self.processes.started(session_id, spawned.pid)
                 await self._open_session(session_id, spawned, cwd)
-        except BaseException as exc:
+        except Exception as exc:
+            error = await self._start_error(spawned, exc)
             if spawned is not None:
                 await asyncio.shield(self.kill(spawned))
-            if isinstance(exc, TimeoutError):
-                raise AgentStartError(
-                    f"agent did not start within {self.profile.start_timeout:g} s"
-                    + tail_suffix(spawned)
-                ) from exc
-            if isinstance(exc, Exception) and not isinstance(exc, AgentStartError):
-                raise AgentStartError(
-                    f"agent could not start: {exc}{tail_suffix(spawned)}"
-                ) from exc
+            raise error from exc
+        except BaseException:
+            if spawned is not None:
+                await asyncio.shield(self.kill(spawned))
             raise
         self._processes[session_id] = spawned
         return spawned
+
+    async def _start_error(self, process: AcpProcess | None, exc: Exception) -> AgentStartError:
+        """A2/A11: why the start failed, in the agent's own words where it gave any; its
+        stderr apart. Called before turnqueue kills the process, so an exit status is its own."""
+        if isinstance(exc, AgentStartError):
+            reason, kind = str(exc), exc.kind
+            if process is not None:  # a refusal: what it logged with it, too
+                await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
+        elif isinstance(exc, TimeoutError):
+            reason = f"agent did not start within {self.profile.start_timeout:g} s"
+            kind = None
+        elif process is not None and (
+            isinstance(exc, ConnectionError) or process.proc.returncode is not None
+        ):
+            status = await process.exit_status(STOP_GRACE_SECONDS)
+            if status is not None:  # its group is killed on exit: stderr ends soon
+                await process.stderr_drained(STOP_GRACE_SECONDS)
+            reason, kind = f"{describe_exit(status)} while starting", AgentErrorKind.AGENT_EXITED
+        else:
+            reason, kind = f"agent could not start: {exc}", None
+        return AgentStartError(
+            reason, kind=kind, stderr=process.tail() if process is not None else None
+        )
 
     async def _cwd(self, session_id: str) -> Path:
         cwd = self._cwds.get(session_id)
@@ -174,13 +209,17 @@ class AcpAgent:
     async def _open_session(self, session_id: str, process: AcpProcess, cwd: Path) -> None:
         conn = process.conn
         assert conn is not None
-        init = await conn.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(),
-            client_info=Implementation(name="turnqueue", version="0.1.0"),
+        init = await self._ask(
+            "initialize",
+            conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(),
+                client_info=Implementation(name="turnqueue", version="0.1.0"),
+            ),
         )
         caps = init.agent_capabilities
         process.load_supported = bool(caps is not None and caps.load_session)
+        await self._authenticate(process, auth_methods(init.auth_methods))
         previous = self._acp_ids.get(session_id)
         if previous is not None and previous[1] and process.load_supported:
             try:
@@ -190,9 +229,58 @@ class AcpAgent:
             except Exception as exc:
                 log.warning("session/load failed (%s); starting a new agent session", exc)
         if process.acp_session_id is None:
-            created = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+            created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
             process.acp_session_id = created.session_id
         self._acp_ids[session_id] = (process.acp_session_id, process.load_supported)
+        if self.auth.state is not AuthState.REFUSED or process.auth_method is not None:
+            state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
+            self.auth = AgentAuth(state, process.auth_method, self.auth.methods)
+
+    async def _authenticate(self, process: AcpProcess, methods: tuple[AuthMethod, ...]) -> None:
+        """A11: ``authenticate`` with the method the profile provides for, if any."""
+        self.auth = replace(self.auth, methods=methods)
+        named = self.profile.auth_method
+        if named is not None and methods and named not in {m.id for m in methods}:
+            message = f"the profile's auth_method {named!r} is not one of the agent's methods"
+            self.refused(message)
+            raise AgentStartError(
+                f"{message}. {methods_hint(methods)}", kind=AgentErrorKind.AUTHENTICATION
+            )
+        method = usable_method(methods, self.profile.env, named)
+        if method is None:
+            return
+        assert process.conn is not None
+        await self._ask(f"authenticate ({method})", process.conn.authenticate(method_id=method))
+        process.auth_method = method
+
+    async def _ask(self, step: str, request: Awaitable[T]) -> T:
+        """A request of the start; an error answer becomes the start's reason (A11)."""
+        try:
+            return await request
+        except RequestError as exc:
+            failure = failure_of(exc)
+            raise AgentStartError(
+                self.refusal(f"agent refused {step}", failure), kind=failure.kind
+            ) from exc
+
+    def refusal(self, what: str | None, failure: AgentFailure) -> str:
+        """``[what: ]<the agent's error>``, and for an authentication refusal the agent's
+        methods (A11); the profile's auth state follows."""
+        if failure.kind is not AgentErrorKind.AUTHENTICATION:
+            return failure.text if what is None else f"{what}: {failure.text}"
+        self.refused(failure.message)
+        reason = failure.sentence if what is None else f"{what}: {failure.sentence}"
+        return f"{reason} {methods_hint(self.auth.methods)}"
+
+    def refused(self, message: str) -> None:
+        self.auth = AgentAuth(AuthState.REFUSED, None, self.auth.methods, message)
+
+    def prompt_succeeded(self, process: AcpProcess) -> None:
+        """A prompt was answered with some work: an earlier refusal is over. (Claude Code
+        answers the prompt after a refusal ``end_turn`` with nothing: that proves nothing.)"""
+        if self.auth.state is AuthState.REFUSED:
+            state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
+            self.auth = AgentAuth(state, process.auth_method, self.auth.methods)
 
     async def kill(self, process: AcpProcess) -> None:
         """SIGKILL the group and release the process (a fault, or a turn killed)."""

@@ -3,8 +3,10 @@
 The process runs in its own process group (``start_new_session=True``: pgid == pid), so SIGTERM
 and SIGKILL reach the whole group; it gets the profile's environment on top of a minimal one
 (``acp.default_environment()``), never the server's whole environment; its stderr is drained
-continuously (the last :data:`STDERR_TAIL_BYTES` kept for errors), so an agent that writes
-megabytes of logs never blocks on a full pipe.
+continuously (the last :data:`STDERR_TAIL_BYTES` kept, and a count of every byte, so a turn can
+take what was written while it ran: :meth:`AcpProcess.tail`), so an agent that writes megabytes
+of logs never blocks on a full pipe. stderr is the agent's own log, kept apart from any reason
+turnqueue gives (A11).
 
 What the agent sends is routed to the process's current turn (:class:`Turn`): ``session/update``
 notifications from the connection's message stream in arrival order (a connection *observer*,
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal as posix_signal
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +46,10 @@ STDERR_TAIL_BYTES = 4 * 1024
 LINE_LIMIT = 1024 * 1024
 #: Seconds a stopping agent gets between SIGTERM and SIGKILL (idle stop, shutdown).
 STOP_GRACE_SECONDS = 2.0
+#: Terminal escape sequences (colours, cursor moves) in an agent's log.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: Silence on stderr after which what a live agent logged with an error answer is taken.
+STDERR_QUIET_SECONDS = 0.05
 
 
 class Turn(Protocol):
@@ -65,8 +72,11 @@ class AcpProcess:
     conn: ClientSideConnection | None = None
     acp_session_id: str | None = None
     load_supported: bool = False
+    auth_method: str | None = None  # the method it was authenticated with (A11)
     stderr: deque[bytes] = field(default_factory=deque)
-    stderr_size: int = 0
+    stderr_size: int = 0  # bytes in ``stderr``
+    stderr_total: int = 0  # bytes ever read from stderr
+    stderr_seen: asyncio.Event = field(default_factory=asyncio.Event)  # set on every read
     dead: bool = False
     run: Turn | None = None  # the turn receiving updates
     idle: asyncio.TimerHandle | None = None
@@ -76,9 +86,41 @@ class AcpProcess:
     def pid(self) -> int:
         return self.proc.pid
 
-    def tail(self) -> str:
-        data = b"".join(self.stderr)[-STDERR_TAIL_BYTES:]
-        return data.decode("utf-8", errors="replace").strip()
+    def tail(self, since: int = 0) -> str:
+        """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
+        ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
+        its log); empty when nothing was."""
+        data = b"".join(self.stderr)
+        size = min(len(data), STDERR_TAIL_BYTES, max(0, self.stderr_total - since))
+        text = data[len(data) - size :].decode("utf-8", errors="replace")
+        return _ANSI.sub("", text).strip()
+
+    async def stderr_drained(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until stderr has reached its end: after an exit, what the
+        process wrote last is then in the tail."""
+        if self.tasks:
+            await asyncio.wait({self.tasks[0]}, timeout=timeout)
+
+    async def stderr_quiet(self, quiet: float, bound: float) -> None:
+        """Wait until stderr has been silent for ``quiet`` seconds (at most ``bound``): a live
+        agent usually logs an error just before or after it answers it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + bound
+        while (left := deadline - loop.time()) > 0:
+            self.stderr_seen.clear()
+            try:
+                await asyncio.wait_for(self.stderr_seen.wait(), min(quiet, left))
+            except TimeoutError:
+                return
+
+    async def exit_status(self, timeout: float) -> int | None:
+        """The process's own exit status, waiting at most ``timeout`` for it to exit; None if
+        it is still running. Read before turnqueue kills it, so a status is never ours."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self.proc.wait()
+        return self.proc.returncode
 
     def killpg(self, sig: posix_signal.Signals) -> None:
         # The group id is the leader's pid. Hazard: once the leader is reaped and the group
@@ -110,6 +152,7 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpPr
         raise AgentStartError(f"cannot start agent command {argv[0]}: {exc}") from exc
     process = AcpProcess(proc)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    # tasks[0] is the stderr drain (``stderr_drained`` waits for it).
     process.tasks.append(asyncio.create_task(_drain_stderr(process), name="acp-stderr"))
     process.tasks.append(asyncio.create_task(_watch(process), name="acp-exit"))
     # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
@@ -172,6 +215,8 @@ async def _drain_stderr(process: AcpProcess) -> None:
         while chunk := await stream.read(65536):
             process.stderr.append(chunk)
             process.stderr_size += len(chunk)
+            process.stderr_total += len(chunk)
+            process.stderr_seen.set()
             while process.stderr_size - len(process.stderr[0]) >= STDERR_TAIL_BYTES:
                 process.stderr_size -= len(process.stderr.popleft())
 
@@ -209,9 +254,3 @@ async def release(process: AcpProcess) -> None:
     for task in process.tasks:
         if task is not asyncio.current_task():
             task.cancel()
-
-
-def tail_suffix(process: AcpProcess | None) -> str:
-    """``": <stderr tail>"`` for an error message, or nothing."""
-    tail = process.tail() if process is not None else ""
-    return f": {tail}" if tail else ""

@@ -10,31 +10,43 @@ Hazards:
 - ``session/prompt`` of one session never overlaps another: a per-session lock is held from the
   start of a turn's process set-up to the end of its prompt, so a new turn whose predecessor was
   abandoned (killed) waits for that predecessor to wind down first.
-- A stop reason is read only from the prompt's answer; a closed pipe or a dead process fails the
-  turn with the stderr tail, and marks the process dead so nothing is sent to it again.
+- A stop reason is read only from the prompt's answer. An error answer (A11) fails the turn with
+  the agent's own code and message, classified, and keeps the process: it is alive and takes the
+  next prompt. Only a closed pipe or a dead process is reported as an exit, with the status the
+  process really had (read before turnqueue kills anything), and marks the process dead so
+  nothing is sent to it again.
+- What the agent wrote to stderr during the turn goes with the result (``AgentResult.stderr``),
+  never into its reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal as posix_signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from acp import text_block
+from acp import RequestError, text_block
 from acp.schema import PermissionOption, ToolCallUpdate
 
-from turnqueue.agents.acp_process import AcpProcess
+from turnqueue.agents.acp_errors import AgentFailure, describe_exit, failure_of
+from turnqueue.agents.acp_process import STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS, AcpProcess
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal
 from turnqueue.agents.profiles import Profile
+from turnqueue.domain import AgentErrorKind
+
+log = logging.getLogger(__name__)
 
 #: Seconds to wait for ``session/cancel`` to be written to an agent that does not read.
 SEND_TIMEOUT = 2.0
 
 _END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
+#: The signal a rung of the stop ladder sends a process group.
+_POSIX = {Signal.TERMINATE: posix_signal.SIGTERM, Signal.KILL: posix_signal.SIGKILL}
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _REJECT_KINDS = ("reject_once", "reject_always")
 
@@ -72,6 +84,10 @@ class Processes(Protocol):
 
     def idle(self, session_id: str, process: AcpProcess) -> None: ...
 
+    def refusal(self, what: str | None, failure: AgentFailure) -> str: ...
+
+    def prompt_succeeded(self, process: AcpProcess) -> None: ...
+
 
 class AcpRun(BaseRun):
     """One turn: one ``session/prompt`` on the session's agent process."""
@@ -85,6 +101,7 @@ class AcpRun(BaseRun):
         self._process: AcpProcess | None = None
         self._cancelled = False
         self._sent: list[Signal] = []
+        self._updates = 0  # session/update notifications of this turn
         self._waits: set[asyncio.Future[str | None]] = set()
 
     @property
@@ -96,7 +113,7 @@ class AcpRun(BaseRun):
             try:
                 process = await self._agent.ensure(self.session_id)
             except AgentStartError as exc:
-                return AgentResult(ok=False, error=str(exc))
+                return AgentResult(ok=False, error=str(exc), error_kind=exc.kind, stderr=exc.stderr)
             self._process = process
             if self._cancelled or Signal.TERMINATE in self._sent or Signal.KILL in self._sent:
                 self._apply_kill_signals(process)
@@ -112,30 +129,67 @@ class AcpRun(BaseRun):
 
     async def _prompt_once(self, process: AcpProcess) -> AgentResult:
         assert process.conn is not None and process.acp_session_id is not None
+        mark = process.stderr_total  # what the agent writes to stderr from here is this turn's
         try:
             response = await process.conn.prompt(
                 session_id=process.acp_session_id, prompt=[text_block(self._prompt)]
             )
+        except RequestError as exc:
+            # A11: an answer. The agent is alive; it keeps its process for the next prompt.
+            failure = failure_of(exc)
+            await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
+            return AgentResult(
+                ok=False,
+                error=self._agent.refusal(None, failure),
+                error_kind=failure.kind,
+                stderr=process.tail(mark) or None,
+            )
         except Exception as exc:
-            await self._agent.kill(process)
-            reason = "agent process exited" if process.proc.returncode is not None else str(exc)
-            if process.proc.returncode is not None:
-                reason += f" (status {process.proc.returncode})"
-            if self._sent:
-                reason = f"stopped ({', '.join(s.name for s in self._sent)}): {reason}"
-            tail = process.tail()
-            return AgentResult(ok=False, error=f"{reason}: {tail}" if tail else reason)
+            if not isinstance(exc, ConnectionError) and not process.dead:
+                # Not an exit (e.g. an answer that is not a valid response): the process stays.
+                log.warning("turn %s: session/prompt failed: %r", self.turn_id, exc)
+                reason = f"agent error: {str(exc) or type(exc).__name__}"
+                return AgentResult(
+                    ok=False,
+                    error=reason,
+                    error_kind=AgentErrorKind.INTERNAL,
+                    stderr=process.tail(mark) or None,
+                )
+            return await self._lost(process, mark)
+        stderr = process.tail(mark) or None
         reason = str(response.stop_reason)
         if reason == "end_turn":
-            return AgentResult(ok=True)
+            if self._updates:
+                self._agent.prompt_succeeded(process)
+            return AgentResult(ok=True, stderr=stderr)
         if reason == "cancelled":
-            return AgentResult(ok=False, error="cancelled")
-        return AgentResult(ok=False, error=reason if reason in _END_REASONS else f"stop: {reason}")
+            return AgentResult(ok=False, error="cancelled", stderr=stderr)
+        error = reason if reason in _END_REASONS else f"stop: {reason}"
+        return AgentResult(ok=False, error=error, stderr=stderr)
+
+    async def _lost(self, process: AcpProcess, mark: int) -> AgentResult:
+        """A4: the process died or closed its pipes mid-turn. Its real exit status is read
+        before turnqueue kills what is left; a signal turnqueue sent is named as its own."""
+        status = await process.exit_status(STOP_GRACE_SECONDS)
+        if status is not None:  # its group is killed on exit: stderr ends soon
+            await process.stderr_drained(STOP_GRACE_SECONDS)
+        await self._agent.kill(process)
+        sent = [_POSIX[s] for s in self._sent if s in _POSIX]
+        reason = describe_exit(status, sent)
+        if self._sent:
+            reason = f"stopped ({', '.join(s.name for s in self._sent)}): {reason}"
+        return AgentResult(
+            ok=False,
+            error=reason,
+            error_kind=AgentErrorKind.AGENT_EXITED,
+            stderr=process.tail(mark) or None,
+        )
 
     def on_update(self, params: dict[str, Any]) -> None:
         update = params.get("update")
         if not isinstance(update, dict):
             return
+        self._updates += 1
         out = to_output(update)
         if isinstance(out, str):
             self._emit(out)

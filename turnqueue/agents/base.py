@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
-from turnqueue.domain import TurnItem
+from turnqueue.domain import AgentErrorKind, TurnItem
 from turnqueue.errors import TurnqueueError
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,23 @@ class AgentResult:
     """Why it failed."""
     clarification: str | None = None
     """Set when the agent asked a question; the turn completes with it as output."""
+    error_kind: AgentErrorKind | None = None
+    """How the failure is classified (A11); None when it is not an agent's error or exit."""
+    stderr: str | None = None
+    """What the agent wrote to stderr during the turn (a tail), kept apart from ``error``."""
 
 
 class AgentStartError(TurnqueueError):
-    """The agent could not start a turn (raised by ``Agent.start``); the turn ends FAILED."""
+    """The agent could not start (a session's agent, or a turn's); the turn ends FAILED.
+
+    ``stderr``: what the agent wrote to stderr meanwhile, never part of the message (A11)."""
+
+    def __init__(
+        self, message: str, *, kind: AgentErrorKind | None = None, stderr: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.stderr = stderr or None
 
 
 @runtime_checkable

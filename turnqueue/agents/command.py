@@ -11,11 +11,12 @@ Per turn the process
 - inherits the server's environment plus ``TURNQUEUE_SESSION_ID`` and ``TURNQUEUE_TURN_ID``;
 - has each stdout line streamed as one chunk, newline kept; a line longer than ``max_chunk_chars``
   is streamed in pieces of that size, so memory stays bounded whatever it prints;
-- has the last ``stderr_tail_bytes`` of stderr kept for the error message.
+- has the last ``stderr_tail_bytes`` of stderr kept apart from the error (``AgentResult.stderr``,
+  ``Turn.agentStderr``: A11, as for ``acp`` agents).
 
 The turn ends when that process exits; whatever is left in its group is then SIGKILLed. Exit
-status 0 completes the turn; anything else fails it with ``"exit status 3: <stderr tail>"`` or
-``"killed by SIGTERM: …"``, prefixed with ``"interrupted (SIGINT, …)"`` when the engine had
+status 0 completes the turn; anything else fails it with ``"exit status 3"`` or
+``"killed by SIGTERM"``, prefixed with ``"interrupted (SIGINT, …)"`` when the engine had
 signalled the run. INTERRUPT, TERMINATE and KILL are SIGINT, SIGTERM and SIGKILL to the group.
 """
 
@@ -238,8 +239,9 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         return self._result(returncode)
 
     def _result(self, returncode: int) -> AgentResult:
+        tail = self._stderr.decode("utf-8", errors="replace").strip() or None
         if returncode == 0:
-            return AgentResult(ok=True)
+            return AgentResult(ok=True, stderr=tail)
         if returncode < 0:
             try:
                 reason = f"killed by {posix_signal.Signals(-returncode).name}"
@@ -250,8 +252,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         if self._sent:
             names = ", ".join(_POSIX[s].name for s in self._sent)
             reason = f"interrupted ({names}): {reason}"
-        tail = self._stderr.decode("utf-8", errors="replace").strip()
-        return AgentResult(ok=False, error=f"{reason}: {tail}" if tail else reason)
+        return AgentResult(ok=False, error=reason, stderr=tail)
 
 
 class CommandAgent:

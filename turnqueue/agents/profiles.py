@@ -12,6 +12,10 @@ A TOML file with one table per profile and, optionally, the default profile::
     workspace = "/srv/turnqueue/work"              # each task works in <workspace>/<task id>
     idle_timeout = 600                             # seconds before an idle agent is stopped
     start_timeout = 60                             # seconds for spawn + initialize + session/new
+    auth_method = "openai-api-key"                 # A11: the agent's method to authenticate with
+
+Without ``auth_method``, an ``acp`` agent that lists an ``env_var`` authentication method whose
+variables this ``env`` sets is authenticated with that method (A11; ``docs/agents.md``).
 
 ``${VAR}`` in an ``env`` value is replaced by the server's ``VAR`` (empty, with a warning, when
 unset); the result is added to a minimal environment (``PATH``, ``HOME``, ``USER``, …), never the
@@ -57,6 +61,7 @@ class Profile:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     start_timeout: float = DEFAULT_START_TIMEOUT
     turn_seconds: float | None = None  # scripted: overrides TURNQUEUE_SCRIPTED_TURN_SECONDS
+    auth_method: str | None = None  # acp: the authentication method to use (A11)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class _Table(BaseModel):
     idle_timeout: float = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0)
     start_timeout: float = Field(default=DEFAULT_START_TIMEOUT, gt=0)
     turn_seconds: float | None = Field(default=None, ge=0)
+    auth_method: str | None = Field(default=None, min_length=1)
 
 
 class _File(BaseModel):
@@ -122,6 +128,8 @@ def load_profiles(path: Path | None) -> Profiles:
             raise ProfileError(f"{where}: agents.{name}: type {table.type!r} needs a command")
         if table.command is not None and any(not part for part in table.command):
             raise ProfileError(f"{where}: agents.{name}.command has an empty argument")
+        if table.auth_method is not None and table.type != "acp":
+            raise ProfileError(f"{where}: agents.{name}.auth_method is for acp profiles only")
         if table.workspace is not None and not table.workspace.is_absolute():
             raise ProfileError(f"{where}: agents.{name}.workspace must be an absolute path")
         profiles[name] = Profile(
@@ -134,6 +142,7 @@ def load_profiles(path: Path | None) -> Profiles:
             idle_timeout=table.idle_timeout,
             start_timeout=table.start_timeout,
             turn_seconds=table.turn_seconds,
+            auth_method=table.auth_method,
         )
     if parsed.default is not None and parsed.default not in profiles | _BUILT_IN:
         known = ", ".join(sorted(set(profiles) | set(_BUILT_IN)))

@@ -5,7 +5,8 @@ A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its a
 session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the
 agent; then, under the session lock and the lock row, the session becomes ``WAITING_FOR_INPUT``
 (and what was queued meanwhile starts, Q4) or ``FAILED`` with the reason (kept in memory and
-served as ``Session.agentError``). Profiles without it (``scripted``, ``command``) need no start.
+served as ``Session.agentError``; the agent's stderr apart, ``Session.agentStderr``, A11).
+Profiles without it (``scripted``, ``command``) need no start.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import logging
 import socket
 from collections import OrderedDict
 
-from turnqueue.agents import AcpAgent, agent_profile
+from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
 from turnqueue.domain import AgentProfile, SessionState
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
 
-#: Start failures remembered (session id → reason).
+#: Start failures remembered (session id → reason, stderr).
 FAILURES_KEPT = 4_096
 
 
@@ -31,7 +32,7 @@ class AgentSessions:
         self.core = core
         self.turns = turns
         self.default: str = core.settings.agent
-        self._failures: OrderedDict[str, str] = OrderedDict()
+        self._failures: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
 
     def bind(self) -> None:
         """Give the agents what they ask of the engine: a session's task directory (ACP), and
@@ -52,7 +53,12 @@ class AgentSessions:
         return [agent_profile(name, agent) for name, agent in sorted(self.core.agents.items())]
 
     def failure(self, session_id: str) -> str | None:
-        return self._failures.get(session_id)
+        failed = self._failures.get(session_id)
+        return failed[0] if failed is not None else None
+
+    def failure_stderr(self, session_id: str) -> str | None:
+        failed = self._failures.get(session_id)
+        return failed[1] if failed is not None else None
 
     # -- session start (A2) --------------------------------------------------------------------
     def needs_start(self, agent_name: str) -> bool:
@@ -77,6 +83,7 @@ class AgentSessions:
     async def _start(self, session_id: str, task_id: str, agent_name: str) -> None:
         agent = self.core.agents[agent_name]
         reason: str | None = None
+        stderr: str | None = None
         # Hazard: recovery takes a session STARTING for longer than a lease for one a dead
         # instance left behind (and makes it WAITING_FOR_INPUT); a real agent may take longer
         # than that to start, so its updated_at is kept fresh meanwhile.
@@ -85,11 +92,14 @@ class AgentSessions:
             await agent.prepare_session(session_id, task_id)  # type: ignore[attr-defined]
         except Exception as exc:  # AgentStartError, or anything else: the session FAILED
             reason = str(exc) or type(exc).__name__
+            stderr = exc.stderr if isinstance(exc, AgentStartError) else None
             log.warning("agent %s of session %s did not start: %s", agent_name, session_id, reason)
+            if stderr:
+                log.info("stderr of agent %s of session %s:\n%s", agent_name, session_id, stderr)
         finally:
             keepalive.cancel()
         if reason is not None:
-            self._failures[session_id] = reason
+            self._failures[session_id] = (reason, stderr)
             while len(self._failures) > FAILURES_KEPT:
                 self._failures.popitem(last=False)
         state = SessionState.WAITING_FOR_INPUT if reason is None else SessionState.FAILED

@@ -51,6 +51,7 @@ from typing import Protocol
 
 from turnqueue.bus import EventKind
 from turnqueue.domain import (
+    AgentErrorKind,
     Clarification,
     MessageSource,
     QueueEntry,
@@ -154,9 +155,17 @@ class Change:
         output: str,
         error: str | None,
         session_state: SessionState,
+        error_kind: AgentErrorKind | None = None,
+        agent_stderr: str | None = None,
     ) -> tuple[Turn, Session]:
         turn, session = await self.tx.end_turn(
-            turn_id, status=status, output=output, error=error, session_state=session_state
+            turn_id,
+            status=status,
+            output=output,
+            error=error,
+            session_state=session_state,
+            error_kind=error_kind,
+            agent_stderr=agent_stderr,
         )
         self.session_changed(session.revision)
         return turn, session

@@ -267,6 +267,10 @@ class Engine:
         """A2: why the session's agent could not start (this process's memory)."""
         return self.agent_sessions.failure(session_id)
 
+    def agent_stderr(self, session_id: str) -> str | None:
+        """A11: what that agent wrote to stderr, kept apart from the reason."""
+        return self.agent_sessions.failure_stderr(session_id)
+
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from turnqueue.agents import AgentResult
-from turnqueue.domain import PROMPTABLE, Session, TurnStatus
+from turnqueue.domain import PROMPTABLE, AgentErrorKind, Session, TurnStatus
 from turnqueue.store import SessionView
 
 
@@ -39,6 +39,8 @@ class TurnEnd:
     pending: bool  # a cancellation was pending (C8): recorded CANCELLED, nothing drains
     moving: bool = False  # the task moves on (W1): it drains once the move has committed
     unchecked: bool = False  # the workflow guard could not be read (Q9: it holds)
+    error_kind: AgentErrorKind | None = None  # A11: a FAILED turn's classification
+    stderr: str | None = None  # A11: the agent's stderr during the turn, apart from ``error``
 
     @property
     def asks_workflow(self) -> bool:
@@ -61,7 +63,8 @@ def decide_end(result: AgentResult, *, pending: bool) -> TurnEnd:
         status = TurnStatus.FAILED
     question = result.clarification if status is TurnStatus.COMPLETED else None
     error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
-    return TurnEnd(status, error, question, pending)
+    kind = result.error_kind if status is TurnStatus.FAILED else None
+    return TurnEnd(status, error, question, pending, error_kind=kind, stderr=result.stderr)
 
 
 def with_move(end: TurnEnd, moves: bool | None) -> TurnEnd:

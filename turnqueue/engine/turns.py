@@ -244,6 +244,8 @@ class Turns:
                 output=ending.output,
                 error=end.error,
                 session_state=SessionState.WAITING_FOR_INPUT,
+                error_kind=end.error_kind,
+                agent_stderr=end.stderr,
             )
             if end.question is not None:
                 await c.set_clarification(turn_id=runner.turn.id, question=end.question)
@@ -276,7 +278,10 @@ class Turns:
         runner.final_status = end.status
         runner.finished.set()
         self.core.metrics.turn_ended(end.status.value)
-        log.info("turn %s ended %s", runner.turn.id, end.status.value)  # ids from context
+        if end.error is None:
+            log.info("turn %s ended %s", runner.turn.id, end.status.value)  # ids from context
+        else:  # A11: every failure's reason is in the server log
+            log.info("turn %s ended %s: %s", runner.turn.id, end.status.value, end.error)
         if drained is not None:
             self.core.metrics.reservation("automatic", drained.value)
 

@@ -185,6 +185,9 @@ class Context:
     def agent_error(self, session_id: str) -> str | None:
         return self.engine.agent_error(session_id)
 
+    def agent_stderr(self, session_id: str) -> str | None:
+        return self.engine.agent_stderr(session_id)
+
     async def approvals_of_turn(self, turn_id: str) -> list[domain.Approval]:
         return await self.engine.approvals_of_turn(turn_id)
 

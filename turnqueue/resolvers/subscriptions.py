@@ -96,6 +96,7 @@ _CANCELLATION = fields("id", "sessionId", "pending", "revision")
 #: not.
 _TURN = fields(
     *("id", "sessionId", "prompt", "source", "status", "error", "startedAt", "endedAt"),
+    *("errorKind", "agentStderr"),
     still=("output", "items", "itemsConnection", "approvals"),
 )
 
@@ -112,7 +113,10 @@ SESSION_SNAPSHOT = Snapshot(
         clarification=fields("id", "question", "askedAt"),
         currentTurn=_TURN,
         turns=_TURN,
-        still=("task", "autoRun", "queue", "agentError", "pendingApproval", "turnsConnection"),
+        still=(
+            *("task", "autoRun", "queue", "agentError", "agentStderr", "pendingApproval"),
+            "turnsConnection",
+        ),
     ),
 )
 

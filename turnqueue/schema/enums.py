@@ -99,6 +99,31 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "SCRIPTED": "The deterministic demo agent.",
         },
     ),
+    domain.AgentErrorKind: (
+        "How a turn's failure is classified (A11), from the agent's error answer (its code and "
+        "message) or its process's end.",
+        {
+            "AUTHENTICATION": "The agent has no credentials, or wrong ones: configure the "
+            "profile (see `agents { auth }`).",
+            "RATE_LIMIT": "The model provider's rate limit or quota was reached.",
+            "PROVIDER_UNREACHABLE": "The agent could not reach its model provider (network, "
+            "DNS, the provider down).",
+            "INTERNAL": "Any other error the agent answered.",
+            "AGENT_EXITED": "The agent's process died or closed its connection; the next turn "
+            "starts a fresh one.",
+        },
+    ),
+    domain.AuthState: (
+        "What an `acp` profile's agent last said about authentication (A11), on this instance.",
+        {
+            "UNKNOWN": "Its agent has not been started yet.",
+            "NOT_ASKED": "It started without an `authenticate` call (the profile provides no "
+            "method's variables, or the agent needs none); it may still refuse a prompt.",
+            "AUTHENTICATED": "`authenticate` with `method` succeeded.",
+            "REFUSED": "It refused for want of authentication: `message` is its own words, "
+            "`methods` what it offers.",
+        },
+    ),
     domain.ItemKind: (
         "The kind of a turn item (A3).",
         {
@@ -170,12 +195,16 @@ SendNowScope = domain.SendNowScope
 CancelOutcome = domain.CancelOutcome
 ErrorCode = errors.ErrorCode
 AgentType = domain.AgentType
+AgentErrorKind = domain.AgentErrorKind
+AuthState = domain.AuthState
 ItemKind = domain.ItemKind
 ApprovalOutcome = domain.ApprovalOutcome
 
 __all__ = [
+    "AgentErrorKind",
     "AgentType",
     "ApprovalOutcome",
+    "AuthState",
     "CancelOutcome",
     "ErrorCode",
     "HoldReason",

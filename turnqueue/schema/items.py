@@ -14,17 +14,63 @@ from typing import Any
 import strawberry
 
 from turnqueue import domain
-from turnqueue.schema.enums import AgentType, ApprovalOutcome, ItemKind
+from turnqueue.schema.enums import AgentType, ApprovalOutcome, AuthState, ItemKind
+
+
+@strawberry.type(description="An authentication method an agent offers (ACP `authMethods`).")
+class AuthMethod:
+    id: str = strawberry.field(description="The method's id (a profile's `auth_method`).")
+    name: str = strawberry.field(description="Its name, as the agent gives it.")
+    description: str | None = strawberry.field(description="The agent's own description.")
+    env_vars: list[str] = strawberry.field(
+        description="The environment variables it needs (set them in the profile's `env` and "
+        "turnqueue authenticates with it); empty for other kinds of method."
+    )
+
+
+@strawberry.type(description="What an `acp` profile's agent last said about authentication (A11).")
+class AgentAuth:
+    state: AuthState = strawberry.field(description="Where authentication stands.")
+    method: str | None = strawberry.field(
+        description="The method `authenticate` succeeded with; null otherwise."
+    )
+    methods: list[AuthMethod] = strawberry.field(
+        description="The methods the agent lists in `initialize` (empty until it started)."
+    )
+    message: str | None = strawberry.field(
+        description="The agent's own refusal when `state` is REFUSED; null otherwise."
+    )
 
 
 @strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")
 class AgentProfile:
     name: str = strawberry.field(description="The name `createTask(input: {agent})` takes.")
     type: AgentType = strawberry.field(description="What runs the profile's turns.")
+    auth: AgentAuth | None = strawberry.field(
+        description="A11: what the profile's agent last said about authentication, as this "
+        "instance saw it (UNKNOWN until its first start); null for profiles that are not `acp`."
+    )
 
     @classmethod
     def from_domain(cls, profile: domain.AgentProfile) -> AgentProfile:
-        return cls(name=profile.name, type=profile.type)
+        auth = profile.auth
+        return cls(
+            name=profile.name,
+            type=profile.type,
+            auth=None
+            if auth is None
+            else AgentAuth(
+                state=auth.state,
+                method=auth.method,
+                methods=[
+                    AuthMethod(
+                        id=m.id, name=m.name, description=m.description, env_vars=list(m.env_vars)
+                    )
+                    for m in auth.methods
+                ],
+                message=auth.message,
+            ),
+        )
 
 
 @strawberry.interface(

@@ -183,11 +183,21 @@ class Session:
         return Clarification.from_domain(clarification) if clarification is not None else None
 
     @described.field(
-        "Why the session's agent could not start (A2) when its state is FAILED; null "
-        "otherwise (kept in the memory of the instance that started it)."
+        "Why the session's agent could not start (A2) when its state is FAILED, in the "
+        "agent's own words where it gave any (A11: an authentication refusal lists the "
+        "agent's methods); null otherwise (kept in the memory of the instance that started "
+        "it)."
     )
     def agent_error(self, info: Info) -> str | None:
         return info.context.agent_error(self.id)
+
+    @described.field(
+        "What the session's agent wrote to its stderr before its start failed (the last "
+        "4 KiB; A11), kept apart from `agentError`; null when the start did not fail or it "
+        "wrote nothing (kept like `agentError`)."
+    )
+    def agent_stderr(self, info: Info) -> str | None:
+        return info.context.agent_stderr(self.id)
 
     @described.field(
         "The agent's permission request waiting for answerApproval (A6); null when none. A "

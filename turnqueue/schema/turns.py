@@ -9,7 +9,7 @@ import strawberry
 from turnqueue import domain
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection, PageArgs
-from turnqueue.schema.enums import MessageSource, TurnStatus
+from turnqueue.schema.enums import AgentErrorKind, MessageSource, TurnStatus
 from turnqueue.schema.items import Approval, TurnItem, item_from_domain
 from turnqueue.schema.reads import After, Before, First, Info, Last
 
@@ -34,8 +34,19 @@ class Turn:
         "turnOutput for the live text."
     )
     error: str | None = strawberry.field(
-        description="Why the turn failed or was cut short (e.g. `interrupted` when its server "
-        "died, M6); null otherwise."
+        description="Why the turn failed or was cut short; null otherwise. The agent's own "
+        "error answer reads `agent error <code> (<kind>): <its message>` (A11); a dead agent "
+        "`agent process exited (status N)`; `interrupted` when its server died (M6)."
+    )
+    error_kind: AgentErrorKind | None = strawberry.field(
+        description="A11: how a FAILED turn's failure is classified (authentication, rate "
+        "limit, provider unreachable, internal, or its agent's process exited); null otherwise "
+        "and for failures that are not the agent's (a stop reason, an interruption)."
+    )
+    agent_stderr: str | None = strawberry.field(
+        description="A11: what the agent wrote to its stderr during the turn (its last 4 KiB), "
+        "kept apart from `error`; null while the turn runs, when it wrote nothing, and for the "
+        "scripted agent."
     )
     started_at: datetime = strawberry.field(description="When the turn started.")
     ended_at: datetime | None = strawberry.field(description="When it ended; null while RUNNING.")
@@ -50,6 +61,8 @@ class Turn:
             status=turn.status,
             output=turn.output,
             error=turn.error,
+            error_kind=turn.error_kind,
+            agent_stderr=turn.agent_stderr,
             started_at=turn.started_at,
             ended_at=turn.ended_at,
         )

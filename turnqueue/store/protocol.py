@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from turnqueue.domain import (
+    AgentErrorKind,
     Approval,
     ApprovalOutcome,
     Clarification,
@@ -257,9 +258,12 @@ class Tx(Protocol):
         output: str,
         error: str | None,
         session_state: SessionState,
+        error_kind: AgentErrorKind | None = None,
+        agent_stderr: str | None = None,
     ) -> tuple[Turn, Session]:
         """End a RUNNING turn and set its session's state (revision +1). A turn that is no
-        longer RUNNING is left as it is and returned unchanged (idempotent end)."""
+        longer RUNNING is left as it is and returned unchanged (idempotent end). A11: its
+        failure's classification and its agent's stderr are kept with it."""
 
     async def get_turn(self, turn_id: str) -> Turn | None: ...
 

@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import (
+    AgentErrorKind,
     Clarification,
     HoldReason,
     MessageSource,
@@ -137,6 +138,8 @@ def turn_from(row: Mapped) -> Turn:
         started_at=m["started_at"],
         ended_at=m["ended_at"],
         owner=m["owner"],
+        error_kind=AgentErrorKind(m["error_kind"]) if m["error_kind"] else None,
+        agent_stderr=m["agent_stderr"],
     )
 
 

@@ -181,6 +181,9 @@ class TurnRow(TableModel, table=True):
     ended_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
     owner: int | None = _column(BigInteger, nullable=True)
+    # A11: how its failure is classified, and its agent's stderr (kept apart from ``error``).
+    error_kind: str | None = _column(String(32), nullable=True)
+    agent_stderr: str | None = _column(Text, nullable=True)
 
 
 class QueueEntryRow(TableModel, table=True):

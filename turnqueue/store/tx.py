@@ -37,6 +37,7 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import (
+    AgentErrorKind,
     MessageSource,
     Session,
     SessionState,
@@ -151,6 +152,8 @@ end_turn_clause = (
         status=bindparam("p_status", type_=String),
         output=bindparam("p_output", type_=Text),
         error=bindparam("p_error", type_=Text),
+        error_kind=bindparam("p_error_kind", type_=String),
+        agent_stderr=bindparam("p_agent_stderr", type_=Text),
         ended_at=bindparam("p_now", type_=UtcDateTime),
     )
     .returning(*turns.c)
@@ -374,12 +377,16 @@ class SqlTx(
         output: str,
         error: str | None,
         session_state: SessionState,
+        error_kind: AgentErrorKind | None = None,
+        agent_stderr: str | None = None,
     ) -> tuple[Turn, Session]:
         params = {
             "p_turn_id": turn_id,
             "p_status": status.value,
             "p_output": output,
             "p_error": error,
+            "p_error_kind": error_kind.value if error_kind is not None else None,
+            "p_agent_stderr": agent_stderr,
             "p_now": utcnow(),
             "p_state": session_state.value,
         }

@@ -20,6 +20,19 @@ export type Scalars = {
   Revision: { input: number; output: number; }
 };
 
+/** How a turn's failure is classified (A11), from the agent's error answer (its code and message) or its process's end. */
+export type AgentErrorKind =
+  /** The agent's process died or closed its connection; the next turn starts a fresh one. */
+  | 'AGENT_EXITED'
+  /** The agent has no credentials, or wrong ones: configure the profile (see `agents { auth }`). */
+  | 'AUTHENTICATION'
+  /** Any other error the agent answered. */
+  | 'INTERNAL'
+  /** The agent could not reach its model provider (network, DNS, the provider down). */
+  | 'PROVIDER_UNREACHABLE'
+  /** The model provider's rate limit or quota was reached. */
+  | 'RATE_LIMIT';
+
 /** What runs an agent profile's turns (A1). */
 export type AgentType =
   /** A real coding agent over the Agent Client Protocol: one process per session, structured turn items, approvals (A2-A6). */
@@ -55,6 +68,17 @@ export type ApprovalOutcome =
   | 'PENDING'
   /** Answered with one of its options. */
   | 'SELECTED';
+
+/** What an `acp` profile's agent last said about authentication (A11), on this instance. */
+export type AuthState =
+  /** `authenticate` with `method` succeeded. */
+  | 'AUTHENTICATED'
+  /** It started without an `authenticate` call (the profile provides no method's variables, or the agent needs none); it may still refuse a prompt. */
+  | 'NOT_ASKED'
+  /** It refused for want of authentication: `message` is its own words, `methods` what it offers. */
+  | 'REFUSED'
+  /** Its agent has not been started yet. */
+  | 'UNKNOWN';
 
 /** Input of cancel. */
 export type CancelInput = {
