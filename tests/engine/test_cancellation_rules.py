@@ -17,7 +17,6 @@ from turnqueue.domain import (
     SendNowScope,
     TurnStatus,
 )
-from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
@@ -28,37 +27,39 @@ async def busy(engine: Engine, agent: ManualAgent, prompt: str = "work"):  # typ
     return session.id, await agent.next_run()
 
 
-def test_c1_c2_refcount_sets_on_first_and_clears_on_last_only() -> None:
-    seen: list[CancellationStatus] = []
-    registry = CancellationRegistry(7, seen.append)
-    base = 7 << 32
-    assert registry.status("s") == CancellationStatus("s", False, 0)  # C7: knows nothing
-    with registry.reference("s", CancelKind.EXPLICIT):
-        with registry.reference("s", CancelKind.REPLACEMENT):
-            assert registry.status("s") == CancellationStatus("s", True, base + 1)
-        assert registry.status("s").pending is True
-    assert [(s.pending, s.revision) for s in seen] == [(True, base + 1), (False, base + 2)]
+async def test_c1_c2_pending_sets_on_the_first_reference_and_clears_on_the_last_only(
+    engine: Engine,
+) -> None:
+    """C1, C2: references of every kind count together: the first sets ``pending`` and the last
+    clears it, each transition with a revision of its own (and only those); a session never
+    cancelled reads (false, 0)."""
+    _, session = await new_session(engine)
+    sid = session.id
+    assert await engine.cancellation(sid) == CancellationStatus(sid, False, 0)
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        async with engine.core.hold(sid, CancelKind.EXPLICIT):
+            async with engine.core.hold(sid, CancelKind.REPLACEMENT):
+                assert await engine.cancellation(sid) == CancellationStatus(sid, True, 1)
+            assert await engine.cancellation(sid) == CancellationStatus(sid, True, 1)
+        events = [await next_event(sub, EventKind.CANCELLATION) for _ in range(2)]
+        assert sub.pending() == 0  # exactly one pair
+    assert [(e.cancellation.pending, e.revision) for e in events] == [(True, 1), (False, 2)]  # type: ignore[attr-defined]
+    assert await engine.cancellation(sid) == CancellationStatus(sid, False, 2)
 
 
-def test_c5_reference_is_released_when_the_block_raises() -> None:
-    registry = CancellationRegistry(1, lambda _: None)
-    with pytest.raises(RuntimeError), registry.reference("s", CancelKind.INTERNAL):
-        raise RuntimeError
-    assert registry.pending("s") is False
-
-
-def test_c7_relay_never_goes_back_and_unknown_reads_false() -> None:
-    registry = CancellationRegistry(1, lambda _: None)
-    registry.relay(CancellationStatus("s", True, 50))
-    registry.relay(CancellationStatus("s", False, 40))
-    assert registry.status("s") == CancellationStatus("s", True, 50)
+async def test_c5_a_reference_is_released_when_its_block_raises(engine: Engine) -> None:
+    _, session = await new_session(engine)
+    with pytest.raises(RuntimeError):
+        async with engine.core.hold(session.id, CancelKind.INTERNAL):
+            raise RuntimeError
+    assert (await engine.cancellation(session.id)).pending is False
 
 
 async def test_c1_c2_cancel_publishes_one_true_false_pair_in_order(
     engine: Engine, agent: ManualAgent
 ) -> None:
     sid, run = await busy(engine, agent)
-    before = engine.cancellation(sid)
+    before = await engine.cancellation(sid)
     with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         first = await next_event(sub, EventKind.CANCELLATION)
@@ -121,25 +122,11 @@ async def test_c5_an_agent_that_ignores_every_signal_times_out_and_still_clears(
     result = await engine.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.TIMED_OUT
     assert run.signals[:3] == [Signal.INTERRUPT, Signal.TERMINATE, Signal.KILL]
-    assert engine.cancellation(sid).pending is False
+    assert (await engine.cancellation(sid)).pending is False
     turn = await engine.current_turn(sid)
     assert turn is not None and turn.status is TurnStatus.CANCELLED
     session = await engine.session(PRINCIPAL, sid)
     assert session is not None and session.state.value == "WAITING_FOR_INPUT"
-
-
-def test_c7_adopting_a_recovered_session_outranks_the_dead_owner() -> None:
-    seen: list[CancellationStatus] = []
-    dead = CancellationRegistry(3, lambda _: None)
-    with dead.reference("s", CancelKind.EXPLICIT):
-        stale = dead.status("s")  # the dead owner's last word: pending
-    adopter = CancellationRegistry(2, seen.append)  # even an older process...
-    adopter.relay(stale)
-    adopted = adopter.adopt("s", 9)  # ...adopts with a fresh epoch from the sequence
-    assert adopted is not None
-    adopter.announce(adopted)
-    assert seen == [CancellationStatus("s", False, 9 << 32)]
-    assert adopter.status("s").revision > stale.revision
 
 
 async def test_c7_r2_restart_clears_the_projection_and_revisions_move_forward(
@@ -147,10 +134,10 @@ async def test_c7_r2_restart_clears_the_projection_and_revisions_move_forward(
 ) -> None:
     sid, _ = await busy(engine, agent)
     await engine.cancel(PRINCIPAL, sid)
-    last = engine.cancellation(sid)
+    last = await engine.cancellation(sid)
     await engine.aclose()
     restarted = await open_engine()
-    assert restarted.cancellation(sid).pending is False
+    assert (await restarted.cancellation(sid)).pending is False
     await restarted.send_message(PRINCIPAL, sid, "again")
     await agent.next_run()
     result = await restarted.cancel(PRINCIPAL, sid)
@@ -202,7 +189,7 @@ async def test_c8_race_cancel_against_completion_never_starts_a_successor_while_
             assert first.status is TurnStatus.COMPLETED
         while not agent.no_new_run():
             (await agent.next_run()).complete()
-        assert engine.cancellation(sid).pending is False
+        assert (await engine.cancellation(sid)).pending is False
 
 
 async def test_c9_nothing_to_cancel_is_a_no_op_that_withdraws_a_clarification(
@@ -212,12 +199,12 @@ async def test_c9_nothing_to_cancel_is_a_no_op_that_withdraws_a_clarification(
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
     run.complete(clarification="which?")
     await settle(engine, sid)
-    before = engine.cancellation(sid)
+    before = await engine.cancellation(sid)
     with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         assert sub.pending() == 0  # no transitions
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
-    assert engine.cancellation(sid) == before
+    assert (await engine.cancellation(sid)) == before
     assert await engine.clarification(sid) is None
     status = await engine.queue_status(sid)
     assert status.auto_run is False and status.pause_reason.value == "USER"  # type: ignore[union-attr]
@@ -258,27 +245,6 @@ async def test_q9_cancelling_is_a_hold_and_is_listed(
 # -- several instances and dying owners (C5, C7, R2, Q7) -------------------------------------------
 
 
-def test_r2_a_transition_continues_above_what_another_instance_published() -> None:
-    """R2: an older process (epoch 1) owning a later turn continues above the revisions a newer
-    one (epoch 2) published for the session, whether it heard them (relay) or read the durable
-    floor (raise_floor); the floor it stores reserves the release of a reference it holds."""
-    seen: list[CancellationStatus] = []
-    older = CancellationRegistry(1, seen.append)
-    newer = 2 << 32
-    older.relay(CancellationStatus("s", False, newer + 2), origin=2)
-    with older.reference("s", CancelKind.EXPLICIT):
-        assert older.floor_hint("s") == newer + 4  # the release's revision is reserved
-    older.raise_floor("t", newer + 7)  # never heard: the durable high-water mark
-    with older.reference("t", CancelKind.EXPLICIT):
-        pass
-    assert [(s.pending, s.revision) for s in seen] == [
-        (True, newer + 3),
-        (False, newer + 4),
-        (True, newer + 8),
-        (False, newer + 9),
-    ]
-
-
 def _pg_only(database_url: str) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("several instances share a database only on PostgreSQL (M4)")
@@ -309,13 +275,14 @@ async def _until(check, what: str) -> None:  # type: ignore[no-untyped-def]
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def test_c5_c7_relayed_pending_missed_during_an_outage_clears_and_holds_nothing(
+async def test_c7_every_instance_reads_the_cancellation_from_the_rows_even_with_listen_cut(
     database_url: str, engine_settings, open_engine, agent: ManualAgent
 ) -> None:
-    """C5/C7: B relays A's ``pending: true``; B's LISTEN is cut while A's cancel ends. Once
-    LISTEN is back (resync) B asks again and answers what A says, with A's revision. The
-    stale relayed value never held the queue meanwhile (Q9: CANCELLING is a row, committed
-    away by A's release): a message sent through B to the idle session starts at once."""
+    """C6, C7, Q9: A runs a stubborn turn and a user's cancel; B reads ``pending: true`` from
+    the rows. B's LISTEN is cut while A's cancel ends: B still answers A's status at once (the
+    rows, not a relay it may have missed), its queue is not held, and a message sent through B
+    to the idle session starts. (When B relayed what it heard, it kept answering a stale
+    ``pending: true`` until it asked A again.)"""
     _pg_only(database_url)
     # The stop waits out the ignored interrupt until the test ends the turn itself.
     a = await open_engine(engine_settings.model_copy(update={"cancel_timeout": 60}))
@@ -324,23 +291,18 @@ async def test_c5_c7_relayed_pending_missed_during_an_outage_clears_and_holds_no
     sid, run = await busy(a, agent, "/stubborn")
     with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
         cancel = asyncio.create_task(a.cancel(PRINCIPAL, sid))
-        await next_event(on_a, EventKind.CANCELLATION)  # accepted on A
-    await _until(lambda: b.cancellation(sid).pending, "B to relay pending")
-    listening = _gate(b)
-    listening[0] = False
-    run.fail("stopped at last")  # the cancel ends while B hears nothing
+        accepted = await next_event(on_a, EventKind.CANCELLATION)
+    assert await b.cancellation(sid) == accepted.cancellation  # type: ignore[attr-defined]
+    _gate(b)[0] = False  # B hears nothing from here on
+    run.fail("stopped at last")
     result = await asyncio.wait_for(cancel, WAIT)
     assert result.cancellation.pending is False and result.outcome is CancelOutcome.STOPPED
-    assert b.cancellation(sid).pending is True  # missed: what main answered forever
-    assert "CANCELLING" not in (await b.queue_status(sid)).held_by  # read from the rows
+    assert await b.cancellation(sid) == await a.cancellation(sid) == result.cancellation
+    assert "CANCELLING" not in (await b.queue_status(sid)).held_by
     admission = await b.send_message(PRINCIPAL, sid, "through B")
-    assert admission.turn is not None  # not held by the stale relayed value
+    assert admission.turn is not None
     following = await agent_b.next_run()
     assert following.prompt == "through B"
-    listening[0] = True
-    b.core.cluster._on_resync()  # type: ignore[union-attr]  # LISTEN is back
-    await _until(lambda: not b.cancellation(sid).pending, "B to hear the release again")
-    assert b.cancellation(sid) == a.cancellation(sid) == result.cancellation
     following.complete()
 
 
@@ -348,8 +310,8 @@ async def test_r2_an_older_instance_owning_a_later_turn_continues_above_the_newe
     database_url: str, open_engine, agent: ManualAgent
 ) -> None:
     """R2: A starts first, B second (a newer epoch). B owns and cancels turn 1 while A hears
-    nothing (its LISTEN cut); A then owns and cancels turn 2: its revisions still exceed B's,
-    read from the durable floor its turn start took over."""
+    nothing (its LISTEN cut); A then owns and cancels turn 2: its revisions still exceed B's
+    (the cancellation revision is durable, on the session's lock row: one counter for all)."""
     _pg_only(database_url)
     a = await open_engine()
     agent_b = ManualAgent()
@@ -362,7 +324,7 @@ async def test_r2_an_older_instance_owning_a_later_turn_continues_above_the_newe
     await b.send_message(PRINCIPAL, sid, "turn 1")
     await agent_b.next_run()
     first = await b.cancel(PRINCIPAL, sid)
-    assert a.cancellation(sid).revision == 0  # A heard none of it
+    assert await a.cancellation(sid) == first.cancellation  # heard nothing, reads the rows
     await a.send_message(PRINCIPAL, sid, "turn 2")
     await agent.next_run()
     with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:

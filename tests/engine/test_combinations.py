@@ -353,7 +353,10 @@ async def test_w2_prompt_arriving_as_the_cancel_ends_does_not_start_on_the_step_
 ) -> None:
     """W2 × enqueueMessage: a user's cancel on a step whose cancel completes the turn moves
     the task; another client's enqueueMessage arriving the moment the cancellation ends must
-    not start a turn on the old step — it runs on the new session once the move commits."""
+    not start a turn on the step being left (the step change holds the queue from before the
+    cancellation clears). It runs once the move has committed: on the new session when it was
+    queued before the transfer (it moved with the queue), or on the session it was sent to
+    when that had already been completed by the transfer (a prompt reopens it, §1)."""
     flow = await with_workflow(open_engine, engine_settings, tmp_path / "w.toml", CANCEL_MOVES)
     task, session = await new_session(flow)
     await flow.send_message(PRINCIPAL, session.id, "plan it")
@@ -367,8 +370,17 @@ async def test_w2_prompt_arriving_as_the_cancel_ends_does_not_start_on_the_step_
     run = await agent.next_run()
     moved = await flow.task(PRINCIPAL, task.id)
     assert moved is not None and moved.workflow_step == "BUILD"
-    assert (run.prompt, run.session_id) == ("late", moved.current_session_id)
-    assert [t.prompt for t in await flow.turns_of(session.id, 10)] == ["plan it"]
+    assert moved.current_session_id is not None
+    destination = await flow.session(PRINCIPAL, moved.current_session_id)
+    assert destination is not None and run.prompt == "late"
+    source_turns = await flow.turns_of(session.id, 10)
+    if run.session_id == destination.id:
+        assert [t.prompt for t in source_turns] == ["plan it"]
+    else:  # sent after the transfer: it reopened the completed source, after the move
+        assert run.session_id == session.id
+        assert [t.prompt for t in source_turns] == ["plan it", "late"]
+        assert source_turns[1].started_at > destination.created_at
+    assert agent.no_new_run()
 
 
 # -- Q13 × Q9: one revision, one heldBy ---------------------------------------------------------
@@ -396,7 +408,7 @@ async def test_r3_q13_one_queue_revision_is_one_status_through_cancels_and_send_
         while not done.is_set():
             status = await engine.queue_status(sid)
             ledger.see("queue", sid, status.revision, status, "query")
-            c = engine.cancellation(sid)
+            c = await engine.cancellation(sid)
             ledger.see("cancellation", sid, c.revision, c.pending, "query")
 
     watch = engine.watch(sid, [EventKind.QUEUE, EventKind.CANCELLATION], heard)

@@ -205,7 +205,6 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
 
     await _recover_session(
         engine.core,
-        engine.core.cancellations.epoch,
         sid,
         [run.turn_id],
         [],

@@ -1,12 +1,9 @@
-"""Found by the long cluster-model run (README, Reliability): two instances recovering the same
-dead instance's session at once (M6) can publish its cancellation revisions out of order (R2).
+"""Two instances recovering the same dead instance's session at once (M6, R2, C2, C5).
 
-``recover`` takes one fresh epoch, then adopted each recovered session with ``(False, epoch <<
-32)`` before that session's transaction. An instance B that took a *newer* epoch meanwhile could
-adopt and publish first; an instance A that did not hear it (its LISTEN cut) then published a
-lower revision for the same session, and every client that saw B's dropped A's from then on.
-Fixed: a session is adopted inside its recovery transaction, under the lock row, after reading
-the durable floor, and continues above it (``recovery._recover_session``).
+Found by the long cluster-model run when the cancellation projection lived in each process's
+memory: two recoverers could publish a dead owner's cleared cancellation out of order. Now the
+projection is rows (the CANCELLING holds and the lock row's cancellation revision): each
+recovery runs under the session's lock row, so the second finds nothing left to clear.
 """
 
 from __future__ import annotations
@@ -14,19 +11,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session
-from test_cancellation_rules import _gate, _pg_only, crash
+from test_cancellation_rules import _pg_only, crash
 
+from turnqueue.bus import EventKind
+from turnqueue.domain import HoldReason
 from turnqueue.engine.recovery import recover
-from turnqueue.store.postgres import PostgresTx
 
 
-async def test_r2_m6_two_instances_recovering_one_session_never_publish_backwards(
-    database_url: str, engine_settings: Any, open_engine: Any, monkeypatch: pytest.MonkeyPatch
+async def test_r2_c5_m6_two_instances_recovering_one_session_clear_its_cancellation_once(
+    database_url: str, engine_settings: Any, open_engine: Any
 ) -> None:
-    """R2/M6: A and B both recover dead X's session; A took its fresh epoch first but adopts
-    last, with its LISTEN cut. A's answer for the session must not be below B's."""
+    """M6, C5, C2, R2: X dies with a cancellation of its turn pending; A and B recover it at
+    the same time. The cancellation clears once, with one revision above X's, and both
+    instances answer the same status (and so does a restarted reader)."""
     _pg_only(database_url)
     slow = engine_settings.model_copy(update={"lease_seconds": 120})  # no heartbeat recovery
     a = await open_engine(slow)
@@ -37,29 +35,24 @@ async def test_r2_m6_two_instances_recovering_one_session_never_publish_backward
     sid = session.id
     await x.send_message(PRINCIPAL, sid, "work")
     await agent_x.next_run()
-    _gate(a)[0] = False  # A hears nothing from here on
-    fetched, go = asyncio.Event(), asyncio.Event()
-    next_epoch = PostgresTx.next_epoch
-
-    async def stalled(self: PostgresTx) -> int:
-        epoch = await next_epoch(self)
-        task = asyncio.current_task()
-        if task is not None and task.get_name() == "recovery of A":
-            fetched.set()
-            await go.wait()
-        return epoch
-
-    monkeypatch.setattr(PostgresTx, "next_epoch", stalled)
+    await x.core.add_hold(sid, HoldReason.CANCELLING)  # a cancel of X's under way
+    pending = await x.cancellation(sid)
+    assert pending.pending is True
     await crash(x)
-    live = {a.core.instance, b.core.instance}
-    on_a = asyncio.create_task(
-        recover(a.core, a.turns, sweep=False, live=live), name="recovery of A"
-    )
-    await asyncio.wait_for(fetched.wait(), 10)  # A has its epoch, not yet adopted
-    # B: a newer epoch, adopted and published
-    await recover(b.core, b.turns, sweep=False, live=live)
-    go.set()
-    await asyncio.wait_for(on_a, 10)
-    assert a.cancellation(sid).revision >= b.cancellation(sid).revision
+    cleared: list[Any] = []
+    with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
+        live = {a.core.instance, b.core.instance}
+        await asyncio.gather(
+            recover(a.core, a.turns, sweep=False, live=live),
+            recover(b.core, b.turns, sweep=False, live=live),
+        )
+        while len(cleared) < 1:
+            event = await asyncio.wait_for(on_a.get(), 10)
+            if event.cancellation is not None:
+                cleared.append(event.cancellation)
+    status = await a.cancellation(sid)
+    assert status == await b.cancellation(sid)
+    assert status.pending is False and status.revision == pending.revision + 1
+    assert [c.pending for c in cleared] == [False]
     for run in agent_x.runs:
         run.fail("process died")

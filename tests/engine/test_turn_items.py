@@ -230,7 +230,6 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     await runner.log.detach()
     await _recover_session(
         engine.core,
-        engine.core.cancellations.epoch,
         sid,
         [run.turn_id],
         [],

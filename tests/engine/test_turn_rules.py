@@ -149,7 +149,7 @@ async def test_c9_c8_a_cancel_while_a_decided_end_waits_to_commit_is_nothing_run
     async with asyncio.timeout(WAIT):
         result = await engine.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
-    assert first.signals == [] and not engine.core.cancellations.pending(sid)
+    assert first.signals == [] and not (await engine.cancellation(sid)).pending
     away = False
     second = await agent.next_run()
     assert second.prompt == "second"
@@ -331,7 +331,7 @@ async def test_c5_q10_a_cancel_while_the_turns_end_cannot_commit_drops_no_end(
     runner = flow.core.runners[sid]
     result = await flow.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.TIMED_OUT and runner.final_status is None
-    assert not flow.core.cancellations.pending(sid)  # C5: the reference is released
+    assert not (await flow.cancellation(sid)).pending  # C5: the reference is released
     moved = await flow.task(PRINCIPAL, task.id)
     assert moved is not None and moved.workflow_step == task.workflow_step
     away = False
@@ -395,5 +395,5 @@ async def test_c4_c5_the_whole_stop_is_bounded_even_when_a_signal_never_returns(
         result = await bounded.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.TIMED_OUT
     assert run.signals[0] is Signal.INTERRUPT and Signal.TERMINATE not in run.signals
-    assert bounded.cancellation(sid).pending is False
+    assert (await bounded.cancellation(sid)).pending is False
     stuck.set()

@@ -163,7 +163,7 @@ async def test_w3_c1_c8_a_transfer_stops_the_running_turn_as_a_cancellation(
     signal = run.signal
 
     async def observed(sig: Any) -> None:
-        seen.append(flow.cancellation(source.id).pending)
+        seen.append((await flow.cancellation(source.id)).pending)
         await signal(sig)
 
     run.signal = observed  # type: ignore[method-assign]
@@ -171,7 +171,7 @@ async def test_w3_c1_c8_a_transfer_stops_the_running_turn_as_a_cancellation(
     assert seen and all(seen)
     (turn,) = await flow.turns_of(source.id, 5)
     assert (turn.prompt, turn.status) == ("plan it", TurnStatus.CANCELLED)
-    assert flow.cancellation(source.id).pending is False
+    assert (await flow.cancellation(source.id)).pending is False
 
 
 async def test_w1_q9_a_step_change_that_fails_still_releases_the_queue(

@@ -32,12 +32,13 @@ sent, and — by bounded polls on what they serve — the notifications heard), 
   information" answer (revision 0, pending false) is allowed, from a process that knows nothing
   (or has forgotten, after a resync) of the session; an equal revision means the same state.
 
-Failures with the signature of a bug issue 12 lists (item 3: a relay keeps ``pending: true``
-after a LISTEN cut, C5/C7; item 4: an older-epoch owner's cancellation revisions go below a newer
-one's, R2; item 7: a mid-cancel death does not park, Q7) or of those this model found (N1: a
-survivor's recovery serves a stale CANCELLING hold; N2: the other instance keeps relaying the
-``pending: true`` of an owner that died between its turn's end and the release; reproducers at
-the end) fail naming it;
+The bugs this model found when the cancellation projection lived in each process's memory and
+was relayed (issue 12 item 3: a relay kept ``pending: true`` after a LISTEN cut; item 4: an
+older-epoch owner's revisions went below a newer one's; N1: a survivor served a stale CANCELLING
+hold; N2: a relay kept the ``pending: true`` of an owner that died between its turn's end and
+the release) cannot happen any more: the projection is rows every instance reads (the CANCELLING
+holds and the lock row's durable cancellation revision). Their reproducers stay, at the end.
+A failure with the signature of item 7 (a mid-cancel death does not park, Q7) fails naming it;
 ``TURNQUEUE_CLUSTER_MODEL_KNOWN_BUGS=tolerate`` (or a list such as ``3,N1``) counts them and ends
 the example instead, so long runs keep looking for new ones. ``TURNQUEUE_CLUSTER_MODEL_EXAMPLES``
 and ``_STEPS`` raise the number of examples and steps for long runs; without
@@ -184,37 +185,14 @@ class Instance:
                 )
         before = self.served.get((sid, kind), 0)
         if revision < before:
-            # Known bug (issue 12 item 4, R2): an instance with an older epoch that owns a
-            # later turn numbers its transitions from its own epoch, below what the newer
-            # instance published for the session. Being fixed in parallel; keep this check.
-            older_epoch = (revision >> 32) < (before >> 32)
-            item = 4 if kind == "cancellation" and event and older_epoch else None
             self.violations.append(
                 (
-                    item,
+                    None,
                     f"R2: {self.name} served {kind} revision {revision} of {sid[:8]} after "
                     f"{before}" + (f" (pending {pending})" if pending is not None else ""),
                 )
             )
         self.served[(sid, kind)] = max(before, revision)
-
-    def stuck_relay(self, sid: str, dead_epochs: set[int] | None = None) -> bool:
-        """The signature of known bug 3 (issue 12 item 3, C5/C7): this instance answers a
-        relayed ``pending: true`` with no cancellation of its own, after its LISTEN connection
-        was re-established (the transition to false was lost in the outage). With
-        ``dead_epochs``, that of N2: the relayed value came from an instance that died."""
-        registry = self.engine.core.cancellations
-        entry = registry._entries.get(sid)
-        relayed = registry._relayed.get(sid)
-        if relayed is None or (entry is not None and entry.count > 0):
-            return False
-        if sid in self.engine.core.runners:
-            return False
-        if dead_epochs is not None:
-            return relayed.status.pending and (relayed.status.revision >> 32) in dead_epochs
-        # Also with pending false: kept across the outage, its revision falls behind the
-        # owner's (R2 across instances) — the same missing reset on resync.
-        return self.reconnects() > 0
 
     def on_event(self, event: Event) -> None:
         """A bus listener: every cancellation transition this instance serves (own or relayed)."""
@@ -522,10 +500,10 @@ class ClusterMachine(RuleBasedStateMachine):
             # owner, publishes) pending true, or — nothing to stop — once the cancel is over.
             cancel = asyncio.ensure_future(self._cancel(1 - cut, task))
 
-            def pending_or_done() -> bool:
-                return cancel.done() or victim.engine.cancellation(sid).pending
+            async def pending_or_done() -> bool:
+                return cancel.done() or (await victim.engine.cancellation(sid)).pending
 
-            await _poll(pending_or_done, "the cancel to start or end")
+            await _poll_async_or_fail(pending_or_done, "the cancel to start or end")
             if not cancel.done():
                 TALLY["LISTEN cut while the victim relays pending"] += 1
             await self._terminate_listener(victim)
@@ -582,10 +560,12 @@ class ClusterMachine(RuleBasedStateMachine):
         cancel: asyncio.Future[Any] | None = None
         if mid_cancel and sid in victim.engine.core.runners:
             cancel = asyncio.ensure_future(victim.engine.cancel(PRINCIPAL, sid))
-            await _poll(
-                lambda: cancel.done() or victim.engine.cancellation(sid).pending,
-                "the cancel to be accepted",
-            )
+
+            async def accepted() -> bool:
+                assert cancel is not None
+                return cancel.done() or (await victim.engine.cancellation(sid)).pending
+
+            await _poll_async_or_fail(accepted, "the cancel to be accepted")
             if not cancel.done():
                 # The cancel is accepted (its reference held): Q7 applies from here on.
                 queued = (await victim.engine.queue_status(sid)).entries
@@ -639,46 +619,6 @@ class ClusterMachine(RuleBasedStateMachine):
             return not last
 
         if not await _poll_async(agreed, AGREE_SECONDS):
-            # Known bug (issue 12 item 3, C5/C7): a relaying instance whose LISTEN connection
-            # was cut while a cancel ended keeps the relayed `pending: true` (and heldBy
-            # CANCELLING) after its resync. Being fixed in parallel; keep this check. It is
-            # told from a new disagreement by masking what the stuck relay explains.
-            stuck = {
-                (i.name, sid) for i in self.instances for sid in self.sids if i.stuck_relay(sid)
-            }
-            stale = {
-                (i.name, sid)
-                for i in self.instances
-                for sid in self.sids
-                if await self._stale_cancelling_hold(i, sid)
-            }
-            dead_epochs = {i.engine.core.cancellations.epoch for i in self.retired}
-            orphaned = {
-                (i.name, sid)
-                for i in self.instances
-                for sid in self.sids
-                if i.stuck_relay(sid, dead_epochs)
-            }
-            stuck -= orphaned
-            masked = stuck | stale | orphaned
-            if masked and not await self._disagreements(masked):
-                message = "instances disagree once quiet: " + "; ".join(last)
-                if orphaned:
-                    # New (found by this model; C5/C7 say so, issue 12 item 3 names only the
-                    # LISTEN cut): the owner dies mid-cancel after its turn's end committed
-                    # but before the reference's release was published. Recovery adopts only
-                    # sessions with orphans — there are none — so the other instance keeps
-                    # relaying the dead owner's `pending: true` (and holds CANCELLING) forever.
-                    known_bug("N2", message)
-                if stuck:
-                    known_bug("3", message)
-                # New (found by this model; not in issue 12): a survivor recovering a session
-                # whose owner died mid-cancel bumps the queue revision while it still relays
-                # the dead owner's `pending: true` (recovery's queue_changed runs before
-                # CancellationRegistry.adopt), so that revision is recorded — and served from
-                # then on — with heldBy CANCELLING and pending false; a newcomer serves the
-                # same revision without it (one revision, two heldBy values; Q9, Q13, C5).
-                known_bug("N1", message)
             raise AssertionError("instances disagree once quiet: " + "; ".join(last))
         for instance in self.instances:
             for item, message in instance.violations:  # R2, R3, C7 (see Instance.serve)
@@ -688,10 +628,8 @@ class ClusterMachine(RuleBasedStateMachine):
         await self._check_ledger()
         await self._check_runners()
 
-    async def _disagreements(self, stuck: set[tuple[str, str]] = frozenset()) -> list[str]:  # type: ignore[assignment]
-        """What the two instances serve differently, or wrongly, once quiet. ``stuck``: the
-        (instance, session) pairs whose relayed cancellation is known to be stuck (bug 3),
-        whose pending flag and CANCELLING hold are left out."""
+    async def _disagreements(self) -> list[str]:
+        """What the two instances serve differently, or wrongly, once quiet."""
         problems = []
         global_max: dict[tuple[str, str], int] = {}
         for instance in [*self.instances, *self.retired]:
@@ -704,16 +642,11 @@ class ClusterMachine(RuleBasedStateMachine):
                 status = await engine.queue_status(sid)
                 session = await engine.session(PRINCIPAL, sid)
                 assert session is not None
-                c = engine.cancellation(sid)
+                c = await engine.cancellation(sid)
                 held_by = sorted(status.held_by)
-                masked = (instance.name, sid) in stuck
-                if masked:
-                    held_by = [h for h in held_by if h is not HoldReason.CANCELLING]
-                    c = CancellationStatus(sid, False, 0)
-                else:
-                    instance.serve(sid, "queue", status.revision)
-                    instance.serve(sid, "session", session.revision)
-                    instance.serve(sid, "cancellation", c.revision, c.pending)
+                instance.serve(sid, "queue", status.revision)
+                instance.serve(sid, "session", session.revision)
+                instance.serve(sid, "cancellation", c.revision, c.pending)
                 seen.append(
                     (
                         [(e.id, e.content) for e in status.entries],
@@ -754,17 +687,6 @@ class ClusterMachine(RuleBasedStateMachine):
                     f"Q9: {sid[:8]} stalls: auto-run ON, {len(entries)} entries, no hold"
                 )
         return problems
-
-    @staticmethod
-    async def _stale_cancelling_hold(instance: Instance, sid: str) -> bool:
-        """The signature of finding N1: the served revision was recorded with CANCELLING, while
-        nothing is being cancelled any more (pending false, no stuck relay)."""
-        core = instance.engine.core
-        if core.cancellations.pending(sid):
-            return False
-        revision = (await instance.engine.queue_status(sid)).revision
-        recorded = core.holds_at.get(sid, revision)
-        return recorded is not None and HoldReason.CANCELLING in recorded
 
     async def _check_ledger(self) -> None:
         ledger = +self.ledger
@@ -945,7 +867,7 @@ async def test_n1_c5_q13_a_survivor_serves_no_cancelling_hold_after_a_mid_cancel
         await b.engine.send_message(PRINCIPAL, sid, "/stubborn working")
         await b.agent.next_run()
         cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
-        await _poll(lambda: a.engine.cancellation(sid).pending, "A to relay pending")
+        await _poll_async_or_fail(_pending(a, sid, True), "A to read pending")
         await kill_instance(b, observer)
         await asyncio.gather(cancel, return_exceptions=True)
 
@@ -954,7 +876,7 @@ async def test_n1_c5_q13_a_survivor_serves_no_cancelling_hold_after_a_mid_cancel
             return turn is None or turn.status is not TurnStatus.RUNNING
 
         await _poll_async_or_fail(recovered, "A to recover B's turn")
-        await _poll(lambda: not a.engine.cancellation(sid).pending, "A to clear pending")
+        await _poll_async_or_fail(_pending(a, sid, False), "A to clear pending")
         status = await a.engine.queue_status(sid)
         assert HoldReason.CANCELLING not in status.held_by, (
             f"A serves heldBy {status.held_by} at revision {status.revision} with pending false"
@@ -1005,8 +927,8 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
         setattr(b.engine.cancels, held_in, park_held)
         cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
         await asyncio.wait_for(parking.wait(), QUIET_SECONDS)
-        await _poll(lambda: a.engine.cancellation(sid).pending, "A to relay pending")
-        relayed = a.engine.cancellation(sid)
+        await _poll_async_or_fail(_pending(a, sid, True), "A to read pending")
+        relayed = await a.engine.cancellation(sid)
         turn = await a.engine.current_turn(sid)
         assert turn is not None and turn.status is TurnStatus.CANCELLED
         seen: list[CancellationStatus] = []  # what A's subscribers are sent from here on
@@ -1026,12 +948,10 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
         await kill_instance(b, observer)
         await asyncio.gather(cancel, return_exceptions=True)
         # A's heartbeat sees B gone within a third of the lease; allow a few leases.
-        cleared = await _poll_async(
-            _async(lambda: not a.engine.cancellation(sid).pending), 3 * LEASE_SECONDS
-        )
+        cleared = await _poll_async(_pending(a, sid, False), 3 * LEASE_SECONDS)
         status = await a.engine.queue_status(sid)
         assert cleared, (
-            f"A still relays pending from dead B: {a.engine.cancellation(sid)}, "
+            f"A still serves pending from dead B: {await a.engine.cancellation(sid)}, "
             f"heldBy {status.held_by}"
         )
         assert HoldReason.CANCELLING not in status.held_by, status
@@ -1041,7 +961,7 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
             relayed,
             seen,
         )
-        assert a.engine.cancellation(sid) == seen[-1]
+        assert await a.engine.cancellation(sid) == seen[-1]
     finally:
         await observer.close()
         await a.engine.aclose()
@@ -1051,5 +971,12 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
 def _async(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return condition()
+
+    return check
+
+
+def _pending(instance: Instance, sid: str, pending: bool) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return (await instance.engine.cancellation(sid)).pending is pending
 
     return check

@@ -742,7 +742,7 @@ class EngineMachine(RuleBasedStateMachine):
         session = await engine.session(PRINCIPAL, sid)
         turns = await engine.turns_of(sid, 200)
         clarification = await engine.clarification(sid)
-        cancellation = engine.cancellation(sid)
+        cancellation = await engine.cancellation(sid)
         assert session is not None
         where = f"session {sid[:8]}"
         # Observable state equals the model's.

@@ -48,9 +48,8 @@ async def visible(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
 
 
 async def bump(tx: Any, session_id: str) -> int:
-    """Q13: the queue revision this transaction commits (no floor to raise)."""
-    revision, _ = await tx.bump_queue(session_id, 0)
-    return int(revision)
+    """Q13: the queue revision this transaction commits."""
+    return int(await tx.bump_queue(session_id))
 
 
 async def in_flight_sessions(tx: Any) -> list[str]:

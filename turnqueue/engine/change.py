@@ -52,7 +52,9 @@ from typing import Protocol
 from turnqueue.bus import EventKind
 from turnqueue.domain import (
     AgentErrorKind,
+    CancellationStatus,
     Clarification,
+    HoldReason,
     MessageSource,
     QueueEntry,
     QueueStatus,
@@ -71,6 +73,9 @@ class Parts(Protocol):
     @property
     def store(self) -> Store: ...
 
+    @property
+    def instance(self) -> int: ...
+
     def session_lock(self, session_id: str) -> asyncio.Lock: ...
 
     async def bump_queue(self, tx: Tx, session_id: str) -> int: ...
@@ -82,6 +87,7 @@ class Parts(Protocol):
         session_id: str,
         revision: int,
         queue: Callable[[], QueueStatus | None] | None = None,
+        cancellation: CancellationStatus | None = None,
     ) -> None: ...
 
     def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus: ...
@@ -108,6 +114,8 @@ class Change:
         self._session_changed = False
         self._joined: list[Change] = []
         self._on_commit: list[Callable[[], object]] = []
+        #: C1: whether the session is cancellation-pending as this transaction leaves it
+        self.cancelling = view.cancelling
 
     # -- the queue revision (Q13) -----------------------------------------------------------
     async def queue_changed(self) -> int:
@@ -193,6 +201,33 @@ class Change:
         revision = await self.tx.bump_session(self.session_id)
         self.session_changed(revision)
         return revision
+
+    # -- runtime holds (Q9) and the cancellation they make pending (C1, C2) -----------------
+    async def change_hold(self, kind: HoldReason, delta: int) -> None:
+        """``delta`` more (or fewer) holds of ``kind`` by this instance; a CANCELLING hold
+        that makes the session pending, or the release that clears it, is a transition."""
+        held = await self.tx.change_hold(self.session_id, self._core.instance, kind, delta)
+        if kind is HoldReason.CANCELLING:
+            await self._cancelling_is(held)
+
+    async def drop_orphaned_holds(self, live: set[int]) -> None:
+        """M6: the holds of instances not in ``live`` end (C5: the owner dying releases its
+        references)."""
+        if await self.tx.drop_orphaned_holds(self.session_id, live):
+            view = await self.tx.view(self.session_id)
+            await self._cancelling_is(view is not None and view.cancelling)
+
+    async def _cancelling_is(self, pending: bool) -> None:
+        """C2: a transition of the pending flag gets its revision in this transaction and is
+        published after COMMIT, in commit order; anything else is no transition."""
+        if pending == self.cancelling:
+            return
+        self.cancelling = pending
+        revision = await self.tx.bump_cancellation(self.session_id)
+        status = CancellationStatus(self.session_id, pending, revision)
+        self._core.publish_after(
+            self.tx, EventKind.CANCELLATION, self.session_id, revision, cancellation=status
+        )
 
     # -- other sessions and after commit -----------------------------------------------------
     async def join(self, session_id: str) -> Change:

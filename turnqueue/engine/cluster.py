@@ -1,4 +1,4 @@
-"""Several server processes on one PostgreSQL database (M4, C7).
+"""Several server processes on one PostgreSQL database (M4).
 
 Each process is an *instance*, identified by its epoch (R2), with a row in ``instances`` that it
 heartbeats. The instance that started a session's running turn *owns* it: only the owner can stop
@@ -6,24 +6,19 @@ its agent, so a ``cancel`` or a replacing ``sendNow`` received elsewhere is forw
 
 Messages travel on one NOTIFY channel as compact JSON:
 
-- ``ev``: an event for subscribers. Durable changes (session, queue) are sent by the store inside
-  their own transaction, so PostgreSQL delivers them only on COMMIT and in commit order. Runtime
-  events (cancellation transitions, output, the output log's new ends) go through one ordered
-  outbox. A receiver publishes
-  them on its local bus marked ``relayed``; cancellation values are remembered (C7) but never
-  re-issued with a revision of the receiver's own.
+- ``ev``: an event for subscribers. Durable changes (session, queue, cancellation transitions)
+  are sent by the store inside their own transaction, so PostgreSQL delivers them only on COMMIT
+  and in commit order. Runtime events (output, the output log's new ends) go through one ordered
+  outbox. A receiver publishes them on its local bus marked ``relayed``.
 - ``cmd`` / ``re``: a request to the owner and its reply.
 
-C7 after a LISTEN outage: what was relayed as ``pending`` may be stale (the release was lost with
-the connection). Once LISTEN is back, every live instance is asked what it owns now
-(``cancellations``): a newer value replaces the stale one; one its publisher no longer confirms is
-forgotten; one whose publisher does not answer is asked again after each heartbeat, until the
-publisher answers or is declared dead (recovery then adopts the session, M6). A relayed value
-never holds a queue: CANCELLING is a row every instance reads (``session_holds``, Q9).
+C7: there is nothing to relay or confirm. The cancellation projection is rows every instance
+reads (the CANCELLING holds in ``session_holds`` and the lock row's cancellation revision), so a
+LISTEN outage loses only events: subscribers are told to resync (``_on_resync``) and read again.
 
-The cluster is built from explicit parts (the store, the bus, the cancellation registry, the task
-spawner and :class:`~turnqueue.engine.peers.ClusterHooks`, the engine's call-backs); ``Core``
-knows it only as :class:`~turnqueue.engine.peers.Peers`.
+The cluster is built from explicit parts (the store, the bus, the task spawner and
+:class:`~turnqueue.engine.peers.ClusterHooks`, the engine's call-backs); ``Core`` knows it only
+as :class:`~turnqueue.engine.peers.Peers`.
 
 Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
 (its row is gone) and abandons its turns, whose ends the adopter has already recorded.
@@ -39,7 +34,6 @@ from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, TurnStatus, new_id
-from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
@@ -48,12 +42,6 @@ from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 __all__ = ["Cluster", "ClusterHooks", "OwnerUnreachable"]
 
 log = logging.getLogger(__name__)
-
-
-#: C7 confirmations: sessions asked about per request, own cancellations reported per reply
-#: (each keeps a NOTIFY payload well under its limit).
-ASK_CHUNK = 60
-MAX_REPORTED = 100
 
 
 class Cluster:
@@ -66,7 +54,6 @@ class Cluster:
         lease: float,
         store: Store,
         bus: EventBus,
-        cancellations: CancellationRegistry,
         spawn: Spawn,
         hooks: ClusterHooks,
     ) -> None:
@@ -74,21 +61,14 @@ class Cluster:
         self.lease = lease
         self._store = store
         self._bus = bus
-        self._cancellations = cancellations
         self._spawn = spawn
         self._hooks = hooks
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._handlers: dict[str, Handler] = {
-            "cancellations": self._serve_cancellations,
-            **hooks.handlers,
-        }
-        #: relayed ``pending`` values to confirm after a LISTEN outage: {session: revision}
-        self._unconfirmed: dict[str, int] = {}
-        self._confirming: asyncio.Task[None] | None = None
+        self._handlers: dict[str, Handler] = dict(hooks.handlers)
         self._last_live: set[int] = set()
         #: instances heard from since the last heartbeat (they may have come and gone between
-        #: two beats: their relayed values must still be adopted when they die, N2)
+        #: two beats: their death still owes the others a sweep of eligible queues, M6)
         self._heard: set[int] = set()
         #: instances that died since the recovery loop last ran
         self._dead: set[int] = set()
@@ -125,20 +105,18 @@ class Cluster:
             return await tx.live_instances(self.lease)
 
     # -- outgoing -------------------------------------------------------------------------------
-    def durable_payload(self, kind: EventKind, session_id: str, revision: int) -> str:
-        return _dump(
-            {"o": self.instance, "t": "ev", "k": kind.value, "s": session_id, "r": revision}
-        )
+    def durable_payload(
+        self, kind: EventKind, session_id: str, revision: int, pending: bool | None = None
+    ) -> str:
+        message = {"o": self.instance, "t": "ev", "k": kind.value, "s": session_id, "r": revision}
+        if pending is not None:
+            message["p"] = pending
+        return _dump(message)
 
     def _forward_runtime_event(self, event: Event) -> None:
         if event.relayed:
             return
-        if event.kind is EventKind.CANCELLATION and event.cancellation is not None:
-            c = event.cancellation
-            self._send(
-                {"t": "ev", "k": "cancellation", "s": c.session_id, "p": c.pending, "r": c.revision}
-            )
-        elif event.kind is EventKind.OUTPUT and event.chunk is not None:
+        if event.kind is EventKind.OUTPUT and event.chunk is not None:
             self._send_chunk(event.chunk)
         elif event.kind is EventKind.ITEMS and event.batch is not None:
             # Only the log's new end: a receiver's turnItems reads the records from the log.
@@ -240,7 +218,6 @@ class Cluster:
         sid = m["s"]
         if kind is EventKind.CANCELLATION:
             status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
-            self._cancellations.relay(status, int(m.get("o", 0)))
             event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
         elif kind is EventKind.OUTPUT:
             chunk = OutputChunk(sid, m["u"], int(m["f"]), m["x"], bool(m["d"]), TurnStatus(m["st"]))
@@ -252,78 +229,9 @@ class Cluster:
         self._bus.publish(event)
 
     def _on_resync(self) -> None:
-        """Notifications were lost while LISTEN was down: every subscriber re-reads, and what
-        was relayed as pending is confirmed with the owners (C7)."""
-        registry = self._cancellations
-        for session_id in registry.relayed_pending():
-            self._unconfirmed[session_id] = registry.status(session_id).revision
-        self._confirm_soon(always=True)
+        """Notifications were lost while LISTEN was down: every subscriber re-reads (R3)."""
         for session_id in self._bus.sessions():
             self._bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
-
-    # -- C7: confirming relayed values after an outage ----------------------------------------
-    def _confirm_soon(self, always: bool = False) -> None:
-        if not (always or self._unconfirmed):
-            return
-        if self._confirming is None or self._confirming.done():
-            self._confirming = self._spawn(self._confirm(), "cluster-confirm")
-
-    async def _serve_cancellations(self, args: dict[str, Any]) -> dict[str, Any]:
-        """What this instance owns for the sessions asked about, and every cancellation of its
-        own under way (another instance may have missed its start)."""
-        registry = self._cancellations
-        found = {sid: st for sid in args.get("ss", []) if (st := registry.own(str(sid)))}
-        pending = registry.own_pending()
-        if len(pending) > MAX_REPORTED:
-            log.warning("%d cancellations under way; reporting %d", len(pending), MAX_REPORTED)
-        for status in pending[:MAX_REPORTED]:
-            found.setdefault(status.session_id, status)
-        return {"st": [[st.session_id, st.pending, st.revision] for st in found.values()]}
-
-    async def _ask(self, instance: int, session_ids: list[str]) -> list[CancellationStatus] | None:
-        timeout = max(2.0, self.lease)
-        statuses: list[CancellationStatus] = []
-        chunks = [session_ids[i : i + ASK_CHUNK] for i in range(0, len(session_ids), ASK_CHUNK)]
-        try:
-            for chunk in chunks or [[]]:
-                reply = await self.call(instance, "cancellations", {"ss": chunk}, timeout)
-                statuses += [CancellationStatus(s, bool(p), int(r)) for s, p, r in reply["st"]]
-        except (OwnerUnreachable, UserFacingError) as exc:
-            log.warning("instance %s did not confirm its cancellations: %s", instance, exc)
-            return None
-        return statuses
-
-    async def _confirm(self) -> None:
-        registry = self._cancellations
-        asked = dict(self._unconfirmed)
-        others = sorted(await self.live() - {self.instance})
-        replies = await asyncio.gather(*(self._ask(i, sorted(asked)) for i in others))
-        answered = {i for i, reply in zip(others, replies, strict=True) if reply is not None}
-        reported: dict[str, int] = {}
-        before: dict[str, CancellationStatus] = {sid: registry.status(sid) for sid in asked}
-        for instance, reply in zip(others, replies, strict=True):
-            for status in reply or ():
-                sid = status.session_id
-                before.setdefault(sid, registry.status(sid))
-                registry.relay(status, instance)
-                reported[sid] = max(reported.get(sid, 0), status.revision)
-        origins = registry.relayed_pending()
-        for sid, revision in asked.items():
-            if self._unconfirmed.get(sid) != revision:
-                continue  # asked again meanwhile (another outage): that pass decides
-            if registry.status(sid).revision > revision or reported.get(sid, 0) >= revision:
-                del self._unconfirmed[sid]  # newer news, or its owner still says so
-            elif sid not in origins or origins[sid] in answered:
-                registry.forget(sid)  # its publisher answered without it: it is over
-                del self._unconfirmed[sid]
-            # else: its publisher did not answer; asked again after the next heartbeat
-        for sid, old in before.items():
-            new = registry.status(sid)
-            if new == old:
-                continue
-            self._bus.publish(
-                Event(EventKind.CANCELLATION, sid, new.revision, cancellation=new, relayed=True)
-            )
 
     # -- liveness -------------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
@@ -359,7 +267,6 @@ class Cluster:
             await self._beat.wait()
             self._beat.clear()
             live, dead, self._dead = self._last_live, frozenset(self._dead), set()
-            self._confirm_soon()  # C7: what a publisher did not confirm yet, asked again
             try:
                 await self._hooks.on_orphans(live, dead)
             except Exception:

@@ -38,7 +38,6 @@ from turnqueue.domain import (
     QueueStatus,
     Workflow,
 )
-from turnqueue.engine.cancellation import CancellationRegistry
 from turnqueue.engine.change import Change, change
 from turnqueue.engine.peers import Peers
 from turnqueue.engine.stats import NULL_METRICS, Metrics
@@ -68,8 +67,8 @@ class Core:
         self.bus = bus
         self.agents = agents
         self.workflow = workflow
-        self.cancellations = CancellationRegistry(epoch, self._on_cancellation_transition)
-        #: this process's instance id (its epoch): the owner recorded on the turns it runs (M4)
+        #: this process's instance id (its epoch, R2): the owner recorded on the turns it runs
+        #: and the holds it takes (M4)
         self.instance = epoch
         #: set when several processes share the database (PostgreSQL; engine/cluster.py)
         self.cluster: Peers | None = None
@@ -119,36 +118,34 @@ class Core:
         session_id: str,
         revision: int,
         queue: Callable[[], QueueStatus | None] | None = None,
+        cancellation: CancellationStatus | None = None,
     ) -> None:
         """Publish after COMMIT; ``queue``: the status the transaction read before it (the
-        unit of work's, read after this call), carried by a QUEUE event of that revision."""
+        unit of work's, read after this call), carried by a QUEUE event of that revision;
+        ``cancellation``: a CANCELLATION event's status (C2)."""
 
         def publish() -> None:
             status = queue() if queue is not None else None
             if status is not None and status.revision != revision:
                 status = None  # not this revision's state: subscribers read their own
-            self.bus.publish(Event(kind, session_id, revision, queue=status))
+            self.bus.publish(Event(kind, session_id, revision, cancellation, queue=status))
 
         tx.after_commit(publish)
         if self.cluster is not None:
             # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
-            tx.notify(self.cluster.durable_payload(kind, session_id, revision))
+            pending = cancellation.pending if cancellation is not None else None
+            tx.notify(self.cluster.durable_payload(kind, session_id, revision, pending))
 
     async def bump_queue(self, tx: Tx, session_id: str) -> int:
-        """The queue revision of ``tx`` (bumped once per transaction by the store, Q13) and the
-        cancellation floor raised with it (R2).
+        """The queue revision of ``tx`` (bumped once per transaction by the store, Q13)."""
+        return await tx.bump_queue(session_id)
 
-        R2: the same statement raises the session's durable cancellation floor to what this
-        process knows (and reserves) and reads back what others stored: see ``cancellation``.
-        Rules call it through their unit of work (``Change.queue_changed``)."""
-        hint = self.cancellations.floor_hint(session_id)
-        revision, floor = await tx.bump_queue(session_id, hint)
-        self.cancellations.raise_floor(session_id, floor)
-        return revision
-
-    def _on_cancellation_transition(self, status: CancellationStatus) -> None:
-        # Runs inside the registry's critical section: synchronous, in transition order.
-        self.bus.publish(Event(EventKind.CANCELLATION, status.session_id, status.revision, status))
+    async def cancellation(self, session_id: str) -> CancellationStatus:
+        """C1, C2, C6: the session's cancellation status as the rows say (every instance reads
+        the same), pending and its revision from one read; (false, 0) for no such session."""
+        async with self.store.read() as tx:
+            view = await tx.view(session_id)
+        return cancellation_of(view, session_id)
 
     async def remote_owner(self, session_id: str) -> int | None:
         """The live instance running this session's turn, when that is not this one (M4)."""
@@ -173,22 +170,20 @@ class Core:
 
     @asynccontextmanager
     async def hold(self, session_id: str, kind: CancelKind | None = None) -> AsyncIterator[None]:
-        """A runtime hold for the block (Q9): CANCELLING with a cancellation reference of
-        ``kind`` (C1, C5), or WORKFLOW_TRANSITION when ``kind`` is None.
+        """A runtime hold for the block (Q9): CANCELLING, a cancellation reference of ``kind``
+        (C1, C5: ``kind`` names it at the call site), or WORKFLOW_TRANSITION when ``kind`` is
+        None.
 
         The hold is a row (``session_holds``) committed with a queue revision of its own before
         the block runs, and removed with another after it, on every exit (Q13: one revision,
-        one ``heldBy``, on every instance). The reference (``cancellationPending``) is taken
-        once the hold has committed and released before the hold is removed. If the hold
-        cannot be written, nothing is held and the error is raised."""
+        one ``heldBy``, on every instance). The first CANCELLING hold of a session makes it
+        ``cancellationPending`` and the last one's release clears it, each transition with a
+        cancellation revision of its own in the same transaction (C1, C2). If the hold cannot
+        be written, nothing is held and the error is raised."""
         reason = HoldReason.WORKFLOW_TRANSITION if kind is None else HoldReason.CANCELLING
         await self.add_hold(session_id, reason)
         try:
-            if kind is None:
-                yield
-            else:
-                with self.cancellations.reference(session_id, kind):
-                    yield
+            yield
         finally:
             await self.release_hold(session_id, reason)
 
@@ -197,7 +192,7 @@ class Core:
         outlives its block (a step change a turn's end or a cancel hands over, W1/W2) is
         released by :meth:`release_hold`."""
         async with self.change(session_id, session_lock=False) as c:
-            await c.tx.change_hold(session_id, self.instance, reason, 1)
+            await c.change_hold(reason, 1)
 
     async def release_hold(self, session_id: str, reason: HoldReason) -> None:
         """One hold of ``reason`` by this instance ends (C5: on every exit).
@@ -213,7 +208,7 @@ class Core:
 
     async def _release_hold(self, session_id: str, reason: HoldReason) -> None:
         async with self.change(session_id, session_lock=False) as c:
-            await c.tx.change_hold(session_id, self.instance, reason, -1)
+            await c.change_hold(reason, -1)
 
     async def _retry_release(self, session_id: str, reason: HoldReason) -> None:
         delay = 0.05
@@ -248,6 +243,13 @@ class Core:
         """Whether a subscriber here watches the session's queue (its event then carries the
         status, read in the transaction: ``Change.want_status``)."""
         return self.bus.watched(session_id, EventKind.QUEUE)
+
+
+def cancellation_of(view: SessionView | None, session_id: str) -> CancellationStatus:
+    """C1, C2: the cancellation status one view shows (pending and its revision, together)."""
+    if view is None:
+        return CancellationStatus(session_id, False, 0)
+    return CancellationStatus(session_id, view.cancelling, view.cancel_revision)
 
 
 def held_by(view: SessionView) -> tuple[HoldReason, ...]:

@@ -20,10 +20,9 @@ async def join_cluster(core: Core, turns: Turns, served: Mapping[str, Handler]) 
 
     async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
         # Each heartbeat: recover what dead instances left; when one has just died, also sweep
-        # for queues it left eligible without running (a crash after a turn's end) and adopt
-        # what it was relayed as cancelling (N2).
+        # for queues it left eligible without running (a crash after a turn's end).
         if not core.closing:
-            await recover(core, turns, sweep=bool(dead), live=live, dead=dead)
+            await recover(core, turns, sweep=bool(dead), live=live)
 
     async def expelled() -> None:
         # The others declared this instance dead and recovered its turns: let them go.
@@ -41,7 +40,6 @@ async def join_cluster(core: Core, turns: Turns, served: Mapping[str, Handler]) 
         lease=core.settings.lease_seconds,
         store=core.store,
         bus=core.bus,
-        cancellations=core.cancellations,
         spawn=core.spawn,
         hooks=hooks,
     )

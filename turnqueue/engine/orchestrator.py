@@ -191,8 +191,9 @@ class Engine:
         every subscriber of the session."""
         return await self.shared_reads.queue_status_after(session_id, revision)
 
-    def cancellation(self, session_id: str) -> CancellationStatus:
-        return self.core.cancellations.status(session_id)
+    async def cancellation(self, session_id: str) -> CancellationStatus:
+        """C1, C2: pending and its revision, read together from the rows (any instance)."""
+        return await self.core.cancellation(session_id)
 
     async def clarification(self, session_id: str) -> Clarification | None:
         async with self.core.store.read() as tx:
@@ -356,7 +357,7 @@ class Engine:
         await self.check_session(principal, session_id)
         outcome = await self.cancels.cancel(session_id)
         session = await self.authorize_session(principal, session_id)
-        return CancelResult(session, self.cancellation(session_id), outcome)
+        return CancelResult(session, await self.cancellation(session_id), outcome)
 
     async def set_auto_run(
         self, principal: str, session_id: str, auto_run: bool, expected: int | None

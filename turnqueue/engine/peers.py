@@ -29,8 +29,11 @@ class OwnerUnreachable(Exception):
 class Peers(Protocol):
     """The other server processes on the same PostgreSQL database."""
 
-    def durable_payload(self, kind: EventKind, session_id: str, revision: int) -> str:
-        """The NOTIFY payload announcing a durable change, sent inside its transaction."""
+    def durable_payload(
+        self, kind: EventKind, session_id: str, revision: int, pending: bool | None = None
+    ) -> str:
+        """The NOTIFY payload announcing a durable change (``pending``: a cancellation
+        transition's flag, C2), sent inside its transaction."""
         ...
 
     async def live(self) -> set[int]:

@@ -10,15 +10,10 @@ work owned by no live instance (on SQLite, by no instance but this one):
 - orphaned in-flight entries return to the head of their queues with their ids (Q10);
 - an accepted explicit cancel whose owner died before it parked the backlog (its durable mark,
   ``cancel_mark``) parks it now, in the same transaction (Q7): the drain below is then paused;
-- a session this instance relays ``pending`` for, from a publisher that died, is recovered too
-  (C5, C7): the owner's cancel may have ended its turn (nothing orphaned) and died before its
-  release was published;
 - the holds (``session_holds``) of instances that are not live are deleted (Q9): a cancel or a
-  step change that died with its instance holds no queue;
+  step change that died with its instance holds no queue, and a cancellation it left pending
+  clears with a revision of its own (C5, C2);
 - every approval still PENDING of a turn it ends is settled CANCELLED, by ``system`` (A6, A10);
-- the cancellation projection of each recovered session is cleared with a fresh epoch (C7, R2),
-  above anything the dead owner published, in the transaction that parks its backlog (Q7), so
-  the drain that follows cannot start what a dead owner's cancel was parking;
 - then one automatic drain (Q3) per recovered session decides what runs next.
 
 Each session is recovered in its own transaction under its lock row, in id order, so two
@@ -45,12 +40,10 @@ async def recover(
     *,
     sweep: bool,
     live: set[int] | None = None,
-    dead: frozenset[int] = frozenset(),
 ) -> set[str]:
     """Recover the orphans; with ``sweep`` also drain every queue left eligible (a graceful
     shutdown stops turns without draining, and a crash can fall between a turn's end and its
-    drain, Q4): ON means "run when eligible" (Q9) after a restart too. ``dead``: instances
-    that died since the last call, whose relayed ``pending`` values are adopted (C5, C7)."""
+    drain, Q4): ON means "run when eligible" (Q9) after a restart too."""
     if live is None:  # the heartbeat passes what it has just read
         live = await core.cluster.live() if core.cluster is not None else set()
     live = live | {core.instance}
@@ -67,18 +60,11 @@ async def recover(
     by_session: dict[str, list[str]] = {}
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
-    # N2 (C5, C7): a dead owner's cancel may have ended its turn and parked (nothing orphaned)
-    # yet died before its release was published: this instance still relays its `pending`.
-    relayed = set(core.cancellations.relayed_from(dead))
-    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | held | relayed)
+    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | held)
     if recovered:
-        # Not a unit of work (``core.change``): the epoch belongs to no session.
-        async with core.store.transaction() as tx:
-            fresh_epoch = await tx.next_epoch()
         for session_id in recovered:
             await _recover_session(
                 core,
-                fresh_epoch,
                 session_id,
                 by_session.get(session_id, []),
                 orphan_entries.get(session_id, []),
@@ -117,7 +103,6 @@ async def _kill_orphaned_processes(core: Core, live: set[int]) -> None:
 
 async def _recover_session(
     core: Core,
-    epoch: int,
     session_id: str,
     turn_ids: list[str],
     entry_ids: list[str],
@@ -128,15 +113,6 @@ async def _recover_session(
     # instance's work, or this process's before its start), and the lock row orders it.
     async with core.change(session_id, session_lock=False) as c:
         tx, view = c.tx, c.view
-        # R2 hazard: two instances may recover the same session, each with its own fresh epoch,
-        # and the one with the newer epoch may adopt first while this one does not hear it
-        # (LISTEN cut). So adopt only under the lock row, after reading the durable floor
-        # (this first bump reads it back), and continue above it; the last bump below stores
-        # the adopted revision as the new floor in this same transaction.
-        await c.queue_changed()
-        adopted = core.cancellations.adopt(session_id, epoch)
-        if adopted is not None:  # told once the holds it cleared are committed too
-            c.on_commit(lambda: core.cancellations.announce(adopted))
         if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
             await tx.set_cancel_mark(session_id, None)
             # Q7: when entries remain queued (released in-flight ones included), park them.
@@ -152,8 +128,9 @@ async def _recover_session(
             )
             # A6, A10: an approval its agent waited for can no longer be answered.
             await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())
-        # Q9: what a dead instance held (a cancel, a step change) holds no more.
-        await tx.drop_orphaned_holds(session_id, live)
+        # Q9, C5: what a dead instance held (a cancel, a step change) holds no more; a
+        # cancellation it left pending clears, with a revision of its own (C2).
+        await c.drop_orphaned_holds(live)
         if entry_ids:
             await tx.release_entries(session_id, entry_ids)
         if not turn_ids and view.running_turn_id is None and not view.session.promptable:

@@ -195,7 +195,10 @@ class Turns:
             async with self.core.session_lock(sid):
                 if end is None:
                     runner.ending = True
-                    end = decide_end(ending.result, pending=self.core.cancellations.pending(sid))
+                    # C8: read under the session lock, under which this instance takes the
+                    # CANCELLING holds of the turns it runs
+                    pending = (await self.core.cancellation(sid)).pending
+                    end = decide_end(ending.result, pending=pending)
                     if end.asks_workflow and self.moves_on_complete is not None:
                         end = with_move(end, await self._read_moves(sid))
                 try:

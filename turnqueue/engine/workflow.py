@@ -152,9 +152,7 @@ class Workflows:
         """W3: a new session takes the queue; the source completes and loses its policy row."""
         runner = self.core.runners.get(source_id)
         if runner is not None:
-            # A plain reference, not a ``Core.hold``: the step change's WORKFLOW_TRANSITION
-            # already holds the queue (with its revisions) for as long as this stop lasts.
-            with self.core.cancellations.reference(source_id, CancelKind.INTERNAL):
+            async with self.core.hold(source_id, CancelKind.INTERNAL):  # C1, C8
                 await self.cancels.stop(runner)
         async with self.core.change(source_id, session_lock=False) as c:
             source = c.view

@@ -112,7 +112,7 @@ class Loaders:
         return await _each(self.engine.turn_items, ids)
 
     async def _cancellations(self, ids: list[str]) -> list[domain.CancellationStatus]:
-        return [self.engine.cancellation(i) for i in ids]
+        return await _each(self.engine.cancellation, ids)
 
 
 async def _each(fn: Callable[[K], Awaitable[V]], keys: list[K]) -> list[V]:

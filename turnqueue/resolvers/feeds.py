@@ -167,7 +167,7 @@ class CancellationFeed(Feed[CancellationStatus]):
     kinds = (EventKind.CANCELLATION,)
 
     async def _snapshot(self) -> None:
-        self._offer(self._ctx.engine.cancellation(self.session_id))
+        self._offer(await self._ctx.engine.cancellation(self.session_id))
 
     def _offer(self, status: domain.CancellationStatus) -> None:
         self._push(status.revision, lambda: CancellationStatus.from_domain(status))

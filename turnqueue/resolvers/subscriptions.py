@@ -125,7 +125,7 @@ async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Sessi
     sub = ctx.engine.subscribe(session_id, SESSION_SNAPSHOT.watches)
     try:
         last_session, last_cancellation = -1, -1
-        cancellation = ctx.engine.cancellation(session_id)
+        cancellation = await ctx.engine.cancellation(session_id)
         while True:
             session = await _authorize(ctx, session_id)
             if session.revision > last_session or cancellation.revision > last_cancellation:
@@ -140,7 +140,7 @@ async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Sessi
             # would skip "pending" whenever the cancel ends before the session read returns.
             carried = event.cancellation
             if carried is None and event.kind is EventKind.CANCELLATION:
-                carried = ctx.engine.cancellation(session_id)
+                carried = await ctx.engine.cancellation(session_id)
             if carried is not None and carried.revision > cancellation.revision:
                 cancellation = carried
     finally:

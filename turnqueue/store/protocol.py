@@ -64,7 +64,8 @@ class SessionView:
     cancel_mark: str | None = None  # the turn an accepted explicit cancel is stopping (Q7)
     #: Q9 holds kept in rows (``session_holds``, the approvals): committed with the queue
     #: revision that shows them, so every read of one revision agrees (R3)
-    cancelling: bool = False  # a cancellation is under way (CANCELLING)
+    cancelling: bool = False  # a cancellation is under way (CANCELLING; C1: ``pending``)
+    cancel_revision: int = 0  # the revision of ``cancelling`` (C2)
     transitioning: bool = False  # the task is changing step (WORKFLOW_TRANSITION)
     approval_pending: bool = False  # an approval of the running turn waits (APPROVAL, A6)
 
@@ -286,11 +287,12 @@ class Tx(Protocol):
     async def delete_policy(self, session_id: str) -> None:
         """Remove the policy row (W3); the session then reads auto-run true again."""
 
-    async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
+    async def bump_queue(self, session_id: str) -> int:
         """Increment the durable queue revision kept on the lock row (never deleted), once per
-        transaction: a second call in the same transaction returns the same revision. Also
-        raise the session's durable cancellation floor to at least ``cancel_floor`` (R2).
-        Returns the queue revision and the stored floor."""
+        transaction: a second call in the same transaction returns the same revision."""
+
+    async def bump_cancellation(self, session_id: str) -> int:
+        """Increment the session's durable cancellation revision (C2); the new revision."""
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
@@ -298,9 +300,9 @@ class Tx(Protocol):
     # -- runtime holds (Q9): rows an instance keeps while one of its operations holds --------
     async def change_hold(
         self, session_id: str, instance: int, kind: HoldReason, delta: int
-    ) -> None:
+    ) -> bool:
         """Count ``delta`` more (or, negative, fewer) holds of ``kind`` by ``instance``; the
-        session holds ``kind`` while any instance's count is above zero."""
+        session holds ``kind`` while any instance's count is above zero. Whether it does now."""
 
     async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
         """Sessions held by an instance not in ``live`` (M6)."""

@@ -1,6 +1,6 @@
 """Queue-state statements of :class:`~turnqueue.store.tx.SqlTx`: the policy (Q1, Q14), the queue
-revision and cancellation floor on the lock row (Q13, R2), the cancel mark (Q7), the pending
-clarification and the runtime holds (``session_holds``, Q9).
+revision and the cancellation revision on the lock row (Q13, C2), the cancel mark (Q7), the
+pending clarification and the runtime holds (``session_holds``, Q9, C1).
 
 Every statement here that changes what a queue status shows records its session as touched
 (``_touched``): the transaction bumps that queue's revision before it commits (Q13), so no
@@ -23,8 +23,8 @@ from sqlalchemy import (
     String,
     Table,
     bindparam,
-    case,
     delete,
+    exists,
     select,
     update,
 )
@@ -43,21 +43,17 @@ locks = queue_session_locks
 #: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
 DialectInsert = Callable[[Table], Any]
 
-_FLOOR = bindparam("p_floor", type_=BigInteger)
 _BUMP_QUEUE = Statement(
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(
-        revision=locks.c.revision + 1,
-        # R2: the floor only rises (greatest() is not portable: SQLite has no such function).
-        cancel_floor=case((locks.c.cancel_floor < _FLOOR, _FLOOR), else_=locks.c.cancel_floor),
-    )
-    .returning(locks.c.revision, locks.c.cancel_floor)
+    .values(revision=locks.c.revision + 1)
+    .returning(locks.c.revision)
 )
-_RAISE_FLOOR = Statement(
+_BUMP_CANCELLATION = Statement(
     update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"), locks.c.cancel_floor < _FLOOR)
-    .values(cancel_floor=_FLOOR)
+    .where(locks.c.session_id == bindparam("p_session_id"))
+    .values(cancel_revision=locks.c.cancel_revision + 1)
+    .returning(locks.c.cancel_revision)
 )
 _SET_CANCEL_MARK = Statement(
     update(locks)
@@ -76,6 +72,14 @@ _DROP_HOLD = Statement(
     .returning(session_holds.c.count)
 )
 _DELETE_HOLD = Statement(delete(session_holds).where(*_HOLD_KEY))
+_HELD = Statement(
+    select(
+        exists().where(
+            session_holds.c.session_id == bindparam("p_session_id"),
+            session_holds.c.kind == bindparam("p_kind", type_=String),
+        )
+    )
+)
 _DELETE_POLICY = Statement(
     delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
 )
@@ -124,7 +128,7 @@ class QueueStateStatements:
     ``_set_policy`` and ``_add_hold``."""
 
     _conn: Conn
-    _queue_revisions: dict[str, tuple[int, int]]
+    _queue_revisions: dict[str, int]
     _touched: dict[str, None]
     _insert: ClassVar[DialectInsert]
     _set_policy: ClassVar[Statement]
@@ -185,7 +189,7 @@ class QueueStateStatements:
     # -- runtime holds (Q9) ------------------------------------------------------------------
     async def change_hold(
         self, session_id: str, instance: int, kind: HoldReason, delta: int
-    ) -> None:
+    ) -> bool:
         params = {"p_session_id": session_id, "p_instance": instance, "p_kind": kind.value}
         if delta > 0:
             await self._conn.execute(self._add_hold, {**params, "p_one": delta})
@@ -196,6 +200,9 @@ class QueueStateStatements:
                     await self._conn.execute(_DELETE_HOLD, params)
                     break
         self._touched[session_id] = None
+        return bool(
+            await self._conn.scalar(_HELD, {"p_session_id": session_id, "p_kind": kind.value})
+        )
 
     async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
         stmt = (
@@ -216,22 +223,23 @@ class QueueStateStatements:
             self._touched[session_id] = None
         return int(result.rowcount)
 
-    async def bump_queue(self, session_id: str, cancel_floor: int) -> tuple[int, int]:
+    async def bump_queue(self, session_id: str) -> int:
         # One revision per transaction and session (Q13): a second change in the same
         # transaction (a turn's end, then the turn its drain starts) commits with the first,
         # so no snapshot can show the state between them; it shares the first's revision.
         bumped = self._queue_revisions.get(session_id)
         if bumped is None:
-            params = {"p_session_id": session_id, "p_floor": cancel_floor}
-            row = (await self._conn.execute(_BUMP_QUEUE, params)).one_or_none()
-            if row is None:
+            revision = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
+            if revision is None:
                 raise KeyError(session_id)
-            bumped = self._queue_revisions[session_id] = (int(row[0]), int(row[1]))
-        elif cancel_floor > bumped[1]:  # a second change in this transaction knows more
-            params = {"p_session_id": session_id, "p_floor": cancel_floor}
-            await self._conn.execute(_RAISE_FLOOR, params)
-            bumped = self._queue_revisions[session_id] = (bumped[0], cancel_floor)
+            bumped = self._queue_revisions[session_id] = int(revision)
         return bumped
+
+    async def bump_cancellation(self, session_id: str) -> int:
+        revision = await self._conn.scalar(_BUMP_CANCELLATION, {"p_session_id": session_id})
+        if revision is None:
+            raise KeyError(session_id)
+        return int(revision)
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

@@ -249,6 +249,7 @@ def _select_view() -> Select[Any]:
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),
             locks.c.cancel_mark,
+            locks.c.cancel_revision,
             held(HoldReason.CANCELLING).label("cancelling"),
             held(HoldReason.WORKFLOW_TRANSITION).label("transitioning"),
             approval_pending.label("approval_pending"),
@@ -304,6 +305,7 @@ def view_from(row: Record) -> SessionView:
         running_turn_owner=m["running_turn_owner"],
         cancel_mark=m["cancel_mark"],
         cancelling=bool(m["cancelling"]),
+        cancel_revision=m["cancel_revision"],
         transitioning=bool(m["transitioning"]),
         approval_pending=bool(m["approval_pending"]),
     )

@@ -244,8 +244,9 @@ class QueueSessionLockRow(TableModel, table=True):
     # Visible (not in-flight) entries of the session, so the view need not count the queue.
     # Kept by triggers on queue_entries (migration 0004), never written by the store.
     queued: int = _column(BigInteger, nullable=False, server_default=text("0"))
-    # R2: the highest cancellation revision any instance published (or reserved) for it.
-    cancel_floor: int = _column(BigInteger, nullable=False, server_default=text("0"))
+    # C2, R2: the session's cancellation revision, bumped in the transaction of each
+    # transition of its CANCELLING hold (session_holds): durable, so it never goes back.
+    cancel_revision: int = _column(BigInteger, nullable=False, server_default=text("0"))
     # Q7: the turn an accepted explicit cancel is stopping, until its park is decided.
     cancel_mark: str | None = _column(String(36), nullable=True)
 

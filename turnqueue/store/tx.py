@@ -173,7 +173,7 @@ class SqlTx(
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
         self._callbacks: list[Callable[[], object]] = []
-        self._queue_revisions: dict[str, tuple[int, int]] = {}
+        self._queue_revisions: dict[str, int] = {}
         #: sessions whose queue status this transaction changed (see ``changed_queues``)
         self._touched: dict[str, None] = {}
 
@@ -193,7 +193,7 @@ class SqlTx(
         for any write outside one."""
         for session_id in self._touched:
             if session_id not in self._queue_revisions:
-                await self.bump_queue(session_id, 0)
+                await self.bump_queue(session_id)
 
     async def run_after_commit(self) -> None:
         """Called by the store once COMMIT succeeded: in order, each failure logged only."""
