@@ -105,8 +105,11 @@ MAX_PAGE = 200
 
 
 def clamp_page(count: int) -> int:
-    """``count`` as a page answers it: at most :data:`MAX_PAGE`, and none when negative."""
-    return max(0, min(count, MAX_PAGE))
+    """``count`` as a page answers it: at most :data:`MAX_PAGE`. A negative count is refused
+    where the argument arrives (``schema.connections.page_count``); here it is a bug."""
+    if count < 0:
+        raise ValueError(f"a page of {count} items")
+    return min(count, MAX_PAGE)
 
 
 @dataclass(frozen=True, slots=True)
