@@ -215,6 +215,19 @@ class OutputChunk:
     status: TurnStatus
 
 
+@dataclass(frozen=True, slots=True)
+class OutputMark:
+    """A turn's output log committed up to ``end`` characters (O1), as another instance
+    announces it (M4): no text, so a notification never carries what can exceed its limit; its
+    readers read the log. ``done``: the turn has ended (with ``status``)."""
+
+    session_id: str
+    turn_id: str
+    end: int
+    done: bool
+    status: TurnStatus
+
+
 class AgentType(StrEnum):
     """What runs a profile's turns (A1)."""
 

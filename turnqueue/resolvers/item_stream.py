@@ -73,6 +73,15 @@ def _advance(
     )
 
 
+def _ended_turn(event: Event) -> str | None:
+    """The turn whose end an OUTPUT event announces (its ``done``, here or relayed), if any."""
+    if event.chunk is not None and event.chunk.done:
+        return event.chunk.turn_id
+    if event.mark is not None and event.mark.done:
+        return event.mark.turn_id
+    return None
+
+
 async def items_stream(
     ctx: Context,
     session_id: str,
@@ -138,11 +147,11 @@ async def items_stream(
                     chunks.append(chunk)
                 else:  # relayed (no records), or after a gap: the log has it
                     chunks.append(await read(batch.turn_id, place))
-            elif event.kind is EventKind.OUTPUT and event.chunk is not None and event.chunk.done:
+            elif event.kind is EventKind.OUTPUT and (over := _ended_turn(event)) is not None:
                 # The turn's end committed: its log is complete; read what follows and the end.
-                place = place_of(event.chunk.turn_id)
+                place = place_of(over)
                 if place is not None:
-                    chunks.append(await read(event.chunk.turn_id, place))
+                    chunks.append(await read(over, place))
             elif event.kind is EventKind.SESSION:
                 # An end recorded without this process's runner (recovery after the owner
                 # died, M6; an agent gone, C5) sends no ``done`` here: the turn is read again.

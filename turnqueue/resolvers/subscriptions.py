@@ -316,6 +316,19 @@ async def _output_stream(
                         if turn_id is not None:
                             return
                 continue
+            if (mark := event.mark) is not None:
+                # Another instance's output: the log has it (M4); read what follows our place.
+                if turn_id is not None and mark.turn_id != turn_id:
+                    continue
+                end, done = seen.get(mark.turn_id, (0, False))
+                if done or (mark.end <= end and not mark.done):
+                    continue
+                rest = await ctx.engine.output_since(session_id, mark.turn_id, end)
+                if rest is not None and (chunk := _unseen(rest, seen)) is not None:
+                    yield out(chunk)
+                    if chunk.done and turn_id is not None:
+                        return
+                continue
             if event.chunk is None or (turn_id is not None and event.chunk.turn_id != turn_id):
                 continue
             if (chunk := _unseen(event.chunk, seen)) is not None:
