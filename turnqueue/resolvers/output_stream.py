@@ -37,11 +37,14 @@ def take(place: Place, chunk: OutputChunk) -> tuple[Place, OutputChunk | None]:
     ``chunk`` must be of the place's turn and start at or before its end."""
     if place.done or chunk.turn_id != place.turn_id or chunk.offset > place.end:
         return place, None
-    text = chunk.text[place.end - chunk.offset :]
+    end = place.end
+    if chunk.done:  # the output's whole length: a place beyond it (a bad afterOffset) is not
+        end = min(end, chunk.offset + len(chunk.text))
+    text = chunk.text[end - chunk.offset :]
     if not text and not chunk.done:
         return place, None
-    sent = OutputChunk(chunk.session_id, chunk.turn_id, place.end, text, chunk.done, chunk.status)
-    return Place(place.turn_id, place.end + len(text), chunk.done), sent
+    sent = OutputChunk(chunk.session_id, chunk.turn_id, end, text, chunk.done, chunk.status)
+    return Place(place.turn_id, end + len(text), chunk.done), sent
 
 
 async def output_stream(
