@@ -9,9 +9,16 @@ in smoke) and RSS is read again: the figure is the growth per event.
 
 Events come from ``/bench/events`` in batches of BATCH, one after the other inside the server;
 the next batch starts when every client has read the frame carrying the batch's last marker (a
-revision, or the chunk number for ``turnOutput``), so nothing is in flight when RSS is read and
-no subscriber falls behind its bus buffer. Smoke mode reuses one server per fan-out setting for
-every field, to stay short; its figures mean nothing.
+revision, or for ``turnOutput`` the number of frames it read: its events are chunks of one
+running turn, a week long, published on the bus as the engine does), so nothing is in flight
+when RSS is read and no subscriber falls behind its bus buffer. Smoke mode reuses one server per
+fan-out setting for every field, to stay short; its figures mean nothing.
+
+Turns (issue 23, finding 9): FOLLOWERS standing ``turnOutput(sessionId:)`` subscriptions (no
+turnId: each follows the session's turns) on a fresh server, TURNS zero-time turns after a
+warm-up; RSS and the objects the garbage collector tracks, per turn. Baseline: the same turns on
+a fresh server with no subscription. A stream that kept something per turn shows as objects per
+turn (one per turn per stream would be FOLLOWERS).
 
 Baseline, same run: as many bare Starlette WebSockets (``/bench/ws``) sent as many ``next``
 frames of a payload of the same size (``/bench/bare-events``). The target is absolute: at most
@@ -65,17 +72,27 @@ FIELDS: dict[str, tuple[str, str, Marker]] = {
         "output",
         """subscription($s: ID!) { turnOutput(sessionId: $s) {
           sessionId turnId offset text done status } }""",
-        lambda d: int(d["turnOutput"]["turnId"][5:]) * 10 + int(d["turnOutput"]["offset"]) // 8,
+        lambda _d: 1,  # counted: frame 0 is the stream's first read, then one per event
     ),
 }
+#: Fields whose marker counts (each frame adds it to what was read) rather than names.
+COUNTED = {"turnOutput"}
+#: Turns: a turn's end is what a session-following stream's frames are counted by.
+TURN_ENDS: Marker = lambda d: 1 if d["turnOutput"]["done"] else 0  # noqa: E731
+#: Turns: standing session-following turnOutput subscriptions, warm-up and measured turns.
+FOLLOWERS = 20
+TURNS = 1_000
+TURNS_WARM_UP = 200
 
 
 class Client:
-    """One raw graphql-transport-ws subscriber; remembers the newest marker it read."""
+    """One raw graphql-transport-ws subscriber; remembers the newest marker it read (for a
+    ``counted`` field, the sum of the frames' markers less one: the index of the last)."""
 
-    def __init__(self, ws: ClientConnection, marker: Marker) -> None:
+    def __init__(self, ws: ClientConnection, marker: Marker, counted: bool = False) -> None:
         self.ws = ws
         self.marker = marker
+        self.counted = counted
         self.seen = -1
         self.frames = 0
         self.sample = ""
@@ -89,7 +106,8 @@ class Client:
                 raise RuntimeError(f"unexpected frame: {str(frame)[:300]}")
             self.frames += 1
             self.sample = str(frame)
-            self.seen = max(self.seen, self.marker(message["payload"]["data"]))
+            value = self.marker(message["payload"]["data"])
+            self.seen = self.seen + value if self.counted else max(self.seen, value)
             self.changed.set()
 
     async def until(self, marker: int) -> None:
@@ -101,8 +119,9 @@ class Client:
             await asyncio.wait_for(self.changed.wait(), WAIT)
 
 
-async def _open(port: int, query: str, session_id: str, marker: Marker) -> Client:
-    return Client(await subscribe(port, query, session_id), marker)
+async def _open(port: int, field: str, session_id: str) -> Client:
+    _, query, marker = FIELDS[field]
+    return Client(await subscribe(port, query, session_id), marker, field in COUNTED)
 
 
 async def _rss(server: ServerProcess) -> int:
@@ -110,24 +129,33 @@ async def _rss(server: ServerProcess) -> int:
     return rss
 
 
-def _server(url: str, fanout: bool) -> ServerProcess:
-    return ServerProcess(url, {"TURNQUEUE_SUBSCRIPTION_FANOUT": "true" if fanout else "false"})
+async def _memory(server: ServerProcess) -> tuple[int, int]:
+    """(RSS bytes, objects the garbage collector tracks), after a collection."""
+    answer = await server.call("/bench/gc")
+    return int(answer["rss"]), int(answer["objects"])
+
+
+def _server(url: str, fanout: bool = True) -> ServerProcess:
+    return ServerProcess(
+        url,
+        {
+            "TURNQUEUE_SUBSCRIPTION_FANOUT": "true" if fanout else "false",
+            "TURNQUEUE_SCRIPTED_TURN_SECONDS": "0",  # turnOutput's events: zero-time turns
+        },
+    )
 
 
 async def _growth(server: ServerProcess, field: str, warm_up: int, n: int) -> tuple[float, str]:
     """Server RSS bytes per event over ``n`` events after the warm-up; a frame as sent."""
-    kind, query, marker = FIELDS[field]
-    setup = await server.call("/bench/setup", json.dumps({"sessions": 1}).encode())
+    kind = FIELDS[field][0]
+    body = {"sessions": 1, "hold": kind == "output"}  # turnOutput: chunks of a running turn
+    setup = await server.call("/bench/setup", json.dumps(body).encode())
     sid = setup["sessions"][0]["id"]
-    clients = [await _open(server.port, query, sid, marker) for _ in range(SUBSCRIBERS)]
+    clients = [await _open(server.port, field, sid) for _ in range(SUBSCRIBERS)]
     try:
-        if kind == "output":  # no snapshot: wait until every stream listens
-            await _events(server, clients, sid, kind, 0, 1)
-            start = 1
-        else:
-            for client in clients:
-                await client.until(0)  # the snapshot
-            start = 0
+        for client in clients:
+            await client.until(0)  # the snapshot (turnOutput: the running turn's logged text)
+        start = 0
         await _events(server, clients, sid, kind, start, warm_up)
         before = await _rss(server)
         await _events(server, clients, sid, kind, start + warm_up, n)
@@ -146,12 +174,8 @@ async def _events(
     for first in range(start, start + count, BATCH):
         size = min(BATCH, start + count - first)
         body = {"session": sid, "kind": kind, "start": first, "count": size}
-        if kind == "output" and first == 0 and size == 1:
-            # The first chunk may be published before a stream listens: repeat it until read.
-            while min(c.seen for c in clients) < 0:
-                await server.call("/bench/events", json.dumps(body).encode())
-                await asyncio.sleep(0.05)
-            continue
+        if kind == "turns":  # no first frame to wait for: every stream listens before a turn
+            body["listeners"] = len(clients)
         last = (await server.call("/bench/events", json.dumps(body).encode()))["marker"]
         for client in clients:
             await client.until(int(last))
@@ -188,6 +212,59 @@ async def _bare_events(
         )
 
 
+async def _turn_growth(url: str, followers: int, warm_up: int, n: int) -> tuple[float, float]:
+    """(RSS bytes, objects) gained per turn over ``n`` zero-time turns after ``warm_up``, with
+    ``followers`` standing session-following turnOutput subscriptions, on a fresh server."""
+    async with _server(url) as server:
+        setup = await server.call("/bench/setup", json.dumps({"sessions": 1}).encode())
+        sid = setup["sessions"][0]["id"]
+        query = FIELDS["turnOutput"][1]
+        clients = [
+            Client(await subscribe(server.port, query, sid), TURN_ENDS, counted=True)
+            for _ in range(followers)
+        ]
+        try:
+            await _events(server, clients, sid, "turns", 0, warm_up)
+            rss, objects = await _memory(server)
+            await _events(server, clients, sid, "turns", warm_up, n)
+            rss_after, objects_after = await _memory(server)
+        finally:
+            await close_all([c.ws for c in clients])
+            for c in clients:
+                c.task.cancel()
+    return float(rss_after - rss) / n, float(objects_after - objects) / n
+
+
+async def _turn_rows(url: str, cfg: Config) -> list[Row]:
+    """Issue 23 (9): what standing session-following turnOutput streams keep per turn."""
+    n, warm_up = cfg.n(20, TURNS), cfg.n(10, TURNS_WARM_UP)
+    followed = [await _turn_growth(url, FOLLOWERS, warm_up, n) for _ in range(cfg.reps)]
+    alone = [await _turn_growth(url, 0, warm_up, n) for _ in range(cfg.reps)]
+    what = f"{FOLLOWERS} standing `turnOutput(sessionId:)` followers, {n:,} turns after {warm_up:,}"
+    note = "baseline: the same turns on a fresh server with no subscription"
+    return [
+        Row(
+            "P7",
+            f"server RSS per zero-time turn, {what}",
+            "KiB",
+            median([r for r, _ in followed]) / 1024,
+            median([r for r, _ in alone]) / 1024,
+            "info",
+            note=note,
+        ),
+        Row(
+            "P7",
+            f"objects kept per zero-time turn (garbage collector), {what}",
+            "objects",
+            median([o for _, o in followed]),
+            median([o for _, o in alone]),
+            "value<=",
+            0.25,
+            note=note + f"; one kept per turn per stream would be {FOLLOWERS}",
+        ),
+    ]
+
+
 async def run(backend: Backend, cfg: Config) -> list[Row]:
     n, warm_up = cfg.n(40, 10_000), cfg.n(20, WARM_UP)
     rows: list[Row] = []
@@ -211,6 +288,7 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                             sample = frame
         payload = json.loads(sample)["payload"] if sample else {"data": None}
         base = [await _bare_growth(url, warm_up, n, json.dumps(payload)) for _ in range(cfg.reps)]
+        turn_rows = await _turn_rows(url, cfg)
     baseline = median(base) / 1024
     for (field, fanout), values in results.items():
         grouped = " (not grouped: deltas)" if field == "turnOutput" and fanout else ""
@@ -227,4 +305,4 @@ async def run(backend: Backend, cfg: Config) -> list[Row]:
                 note="baseline: bare WebSockets sent as many frames of the same size",
             )
         )
-    return rows
+    return rows + turn_rows

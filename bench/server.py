@@ -3,8 +3,10 @@
 ``python -m bench.server --db URL`` listens on a free loopback port, prints ``PORT <n>`` and
 serves until SIGTERM. Extra routes, all under ``/bench``:
 
-* ``POST /bench/setup`` ``{"sessions": n, "entries": k}`` — n sessions of the local user, auto-run
-  OFF, k queued entries each; answers their ids and entry ids.
+* ``POST /bench/setup`` ``{"sessions": n, "entries": k, "hold": false}`` — n sessions of the local
+  user, auto-run OFF, k queued entries each; answers their ids and entry ids. ``hold``: each
+  session runs a turn of the ``hold`` agent (scripted, a week long: its first chunk, then
+  nothing), for P7's ``output`` events.
 * ``POST /bench/plain/set-auto-run`` — P4's old baseline (an informative row now): the same
   engine call and queue read as the ``setAutoRun`` mutation, answered as plain JSON by a
   Starlette endpoint.
@@ -14,11 +16,16 @@ serves until SIGTERM. Extra routes, all under ``/bench``:
   the broadcast sends the posted payload as a graphql-transport-ws ``next`` frame to every one.
   ``/bench/ws?key=k`` also makes the socket addressable as ``k`` (P8's baseline).
 * ``POST /bench/profile/start`` / ``/bench/profile/stop`` ``{"path": …}`` — pyinstrument.
-* ``POST /bench/gc`` — collect garbage, answer this process's RSS.
-* ``POST /bench/events`` ``{"session": id, "kind": k, "start": i, "count": n}`` — P7's events,
-  one after the other: ``queue`` toggles auto-run through the engine (a queue revision each),
-  ``cancellation`` publishes C2 transitions and ``output`` streamed chunks (turns of ten chunks)
-  on the bus, as the engine does. Answers the marker of the last one (see bench/p7_events.py).
+* ``POST /bench/gc`` — collect garbage, answer this process's RSS and its count of objects the
+  garbage collector tracks.
+* ``POST /bench/events`` ``{"session": id, "kind": k, "start": i, "count": n, "listeners": m}``
+  — P7's events, one after the other, once ``m`` streams (default 0) listen on the session's
+  bus: ``queue`` toggles auto-run through the engine (a queue revision each), ``cancellation``
+  publishes C2 transitions and ``output`` streamed chunks of the session's ``hold`` turn on the
+  bus, as the engine does (a stream reads the log for a turn it does not know: chunks of made-up
+  turns stream nothing), and ``turns`` runs a real turn of the scripted agent
+  (``TURNQUEUE_SCRIPTED_TURN_SECONDS=0``: its text, then its end) to its end. Answers the marker
+  of the last one (see bench/p7_events.py).
 * ``POST /bench/pace``, ``/bench/pace/wait`` — P10's paced events (``bench/pacer.py``).
 * ``POST /bench/bare-events`` ``{"count": n, "payload": text}`` — P7's baseline: n ``next``
   frames to every bare WebSocket, one event after the other.
@@ -45,6 +52,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from bench import sqlrecord
 from bench.baseline import replay_routes
 from bench.pacer import pace_routes
+from turnqueue.agents import build_agents
+from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
@@ -52,6 +61,10 @@ from turnqueue.engine.orchestrator import Engine
 from turnqueue.settings import Settings
 from turnqueue.transport import LOCAL_PRINCIPAL
 
+#: The agent profile whose turns last a week (P7's ``output`` events stream on one).
+HOLD = "hold"
+HOLD_SECONDS = 7 * 24 * 3600.0
+RUNNING = TurnStatus.RUNNING
 #: P7's cancellation revisions start above any the engine has published for a bench session.
 CANCELLATION_BASE = 1_000
 #: P7: events a bus subscription may hold before ``/bench/events`` waits for it (buffer: 256).
@@ -77,18 +90,36 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
         found: Engine = app.state.engine
         return found
 
+    #: P7's ``output`` events: each held session's running turn and the end of its logged text
+    held: dict[str, tuple[str, int]] = {}
+
     async def setup(request: Request) -> JSONResponse:
         body = await request.json()
         created: list[dict[str, Any]] = []
+        agent = HOLD if body.get("hold") else None
         for i in range(int(body["sessions"])):
-            _, session = await engine().create_task(LOCAL_PRINCIPAL, f"bench {i}", None)
+            _, session = await engine().create_task(LOCAL_PRINCIPAL, f"bench {i}", agent)
             await engine().set_auto_run(LOCAL_PRINCIPAL, session.id, False, None)
+            if agent is not None:
+                held[session.id] = await _hold(session.id)
             entries = []
             for k in range(int(body.get("entries", 0))):
                 entry, _ = await engine().enqueue(LOCAL_PRINCIPAL, session.id, f"entry {k}", None)
                 entries.append(entry.id)
             created.append({"id": session.id, "entries": entries})
         return JSONResponse({"sessions": created})
+
+    async def _hold(sid: str) -> tuple[str, int]:
+        """Start the session's week-long turn; its id once its first chunk is logged, and the
+        end of that text (a bench tool: it reads the runner)."""
+        admission = await engine().send_message(LOCAL_PRINCIPAL, sid, "hold")
+        assert admission.turn is not None
+        for _ in range(60_000):  # at most ~60 s
+            runner = engine().core.runners.get(sid)
+            if runner is not None and runner.log is not None and runner.log.committed:
+                return admission.turn.id, runner.log.committed
+            await asyncio.sleep(0.001)
+        raise RuntimeError("the hold turn logged nothing")
 
     async def plain_set_auto_run(request: Request) -> JSONResponse:
         body = await request.json()
@@ -145,7 +176,8 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
         await asyncio.sleep(0.2)
         gc.collect()
         rss = psutil.Process().memory_info().rss
-        return JSONResponse({"rss": rss, "sockets": len(sockets)})
+        objects = len(gc.get_objects())
+        return JSONResponse({"rss": rss, "sockets": len(sockets), "objects": objects})
 
     async def allocations(_request: Request) -> JSONResponse:
         """With PYTHONTRACEMALLOC set: the first call takes a snapshot, the next ones answer the
@@ -175,6 +207,10 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
         sid, kind = str(body["session"]), str(body["kind"])
         start, count = int(body["start"]), int(body["count"])
         bus = engine().core.bus
+        for _ in range(60_000):  # at most ~60 s: until the streams listen (a bench tool)
+            if len(bus._subscribers.get(sid, ())) >= int(body.get("listeners", 0)):
+                break
+            await asyncio.sleep(0.001)
         marker = 0
         for i in range(start, start + count):
             if kind == "queue":  # auto-run starts OFF (setup): even i turns it on, odd off
@@ -183,11 +219,19 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
                 marker = CANCELLATION_BASE + i
                 status = CancellationStatus(sid, i % 2 == 0, marker)
                 bus.publish(Event(EventKind.CANCELLATION, sid, marker, cancellation=status))
-            elif kind == "output":
-                turn, n = divmod(i, 10)
-                status_ = TurnStatus.COMPLETED if n == 9 else TurnStatus.RUNNING
-                chunk = OutputChunk(sid, f"turn-{turn}", n * 8, "chunk of", n == 9, status_)
+            elif kind == "output":  # the hold turn's next chunk (its log ends before them)
+                turn_id, logged = held[sid]
+                text = "chunk of"
+                chunk = OutputChunk(sid, turn_id, logged + i * len(text), text, False, RUNNING)
                 bus.publish(Event(EventKind.OUTPUT, sid, chunk=chunk))
+                marker = i + 1  # frame 0 is the stream's first read: the logged text
+            elif kind == "turns":
+                with bus.subscribe(sid, [EventKind.OUTPUT]) as output:
+                    await engine().send_message(LOCAL_PRINCIPAL, sid, f"turn {i}")
+                    while True:  # to the turn's end
+                        event = await asyncio.wait_for(output.get(), 60)
+                        if event.chunk is not None and event.chunk.done:
+                            break
                 marker = i
             else:
                 return JSONResponse({"error": f"unknown kind {kind}"}, status_code=400)
@@ -231,7 +275,9 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
 def build(database_url: str) -> Starlette:
     settings = Settings(database_url=database_url, queue_max=0, log_level="WARNING")
     sqlrecord.install()  # before the store opens a connection: the recorder must know them all
-    app = create_app(settings)
+    agents, _default = build_agents(settings)
+    agents[HOLD] = ScriptedAgent(HOLD_SECONDS)
+    app = create_app(settings, agents=agents)
     for route in reversed(bench_routes(app, database_url)):
         app.router.routes.insert(0, route)
     return app

@@ -8,7 +8,7 @@ they use are shared at module level). The printed SDL is sorted (``sort_schema``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import strawberry
 from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
@@ -26,9 +26,10 @@ from strawberry.extensions.query_depth_limiter import create_validator as max_de
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
+from strawberry.types.graphql import OperationType
 
 from turnqueue.execution import TurnqueueExecutionContext
-from turnqueue.resolvers.context import FreshReads
+from turnqueue.resolvers.context import Context, FreshReads
 from turnqueue.resolvers.mutations import Mutation
 from turnqueue.resolvers.queries import Query
 from turnqueue.resolvers.subscriptions import Subscription
@@ -68,6 +69,25 @@ class TurnqueueSchema(strawberry.Schema):
                 log.debug("GraphQL error: %s", error.message)
 
 
+class SubscriptionsNeedAStream(SchemaExtension):
+    """S3: a subscription sent as a plain HTTP request (no graphql-sse ``Accept``) is refused
+    with Strawberry's own 400 for an operation type the request cannot run.
+
+    Hazard (Strawberry 0.341.2): it allows subscriptions on every GET and POST (for its streaming
+    transports) and, when the request asks for no stream, executes the subscription as a query:
+    the resolver's stream is no value, a fault ("Unexpected error." and a traceback). Taking
+    SUBSCRIPTION out of the operation's allowed types before it is parsed makes Strawberry
+    refuse it (``InvalidOperationTypeError``, a 400 from its view) before anything runs
+    (docs/upstream/strawberry-http-body.md)."""
+
+    def on_operation(self) -> Iterator[None]:
+        execution = self.execution_context
+        if isinstance(execution.context, Context) and execution.context.plain_http:
+            allowed = set(execution.allowed_operations) - {OperationType.SUBSCRIPTION}
+            execution.allowed_operations = allowed
+        yield
+
+
 def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
     """The rules every operation is validated with besides graphql-core's own: the depth and
     alias limits (S3) and, when introspection is off, the rule that refuses it. The fan-out
@@ -89,6 +109,7 @@ def extensions(
     settings: Settings, rules: list[type[ASTValidationRule]]
 ) -> list[type[SchemaExtension] | Callable[[], SchemaExtension]]:
     return [
+        SubscriptionsNeedAStream,
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
         lambda: ParserCache(maxsize=256),
         lambda: AddValidationRules(rules),

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
-from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, QueueStatus
+from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, OutputMark, QueueStatus
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,9 @@ class EventKind(StrEnum):
     SESSION = "session"  # the session's durable revision moved (state, turns, clarification)
     QUEUE = "queue"  # the queue status revision moved (Q13)
     CANCELLATION = "cancellation"  # a C2 transition; payload is the CancellationStatus
-    OUTPUT = "output"  # streamed turn output; payload is the OutputChunk (no revision, R1)
+    #: streamed turn output (no revision, R1); payload: the OutputChunk, or for another
+    #: instance's turn the OutputMark (its readers read the log)
+    OUTPUT = "output"
     ITEMS = "items"  # a batch of a turn's log committed (O1); payload is the LogBatch
     RESYNC = "resync"  # the bus lost events for this session (e.g. a LISTEN reconnect)
 
@@ -52,6 +54,7 @@ class Event:
     revision: int = 0
     cancellation: CancellationStatus | None = None
     chunk: OutputChunk | None = None
+    mark: OutputMark | None = None
     batch: LogBatch | None = None
     #: QUEUE: the status the transaction committed, when it read it (``engine/change.py``)
     queue: QueueStatus | None = None

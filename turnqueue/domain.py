@@ -105,8 +105,11 @@ MAX_PAGE = 200
 
 
 def clamp_page(count: int) -> int:
-    """``count`` as a page answers it: at most :data:`MAX_PAGE`, and none when negative."""
-    return max(0, min(count, MAX_PAGE))
+    """``count`` as a page answers it: at most :data:`MAX_PAGE`. A negative count is refused
+    where the argument arrives (``schema.connections.page_count``); here it is a bug."""
+    if count < 0:
+        raise ValueError(f"a page of {count} items")
+    return min(count, MAX_PAGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +234,19 @@ class OutputChunk:
     turn_id: str
     offset: int
     text: str
+    done: bool
+    status: TurnStatus
+
+
+@dataclass(frozen=True, slots=True)
+class OutputMark:
+    """A turn's output log committed up to ``end`` characters (O1), as another instance
+    announces it (M4): no text, so a notification never carries what can exceed its limit; its
+    readers read the log. ``done``: the turn has ended (with ``status``)."""
+
+    session_id: str
+    turn_id: str
+    end: int
     done: bool
     status: TurnStatus
 

@@ -82,7 +82,9 @@ class Settings(BaseSettings):
     max_aliases: int = Field(default=30, gt=0, description="most aliases in one operation")
     max_tokens: int = Field(default=2_000, gt=0, description="most tokens in one document")
     max_body_bytes: int = Field(
-        default=256_000, gt=0, description="largest HTTP request body, in bytes"
+        default=256_000,
+        gt=0,
+        description="largest HTTP request body or WebSocket message, in bytes",
     )
     introspection: bool = Field(default=True, description="allow GraphQL introspection")
     subscriber_buffer: int = Field(

@@ -5,9 +5,14 @@ GraphQL request; the GraphiQL page (a browser's
 GET with no query) is served without one. Refusals — missing or wrong token, oversized body,
 malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text page.
 
+A JSON body that is no object (``"…"``, ``1``, ``null``) is a 400, and a subscription in a request
+that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``):
+both reached Strawberry as faults.
+
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
 handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
+Every message is held to the HTTP body limit before anything parses it (:class:`MessageLimit`).
 Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turnqueue.fanout`).
 """
 
@@ -29,8 +34,10 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.http.base import BaseView
 from strawberry.http.exceptions import WebSocketDisconnected
+from strawberry.http.streaming import HTTPStreamTransport
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema import BaseSchema
+from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
@@ -38,6 +45,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import CompleteMessage
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UnsetType
 
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
@@ -91,6 +99,78 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+#: S3: what a request that runs a subscription without asking for a stream is told.
+NEEDS_A_STREAM = (
+    "a subscription needs a stream: GraphQL over SSE (`Accept: text/event-stream`) or "
+    "graphql-transport-ws over a WebSocket"
+)
+#: S3: graphql-transport-ws's Bad Request, for a message larger than the body limit.
+TOO_LARGE_CLOSE = 4400
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+class _NotJson:
+    """The body of a request that is no JSON POST, or is malformed (Strawberry refuses it)."""
+
+
+NOT_JSON = _NotJson()
+
+
+def _posted_json(request: Request, body: bytes) -> object:
+    """The JSON a POST carries (Strawberry's test: ``application/json`` in the media type)."""
+    if request.method != "POST" or "application/json" not in _media_type(request):
+        return NOT_JSON
+    try:
+        data: object = json.loads(body)
+    except ValueError:
+        return NOT_JSON
+    return data
+
+
+class MessageLimit:
+    """S3: every WebSocket message held to the HTTP body limit, refused before anything parses
+    it (Strawberry parsed a 5 MB graphql-transport-ws message whole; uvicorn's own limit is
+    16 MiB).
+
+    Wraps the ASGI ``receive`` and ``send`` of one WebSocket. A message over ``limit`` bytes
+    closes the socket with 4400 and the reason, and the application is handed a disconnect, so
+    Strawberry cleans up as for a client that left; what it sends after that is dropped (the
+    socket is closed). 4400 is graphql-transport-ws's Bad Request, which graphql-ws reports to
+    the application at once: a code it does not know, such as 4413, it retries with the same
+    message (five times by default)."""
+
+    def __init__(self, receive: Receive, send: Send, limit: int) -> None:
+        self._receive = receive
+        self._send = send
+        self._limit = limit
+        self._closed = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "websocket.receive" and self._too_large(message):
+            reason = f"message larger than {self._limit} bytes"
+            log.info("closed a WebSocket: %s", reason)
+            await self._send({"type": "websocket.close", "code": TOO_LARGE_CLOSE, "reason": reason})
+            self._closed = True
+            return {"type": "websocket.disconnect", "code": TOO_LARGE_CLOSE}
+        return message
+
+    async def send(self, message: Message) -> None:
+        if not self._closed:
+            await self._send(message)
+
+    def _too_large(self, message: Message) -> bool:
+        data = message.get("bytes")
+        if data is not None:
+            return len(data) > self._limit
+        text: str = message.get("text") or ""
+        # At most 4 bytes a character: most messages are judged without encoding them.
+        return len(text) * 4 > self._limit and len(text.encode()) > self._limit
 
 
 def _replay(body: bytes) -> Receive:
@@ -177,6 +257,12 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             max_subscriptions_per_connection=100,
         )
         self.settings = settings
+        #: the HTTP streams a request may ask for (graphql-sse): only they run subscriptions
+        self._streams: list[HTTPStreamTransport] = [
+            transport()
+            for protocol in self.protocols
+            if (transport := self.stream_transport_classes_by_protocol.get(protocol))
+        ]
         self.auth = Authenticator.from_settings(settings)  # static tokens and JWTs (S1, S5)
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
@@ -192,6 +278,10 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         return HTMLResponse(self.ide_html, headers={"Cache-Control": "no-cache"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            limited = MessageLimit(receive, send, self.settings.max_body_bytes)
+            await super().__call__(scope, limited.receive, limited.send)
+            return
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
@@ -223,25 +313,31 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             body = await _read_body(receive, limit)
         except _BodyTooLarge:
             return self._too_large(limit)
-        planned = await self._planned(request, body)
+        data = _posted_json(request, body)
+        if not isinstance(data, dict | list | _NotJson):
+            # Strawberry 0.341.2 reads such a body as an object: an AttributeError, a bare 500
+            # that closed the connection (docs/upstream/strawberry-http-body.md).
+            return graphql_error(
+                'the request body must be a JSON object (one GraphQL request: {"query": …})',
+                400,
+                "BAD_REQUEST",
+            )
+        planned = await self._planned(request, data)
         if planned is not None:
             return planned
         try:
             return await self.run(Request(scope, _replay(body)))
         except HTTPException as e:
+            no_stream = InvalidOperationTypeError(OperationType.SUBSCRIPTION)
+            if e.reason == no_stream.as_http_error_reason(request.method):
+                return graphql_error(NEEDS_A_STREAM, e.status_code, "BAD_REQUEST")
             return graphql_error(e.reason, e.status_code, "BAD_REQUEST")
 
-    async def _planned(self, request: Request, body: bytes) -> Response | None:
+    async def _planned(self, request: Request, data: object) -> Response | None:
         """A JSON POST of a mutation that has a plan (``turnqueue.plans``), answered without
         GraphQL execution; None: anything else, which Strawberry's view answers."""
-        if self.plans is None or request.method != "POST":
+        if self.plans is None or _media_type(request) != "application/json":
             return None
-        if request.headers.get("content-type", "").partition(";")[0].strip() != "application/json":
-            return None
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return None  # Strawberry's refusal
         if not isinstance(data, dict):
             return None
         query, variables, name = data.get("query"), data.get("variables"), data.get("operationName")
@@ -282,6 +378,8 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         )
         if isinstance(request, Request):  # one operation per request: process_result reads it
             request.scope.setdefault("state", {})[CONTEXT_KEY] = context
+            accept = request.headers.get("accept", "")
+            context.plain_http = not any(stream.accepts(accept) for stream in self._streams)
         return context
 
     async def process_result(

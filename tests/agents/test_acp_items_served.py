@@ -89,7 +89,8 @@ async def test_a3_o2_o3_turn_items_resume_over_ws_and_sse_and_fold_to_turn_items
                 sse.append(event.payload["data"]["turnItems"])
                 ids.append(event.id)
         assert sse[0]["offset"] == resumed[-1]["nextOffset"]
-        assert ids == [f"{turn_id}:{c['nextOffset']}" for c in sse]  # O3: every event's id
+        # O3: every event's id, the place after it (the turn's end marked as such)
+        assert ids == [f"{turn_id}:{c['nextOffset']}" + (":done" * c["done"]) for c in sse]
         for chunk in sse:
             apply(state, chunk)
         every = first + resumed + sse

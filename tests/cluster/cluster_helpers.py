@@ -83,6 +83,10 @@ class Server:
                 await asyncio.sleep(0.1)
         raise RuntimeError("server did not start")
 
+    def log_text(self) -> str:
+        """What the process has logged so far."""
+        return self._log_path.read_text(errors="replace") if self._log_path.exists() else ""
+
     def kill(self) -> None:
         """SIGKILL: no shutdown path runs (a crash)."""
         if self.process is not None and self.process.poll() is None:

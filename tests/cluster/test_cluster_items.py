@@ -112,6 +112,11 @@ async def test_a3_o2_m4_turn_items_on_b_follow_a_turn_running_on_a(
     state: dict[int, dict[str, Any]] = {}
     chunks: list[dict[str, Any]] = []
     async with Subscriber(b, ITEMS_SUB, s=sid) as on_b:
+        # A first turn, followed to its end, proves the stream on B listens before the turn
+        # under test starts (else that turn may be over before B subscribes, and read at once).
+        await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="warm up")
+        while not (await on_b.next(WAIT * 3))["turnItems"]["done"]:
+            pass
         await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="/steps 6 0.05")
         while not (chunks and chunks[-1]["done"]):
             chunks.append((await on_b.next(WAIT * 3))["turnItems"])

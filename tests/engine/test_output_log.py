@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, ManualRun, new_session
 
-from turnqueue.bus import EventKind, Subscription
+from turnqueue.bus import Event, EventKind, Subscription
 from turnqueue.domain import ItemKind, OutputChunk, TurnItem, TurnStatus
 from turnqueue.engine import outputlog
 from turnqueue.engine.orchestrator import Engine
 from turnqueue.engine.recovery import _recover_session
 from turnqueue.errors import InvalidInput, NotFound
-from turnqueue.resolvers import subscriptions
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.output_stream import output_stream
+from turnqueue.resolvers.resume import Start
 
 
 async def _start(engine: Engine, agent: ManualAgent, content: str = "go") -> tuple[str, ManualRun]:
@@ -113,9 +115,18 @@ async def test_o1_an_ended_turns_log_never_grows(engine: Engine, agent: ManualAg
         assert await tx.output_text(turn.id) == "echo:go"
 
 
-async def _transcript(ctx: Context, sid: str, turn_id: str | None, after: int) -> list[Any]:
+async def _next_event(sub: Subscription) -> Event:
+    return await sub.get()
+
+
+def _stream(ctx: Context, sid: str, turn_id: str, after: int) -> AsyncGenerator[Any, None]:
+    """turnOutput's stream of ``turn_id`` after ``after`` (its resolver's, without GraphQL)."""
+    return output_stream(ctx, sid, Start(turn_id, after, follow=False), _next_event)
+
+
+async def _transcript(ctx: Context, sid: str, turn_id: str, after: int) -> list[Any]:
     out = []
-    async for chunk in subscriptions._output_stream(ctx, sid, turn_id, after):
+    async for chunk in _stream(ctx, sid, turn_id, after):
         out.append((chunk.offset, chunk.text, chunk.done, ctx.event_id))
         if chunk.done:
             break
@@ -133,10 +144,10 @@ async def test_o2_resume_closes_the_window_between_the_log_read_and_the_live_str
     original = engine.output_since
     turn_id = run.turn_id
 
-    async def racing_read(session_id: str, turn: str | None, after: int) -> Any:
+    async def racing_read(session_id: str, turn: str | None, after: int, **kw: Any) -> Any:
         run.emit("B")
         await _published(watch, "B")  # committed and published before the read
-        result = await original(session_id, turn, after)
+        result = await original(session_id, turn, after, **kw)
         run.emit("C")
         await _published(watch, "C")  # committed and published after the read
         monkeypatch.setattr(engine, "output_since", original)
@@ -153,7 +164,7 @@ async def test_o2_resume_closes_the_window_between_the_log_read_and_the_live_str
         3 + sum(len(t) for _, t, _, _ in got[:i]) for i in range(len(got))
     ]
     assert got[-1][2] is True
-    assert got[-1][3] == f"{turn_id}:{len('echo:goBC')}"  # the SSE id: where to resume
+    assert got[-1][3] == f"{turn_id}:{len('echo:goBC')}:done"  # the SSE id: where to resume
 
 
 async def test_o2_resume_of_an_ended_turn_replays_from_the_log_and_ends(
@@ -169,7 +180,7 @@ async def test_o2_resume_of_an_ended_turn_replays_from_the_log_and_ends(
     for after in (0, 4, len("echo:go-more"), 1000):
         got = await asyncio.wait_for(_transcript(ctx, sid, turn.id, after), WAIT)
         expected = "echo:go-more"[after:]
-        assert got == [(min(after, 12), expected, True, f"{turn.id}:12")]
+        assert got == [(min(after, 12), expected, True, f"{turn.id}:12:done")]
 
 
 async def test_o2_refuses_a_negative_offset_and_a_foreign_turn(
@@ -195,7 +206,7 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
     await _published(watch, "-kept")
     watch.close()
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    stream = subscriptions._output_stream(ctx, sid, run.turn_id, 0)
+    stream = _stream(ctx, sid, run.turn_id, 0)
     first = await asyncio.wait_for(anext(stream), WAIT)
     assert first.text == "echo:go-kept" and not first.done
     # What recovery does for a dead owner's turn, without the runner (detached first).

@@ -110,18 +110,19 @@ async def test_o3_sse_output_has_ids_and_a_last_event_id_reconnect_resumes_exact
             assert response.status_code == 200
             async for event in events(response):
                 received.append(event)
-                if event.event == "complete":
-                    break
+                if event.event != "next" or json.loads(event.data)["data"]["turnOutput"]["done"]:
+                    break  # the stream follows the session (no turnId): it goes on after the end
         turn = await api.data(
             "query($s: ID!) { session(id: $s) { currentTurn { id output status } } }", s=sid
         )
     nexts = [e for e in received if e.event == "next"]
     chunks = [e.payload["data"]["turnOutput"] for e in nexts]
-    assert received[-1].event == "complete"
+    assert received[-1].event == "next"
     assert all("errors" not in e.payload for e in nexts)
-    # Every event has an id: where a reconnect resumes from.
+    # Every event has an id: where a reconnect resumes from (the end is marked as such).
     assert [e.id for e in nexts] == [
-        f"{c['turnId']}:{c['offset'] + len(c['text'])}" for c in chunks
+        f"{c['turnId']}:{c['offset'] + len(c['text'])}" + (":done" if c["done"] else "")
+        for c in chunks
     ]
     text = "".join(c["text"] for c in chunks)
     output = turn["session"]["currentTurn"]["output"]

@@ -320,6 +320,43 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
     assert stored is not None and stored.output == "out"
 
 
+async def test_o2_next_turn_is_the_turn_that_started_after_one(store: SqlStore) -> None:
+    """A stream that follows a session moves on turn after turn, in the order they started,
+    whatever their status (issue 23, finding 2)."""
+    sid, other = await new_session(store), await new_session(store)
+    assert await store.next_turn(sid, None) is None
+    started = []
+    for prompt in ("one", "two", "three"):
+        async with store.transaction() as tx:
+            turn = await tx.start_turn(sid, prompt=prompt, source=USER)
+            await tx.end_turn(
+                turn.id,
+                status=TurnStatus.COMPLETED,
+                output=prompt,
+                error=None,
+                session_state=SessionState.WAITING_FOR_INPUT,
+            )
+            started.append(turn.id)
+        async with store.transaction() as tx:
+            theirs = await tx.start_turn(other, prompt=prompt, source=USER)  # not in the chain
+            await tx.end_turn(
+                theirs.id,
+                status=TurnStatus.COMPLETED,
+                output="",
+                error=None,
+                session_state=SessionState.WAITING_FOR_INPUT,
+            )
+    chain: list[str] = []
+    after: str | None = None
+    while (turn := await store.next_turn(sid, after)) is not None:
+        chain.append(turn.id)
+        after = turn.id
+    assert chain == started
+    second = await store.next_turn(sid, started[0])
+    assert second is not None and second.id == started[1] and second.prompt == "two"
+    assert await store.next_turn(sid, started[-1]) is None
+
+
 async def test_o1_one_append_writes_every_running_turn_and_refuses_ended_ones(
     store: SqlStore,
 ) -> None:

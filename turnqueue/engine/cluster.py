@@ -8,9 +8,19 @@ Messages travel on one NOTIFY channel as compact JSON:
 
 - ``ev``: an event for subscribers. Durable changes (session, queue, cancellation transitions)
   are sent by the store inside their own transaction, so PostgreSQL delivers them only on COMMIT
-  and in commit order. Runtime events (output, the output log's new ends) go through one ordered
-  outbox. A receiver publishes them on its local bus marked ``relayed``.
+  and in commit order. Runtime events (the output log's new ends) go through one ordered outbox.
+  A receiver publishes them on its local bus marked ``relayed``.
 - ``cmd`` / ``re``: a request to the owner and its reply.
+
+A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): every
+message is ids, numbers and names, and output is a pointer, never its text — the turn and the
+log's new end in characters (``OutputMark``), sent after the batch holding it committed, so a
+receiver's readers read the text from the durable log (O1, ``engine/replay.py``); the items'
+new end likewise (``LogBatch`` without records). Text JSON-escapes to up to 12 bytes a
+character: cut by characters it once overflowed the limit, and the whole batch of notifications
+with it. :func:`payload` refuses anything over the limit where a message is built (a request
+that would carry one is refused INVALID_INPUT), and the send loop sends a batch that fails one
+by one, so one notification that cannot be sent (logged) never takes the others with it.
 
 C7: there is nothing to relay or confirm. The cancellation projection is rows every instance
 reads (the CANCELLING holds in ``session_holds`` and the lock row's cancellation revision), so a
@@ -33,15 +43,31 @@ import logging
 from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, TurnStatus, new_id
+from turnqueue.domain import CancellationStatus, LogBatch, OutputMark, TurnStatus, new_id
 from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
-from turnqueue.errors import Conflict, ErrorCode, UserFacingError
+from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
 from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 
 __all__ = ["Cluster", "ClusterHooks", "OwnerUnreachable"]
 
 log = logging.getLogger(__name__)
+
+
+#: Characters of an error message a reply carries at most (the rest is cut).
+MAX_REASON = 500
+
+
+class NotificationTooLarge(ValueError):
+    """A message over NOTIFY's payload limit: refused where it is built, never sent."""
+
+
+def payload(message: dict[str, Any]) -> str:
+    """``message`` as one NOTIFY payload; NotificationTooLarge over the limit (M4)."""
+    text = json.dumps(message, separators=(",", ":"))  # ASCII: one byte a character
+    if len(text) > MAX_PAYLOAD_BYTES:
+        raise NotificationTooLarge(f"a {message.get('t')} notification of {len(text)} chars")
+    return text
 
 
 class Cluster:
@@ -110,43 +136,29 @@ class Cluster:
     ) -> str:
         message = {"o": self.instance, "t": "ev", "k": kind.value, "s": session_id, "r": revision}
         if pending is not None:
-            message["p"] = pending
-        return _dump(message)
+            message["p"] = pending  # C2: a cancellation transition's flag
+        return payload(message)
 
     def _forward_runtime_event(self, event: Event) -> None:
         if event.relayed:
             return
         if event.kind is EventKind.OUTPUT and event.chunk is not None:
-            self._send_chunk(event.chunk)
+            # A pointer, never the text: published after its batch (or the end) committed, so
+            # what it points to is in the log before any receiver reads it (O1, O2).
+            o = event.chunk
+            end = o.offset + len(o.text)
+            self._send(
+                {"t": "ev", "k": "output", "s": o.session_id, "u": o.turn_id, "n": end}
+                | {"d": o.done, "st": o.status.value}
+            )
         elif event.kind is EventKind.ITEMS and event.batch is not None:
             # Only the log's new end: a receiver's turnItems reads the records from the log.
             b = event.batch
             self._send({"t": "ev", "k": "items", "s": b.session_id, "u": b.turn_id, "n": b.end})
 
-    def _send_chunk(self, chunk: OutputChunk) -> None:
-        # Split long text so every payload stays under NOTIFY's limit.
-        step = MAX_PAYLOAD_BYTES // 8  # worst case: 4 bytes a char, doubled by JSON escapes
-        text, offset = chunk.text, chunk.offset
-        pieces = [text[i : i + step] for i in range(0, len(text), step)] or [""]
-        for index, piece in enumerate(pieces):
-            last = index == len(pieces) - 1
-            self._send(
-                {
-                    "t": "ev",
-                    "k": "output",
-                    "s": chunk.session_id,
-                    "u": chunk.turn_id,
-                    "f": offset,
-                    "x": piece,
-                    "d": chunk.done and last,
-                    "st": chunk.status.value,
-                }
-            )
-            offset += len(piece)
-
     def _send(self, message: dict[str, Any]) -> None:
         message["o"] = self.instance
-        self._outbox.put_nowait(_dump(message))
+        self._outbox.put_nowait(payload(message))
 
     async def _send_loop(self) -> None:
         while True:
@@ -154,12 +166,27 @@ class Cluster:
             while not self._outbox.empty() and len(batch) < 100:
                 batch.append(self._outbox.get_nowait())
             try:
-                await self._store.notify(batch)
-            except Exception:
-                log.exception("could not send %d notifications", len(batch))
+                await self._notify(batch)
             finally:
                 for _ in batch:
                     self._outbox.task_done()
+
+    async def _notify(self, batch: list[str]) -> None:
+        """Send ``batch`` in one round trip; if that fails, each on its own, so one that cannot
+        be sent (logged with its start) takes no other with it."""
+        try:
+            await self._store.notify(batch)
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                log.error("could not send a notification (%s): %.200s", exc, batch[0])
+                return
+            log.warning("could not send %d notifications at once (%s)", len(batch), exc)
+        for one in batch:
+            try:
+                await self._store.notify([one])
+            except Exception as exc:
+                log.error("could not send a notification (%s): %.200s", exc, one)
 
     # -- requests to the owner ------------------------------------------------------------------
     async def call(
@@ -170,7 +197,12 @@ class Cluster:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._replies[request] = future
         try:
-            self._send({"t": "cmd", "to": owner, "id": request, "op": op, "a": args})
+            try:
+                self._send({"t": "cmd", "to": owner, "id": request, "op": op, "a": args})
+            except NotificationTooLarge:
+                raise InvalidInput(
+                    f"the request is too large to forward to the instance running the turn ({op})"
+                ) from None
             try:
                 reply = await asyncio.wait_for(asyncio.shield(future), timeout)
             except TimeoutError as exc:
@@ -190,11 +222,17 @@ class Cluster:
                 raise ValueError(f"unknown operation {message['op']!r}")
             reply["r"] = await handler(message["a"])
         except UserFacingError as error:
-            reply.update(code=error.code.value, msg=error.message, field=error.field)
+            reply.update(code=error.code.value, msg=error.message[:MAX_REASON], field=error.field)
         except Exception:
             log.exception("forwarded %s failed", message["op"])
             reply.update(code=ErrorCode.SESSION_BUSY.value, msg="the owning server failed")
-        self._send(reply)
+        try:
+            self._send(reply)
+        except NotificationTooLarge:
+            log.error("the answer to a forwarded %s is too large to send", message["op"])
+            reply = {"t": "re", "to": message["o"], "id": message["id"]}
+            reply.update(code=ErrorCode.SESSION_BUSY.value, msg="the owning server's answer")
+            self._send(reply)
 
     # -- incoming -------------------------------------------------------------------------------
     def _on_message(self, payload: str) -> None:
@@ -220,8 +258,8 @@ class Cluster:
             status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
             event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
         elif kind is EventKind.OUTPUT:
-            chunk = OutputChunk(sid, m["u"], int(m["f"]), m["x"], bool(m["d"]), TurnStatus(m["st"]))
-            event = Event(kind, sid, chunk=chunk, relayed=True)
+            mark = OutputMark(sid, m["u"], int(m["n"]), bool(m["d"]), TurnStatus(m["st"]))
+            event = Event(kind, sid, mark=mark, relayed=True)
         elif kind is EventKind.ITEMS:
             event = Event(kind, sid, batch=LogBatch(sid, m["u"], int(m["n"])), relayed=True)
         else:
@@ -272,7 +310,3 @@ class Cluster:
             except Exception:
                 log.exception("recovery after a heartbeat failed")
                 self._dead |= dead  # try the sweep again after the next beat
-
-
-def _dump(message: dict[str, Any]) -> str:
-    return json.dumps(message, separators=(",", ":"))

@@ -8,7 +8,7 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
@@ -43,7 +43,7 @@ from turnqueue.engine.membership import join_cluster
 from turnqueue.engine.queue import Applied, QueueOps, SendNowResult
 from turnqueue.engine.reads import Reads
 from turnqueue.engine.recovery import recover
-from turnqueue.engine.replay import check_request, output_since, records_since
+from turnqueue.engine.replay import EventReads, check_request, output_since, records_since
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission, Turns
@@ -81,6 +81,7 @@ class Engine:
         self.queue = QueueOps(core, self.turns, self.cancels)
         self.workflows = Workflows(core, self.turns, self.cancels)
         self.shared_reads = SharedReads(core.bus, core.queue_status)
+        self.event_reads = EventReads()  # O2: the streams' reads again, one per event
         #: agent profiles, session start (A1, A2) and turn items (A3)
         self.agent_sessions = AgentSessions(core, self.turns)
         self.approvals = Approvals(core, self.turns)  # A6
@@ -215,15 +216,36 @@ class Engine:
         async with self.core.store.read() as tx:
             return await tx.get_approval(approval_id)
 
+    async def next_turn(
+        self, session_id: str, after_turn_id: str | None, *, event: Event | None = None
+    ) -> Turn | None:
+        """O2: the session's turn that started right after ``after_turn_id`` (None: its
+        first), whatever its status, on any instance. ``event``: the event the caller handles
+        (the read is shared with every stream reading the same for it, ``EventReads``)."""
+
+        def read() -> Awaitable[Turn | None]:
+            return self.core.store.next_turn(session_id, after_turn_id)
+
+        if event is None:
+            return await read()
+        return await self.event_reads.read(event, ("next", session_id, after_turn_id), read)
+
     async def output_snapshot(self, session_id: str) -> OutputChunk | None:
         """The current turn's output so far (turnOutput's first message without afterOffset)."""
         return await output_since(self.core, session_id, None, 0)
 
     async def output_since(
-        self, session_id: str, turn_id: str | None, after: int
+        self, session_id: str, turn_id: str | None, after: int, *, event: Event | None = None
     ) -> OutputChunk | None:
-        """O2: a turn's output after character ``after``, from the log (any instance)."""
-        return await output_since(self.core, session_id, turn_id, after)
+        """O2: a turn's output after character ``after``, from the log (any instance);
+        ``event`` as for :meth:`next_turn`."""
+
+        def read() -> Awaitable[OutputChunk | None]:
+            return output_since(self.core, session_id, turn_id, after)
+
+        if event is None:
+            return await read()
+        return await self.event_reads.read(event, ("output", session_id, turn_id, after), read)
 
     async def check_output_request(self, session_id: str, turn_id: str | None, after: int) -> None:
         """O2: InvalidInput for a negative offset, NotFound for a turn of another session."""
@@ -234,10 +256,17 @@ class Engine:
         return self.agent_sessions.profiles()
 
     async def records_since(
-        self, session_id: str, turn_id: str | None, after: int
+        self, session_id: str, turn_id: str | None, after: int, *, event: Event | None = None
     ) -> tuple[Turn, list[OutputRecord]] | None:
-        """A3/O2: a turn and its log's records from position ``after`` on (any instance)."""
-        return await records_since(self.core, session_id, turn_id, after)
+        """A3/O2: a turn and its log's records from position ``after`` on (any instance);
+        ``event`` as for :meth:`next_turn`."""
+
+        def read() -> Awaitable[tuple[Turn, list[OutputRecord]] | None]:
+            return records_since(self.core, session_id, turn_id, after)
+
+        if event is None:
+            return await read()
+        return await self.event_reads.read(event, ("records", session_id, turn_id, after), read)
 
     async def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
         """A3: a turn's items folded from its durable log (any instance, running or ended)."""

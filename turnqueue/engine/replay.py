@@ -11,13 +11,64 @@ instance.
 
 Hazard (order): the caller subscribes to the bus *before* it reads here and then drops what the
 read covered; reading first would lose whatever committed between the read and the subscription.
+
+Streams read again when an event tells them something they do not carry (another instance's
+output, a later turn, an end): :class:`EventReads` makes that one read per event, however many
+streams of this instance make it.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
+
+from turnqueue.bus import Event
 from turnqueue.domain import ItemKind, OutputChunk, OutputRecord, Turn, TurnStatus
 from turnqueue.engine.core import Core
 from turnqueue.errors import InvalidInput, NotFound
+
+T = TypeVar("T")
+
+
+class EventReads:
+    """Reads made for one bus event, shared by every stream of this instance that makes the
+    same read for it while it is under way: twenty streams following a session are woken by the
+    same event and read the session's next turn (or the log from the place they share); one
+    read answers them all. Only reads under way are kept (nothing is cached: a stream that
+    comes to the event after its read ended reads again).
+
+    Hazard (why reads are keyed by their event): a read may only serve a stream handling event
+    E if it started after E was published, or it may miss what E announces. Its first caller
+    was handling E, so it did; a stream handling another event reads for itself. An entry keeps
+    its event, so the event's ``id`` is not reused while the read is under way."""
+
+    def __init__(self) -> None:
+        self._reads: dict[tuple[Hashable, ...], tuple[Event, asyncio.Future[Any]]] = {}
+
+    async def read(
+        self, event: Event, key: tuple[Hashable, ...], read: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``read()``, or the same read under way for ``event`` (``key`` names what)."""
+        shared = (id(event), *key)
+        kept = self._reads.get(shared)
+        if kept is None:
+            future: asyncio.Future[Any] = asyncio.ensure_future(read())
+            self._reads[shared] = (event, future)
+            future.add_done_callback(lambda done: self._ended(shared, done))
+        else:
+            future = kept[1]
+        result: T = await asyncio.shield(future)
+        return result
+
+    def _ended(self, shared: tuple[Hashable, ...], future: asyncio.Future[Any]) -> None:
+        del self._reads[shared]
+        if not future.cancelled():
+            future.exception()  # retrieved: callers that were cancelled meanwhile do not
+
+    def __len__(self) -> int:
+        """Reads under way."""
+        return len(self._reads)
 
 
 async def check_request(core: Core, session_id: str, turn_id: str | None, after: int) -> None:

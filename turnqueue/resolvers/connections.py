@@ -25,7 +25,7 @@ from graphql import GraphQLError
 from turnqueue import domain
 from turnqueue.engine.reads import Page, Reads, SessionKey, TaskKey, TurnKey, Window
 from turnqueue.errors import ErrorCode
-from turnqueue.schema.connections import Connection, Edge, PageArgs, PageInfo
+from turnqueue.schema.connections import Connection, Edge, PageArgs, PageInfo, page_count
 from turnqueue.schema.items import TurnItem, item_from_domain
 from turnqueue.schema.types import Session, Task, Turn
 
@@ -122,9 +122,8 @@ def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
     first, last = args.first, args.last
     if first is not None and last is not None:
         raise invalid("pass first or last, not both")
-    for name, count in (("first", first), ("last", last)):
-        if count is not None and count < 0:
-            raise invalid(f"{name} must not be negative, not {count}")
+    first = None if first is None else page_count("first", first)
+    last = None if last is None else page_count("last", last)
     if first is None and last is None:
         first = DEFAULT_PAGE
     bounds: dict[str, K | None] = {}
@@ -134,8 +133,8 @@ def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
         except ValueError:
             raise invalid(f"{name} is not a cursor of this connection") from None
     return Window(
-        first=None if first is None else domain.clamp_page(first),
-        last=None if last is None else domain.clamp_page(last),
+        first=first,
+        last=last,
         after=bounds["after"],
         before=bounds["before"],
     )

@@ -135,6 +135,9 @@ class Context:
     connection_params: dict[str, object] | None = field(default=None)
     #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.sse)
     event_id: str | None = None
+    #: an HTTP request that asks for no stream (no graphql-sse ``Accept``): it cannot run a
+    #: subscription (S3; ``turnqueue.api.SubscriptionsNeedAStream``)
+    plain_http: bool = False
 
     def require_principal(self) -> str:
         if self.principal is None:  # unreachable: the transport refuses such requests

@@ -1,13 +1,14 @@
-"""The ``turnItems`` stream (A3, O2): a turn's items from its durable log, then live.
+"""The ``turnItems`` stream (A3, O2, O3): a turn's items from its durable log, then live.
 
-It follows ``turnOutput``'s machinery (:mod:`turnqueue.engine.replay`; the same request checks,
-``Last-Event-ID`` and ends read again after a SESSION event), with one difference: its offsets
-are log positions (records: text pieces and items alike), not characters, because a tool call's
-update or a plan has no place among characters.
+It works as ``turnOutput`` does (:mod:`turnqueue.resolvers.output_stream`: one place, ids that
+name it, the log read from the place on for anything an event does not carry), with one
+difference: its offsets are log positions (records: text pieces and items alike), not characters,
+because a tool call's update or a plan has no place among characters.
 
-Each turn it follows has a place: the log entries folded so far (``end``) into an
-:class:`~turnqueue.engine.items.ItemFold` that keeps no text. The first read folds the log from 0
-(indices and tool calls need every earlier entry) and sends only what follows ``afterOffset``.
+The place of the turn it is in: the log entries folded so far (``end``) into an
+:class:`~turnqueue.engine.items.ItemFold` that keeps no text. A turn is folded from entry 0
+(indices and tool calls need every earlier entry); only what follows ``afterOffset`` (or a
+reconnect's place) is sent.
 
 Hazard (order), as for turnOutput: subscribe first, then read. A batch is published only after
 it committed, so what the read missed is still to come on ``sub``; what both carry is dropped by
@@ -17,7 +18,7 @@ place's end (as after a gap, which a lagging buffer would otherwise cause, RESYN
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from turnqueue.bus import Event, EventKind
@@ -25,14 +26,13 @@ from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.domain import ItemsChunk, OutputRecord, TurnItem, TurnStatus
 from turnqueue.engine.items import ItemFold
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.resume import Start, event_id
 from turnqueue.schema.turns import TurnItemsChunk
-
-#: Turns a turnItems stream remembers its place in (a session's turns run one after another).
-PLACES = 4
 
 
 @dataclass(eq=False)
 class _Place:
+    turn_id: str
     fold: ItemFold = field(default_factory=lambda: ItemFold(keep_text=False))
     end: int = 0  # log entries folded
     hide: int = 0  # entries before this were sent before the resume (afterOffset)
@@ -40,9 +40,9 @@ class _Place:
 
 
 def items_event_id(chunk: ItemsChunk) -> str:
-    """O3: a turnItems event's SSE ``id``: ``<turn id>:<next offset>``, what a reconnect resumes
-    from (``Last-Event-ID``, or ``turnId`` and ``afterOffset``)."""
-    return f"{chunk.turn_id}:{chunk.next_offset}"
+    """O3: a turnItems event's SSE ``id``: the place after it (``<turnId>:<nextOffset>``, and
+    ``:done`` for the turn's end), what a reconnect resumes from."""
+    return event_id(chunk.turn_id, chunk.next_offset, chunk.done)
 
 
 def _advance(
@@ -73,37 +73,69 @@ def _advance(
     )
 
 
+def _ended_turn(event: Event) -> str | None:
+    """The turn whose end an OUTPUT event announces (its ``done``, here or relayed), if any."""
+    if event.chunk is not None and event.chunk.done:
+        return event.chunk.turn_id
+    if event.mark is not None and event.mark.done:
+        return event.mark.turn_id
+    return None
+
+
+def _news(event: Event, place: _Place | None, follow: bool) -> bool:
+    """Whether ``event`` may tell the stream something its place does not cover."""
+    if event.kind is EventKind.SESSION:
+        return follow or place is None or not place.done
+    if event.kind is EventKind.ITEMS and event.batch is not None:
+        turn_id, beyond = event.batch.turn_id, place is None or event.batch.end > place.end
+    elif (ended := _ended_turn(event)) is not None:
+        turn_id, beyond = ended, True
+    else:
+        return False  # text: its records come as ITEMS
+    if place is None or turn_id != place.turn_id:
+        return follow or place is None
+    return beyond and not place.done
+
+
 async def items_stream(
     ctx: Context,
     session_id: str,
-    turn_id: str | None,
-    after: int,
+    start: Start,
     next_event: Callable[[BusSubscription], Awaitable[Event]],
 ) -> AsyncGenerator[TurnItemsChunk, None]:
-    """O2 for items: what follows ``after`` from the log, then live. With ``turn_id`` the stream
-    ends after that turn's ``done``; without it, it follows the session's later turns too."""
+    """O2 for items: what follows the start, from the log, then live. With ``turnId`` the
+    stream ends after that turn's end; without it, it follows the session's later turns too."""
     engine = ctx.engine
     sub = engine.subscribe(session_id, [EventKind.ITEMS, EventKind.OUTPUT, EventKind.SESSION])
-    places: dict[str, _Place] = {}
+    place: _Place | None = None
 
-    def place_of(tid: str, hide: int = 0) -> _Place | None:
-        if turn_id is not None and tid != turn_id:
-            return None
-        place = places.get(tid)
-        if place is None:
-            place = places[tid] = _Place(hide=hide)
-            while len(places) > PLACES:
-                del places[next(iter(places))]
-        return None if place.done else place
-
-    async def read(tid: str, place: _Place) -> ItemsChunk | None:
+    async def read(place: _Place, event: Event | None) -> ItemsChunk | None:
         """The log after the place's end, and whether the turn has ended (read first)."""
-        found = await engine.records_since(session_id, tid, place.end)
+        found = await engine.records_since(session_id, place.turn_id, place.end, event=event)
         if found is None:
             return None
         turn, records = found
         ended = turn.status is not TurnStatus.RUNNING
-        return _advance(session_id, tid, place, records, ended, turn.status)
+        return _advance(session_id, place.turn_id, place, records, ended, turn.status)
+
+    async def catch_up(event: Event | None = None) -> AsyncIterator[ItemsChunk]:
+        """From the place on: the rest of its turn, then (following) each later turn. ``event``:
+        the one that asked for it (its reads are shared with the other streams, EventReads)."""
+        nonlocal place
+        while True:
+            if place is not None and not place.done:
+                chunk = await read(place, event)
+                if chunk is not None:
+                    yield chunk
+                if not place.done:
+                    return  # still running: the rest comes live
+            if not start.follow:
+                return
+            after = place.turn_id if place else None
+            turn = await engine.next_turn(session_id, after, event=event)
+            if turn is None:
+                return
+            place = _Place(turn.id)
 
     def out(chunk: ItemsChunk) -> TurnItemsChunk:
         ctx.renew_loaders()
@@ -111,48 +143,38 @@ async def items_stream(
         return TurnItemsChunk.from_domain(chunk)
 
     try:
-        first = await engine.records_since(session_id, turn_id, 0)
-        if first is not None:
-            turn, records = first
-            place = place_of(turn.id, hide=after)
-            assert place is not None
-            ended = turn.status is not TurnStatus.RUNNING
-            chunk = _advance(session_id, turn.id, place, records, ended, turn.status)
-            if chunk is not None:
-                yield out(chunk)
-                if chunk.done and turn_id is not None:
-                    return
-        while True:
-            event = await next_event(sub)
-            chunks: list[ItemsChunk | None] = []
-            if event.kind is EventKind.ITEMS and event.batch is not None:
-                batch = event.batch
-                place = place_of(batch.turn_id)
-                if place is None or batch.end <= place.end:
-                    continue
-                if batch.records and batch.records[0].seq <= place.end:
-                    running = TurnStatus.RUNNING
-                    chunk = _advance(
-                        session_id, batch.turn_id, place, batch.records, False, running
-                    )
-                    chunks.append(chunk)
-                else:  # relayed (no records), or after a gap: the log has it
-                    chunks.append(await read(batch.turn_id, place))
-            elif event.kind is EventKind.OUTPUT and event.chunk is not None and event.chunk.done:
-                # The turn's end committed: its log is complete; read what follows and the end.
-                place = place_of(event.chunk.turn_id)
-                if place is not None:
-                    chunks.append(await read(event.chunk.turn_id, place))
-            elif event.kind is EventKind.SESSION:
-                # An end recorded without this process's runner (recovery after the owner
-                # died, M6; an agent gone, C5) sends no ``done`` here: the turn is read again.
-                for tid, place in list(places.items()):
-                    if not place.done:
-                        chunks.append(await read(tid, place))
-            for chunk in chunks:
+        if start.resumed is not None and start.resumed.done:
+            place = _Place(start.resumed.turn_id, done=True)
+        elif start.turn_id is not None:
+            place = _Place(start.turn_id, hide=start.after)
+        else:  # the current turn, from ``afterOffset``
+            first = await engine.records_since(session_id, None, 0)
+            if first is not None:
+                turn, records = first
+                place = _Place(turn.id, hide=start.after)
+                ended = turn.status is not TurnStatus.RUNNING
+                chunk = _advance(session_id, turn.id, place, records, ended, turn.status)
                 if chunk is not None:
                     yield out(chunk)
-                    if chunk.done and turn_id is not None:
-                        return
+        if place is not None and (place.done or start.turn_id is not None):
+            async for chunk in catch_up():  # what follows a resumed place, or a named turn
+                yield out(chunk)
+        while place is None or start.follow or not place.done:
+            event = await next_event(sub)
+            batch = event.batch
+            if place is not None and batch is not None and not place.done:
+                if batch.turn_id == place.turn_id and batch.records:
+                    if batch.records[0].seq <= place.end:  # this instance's, at the place
+                        if batch.end > place.end:
+                            running = TurnStatus.RUNNING
+                            chunk = _advance(
+                                session_id, place.turn_id, place, batch.records, False, running
+                            )
+                            if chunk is not None:
+                                yield out(chunk)
+                        continue
+            if _news(event, place, start.follow):
+                async for chunk in catch_up(event):
+                    yield out(chunk)
     finally:
         sub.close()

@@ -9,7 +9,15 @@ import strawberry
 from turnqueue.resolvers import connections
 from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import AFTER, BEFORE, FIRST, LAST, Connection, PageArgs
+from turnqueue.schema.connections import (
+    AFTER,
+    BEFORE,
+    FIRST,
+    LAST,
+    Connection,
+    PageArgs,
+    page_count,
+)
 from turnqueue.schema.items import AgentProfile
 from turnqueue.schema.types import Session, Task
 
@@ -51,12 +59,13 @@ class Query:
             int,
             strawberry.argument(
                 description="How many: at most 200 (a larger value answers 200); a negative one "
-                "answers none."
+                "is an error with `extensions.code` INVALID_INPUT."
             ),
         ] = 50,
     ) -> list[Task]:
         ctx = info.context
-        tasks = await ctx.engine.tasks(ctx.require_principal(), first)  # clamped there (SPEC §7)
+        first = page_count("first", first)  # capped (SPEC §7), never negative (S3)
+        tasks = await ctx.engine.tasks(ctx.require_principal(), first)
         return [Task.from_domain(t) for t in tasks]
 
     @described.field(

@@ -17,12 +17,11 @@ from typing import Annotated, Any
 
 import strawberry
 from graphql import GraphQLError
-from starlette.requests import Request
 
 from turnqueue import domain
 from turnqueue.bus import Event, EventKind, SubscriberLagged
 from turnqueue.bus import Subscription as BusSubscription
-from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.errors import UserFacingError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import (
     CancellationFeed,
@@ -36,6 +35,8 @@ from turnqueue.resolvers.feeds import (
     states,
 )
 from turnqueue.resolvers.item_stream import items_stream
+from turnqueue.resolvers.output_stream import output_stream
+from turnqueue.resolvers.resume import Start, last_revisions, start_of
 from turnqueue.resolvers.revisions import Snapshot, fields
 from turnqueue.schema import fields as described
 from turnqueue.schema.types import (
@@ -121,10 +122,13 @@ SESSION_SNAPSHOT = Snapshot(
 )
 
 
-async def _session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
+async def _session_stream(
+    ctx: Context, session_id: str, had: tuple[int, ...] | None
+) -> AsyncGenerator[Session, None]:
+    """``had``: the revisions a reconnect's ``Last-Event-ID`` names (O3): only newer states."""
     sub = ctx.engine.subscribe(session_id, SESSION_SNAPSHOT.watches)
     try:
-        last_session, last_cancellation = -1, -1
+        last_session, last_cancellation = had or (-1, -1)
         cancellation = await ctx.engine.cancellation(session_id)
         while True:
             session = await _authorize(ctx, session_id)
@@ -181,21 +185,37 @@ FEEDS: Mapping[str, FeedOpener[Any]] = {
 }
 
 
+async def _newer(
+    stream: AsyncGenerator[T, None], revision: int, of: Callable[[T], int]
+) -> AsyncGenerator[T, None]:
+    """O3: a reconnect's states, without those it had (``Last-Event-ID``'s revision or older)."""
+    try:
+        async for state in stream:
+            if of(state) > revision:
+                yield state
+    finally:
+        await stream.aclose()
+
+
 async def open_queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueStatus, None]:
     await _authorize(ctx, session_id)
-    return states(_opener(QueueFeed), ctx, session_id, ctx.engine.bus.buffer_size)
+    had = last_revisions(ctx, 1)
+    stream = states(_opener(QueueFeed), ctx, session_id, ctx.engine.bus.buffer_size)
+    return stream if had is None else _newer(stream, had[0], lambda s: int(s.revision))
 
 
 async def open_session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
     await _authorize(ctx, session_id)
-    return _session_stream(ctx, session_id)
+    return _session_stream(ctx, session_id, last_revisions(ctx, 2))
 
 
 async def open_cancellation_stream(
     ctx: Context, session_id: str
 ) -> AsyncGenerator[CancellationStatus, None]:
     await _authorize(ctx, session_id)
-    return states(_opener(CancellationFeed), ctx, session_id, ctx.engine.bus.buffer_size)
+    had = last_revisions(ctx, 1)
+    stream = states(_opener(CancellationFeed), ctx, session_id, ctx.engine.bus.buffer_size)
+    return stream if had is None else _newer(stream, had[0], lambda s: int(s.revision))
 
 
 #: Each snapshot subscription's stream, by root field, opened for a session (authorised first:
@@ -209,133 +229,27 @@ STREAMS: Mapping[str, StreamOpener] = {
 }
 
 
-def _unseen(
-    chunk: domain.OutputChunk, seen: dict[str, tuple[int, bool]]
-) -> domain.OutputChunk | None:
-    """The part of ``chunk`` not yet yielded (a chunk may also be in the snapshot)."""
-    end, done = seen.get(chunk.turn_id, (0, False))
-    if done:
-        return None
-    chunk_end = chunk.offset + len(chunk.text)
-    if chunk_end <= end and not chunk.done:
-        return None
-    if chunk.offset < end:
-        text = chunk.text[end - chunk.offset :]
-        chunk = domain.OutputChunk(
-            chunk.session_id, chunk.turn_id, end, text, chunk.done, chunk.status
-        )
-    seen[chunk.turn_id] = (max(end, chunk_end), chunk.done)
-    # A stream that follows a session's turns for hours must not keep one entry per turn (P7):
-    # a session's turns run one after another, so only the newest few can still send chunks.
-    while len(seen) > SEEN_TURNS:
-        del seen[next(iter(seen))]
-    return chunk
-
-
-#: Turns a turnOutput stream remembers its place in (the newest; see ``_unseen``).
-SEEN_TURNS = 4
-
-
-def output_event_id(chunk: domain.OutputChunk) -> str:
-    """O3: a turnOutput event's SSE ``id``: ``<turn id>:<offset after the chunk>``, exactly what
-    a reconnect resumes from (``Last-Event-ID``, or ``turnId`` and ``afterOffset``)."""
-    return f"{chunk.turn_id}:{chunk.offset + len(chunk.text)}"
-
-
-def _last_event_id(ctx: Context) -> tuple[str, int] | None:
-    """An SSE reconnect's ``Last-Event-ID`` (O3), when it names a turnOutput or turnItems
-    position (``<turnId>:<offset>``; each counts in its own unit)."""
-    request = ctx.request
-    header = request.headers.get("last-event-id") if isinstance(request, Request) else None
-    if not header:
-        return None
-    turn_id, _, offset = header.strip().rpartition(":")
-    if not turn_id or not offset.isdigit():
-        raise GraphQLError(
-            "Last-Event-ID is not a turnOutput or turnItems event id (<turnId>:<offset>)",
-            extensions={"code": ErrorCode.INVALID_INPUT.value},
-        )
-    return turn_id, int(offset)
-
-
-async def _resume_point(
+async def _start(
     ctx: Context, session_id: str, turn_id: strawberry.ID | None, after_offset: int | None
-) -> tuple[str | None, int]:
+) -> Start:
     """Where turnOutput or turnItems starts (O2, O3): authorised, checked, and a reconnect's
     ``Last-Event-ID`` over the arguments."""
     await _authorize(ctx, session_id)
-    resumed = _last_event_id(ctx)
-    turn = str(turn_id) if turn_id is not None else None
-    after = after_offset or 0
-    if resumed is not None:
-        turn, after = resumed
+    start = start_of(ctx, str(turn_id) if turn_id is not None else None, after_offset)
     try:
-        await ctx.engine.check_output_request(session_id, turn, after)
+        await ctx.engine.check_output_request(session_id, start.turn_id, start.after)
     except UserFacingError as e:
         raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
-    return turn, after
-
-
-async def _output_stream(
-    ctx: Context, session_id: str, turn_id: str | None, after: int
-) -> AsyncGenerator[TurnOutputChunk, None]:
-    """O2: what follows ``after`` from the log, then live chunks without what the read covered.
-    With ``turn_id`` the stream ends after that turn's ``done``; without it, it follows the
-    session's later turns too (as before O2).
-
-    Hazard (order): subscribe first, then read. A chunk is published only after its batch
-    committed, so what the read missed is still to come on ``sub``; what both carry is dropped
-    by offset (``_unseen``)."""
-    sub = ctx.engine.subscribe(session_id, [EventKind.OUTPUT, EventKind.SESSION])
-    try:
-        first = await ctx.engine.output_since(session_id, turn_id, after)
-        seen: dict[str, tuple[int, bool]] = {}
-        following: str | None = None  # the turn whose ``done`` this stream has not sent yet
-
-        def out(chunk: domain.OutputChunk) -> TurnOutputChunk:
-            nonlocal following
-            following = None if chunk.done else chunk.turn_id
-            ctx.event_id = output_event_id(chunk)
-            return TurnOutputChunk.from_domain(chunk)
-
-        if first is not None:
-            seen[first.turn_id] = (first.offset, False)  # resume: nothing before afterOffset
-            # Followed from here, even when nothing is new yet (a resume at the log's end):
-            # its ``done`` may come only from a re-read (below).
-            following = None if first.done else first.turn_id
-            if (chunk := _unseen(first, seen)) is not None:
-                yield out(chunk)
-                if chunk.done and turn_id is not None:
-                    return
-        while True:
-            event = await _next_event(sub)
-            if event.kind is EventKind.SESSION:
-                # An end recorded without this process's runner (recovery after the owner
-                # died, M6; an agent gone, C5) sends no ``done`` here: the turn is read again.
-                if following is not None:
-                    end = seen.get(following, (0, False))[0]
-                    rest = await ctx.engine.output_since(session_id, following, end)
-                    if rest is not None and rest.done and (chunk := _unseen(rest, seen)):
-                        yield out(chunk)
-                        if turn_id is not None:
-                            return
-                continue
-            if event.chunk is None or (turn_id is not None and event.chunk.turn_id != turn_id):
-                continue
-            if (chunk := _unseen(event.chunk, seen)) is not None:
-                yield out(chunk)
-                if chunk.done and turn_id is not None:
-                    return
-    finally:
-        sub.close()
+    return start
 
 
 @strawberry.type(
     description="Live state of one session over graphql-transport-ws or GraphQL over SSE "
-    "(graphql-sse; every event has an SSE `id`, O3). Each subscription sends "
-    "the current snapshot first, then every change, each with its revision (R3): keep the "
-    "highest per session and kind and ignore lower ones. A subscriber that falls behind gets an "
-    "error with `extensions.code` RESYNC and the stream ends: subscribe again for a fresh "
+    "(graphql-sse; every event has an SSE `id`, and a reconnect's `Last-Event-ID` is sent only "
+    "what it did not have, O3). Each subscription sends the current snapshot first, then "
+    "every change, each with its revision (R3): keep the highest per session and kind and "
+    "ignore lower ones. A subscriber that falls behind gets an error with `extensions.code` "
+    "RESYNC and the stream ends: subscribe again for a fresh "
     "snapshot. A session that is not the caller's is an error with code NOT_FOUND (S2)."
 )
 class Subscription:
@@ -371,8 +285,10 @@ class Subscription:
         "agent streams it, with no gap and no duplicate; a turn's last message has "
         "`done: true` and its status. Without `turnId` it follows the session's current turn "
         "and then the later ones (a new `turnId` starts again at offset 0); with `turnId` it "
-        "ends after that turn's end. Over SSE each event's `id` is `<turnId>:<offset after "
-        "it>`, and a reconnect's `Last-Event-ID` resumes right after it (O3)."
+        "ends after that turn's end. Over SSE each event's `id` is the place right after it, "
+        "`<turnId>:<offset after it>` (`:done` added for a turn's last message), and a "
+        "reconnect's `Last-Event-ID` resumes right after it: the rest of that turn and, without "
+        "`turnId`, each later turn (O3)."
     )
     async def turn_output(
         self,
@@ -388,8 +304,8 @@ class Subscription:
         ] = None,
     ) -> AsyncGenerator[TurnOutputChunk, None]:
         ctx = info.context
-        turn, after = await _resume_point(ctx, session_id, turn_id, after_offset)
-        return _output_stream(ctx, session_id, turn, after)
+        start = await _start(ctx, session_id, turn_id, after_offset)
+        return output_stream(ctx, session_id, start, _next_event)
 
     @described.subscription(
         "A turn's structured output (A3, O2): its items (messages, thoughts, tool calls with "
@@ -399,8 +315,9 @@ class Subscription:
         "running turn, an ended one or one whose server died; a turn's last message has "
         "`done: true` and its status. Without `turnId` it follows the session's current turn "
         "and then the later ones; with `turnId` it ends after that turn's end. Over SSE each "
-        "event's `id` is `<turnId>:<nextOffset>`, and a reconnect's `Last-Event-ID` resumes "
-        "right after it (O3). Offsets count log entries, not characters (see TurnItemsChunk)."
+        "event's `id` is `<turnId>:<nextOffset>` (`:done` added for a turn's last message), and "
+        "a reconnect's `Last-Event-ID` resumes right after it, as for turnOutput (O3). Offsets "
+        "count log entries, not characters (see TurnItemsChunk)."
     )
     async def turn_items(
         self,
@@ -416,5 +333,5 @@ class Subscription:
         ] = None,
     ) -> AsyncGenerator[TurnItemsChunk, None]:
         ctx = info.context
-        turn, after = await _resume_point(ctx, session_id, turn_id, after_offset)
-        return items_stream(ctx, session_id, turn, after, _next_event)
+        start = await _start(ctx, session_id, turn_id, after_offset)
+        return items_stream(ctx, session_id, start, _next_event)

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import strawberry
+from graphql import GraphQLError
+
+from turnqueue import domain
+from turnqueue.errors import ErrorCode
 
 N = TypeVar("N")
 
@@ -31,6 +35,18 @@ LAST = (
     "not together with `first`."
 )
 BEFORE = "Only items before this cursor (an edge's `cursor` or `pageInfo.startCursor`)."
+
+
+def page_count(name: str, count: int) -> int:
+    """A count argument (``first``, ``last``) as a page answers it, at most ``domain.MAX_PAGE``
+    (S3): a negative one is an INVALID_INPUT error, for the connections and the deprecated
+    lists alike (a list once answered ``[]`` where its connection refused)."""
+    if count < 0:
+        raise GraphQLError(
+            f"{name} must not be negative, not {count}",
+            extensions={"code": ErrorCode.INVALID_INPUT.value},
+        )
+    return domain.clamp_page(count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import strawberry
 
 from turnqueue import domain
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import Connection, PageArgs
+from turnqueue.schema.connections import Connection, PageArgs, page_count
 from turnqueue.schema.enums import SessionState
 from turnqueue.schema.items import Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus
@@ -248,11 +248,11 @@ class Session:
             int,
             strawberry.argument(
                 description="How many of the newest turns: at most 200 (a larger value answers "
-                "200); a negative one answers none."
+                "200); a negative one is an error with `extensions.code` INVALID_INPUT."
             ),
         ] = 20,
     ) -> list[Turn]:
-        last = domain.clamp_page(last)
+        last = page_count("last", last)
         return [Turn.from_domain(t) for t in await info.context.turns(self.id, last)]
 
     @described.field(

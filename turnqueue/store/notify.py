@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 CHANNEL = "turnqueue"
 #: ``application_name`` of every listener connection (``pg_stat_activity``).
 LISTENER_NAME = "turnqueue-listen"
-#: NOTIFY payloads must stay below 8000 bytes; callers split anything larger.
+#: NOTIFY payloads must stay below 8000 bytes: callers never build a larger one (what could
+#: grow, such as output, travels as a pointer; ``engine.cluster.payload`` refuses the rest).
 MAX_PAYLOAD_BYTES = 7_500
 
 

@@ -398,6 +398,10 @@ class Store(Protocol):
     async def current_turn(self, session_id: str) -> Turn | None:
         """The newest turn whatever its status."""
 
+    async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
+        """The session's turn that started right after ``after_turn_id`` (None: its first
+        turn), whatever its status; None when there is none (yet)."""
+
     # -- keyset pages (G3): in the database, one read transaction each ----------------------
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
         """The owner's tasks, newest first."""

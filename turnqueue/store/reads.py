@@ -119,6 +119,14 @@ class SqlStore:
         rows = await self._all(stmt)
         return turn_from(rows[0]) if rows else None
 
+    async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
+        stmt = select(turns).where(turns.c.session_id == session_id)
+        if after_turn_id is not None:
+            after = select(turns.c.seq).where(turns.c.id == after_turn_id).scalar_subquery()
+            stmt = stmt.where(turns.c.seq > after)
+        rows = await self._all(stmt.order_by(turns.c.seq).limit(1))
+        return turn_from(rows[0]) if rows else None
+
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
         async with self.read() as tx:
             return await pages.tasks_page(tx, owner, window)

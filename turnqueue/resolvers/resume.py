@@ -1,0 +1,102 @@
+"""Where a resumable stream starts (O2, O3): its arguments, or a reconnect's ``Last-Event-ID``.
+
+Every event of ``turnOutput`` and ``turnItems`` has an SSE ``id`` that is a *place* in the
+stream the client had: ``<turnId>:<end>``, or ``<turnId>:<end>:done`` for the turn's last message
+(its end). ``end`` counts in the stream's own unit (characters for turnOutput, log entries for
+turnItems). A reconnect repeats the request (the same arguments) and adds the id; the stream
+resumes right after that event: the rest of that turn, and — for a stream that follows the
+session (no ``turnId``) — every later turn, from its beginning. ``done`` is part of the place:
+without it a client that had a turn's end could not be told apart from one that had only its
+last text, and was sent that end again.
+
+The snapshot streams' ids are their revisions (``<revision>``; sessionChanged
+``<revision>:<cancellationRevision>``): a reconnect is sent only states newer than the one it had
+(:func:`last_revisions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphql import GraphQLError
+from starlette.requests import Request
+
+from turnqueue.errors import ErrorCode
+from turnqueue.resolvers.context import Context
+
+DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A stream's place in a turn: what it has sent of it (``end``), and whether its end."""
+
+    turn_id: str
+    end: int
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Where a resumable stream starts: in ``turn_id`` (None: the session's current turn) after
+    ``after``, or after the place a reconnect names (``resumed``); ``follow``: the stream goes on
+    with the session's later turns (no ``turnId``)."""
+
+    turn_id: str | None
+    after: int
+    follow: bool
+    resumed: Place | None = None
+
+
+def event_id(turn_id: str, end: int, done: bool) -> str:
+    """O3: the SSE ``id`` of a turnOutput or turnItems event: the place right after it."""
+    return f"{turn_id}:{end}:{DONE}" if done else f"{turn_id}:{end}"
+
+
+def _invalid(message: str) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": ErrorCode.INVALID_INPUT.value})
+
+
+def last_event_id(ctx: Context) -> str | None:
+    """A reconnect's ``Last-Event-ID`` header (SSE, O3); None on WebSocket or without one."""
+    request = ctx.request
+    header = request.headers.get("last-event-id") if isinstance(request, Request) else None
+    return header.strip() if header else None
+
+
+def parse_place(header: str) -> Place:
+    """The place a turnOutput or turnItems event id names; INVALID_INPUT otherwise."""
+    parts = header.split(":")
+    done = len(parts) == 3 and parts[2] == DONE
+    if len(parts) not in (2, 3) or (len(parts) == 3 and not done):
+        raise _invalid("Last-Event-ID is not a turnOutput or turnItems event id")
+    turn_id, end = parts[0], parts[1]
+    if not turn_id or not end.isdigit():
+        raise _invalid("Last-Event-ID is not a turnOutput or turnItems event id")
+    return Place(turn_id, int(end), done)
+
+
+def start_of(ctx: Context, turn_id: str | None, after_offset: int | None) -> Start:
+    """Where turnOutput or turnItems starts: the arguments, and a reconnect's place over them.
+    A place in another turn than ``turnId`` names is refused (INVALID_INPUT): it is not an id of
+    this stream."""
+    follow = turn_id is None
+    header = last_event_id(ctx)
+    if header is None:
+        return Start(turn_id, after_offset or 0, follow)
+    place = parse_place(header)
+    if turn_id is not None and place.turn_id != turn_id:
+        raise _invalid("Last-Event-ID names another turn than turnId")
+    return Start(place.turn_id, place.end, follow, resumed=place)
+
+
+def last_revisions(ctx: Context, parts: int) -> tuple[int, ...] | None:
+    """The revisions a snapshot stream's reconnect had (its ``Last-Event-ID``: ``parts``
+    revisions joined by ``:``); None without one; INVALID_INPUT if it is no such id."""
+    header = last_event_id(ctx)
+    if header is None:
+        return None
+    values = header.split(":")
+    if len(values) != parts or not all(v.isdigit() for v in values):
+        raise _invalid("Last-Event-ID is not an event id of this subscription")
+    return tuple(int(v) for v in values)
