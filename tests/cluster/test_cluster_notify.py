@@ -81,10 +81,8 @@ async def cluster() -> AsyncIterator[tuple[Cluster, EventBus, RefusingStore]]:
 
     hooks = ClusterHooks(
         handlers={},
-        on_released=nothing,
         on_orphans=nothing,
         on_expelled=nothing,
-        touch_queue=nothing,
         closing=lambda: False,
     )
     cluster = Cluster(
