@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import CancellationStatus, LogBatch, OutputChunk, TurnStatus, new_id
+from turnqueue.domain import LogBatch, OutputChunk, TurnStatus, new_id
 from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.errors import InvalidInput
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
@@ -123,8 +123,7 @@ async def test_m4_every_notification_fits_the_limit_whatever_the_output(
         bus.publish(Event(EventKind.OUTPUT, sid, chunk=chunk))
         offset += len(text)
     bus.publish(Event(EventKind.ITEMS, sid, batch=LogBatch(sid, turn, 10**15)))
-    bus.publish(Event(EventKind.CANCELLATION, sid, 2**52, CancellationStatus(sid, True, 2**52)))
-    await _sent(store, len(texts) + 2)
+    await _sent(store, len(texts) + 1)
     assert store.refused == []
     assert all(len(p.encode()) <= MAX_PAYLOAD_BYTES for p in store.sent)
     assert all("😀" not in p and "\\ud83d" not in p for p in store.sent)  # no text at all
@@ -139,9 +138,8 @@ async def test_m4_one_notification_that_cannot_be_sent_takes_no_other_with_it(
     sessions = [new_id() for _ in range(5)]
     store.poisoned.add(sessions[2])
     with caplog.at_level(logging.WARNING, logger="turnqueue.engine.cluster"):
-        for revision, sid in enumerate(sessions, start=1):  # queued together: one batch
-            status = CancellationStatus(sid, True, revision)
-            bus.publish(Event(EventKind.CANCELLATION, sid, revision, cancellation=status))
+        for end, sid in enumerate(sessions, start=1):  # queued together: one batch
+            bus.publish(Event(EventKind.ITEMS, sid, batch=LogBatch(sid, new_id(), end)))
         await _sent(store, 4)
         await asyncio.sleep(0)  # the loop logs the refused one right after the others
     assert len(store.refused[0]) == 5  # they went as one batch first
