@@ -18,6 +18,7 @@ from turnqueue.engine.recovery import _recover_session
 from turnqueue.resolvers import subscriptions
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.item_stream import items_stream
+from turnqueue.resolvers.resume import Start
 from turnqueue.schema import items as gql
 from turnqueue.schema.turns import TurnItemsChunk
 
@@ -84,7 +85,9 @@ def _shown(state: dict[int, Any]) -> list[Any]:
 
 async def _collect(ctx: Context, sid: str, turn_id: str | None, after: int) -> list[Any]:
     out = []
-    async for chunk in items_stream(ctx, sid, turn_id, after, subscriptions._next_event):
+    async for chunk in items_stream(
+        ctx, sid, Start(turn_id, after, follow=turn_id is None), subscriptions._next_event
+    ):
         out.append((chunk, ctx.event_id))
         if chunk.done:
             break
@@ -158,7 +161,8 @@ async def test_a3_o2_turn_items_stream_resumes_at_every_offset(
     state: dict[int, Any] = {}
     for chunk, event_id in chunks:
         _apply(state, chunk)
-        assert event_id == f"{run.turn_id}:{chunk.next_offset}"  # O3: the SSE id
+        done = ":done" if chunk.done else ""  # the turn's end is told apart (O3)
+        assert event_id == f"{run.turn_id}:{chunk.next_offset}{done}"  # O3: the SSE id
     assert _shown(state) == expected
     assert chunks[-1][0].done and chunks[-1][0].status is TurnStatus.COMPLETED
     assert [c.offset for c, _ in chunks[1:]] == [c.next_offset for c, _ in chunks[:-1]]
@@ -188,10 +192,10 @@ async def test_o2_turn_items_resume_closes_the_window_between_the_log_read_and_l
     await _logged(watch, 1)  # the scripted greeting
     original = engine.records_since
 
-    async def racing_read(session_id: str, turn: str | None, after: int) -> Any:
+    async def racing_read(session_id: str, turn: str | None, after: int, **kw: Any) -> Any:
         _emit(run, _tool(title="ls", status="pending"))
         await _logged(watch, 2)  # committed and published before the read
-        result = await original(session_id, turn, after)
+        result = await original(session_id, turn, after, **kw)
         _emit(run, _tool(status="completed"))
         await _logged(watch, 3)  # committed and published after the read
         monkeypatch.setattr(engine, "records_since", original)
@@ -208,7 +212,7 @@ async def test_o2_turn_items_resume_closes_the_window_between_the_log_read_and_l
     tool = [i for c, _ in got for i in c.items][-1]
     assert isinstance(tool, gql.ToolCallItem) and tool.status == "completed"
     assert tool.title == "ls"  # an update is sent as the whole item, folded
-    assert got[-1][1] == f"{run.turn_id}:3"
+    assert got[-1][1] == f"{run.turn_id}:3:done"
 
 
 async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log(
@@ -222,7 +226,7 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     await _logged(watch, 2)
     watch.close()
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    stream = items_stream(ctx, sid, run.turn_id, 0, subscriptions._next_event)
+    stream = items_stream(ctx, sid, Start(run.turn_id, 0, follow=False), subscriptions._next_event)
     first = await asyncio.wait_for(anext(stream), WAIT)
     assert [type(i).__name__ for i in first.items] == ["MessageItem", "ToolCallItem"]
     runner = engine.core.runners.pop(sid)
@@ -249,7 +253,7 @@ async def test_o2_turn_items_without_a_turn_id_follow_the_next_turns(
 ) -> None:
     sid, run = await _start(engine, agent)
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    stream = items_stream(ctx, sid, None, 0, subscriptions._next_event)
+    stream = items_stream(ctx, sid, Start(None, 0, follow=True), subscriptions._next_event)
     first = await asyncio.wait_for(anext(stream), WAIT)
     assert first.turn_id == run.turn_id
     run.complete()
