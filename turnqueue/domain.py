@@ -175,6 +175,8 @@ class Turn:
     owner: int | None = None  # the instance running it (M4)
     error_kind: AgentErrorKind | None = None  # A11: how its failure is classified
     agent_stderr: str | None = None  # A11: what its agent wrote to stderr meanwhile (a tail)
+    client_message_id: str | None = None  # Q15: the key of the send it came from
+    entry_id: str | None = None  # Q16: the queue entry it was started from, if one
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,20 @@ class QueueEntry:
     content: str
     source: MessageSource
     queued_at: datetime
+    client_message_id: str | None = None  # Q15: the key of the send that queued it
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    """Q15: what a send with a ``clientMessageId`` did (the entry it queued, the turn it
+    started, or both), kept at least a day so a retry answers it instead of sending again."""
+
+    key: str
+    digest: str  # of the content: the same key with other content is a conflict
+    entry_id: str | None
+    turn_id: str | None
+    position: int | None  # the entry's place when it was queued
+    queued_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,7 @@ def test_u1_contract_names_of_section_7() -> None:
         "SEND_NOW_CONFLICT",
         "TURN_CHANGED",
         "APPROVAL_RESOLVED",
+        "IDEMPOTENCY_CONFLICT",  # Q15
     }
     assert set(schema.type_map["AgentType"].values) == {"ACP", "COMMAND", "SCRIPTED"}  # type: ignore[attr-defined]
     assert "APPROVAL" in schema.type_map["HoldReason"].values  # type: ignore[attr-defined]

@@ -147,10 +147,23 @@ class Change:
         self._session_changed = True
 
     async def start_turn(
-        self, *, prompt: str, source: MessageSource, consume: list[str], owner: int | None
+        self,
+        *,
+        prompt: str,
+        source: MessageSource,
+        consume: list[str],
+        owner: int | None,
+        client_message_id: str | None = None,
+        entry_id: str | None = None,
     ) -> Turn:
         turn = await self.tx.start_turn(
-            self.session_id, prompt=prompt, source=source, consume=consume, owner=owner
+            self.session_id,
+            prompt=prompt,
+            source=source,
+            consume=consume,
+            owner=owner,
+            client_message_id=client_message_id,
+            entry_id=entry_id,
         )
         self.session_changed(self.session_revision + 1)  # the store bumps it once
         return turn

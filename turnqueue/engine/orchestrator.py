@@ -343,17 +343,30 @@ class Engine:
             self.core.publish_after(tx, EventKind.SESSION, session.id, session.revision)
         return task, session
 
-    async def send_message(self, principal: str, session_id: str, content: str) -> Admission:
+    async def send_message(
+        self, principal: str, session_id: str, content: str, client_message_id: str | None = None
+    ) -> Admission:
+        """Start a turn or queue the message; with ``client_message_id``, idempotent (Q15)."""
         await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
-        return await self.turns.send_message(session_id, content)
+        _check_client_message_id(client_message_id)
+        return await self.turns.send_message(session_id, content, client_message_id)
 
     async def enqueue(
-        self, principal: str, session_id: str, content: str, expected_revision: int | None
+        self,
+        principal: str,
+        session_id: str,
+        content: str,
+        expected_revision: int | None,
+        client_message_id: str | None = None,
     ) -> tuple[QueueEntry, Turn | None]:
+        """Queue the message, then an automatic drain; idempotent with a key (Q15)."""
         await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
-        return await self.queue.enqueue(session_id, content, expected_revision, MessageSource.USER)
+        _check_client_message_id(client_message_id)
+        return await self.queue.enqueue(
+            session_id, content, expected_revision, MessageSource.USER, client_message_id
+        )
 
     async def update_entry(
         self, principal: str, session_id: str, entry_id: str, content: str, expected: int | None
@@ -429,3 +442,17 @@ class Engine:
 def _check_entry_id(entry_id: str) -> None:
     if not is_valid_id(entry_id):
         raise InvalidInput("entryId is not a valid id", ["entryId"])
+
+
+#: Q15: a client's key is 1 to this many characters.
+MAX_CLIENT_MESSAGE_ID = 128
+
+
+def _check_client_message_id(key: str | None) -> None:
+    if key is None:
+        return
+    if not 0 < len(key) <= MAX_CLIENT_MESSAGE_ID or not key.strip() or "\x00" in key:
+        raise InvalidInput(
+            f"clientMessageId must be 1 to {MAX_CLIENT_MESSAGE_ID} characters, not blank",
+            ["clientMessageId"],
+        )

@@ -30,7 +30,7 @@ from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.turn_end import DrainResult
-from turnqueue.engine.turns import Turns
+from turnqueue.engine.turns import Admission, Turns, record, replay
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
 
@@ -68,16 +68,33 @@ class QueueOps:
         content: str,
         expected_revision: int | None,
         source: MessageSource = MessageSource.USER,
+        client_message_id: str | None = None,
     ) -> tuple[QueueEntry, Turn | None]:
-        """Always queue, then one automatic drain (Q3)."""
+        """Always queue, then one automatic drain (Q3). An enqueue whose ``client_message_id``
+        was sent before answers that send's outcome and queues nothing (Q15)."""
         async with self.core.change(session_id, expected_revision) as c:
+            if client_message_id is not None:
+                replayed = await replay(c, client_message_id, content)
+                if replayed is not None:
+                    if replayed.entry is None:  # a sendMessage of this key started a turn
+                        raise Conflict(
+                            ErrorCode.IDEMPOTENCY_CONFLICT,
+                            f"clientMessageId {client_message_id!r} started a turn: it queued "
+                            "nothing to answer with",
+                            ["clientMessageId"],
+                        )
+                    return replayed.entry, replayed.turn
             check_capacity(c.view, self.core.settings.queue_limit)
-            entry = await c.tx.add_entry(session_id, content=content, source=source)
+            entry = await c.tx.add_entry(
+                session_id, content=content, source=source, client_message_id=client_message_id
+            )
             # The drain after enqueueMessage (Q3, automatic) runs in this same transaction:
             # one lock row, one commit, one queue revision for "queued and started".
             view = replace(c.view, queued=c.view.queued + 1)
             result, turn = await self.turns.reserve_in(c, view, automatic=True)
             await c.queue_changed()  # the same revision as the start's, if one started
+            if client_message_id is not None:
+                await record(c, client_message_id, content, Admission(turn=turn, entry=entry))
         self.core.metrics.reservation("automatic", result.value)
         return entry, turn
 
@@ -314,7 +331,8 @@ class QueueOps:
                         ErrorCode.QUEUE_CHANGED,
                         "the entry moved to the task's new session with a workflow step change",
                     )
-                return await self.turns.start_in(c, prompt, source, ids)
+                one = claimed[0] if len(claimed) == 1 else None  # Q16: the entry it runs
+                return await self.turns.start_in(c, prompt, source, ids, one)
         except BaseException:
             async with self.core.change(session_id, session_lock=False) as c:
                 if await c.tx.release_entries(session_id, ids):

@@ -7,6 +7,7 @@ database lock row (``tx.lock``) is taken first in every transaction that reserve
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,8 +20,10 @@ from turnqueue.domain import (
     MessageSource,
     OutputChunk,
     QueueEntry,
+    SentMessage,
     SessionState,
     Turn,
+    utcnow,
 )
 from turnqueue.engine.change import Change
 from turnqueue.engine.core import Core, check_capacity
@@ -81,11 +84,24 @@ class Turns:
         return view_holds(view) or (runner is not None and runner is not ending)
 
     async def start_in(
-        self, c: Change, prompt: str, source: MessageSource, consume: list[str]
+        self,
+        c: Change,
+        prompt: str,
+        source: MessageSource,
+        consume: list[str],
+        entry: QueueEntry | None = None,
+        client_message_id: str | None = None,
     ) -> Turn:
-        """Start a turn in ``c``; it is launched once ``c`` has committed."""
+        """Start a turn in ``c``; it is launched once ``c`` has committed. ``entry``: the one
+        queue entry it starts from (Q16), whose key it carries (Q15); ``client_message_id``:
+        the key of a send that starts it directly."""
         turn = await c.start_turn(
-            prompt=prompt, source=source, consume=consume, owner=self.core.instance
+            prompt=prompt,
+            source=source,
+            consume=consume,
+            owner=self.core.instance,
+            client_message_id=entry.client_message_id if entry is not None else client_message_id,
+            entry_id=entry.id if entry is not None else None,
         )
         await c.queue_changed()  # BUSY is now a hold
         agent = c.view.session.agent
@@ -130,29 +146,45 @@ class Turns:
         entry = await c.tx.reserve_head(view.session.id, owner=self.core.instance)
         if entry is None:
             return DrainResult.EMPTY, None
-        turn = await self.start_in(c, entry.content, entry.source, [entry.id])
+        turn = await self.start_in(c, entry.content, entry.source, [entry.id], entry)
         return DrainResult.STARTED, turn
 
-    async def send_message(self, session_id: str, content: str) -> Admission:
-        """Start a turn when the session is free (targeted), queue it when busy."""
+    async def send_message(
+        self, session_id: str, content: str, client_message_id: str | None = None
+    ) -> Admission:
+        """Start a turn when the session is free (targeted), queue it when busy. A send whose
+        ``client_message_id`` was sent before answers that send's outcome (Q15)."""
         async with self.core.change(session_id) as c:
-            view = c.view
-            if view.clarification is not None:
-                raise Conflict(
-                    ErrorCode.CLARIFICATION_PENDING,
-                    "the agent asked a question: answer it with answerClarification",
-                )
-            if not self.blocked(view):
-                return Admission(turn=await self.start_in(c, content, MessageSource.USER, []))
-            if view.session.state in BUSY or view.session.state in PROMPTABLE:
-                check_capacity(view, self.core.settings.queue_limit)
-                entry = await c.tx.add_entry(session_id, content=content, source=MessageSource.USER)
-                await c.queue_changed()
-                return Admission(entry=entry)
+            if client_message_id is not None:
+                replayed = await replay(c, client_message_id, content)
+                if replayed is not None:
+                    return replayed
+            admission = await self._admit(c, content, client_message_id)
+            if client_message_id is not None:
+                await record(c, client_message_id, content, admission)
+            return admission
+
+    async def _admit(self, c: Change, content: str, key: str | None) -> Admission:
+        view = c.view
+        if view.clarification is not None:
             raise Conflict(
-                ErrorCode.SESSION_NOT_PROMPTABLE,
-                f"session is {view.session.state}; it cannot take prompts",
+                ErrorCode.CLARIFICATION_PENDING,
+                "the agent asked a question: answer it with answerClarification",
             )
+        if not self.blocked(view):
+            turn = await self.start_in(c, content, MessageSource.USER, [], None, key)
+            return Admission(turn=turn)
+        if view.session.state in BUSY or view.session.state in PROMPTABLE:
+            check_capacity(view, self.core.settings.queue_limit)
+            entry = await c.tx.add_entry(
+                c.session_id, content=content, source=MessageSource.USER, client_message_id=key
+            )
+            await c.queue_changed()
+            return Admission(entry=entry)
+        raise Conflict(
+            ErrorCode.SESSION_NOT_PROMPTABLE,
+            f"session is {view.session.state}; it cannot take prompts",
+        )
 
     async def answer_clarification(
         self, session_id: str, answer: str, clarification_id: str | None
@@ -292,3 +324,54 @@ class Turns:
 #: Back-off between attempts to record a turn's end that could not commit.
 END_RETRY_FIRST = 0.05
 END_RETRY_MAX = 2.0
+
+
+# -- idempotent sends (Q15) ----------------------------------------------------------------------
+def content_digest(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+async def replay(c: Change, key: str, content: str) -> Admission | None:
+    """What the send with this key did, if one was recorded (Q15): the same turn (as it is
+    now) and the same entry (as it is now, or as it was queued once it has left the queue);
+    IDEMPOTENCY_CONFLICT for the same key with other content. Read under the session's lock
+    row (``c``), so a retry racing the first send reads what that send committed."""
+    sent = await c.tx.sent_message(c.session_id, key)
+    if sent is None:
+        return None
+    if sent.digest != content_digest(content):
+        raise Conflict(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            f"clientMessageId {key!r} was already sent in this session with other content",
+            ["clientMessageId"],
+        )
+    turn = await c.tx.get_turn(sent.turn_id) if sent.turn_id is not None else None
+    entry = None
+    if sent.entry_id is not None:
+        visible = {e.id: e for e in await c.tx.list_entries(c.session_id)}
+        entry = visible.get(sent.entry_id) or QueueEntry(
+            sent.entry_id,
+            c.session_id,
+            sent.position or 1,
+            content,
+            MessageSource.USER,
+            sent.queued_at or utcnow(),
+            key,
+        )
+    return Admission(turn=turn, entry=entry)
+
+
+async def record(c: Change, key: str, content: str, admission: Admission) -> None:
+    """Q15: what this keyed send did, in its own unit of work."""
+    entry, turn = admission.entry, admission.turn
+    await c.tx.record_sent_message(
+        c.session_id,
+        SentMessage(
+            key,
+            content_digest(content),
+            entry.id if entry is not None else None,
+            turn.id if turn is not None else None,
+            entry.position if entry is not None else None,
+            entry.queued_at if entry is not None else None,
+        ),
+    )

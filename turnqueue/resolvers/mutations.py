@@ -68,15 +68,18 @@ class Mutation:
     @described.mutation(
         "Send a prompt. It starts a turn at once when the session is promptable and "
         "nothing holds it (Q9), whatever is queued and whatever auto-run says; a busy or "
-        "held session queues it instead (`queuedEntry`). userErrors: INVALID_INPUT, "
-        "NOT_FOUND, CLARIFICATION_PENDING, SESSION_NOT_PROMPTABLE, QUEUE_FULL."
+        "held session queues it instead (`queuedEntry`). With a `clientMessageId` a retry "
+        "answers the first send's outcome (Q15). userErrors: INVALID_INPUT, NOT_FOUND, "
+        "CLARIFICATION_PENDING, SESSION_NOT_PROMPTABLE, QUEUE_FULL, IDEMPOTENCY_CONFLICT."
     )
     async def send_message(
         self, info: Info, input: Input[i.SendMessageInput]
     ) -> p.SendMessagePayload:
         ctx, principal = info.context, info.context.require_principal()
         try:
-            admission = await ctx.engine.send_message(principal, input.session_id, input.content)
+            admission = await ctx.engine.send_message(
+                principal, input.session_id, input.content, input.client_message_id
+            )
             session = await ctx.engine.authorize_session(principal, input.session_id)
         except UserFacingError as e:
             return p.SendMessagePayload(user_errors=_errors(e))
@@ -90,8 +93,9 @@ class Mutation:
 
     @described.mutation(
         "Queue a message at the tail, always; then, if auto-run is on and nothing holds "
-        "the queue, its head starts (an automatic drain, Q3). userErrors: INVALID_INPUT, "
-        "NOT_FOUND, QUEUE_CHANGED, QUEUE_FULL."
+        "the queue, its head starts (an automatic drain, Q3). With a `clientMessageId` a "
+        "retry answers the first one's outcome (Q15). userErrors: INVALID_INPUT, NOT_FOUND, "
+        "QUEUE_CHANGED, QUEUE_FULL, IDEMPOTENCY_CONFLICT."
     )
     async def enqueue_message(
         self, info: Info, input: Input[i.EnqueueMessageInput]
@@ -99,7 +103,11 @@ class Mutation:
         ctx = info.context
         try:
             entry, turn = await ctx.engine.enqueue(
-                ctx.require_principal(), input.session_id, input.content, input.expected_revision
+                ctx.require_principal(),
+                input.session_id,
+                input.content,
+                input.expected_revision,
+                input.client_message_id,
             )
         except UserFacingError as e:
             return p.EnqueueMessagePayload(user_errors=_errors(e))

@@ -85,7 +85,10 @@ QUEUE_SNAPSHOT = Snapshot(
     watches=(EventKind.QUEUE,),
     payload=fields(
         *("id", "sessionId", "autoRun", "pauseReason", "heldBy", "count", "max", "revision"),
-        entries=fields("id", "sessionId", "position", "content", "source", "queuedAt"),
+        entries=fields(
+            *("id", "sessionId", "position", "content", "source", "queuedAt"),
+            "clientMessageId",
+        ),
     ),
 )
 
@@ -97,7 +100,7 @@ _CANCELLATION = fields("id", "sessionId", "pending", "revision")
 #: not.
 _TURN = fields(
     *("id", "sessionId", "prompt", "source", "status", "error", "startedAt", "endedAt"),
-    *("errorKind", "agentStderr"),
+    *("errorKind", "agentStderr", "clientMessageId", "queueEntryId"),
     still=("output", "items", "itemsConnection", "approvals"),
 )
 

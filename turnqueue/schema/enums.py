@@ -176,6 +176,8 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "nothing was claimed.",
             "APPROVAL_RESOLVED": "answerApproval: the approval was already answered (another "
             "answer won), or its turn was cancelled or has ended.",
+            "IDEMPOTENCY_CONFLICT": "sendMessage, enqueueMessage: this `clientMessageId` was "
+            "already sent in this session with other content (Q15); nothing changed.",
         },
     ),
 }

@@ -25,6 +25,20 @@ def _expected_revision() -> Revision | None:
     return made
 
 
+def _client_message_id() -> str | None:
+    made: str | None = strawberry.field(
+        default=None,
+        description="Q15: a key the client makes for this message (1 to 128 characters), so "
+        "that a retry is safe: a second request of the same session with the same key answers "
+        "the first one's outcome (the same turn or entry, never a second one), on any instance, "
+        "after a restart, and when the two race; the same key with other content is "
+        "IDEMPOTENCY_CONFLICT and changes nothing. Keys are kept at least 24 hours. The entry "
+        "and the turn it becomes carry it (`clientMessageId`), so a client can match its "
+        "optimistic row to the server's.",
+    )
+    return made
+
+
 def _content(what: str) -> str:
     made: str = strawberry.field(
         description=f"{what}: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` "
@@ -47,6 +61,7 @@ class CreateTaskInput:
 class SendMessageInput:
     session_id: strawberry.ID = _session_id()
     content: str = _content("The prompt")
+    client_message_id: str | None = _client_message_id()
 
 
 @strawberry.input(description="Input of enqueueMessage.")
@@ -54,6 +69,7 @@ class EnqueueMessageInput:
     session_id: strawberry.ID = _session_id()
     content: str = _content("The message")
     expected_revision: Revision | None = _expected_revision()
+    client_message_id: str | None = _client_message_id()
 
 
 @strawberry.input(description="Input of updateQueueEntry.")

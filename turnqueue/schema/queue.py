@@ -83,6 +83,9 @@ class QueueEntry:
         description="Who queued it; only USER entries can be edited (Q12)."
     )
     queued_at: datetime = strawberry.field(description="When it was queued.")
+    client_message_id: str | None = strawberry.field(
+        description="Q15: the `clientMessageId` of the send that queued it; null without one."
+    )
 
     @classmethod
     def from_domain(cls, entry: domain.QueueEntry) -> QueueEntry:
@@ -93,6 +96,7 @@ class QueueEntry:
             content=entry.content,
             source=entry.source,
             queued_at=entry.queued_at,
+            client_message_id=entry.client_message_id,
         )
 
 

@@ -48,6 +48,14 @@ class Turn:
         "kept apart from `error`; null while the turn runs, when it wrote nothing, and for the "
         "scripted agent."
     )
+    client_message_id: str | None = strawberry.field(
+        description="Q15: the `clientMessageId` of the send it came from (directly, or through "
+        "the queue entry it started from); null without one."
+    )
+    queue_entry_id: strawberry.ID | None = strawberry.field(
+        description="Q16: the queue entry it was started from (a drain or a Send Now of one "
+        "entry); null when a message started it directly or several entries were sent at once."
+    )
     started_at: datetime = strawberry.field(description="When the turn started.")
     ended_at: datetime | None = strawberry.field(description="When it ended; null while RUNNING.")
 
@@ -63,6 +71,8 @@ class Turn:
             error=turn.error,
             error_kind=turn.error_kind,
             agent_stderr=turn.agent_stderr,
+            client_message_id=turn.client_message_id,
+            queue_entry_id=strawberry.ID(turn.entry_id) if turn.entry_id is not None else None,
             started_at=turn.started_at,
             ended_at=turn.ended_at,
         )

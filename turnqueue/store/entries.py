@@ -55,6 +55,7 @@ ENTRY_VALUES = {
     "source": bindparam("p_source", type_=String),
     "queued_at": bindparam("p_now", type_=UtcDateTime),
     "in_flight": false(),
+    "client_message_id": bindparam("p_key", type_=String),
 }
 _INSERT_ENTRY = Statement(
     insert(qe).values(position=bindparam("p_position", type_=BigInteger), **ENTRY_VALUES)
@@ -111,7 +112,12 @@ class EntryStatements:
         return entries_from(result.all())
 
     async def add_entry(
-        self, session_id: str, *, content: str, source: MessageSource
+        self,
+        session_id: str,
+        *,
+        content: str,
+        source: MessageSource,
+        client_message_id: str | None = None,
     ) -> QueueEntry:
         entry_id, queued_at = new_id(), utcnow()
         params = {
@@ -120,11 +126,14 @@ class EntryStatements:
             "p_content": content,
             "p_source": source.value,
             "p_now": queued_at,
+            "p_key": client_message_id,
         }
         visible = await self._insert_entry(params)
         self._touched[session_id] = None
         ordinal = int(visible or 0) + 1  # no session: the INSERT failed on the foreign key
-        return QueueEntry(entry_id, session_id, ordinal, content, source, queued_at)
+        return QueueEntry(
+            entry_id, session_id, ordinal, content, source, queued_at, client_message_id
+        )
 
     async def _insert_entry(self, params: dict[str, Any]) -> int | None:
         """Insert at the tail; the visible count before it."""

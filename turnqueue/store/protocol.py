@@ -43,6 +43,7 @@ from turnqueue.domain import (
     PauseReason,
     QueueEntry,
     QueuePolicy,
+    SentMessage,
     Session,
     SessionState,
     Task,
@@ -247,9 +248,12 @@ class Tx(Protocol):
         source: MessageSource,
         consume: Sequence[str] = (),
         owner: int | None = None,
+        client_message_id: str | None = None,
+        entry_id: str | None = None,
     ) -> Turn:
         """Insert a RUNNING turn, make the session RUNNING (revision +1) and, in the same
-        statement batch, delete the in-flight entries named in ``consume`` (Q10)."""
+        statement batch, delete the in-flight entries named in ``consume`` (Q10). The turn
+        carries the key of the send it came from (Q15) and the entry it started from (Q16)."""
 
     async def end_turn(
         self,
@@ -318,9 +322,21 @@ class Tx(Protocol):
         whatever the stored sort key is, in every method that returns entries."""
 
     async def add_entry(
-        self, session_id: str, *, content: str, source: MessageSource
+        self,
+        session_id: str,
+        *,
+        content: str,
+        source: MessageSource,
+        client_message_id: str | None = None,
     ) -> QueueEntry:
-        """Append at the tail."""
+        """Append at the tail (with the key of the send that queued it, Q15)."""
+
+    # -- idempotent sends (Q15) -------------------------------------------------------------
+    async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
+        """What a send of the session with this ``clientMessageId`` did, if one was recorded."""
+
+    async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
+        """Record what a keyed send did (and forget the session's keys past their day)."""
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry: ...
 

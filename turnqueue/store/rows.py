@@ -140,6 +140,8 @@ def turn_from(row: Mapped) -> Turn:
         owner=m["owner"],
         error_kind=AgentErrorKind(m["error_kind"]) if m["error_kind"] else None,
         agent_stderr=m["agent_stderr"],
+        client_message_id=m["client_message_id"],
+        entry_id=m["entry_id"],
     )
 
 
@@ -153,6 +155,7 @@ def entry_from(row: Record, ordinal: int) -> QueueEntry:
         content=m["content"],
         source=MessageSource(m["source"]),
         queued_at=m["queued_at"],
+        client_message_id=m["client_message_id"],
     )
 
 

@@ -181,6 +181,9 @@ class TurnRow(TableModel, table=True):
     ended_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance (its epoch) that runs this turn; only it can stop the agent (M4).
     owner: int | None = _column(BigInteger, nullable=True)
+    # Q15: the client's key of the send it came from; Q16: the entry it was started from.
+    client_message_id: str | None = _column(String(128), nullable=True)
+    entry_id: str | None = _column(String(36), nullable=True)
     # A11: how its failure is classified, and its agent's stderr (kept apart from ``error``).
     error_kind: str | None = _column(String(32), nullable=True)
     agent_stderr: str | None = _column(Text, nullable=True)
@@ -221,6 +224,8 @@ class QueueEntryRow(TableModel, table=True):
     reserved_at: datetime | None = _column(UtcDateTime, nullable=True)
     # The instance that reserved it: if that instance dies, the entry goes back (Q10, M6).
     reserved_by: int | None = _column(BigInteger, nullable=True)
+    # Q15: the client's key of the send that queued it.
+    client_message_id: str | None = _column(String(128), nullable=True)
 
 
 class QueueSessionLockRow(TableModel, table=True):
@@ -334,6 +339,24 @@ class AgentProcessRow(TableModel, table=True):
     started_at: datetime = _column(UtcDateTime, nullable=False)
 
 
+class SentMessageRow(TableModel, table=True):
+    """Q15: a send that carried a ``clientMessageId``, and what it did, so that a retry of the
+    same key answers it (kept at least a day; older rows of a session go with its next send)."""
+
+    __tablename__ = "sent_messages"
+
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: str = _column(String(128), primary_key=True)
+    digest: str = _column(String(64), nullable=False)
+    entry_id: str | None = _column(String(36), nullable=True)
+    turn_id: str | None = _column(String(36), nullable=True)
+    position: int | None = _column(Integer, nullable=True)
+    queued_at: datetime | None = _column(UtcDateTime, nullable=True)
+    created_at: datetime = _column(UtcDateTime, nullable=False)
+
+
 class EpochRow(TableModel, table=True):
     """SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2)."""
 
@@ -386,6 +409,7 @@ clarifications = _table(ClarificationRow)
 approvals = _table(ApprovalRow)
 session_holds = _table(SessionHoldRow)
 agent_processes = _table(AgentProcessRow)
+sent_messages = _table(SentMessageRow)
 epochs = _table(EpochRow)
 instances = _table(InstanceRow)
 turn_output = _table(TurnOutputRow)

@@ -63,6 +63,7 @@ from turnqueue.store.rows import (
     turn_from,
     view_from,
 )
+from turnqueue.store.sent import SentMessageStatements
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import (
     UtcDateTime,
@@ -128,7 +129,7 @@ _END_SESSION = Statement(end_session(bindparam("p_session_id")))
 _TURN_COLUMNS = ["id", "session_id", "seq", "prompt", "source", "status", "output", "started_at"]
 #: The next per-session ``seq`` is computed in the INSERT itself.
 insert_turn = insert(turns).from_select(
-    [*_TURN_COLUMNS, "owner"],
+    [*_TURN_COLUMNS, "owner", "client_message_id", "entry_id"],
     select(
         bindparam("p_turn_id", type_=String),
         bindparam("p_session_id", type_=String),
@@ -139,6 +140,8 @@ insert_turn = insert(turns).from_select(
         literal_column("''", String),
         bindparam("p_now", type_=UtcDateTime),
         bindparam("p_owner", type_=BigInteger),
+        bindparam("p_key", type_=String),
+        bindparam("p_entry_id", type_=String),
     ).where(turns.c.session_id == bindparam("p_session_id")),
 )
 _INSERT_TURN = Statement(insert_turn)
@@ -169,6 +172,7 @@ class SqlTx(
     OutputStatements,
     ApprovalStatements,
     QueueStateStatements,
+    SentMessageStatements,
 ):
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
@@ -326,11 +330,27 @@ class SqlTx(
     # -- turns ------------------------------------------------------------------------------
     @staticmethod
     def _turn_params(
-        session_id: str, prompt: str, source: MessageSource, owner: int | None
+        session_id: str,
+        prompt: str,
+        source: MessageSource,
+        owner: int | None,
+        client_message_id: str | None = None,
+        entry_id: str | None = None,
     ) -> tuple[Turn, dict[str, Any]]:
         now = utcnow()
         turn = Turn(
-            new_id(), session_id, prompt, source, TurnStatus.RUNNING, "", None, now, None, owner
+            new_id(),
+            session_id,
+            prompt,
+            source,
+            TurnStatus.RUNNING,
+            "",
+            None,
+            now,
+            None,
+            owner,
+            client_message_id=client_message_id,
+            entry_id=entry_id,
         )
         params = {
             "p_turn_id": turn.id,
@@ -340,6 +360,8 @@ class SqlTx(
             "p_now": now,
             "p_owner": owner,
             "p_state": SessionState.RUNNING.value,
+            "p_key": client_message_id,
+            "p_entry_id": entry_id,
         }
         return turn, params
 
@@ -351,8 +373,12 @@ class SqlTx(
         source: MessageSource,
         consume: Sequence[str] = (),
         owner: int | None = None,
+        client_message_id: str | None = None,
+        entry_id: str | None = None,
     ) -> Turn:
-        turn, params = self._turn_params(session_id, prompt, source, owner)
+        turn, params = self._turn_params(
+            session_id, prompt, source, owner, client_message_id, entry_id
+        )
         self._touched[session_id] = None
         return await self._start_turn(turn, params, consume)
 

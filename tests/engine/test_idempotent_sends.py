@@ -1,0 +1,180 @@
+"""Q15: sends with a client's ``clientMessageId`` are idempotent; Q16: a turn records the entry it
+started from. Engine level, on both stores; the served tests are tests/ops/test_ops_sends.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
+from test_queue_refusals import refusal
+from test_queue_rules import busy_session
+
+from turnqueue.engine.orchestrator import Engine
+from turnqueue.errors import ErrorCode
+
+
+async def test_q15_a_retried_send_that_started_a_turn_answers_the_same_turn(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    _, session = await new_session(engine)
+    first = await engine.send_message(PRINCIPAL, session.id, "hello", "key-1")
+    again = await engine.send_message(PRINCIPAL, session.id, "hello", "key-1")
+    assert first.turn is not None and again.turn is not None
+    assert again.turn.id == first.turn.id and again.entry is None
+    assert first.turn.client_message_id == "key-1"
+    run = await agent.next_run()
+    assert agent.no_new_run()  # one turn, never a second
+    run.complete()
+    await settle(engine, session.id)
+    later = await engine.send_message(PRINCIPAL, session.id, "hello", "key-1")  # after its end
+    assert later.turn is not None and later.turn.id == first.turn.id
+    assert [t.prompt for t in await engine.turns_of(session.id, 10)] == ["hello"]
+    assert agent.no_new_run()
+
+
+async def test_q15_a_retried_send_that_queued_answers_the_same_entry_even_after_it_ran(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15, Q16: the retry of a queued send answers its entry (while queued, as it is; once it
+    ran, as it was queued), and the turn the entry became carries the key and the entry."""
+    sid, run = await busy_session(engine, agent)
+    queued = await engine.send_message(PRINCIPAL, sid, "later", "key-2")
+    assert queued.entry is not None and queued.entry.client_message_id == "key-2"
+    again = await engine.send_message(PRINCIPAL, sid, "later", "key-2")
+    assert again.entry == queued.entry and again.turn is None
+    assert [e.content for e in (await engine.queue_status(sid)).entries] == ["later"]
+    run.complete()
+    became = await agent.next_run()
+    assert became.prompt == "later"
+    turn = await engine.current_turn(sid)
+    assert turn is not None
+    assert (turn.client_message_id, turn.entry_id) == ("key-2", queued.entry.id)
+    retried = await engine.send_message(PRINCIPAL, sid, "later", "key-2")
+    assert retried.entry is not None and retried.entry.id == queued.entry.id
+    assert (await engine.queue_status(sid)).entries == ()  # not queued again
+    assert agent.no_new_run()
+
+
+async def test_q15_an_enqueue_retried_after_a_restart_queues_nothing_more(
+    engine: Engine, open_engine: Any, agent: ManualAgent
+) -> None:
+    sid, _ = await busy_session(engine, agent)
+    entry, turn = await engine.enqueue(PRINCIPAL, sid, "queued once", None, "key-3")
+    assert turn is None and entry.client_message_id == "key-3"
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)  # it stays queued over the restart
+    await engine.aclose()  # a restart: the key is durable
+    restarted = await open_engine(agent_=ManualAgent())
+    again, again_turn = await restarted.enqueue(PRINCIPAL, sid, "queued once", None, "key-3")
+    assert again.id == entry.id and again_turn is None
+    status = await restarted.queue_status(sid)
+    assert [e.id for e in status.entries] == [entry.id]
+
+
+async def test_q15_the_same_key_with_other_content_is_a_conflict_and_changes_nothing(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    sid, _ = await busy_session(engine, agent)
+    await engine.send_message(PRINCIPAL, sid, "one text", "key-4")
+    before = await engine.queue_status(sid)
+    for attempt in (
+        engine.send_message(PRINCIPAL, sid, "another text", "key-4"),
+        engine.enqueue(PRINCIPAL, sid, "another text", None, "key-4"),
+    ):
+        code, _, field = await refusal(attempt)
+        assert (code, field) == (ErrorCode.IDEMPOTENCY_CONFLICT, ["clientMessageId"])
+    assert await engine.queue_status(sid) == before  # the same revision: nothing changed
+
+
+async def test_q15_two_sends_racing_with_one_key_run_once(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15: the second of two racing sends reads, under the session's lock row, what the
+    first committed; both answer one turn (free session) or one entry (busy session)."""
+    _, session = await new_session(engine)
+    answers = await asyncio.gather(
+        *(engine.send_message(PRINCIPAL, session.id, "racing", "key-5") for _ in range(5))
+    )
+    assert len({a.turn.id for a in answers if a.turn is not None}) == 1
+    assert all(a.entry is None for a in answers)
+    await agent.next_run()
+    assert agent.no_new_run()
+    queued = await asyncio.gather(
+        *(engine.enqueue(PRINCIPAL, session.id, "racing too", None, "key-6") for _ in range(5))
+    )
+    assert len({entry.id for entry, _ in queued}) == 1
+    assert [e.content for e in (await engine.queue_status(session.id)).entries] == ["racing too"]
+
+
+@pytest.mark.parametrize("key", ["", " ", "x" * 129, "a\x00b"])
+async def test_q15_a_malformed_key_is_invalid_input_and_changes_nothing(
+    engine: Engine, agent: ManualAgent, key: str
+) -> None:
+    sid, _ = await busy_session(engine, agent)
+    before = await engine.queue_status(sid)
+    for attempt in (
+        engine.send_message(PRINCIPAL, sid, "x", key),
+        engine.enqueue(PRINCIPAL, sid, "x", None, key),
+    ):
+        code, _, field = await refusal(attempt)
+        assert (code, field) == (ErrorCode.INVALID_INPUT, ["clientMessageId"])
+    assert await engine.queue_status(sid) == before
+
+
+async def test_q15_keys_are_per_session(engine: Engine, agent: ManualAgent) -> None:
+    """Q15: a key names a send of one session: the same key in another session is another
+    message."""
+    sid_a, _ = await busy_session(engine, agent)
+    sid_b, _ = await busy_session(engine, agent)
+    a = await engine.send_message(PRINCIPAL, sid_a, "same", "key-7")
+    b = await engine.send_message(PRINCIPAL, sid_b, "same", "key-7")
+    assert a.entry is not None and b.entry is not None and a.entry.id != b.entry.id
+
+
+async def test_q15_a_key_is_kept_a_day_and_forgotten_after(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15: a key is answered for at least 24 hours; a session's older keys are forgotten with
+    its next keyed send (so they do not pile up)."""
+    from datetime import timedelta
+
+    from turnqueue.store import sent as sent_module
+
+    sid, _ = await busy_session(engine, agent)
+    first = await engine.send_message(PRINCIPAL, sid, "old", "key-8")
+    assert first.entry is not None
+    async with engine.store.transaction() as tx:  # as if the key were 25 hours old
+        from sqlalchemy import update
+
+        from turnqueue.domain import utcnow
+        from turnqueue.store.tables import sent_messages
+
+        await tx.fetch(  # type: ignore[attr-defined]
+            update(sent_messages)
+            .where(sent_messages.c.key == "key-8")
+            .values(created_at=utcnow() - sent_module.KEPT - timedelta(hours=1))
+            .returning(sent_messages.c.key)
+        )
+    await engine.send_message(PRINCIPAL, sid, "new", "key-9")  # prunes the session's old keys
+    again = await engine.send_message(PRINCIPAL, sid, "old", "key-8")
+    assert again.entry is not None and again.entry.id != first.entry.id  # a new message now
+
+
+async def test_q15_m4_a_retry_on_another_instance_answers_the_first_send(
+    database_url: str, open_engine: Any, agent: ManualAgent
+) -> None:
+    """Q15, M4: a send through A and its retry through B (racing, then again) answer one entry."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("several instances share a database only on PostgreSQL (M4)")
+    a = await open_engine()
+    b = await open_engine(agent_=ManualAgent())
+    sid, _ = await busy_session(a, agent)
+    answers = await asyncio.gather(
+        a.send_message(PRINCIPAL, sid, "once", "key-m4"),
+        b.send_message(PRINCIPAL, sid, "once", "key-m4"),
+    )
+    again = await b.send_message(PRINCIPAL, sid, "once", "key-m4")
+    ids = {x.entry.id for x in (*answers, again) if x.entry is not None}
+    assert len(ids) == 1
+    assert [e.content for e in (await b.queue_status(sid)).entries] == ["once"]
