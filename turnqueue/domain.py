@@ -190,6 +190,33 @@ class QueueEntry:
     client_message_id: str | None = None  # Q15: the key of the send that queued it
 
 
+class Delivery(StrEnum):
+    """How a send is delivered (Q16)."""
+
+    AUTO = "AUTO"  # start a turn when the session is free, else queue it
+    STEER = "STEER"  # offer it to the running turn first
+
+
+class SendOutcome(StrEnum):
+    """What a send did (Q16): started a turn, queued the message, or steered it into the
+    running turn."""
+
+    STARTED = "STARTED"
+    QUEUED = "QUEUED"
+    STEERED = "STEERED"
+
+
+@dataclass(frozen=True, slots=True)
+class SteerRequest:
+    """Q16: a message (its queue entry) offered to a running turn, and where that stands."""
+
+    id: str
+    session_id: str
+    turn_id: str
+    entry_id: str
+    state: str  # PENDING, or a SendOutcome once decided
+
+
 @dataclass(frozen=True, slots=True)
 class SentMessage:
     """Q15: what a send with a ``clientMessageId`` did (the entry it queued, the turn it
@@ -197,6 +224,7 @@ class SentMessage:
 
     key: str
     digest: str  # of the content: the same key with other content is a conflict
+    outcome: SendOutcome
     entry_id: str | None
     turn_id: str | None
     position: int | None  # the entry's place when it was queued
@@ -327,6 +355,7 @@ class ItemKind(StrEnum):
     TOOL_CALL = "TOOL_CALL"  # data {"toolCallId","title","kind","status","content","locations"}; later updates carry the same key  # noqa: E501
     PLAN = "PLAN"  # data {"entries": [{"content","priority","status"}]}
     RAW = "RAW"  # any other session/update, kept as JSON
+    STEER = "STEER"  # data {"text": str, "entryId": str}: a message steered into the turn (Q16)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
 - ``/hang``: one thought chunk and a stderr line, then never answers, ignores
   ``session/cancel`` and stays alive (an agent whose provider never answers; SIGTERM ends it).
 
+``FAKE_ACP_STEER=1`` accepts ``_session/steering`` during a prompt (Q16).
 ``FAKE_ACP_LOAD=1`` advertises ``loadSession`` (and accepts ``session/load``); otherwise not.
 ``FAKE_ACP_START_DELAY`` (seconds) delays the ``initialize`` answer; ``FAKE_ACP_FAIL_START=1``
 makes ``session/new`` fail.
@@ -109,6 +110,7 @@ class FakeAgent:
     def __init__(self) -> None:
         self.client: Client | None = None
         self.cancelled: dict[str, asyncio.Event] = {}
+        self.prompting: set[str] = set()  # sessions whose prompt is under way (steering)
         self.loaded = False
         self.sessions: set[str] = set()
         self.authenticated: str | None = None
@@ -156,6 +158,19 @@ class FakeAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``_session/steering`` (Claude Code's and Codex's adapters): with FAKE_ACP_STEER=1 a
+        message offered during a prompt is taken (``injected``) and acknowledged in the turn;
+        outside a prompt it is ``failed``. Without it the method does not exist."""
+        if method != "session/steering" or os.environ.get("FAKE_ACP_STEER") != "1":
+            raise RequestError.method_not_found(f"_{method}")
+        session_id = str(params.get("sessionId"))
+        if session_id not in self.prompting:
+            return {"outcome": "failed"}
+        text = " ".join(str(p.get("text", "")) for p in params.get("prompt", []))
+        await self._say(session_id, f"steered: {text} ")
+        return {"outcome": "injected"}
 
     async def _say(self, session_id: str, text: str) -> None:
         assert self.client is not None
@@ -222,6 +237,13 @@ class FakeAgent:
             )
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        self.prompting.add(session_id)
+        try:
+            return await self._prompt(prompt, session_id)
+        finally:
+            self.prompting.discard(session_id)
+
+    async def _prompt(self, prompt: list[Any], session_id: str) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
         word = text.split(maxsplit=1)[0] if text.strip() else ""
         cancel = self.cancelled[session_id] = asyncio.Event()

@@ -77,6 +77,12 @@ command = {command}
 permissions = "allow"
 workspace = "{tmp_path / "work"}"
 
+[agents.steerable]
+type = "acp"
+command = {command}
+env = {{ FAKE_ACP_STEER = "1" }}
+workspace = "{tmp_path / "work"}"
+
 [agents.keyed]
 type = "acp"
 command = {command}
@@ -172,6 +178,7 @@ async def test_a1_agents_query_default_profile_and_unknown_name(served: ProcServ
             {"name": "keyed", "type": "ACP"},
             {"name": "keyless", "type": "ACP"},
             {"name": "scripted", "type": "SCRIPTED"},
+            {"name": "steerable", "type": "ACP"},
         ]
         bad = await client.gql("{ agents { name env } }")
         assert "errors" in bad  # there is no way to read a profile's environment
@@ -639,3 +646,45 @@ async def test_a11_authenticate_before_session_new_and_agents_auth(served: ProcS
                 "envVars": ["FAKE_API_KEY"],
             },
         ]
+
+
+STEER = "turn { id } queuedEntry { id } outcome"
+
+
+@pytest.mark.parametrize(("agent", "outcome"), [("steerable", "STEERED"), ("fake", "QUEUED")])
+async def test_q16_served_steering_an_acp_turn(
+    served: ProcServer, agent: str, outcome: str
+) -> None:
+    """Q16: an ACP agent with the ``_session/steering`` extension takes a message during its
+    prompt (STEERED: the agent answers it in the same turn, a SteerItem records it); one without
+    it leaves the message queued at the tail (QUEUED), to run after the turn."""
+    async with served.client() as client:
+        session = await ready_session(client, agent)
+        running = await client.ok("sendMessage", "turn { id }", sessionId=session, content="/slow")
+
+        async def streaming() -> bool:
+            turn = (await client.data(TURN, s=session))["session"]["currentTurn"]
+            return bool(turn["items"])
+
+        await poll(streaming, "the slow turn to stream")
+        answer = await client.ok(
+            "sendMessage", STEER, sessionId=session, content="look here", delivery="STEER"
+        )
+        assert answer["outcome"] == outcome
+        if outcome == "STEERED":
+            assert answer["turn"]["id"] == running["turn"]["id"]
+            assert answer["queuedEntry"] is None
+
+            async def steered() -> dict[str, Any] | None:
+                turn: dict[str, Any] = (await client.data(TURN, s=session))["session"][
+                    "currentTurn"
+                ]
+                kinds = [i["kind"] for i in turn["items"]]
+                return turn if "STEER" in kinds and "steered: look here" in str(turn) else None
+
+            await poll(steered, "the agent to answer the steered message")
+        else:
+            assert answer["queuedEntry"] is not None
+            data = (await client.data(TURN, s=session))["session"]
+            assert data["queue"]["count"] == 1
+        await client.ok("cancel", "outcome", sessionId=session)

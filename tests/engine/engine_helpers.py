@@ -3,7 +3,8 @@
 ``ManualAgent`` runs turns that end only when the test says so (``run.complete()``,
 ``run.fail()``), so races are driven by real concurrent tasks and awaited events, never sleeps.
 A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/hardy`` ignores INTERRUPT and TERMINATE
-(KILL stops it); ``/deaf`` ignores every signal; ``/broken`` raises on every signal.
+(KILL stops it); ``/deaf`` ignores every signal; ``/broken`` raises on every signal;
+``/steerable`` takes messages while it runs (Q16: ``steer``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from turnqueue.agents import AgentResult, Signal
+from turnqueue.agents.base import steer_item
 from turnqueue.bus import EventKind
-from turnqueue.domain import Session, Task
+from turnqueue.domain import Session, Task, TurnItem
 from turnqueue.engine.orchestrator import Engine
 
 PRINCIPAL = "alice"
@@ -30,10 +32,19 @@ class ManualRun:
         self.signalled = asyncio.Event()
         self._result: AgentResult | None = None
         self._ended = asyncio.Event()
-        self._chunks: asyncio.Queue[str | None] = asyncio.Queue()
+        self._chunks: asyncio.Queue[str | TurnItem | None] = asyncio.Queue()
         self._chunks.put_nowait(f"echo:{prompt}")
+        self.steered: list[str] = []
 
-    async def stream(self) -> AsyncIterator[str]:
+    async def steer(self, text: str, entry_id: str) -> bool:
+        """Q16: a ``/steerable`` run takes the message while it runs (a STEER item)."""
+        if self.done or not self.prompt.startswith("/steerable"):
+            return False
+        self.steered.append(text)
+        self._chunks.put_nowait(steer_item(text, entry_id))
+        return True
+
+    async def stream(self) -> AsyncIterator[str | TurnItem]:
         while (chunk := await self._chunks.get()) is not None:
             yield chunk
 

@@ -87,3 +87,35 @@ async def test_q15_q16_served_retries_race_and_survive_a_restart(served: ProcSer
 
 def _codes(payload: dict[str, Any]) -> list[tuple[str, list[str] | None]]:
     return [(e["code"], e["field"]) for e in payload["userErrors"]]
+
+
+STEER = "turn { id } queuedEntry { id } outcome userErrors { code field }"
+ITEMS = """query($s: ID!) { session(id: $s) { currentTurn { id items { kind
+  ... on SteerItem { text entryId } } } queue { entries { content } } } }"""
+
+
+async def test_q16_served_a_steered_message_joins_the_running_turn(served: ProcServer) -> None:
+    """Q16 through the real server: the scripted agent takes a steered message while it runs
+    (STEERED, a SteerItem of its turn, nothing queued); with no turn running, STEER starts one."""
+    async with served.client() as client:
+        session = await client.create_session()
+        started = await client.mutate(
+            "sendMessage", STEER, sessionId=session, content="work", delivery="STEER"
+        )
+        assert started["outcome"] == "STARTED" and started["turn"] is not None
+        steered = await client.mutate(
+            "sendMessage", STEER, sessionId=session, content="and the docs", delivery="STEER"
+        )
+        assert steered["outcome"] == "STEERED" and steered["queuedEntry"] is None
+        assert steered["turn"]["id"] == started["turn"]["id"]
+
+        async def logged() -> dict[str, Any] | None:
+            data = (await client.data(ITEMS, s=session))["session"]
+            items = data["currentTurn"]["items"]
+            return data if any(i["kind"] == "STEER" for i in items) else None
+
+        from clients import poll
+
+        data = await poll(logged, "the steer item to be logged")
+        (item,) = [i for i in data["currentTurn"]["items"] if i["kind"] == "STEER"]
+        assert item["text"] == "and the docs" and data["queue"]["entries"] == []

@@ -23,6 +23,7 @@ from turnqueue.agents.base import (
     BaseRun,
     ProcessLog,
     Signal,
+    Steerable,
 )
 from turnqueue.agents.command import CommandAgent
 from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
@@ -46,6 +47,7 @@ __all__ = [
     "ProfileError",
     "ScriptedAgent",
     "Signal",
+    "Steerable",
     "agent_profile",
     "build_agent",
     "build_agents",

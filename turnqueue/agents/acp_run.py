@@ -35,7 +35,7 @@ from acp.schema import PermissionOption, ToolCallUpdate
 from turnqueue.agents.acp_errors import AgentFailure, describe_exit, failure_of
 from turnqueue.agents.acp_process import STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS, AcpProcess
 from turnqueue.agents.acp_updates import to_output
-from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal
+from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal, steer_item
 from turnqueue.agents.profiles import Profile
 from turnqueue.domain import AgentErrorKind
 
@@ -232,6 +232,28 @@ class AcpRun(BaseRun):
     def _cancel_waits(self) -> None:
         for wait in list(self._waits):
             wait.cancel()
+
+    async def steer(self, text: str, entry_id: str) -> bool:
+        """Q16: offer ``text`` to the running prompt through the ``_session/steering``
+        extension method (Claude Code's and Codex's adapters answer ``injected``,
+        ``startedNewTurn`` or ``failed``). False when the prompt is not under way, the agent
+        has no such method, or it answered ``failed``: the message is then queued instead.
+
+        Hazard: an answer lost with the agent (it died mid-call) counts as not taken, so a
+        message could reach an agent that died and still be queued; never the other way."""
+        process = self._process
+        if self.done or process is None or process.run is not self or process.conn is None:
+            return False
+        params = {"sessionId": process.acp_session_id, "prompt": [{"type": "text", "text": text}]}
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT):
+                answer = await process.conn.ext_method("session/steering", params)
+        except (RequestError, TimeoutError, ConnectionError, OSError):
+            return False
+        if answer.get("outcome") not in ("injected", "startedNewTurn"):
+            return False
+        self._emit_item(steer_item(text, entry_id))
+        return True
 
     async def signal(self, signal: Signal) -> None:
         if self.done:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
-from turnqueue.domain import AgentErrorKind, TurnItem
+from turnqueue.domain import AgentErrorKind, ItemKind, TurnItem
 from turnqueue.errors import TurnqueueError
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,19 @@ class AgentRun(Protocol):
 
     @property
     def done(self) -> bool: ...
+
+
+@runtime_checkable
+class Steerable(Protocol):
+    """A run that can take a message while it works (Q16: steering). ``steer`` answers whether
+    the agent took it; a run that took it also streams it as a STEER item of its turn."""
+
+    async def steer(self, text: str, entry_id: str) -> bool: ...
+
+
+def steer_item(text: str, entry_id: str) -> TurnItem:
+    """Q16: the item a steered message becomes in the turn it was steered into."""
+    return TurnItem(ItemKind.STEER, {"text": text, "entryId": entry_id})
 
 
 class ProcessLog(Protocol):

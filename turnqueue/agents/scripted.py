@@ -25,7 +25,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, RunSet, Signal
+from turnqueue.agents.base import (
+    AgentResult,
+    AgentStartError,
+    BaseRun,
+    RunSet,
+    Signal,
+    steer_item,
+)
 
 #: How many chunks a reply is streamed in.
 CHUNKS = 5
@@ -89,6 +96,15 @@ class ScriptedRun(BaseRun):
         self._script = script
         self._stop: Signal | None = None
         self._stopped = asyncio.Event()
+
+    async def steer(self, text: str, entry_id: str) -> bool:
+        """Q16: the scripted agent takes a message while it answers (for demos and tests): it
+        shows it as a STEER item and acknowledges it in its reply."""
+        if self.done or self._stop is not None:
+            return False
+        self._emit_item(steer_item(text, entry_id))
+        self._emit(f" (noted: {text}) ")
+        return True
 
     async def signal(self, signal: Signal) -> None:
         if self.done or signal in self._script.ignores:

@@ -5,7 +5,7 @@ turns when the others declared it dead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core
@@ -14,15 +14,22 @@ from turnqueue.engine.recovery import recover
 from turnqueue.engine.turns import Turns
 
 
-async def join_cluster(core: Core, turns: Turns, served: Mapping[str, Handler]) -> Cluster:
+async def join_cluster(
+    core: Core,
+    turns: Turns,
+    served: Mapping[str, Handler],
+    on_beat: Callable[[], None] = lambda: None,
+) -> Cluster:
     """Hear the other instances, answer their forwarded requests (``served``), adopt the dead's;
-    the cluster becomes ``core.cluster`` before it starts."""
+    ``on_beat``: run after each heartbeat (the rows other instances wrote for this one, in case
+    a NOTIFY was lost). The cluster becomes ``core.cluster`` before it starts."""
 
     async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
         # Each heartbeat: recover what dead instances left; when one has just died, also sweep
         # for queues it left eligible without running (a crash after a turn's end).
         if not core.closing:
             await recover(core, turns, sweep=bool(dead), live=live)
+            on_beat()
 
     async def expelled() -> None:
         # The others declared this instance dead and recovered its turns: let them go.

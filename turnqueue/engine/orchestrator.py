@@ -46,6 +46,7 @@ from turnqueue.engine.recovery import recover
 from turnqueue.engine.replay import EventReads, check_request, output_since, records_since
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
+from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
@@ -85,6 +86,7 @@ class Engine:
         #: agent profiles, session start (A1, A2) and turn items (A3)
         self.agent_sessions = AgentSessions(core, self.turns)
         self.approvals = Approvals(core, self.turns)  # A6
+        self.steering = Steering(core, self.turns)  # Q16
         self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
         self.access = Access(core.store)  # S2
 
@@ -107,13 +109,14 @@ class Engine:
         engine.agent_sessions.default = default
         engine.agent_sessions.bind()
         engine.approvals.bind()
+        engine.steering.bind()
         if store.shared:  # M4: other instances share the database
             served = {
                 "cancel": engine.cancels.serve_forwarded,
                 "send_now": engine.queue.serve_forwarded,
                 "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
             }
-            await join_cluster(engine.core, engine.turns, served)
+            await join_cluster(engine.core, engine.turns, served, engine.steering.sweep)
         await recover(engine.core, engine.turns, sweep=True)
         return engine
 
@@ -344,12 +347,21 @@ class Engine:
         return task, session
 
     async def send_message(
-        self, principal: str, session_id: str, content: str, client_message_id: str | None = None
+        self,
+        principal: str,
+        session_id: str,
+        content: str,
+        client_message_id: str | None = None,
+        *,
+        steer: bool = False,
     ) -> Admission:
-        """Start a turn or queue the message; with ``client_message_id``, idempotent (Q15)."""
+        """Start a turn or queue the message; with ``client_message_id``, idempotent (Q15);
+        ``steer``: offer it to the running turn first (Q16)."""
         await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         _check_client_message_id(client_message_id)
+        if steer:
+            return await self.steering.send(session_id, content, client_message_id)
         return await self.turns.send_message(session_id, content, client_message_id)
 
     async def enqueue(

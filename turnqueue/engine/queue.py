@@ -22,6 +22,7 @@ from turnqueue.domain import (
     QueueEntry,
     QueueStatus,
     SendNowScope,
+    SendOutcome,
     Turn,
     TurnStatus,
 )
@@ -94,7 +95,8 @@ class QueueOps:
             result, turn = await self.turns.reserve_in(c, view, automatic=True)
             await c.queue_changed()  # the same revision as the start's, if one started
             if client_message_id is not None:
-                await record(c, client_message_id, content, Admission(turn=turn, entry=entry))
+                admission = Admission(turn, entry, SendOutcome.QUEUED)
+                await record(c, client_message_id, content, admission)
         self.core.metrics.reservation("automatic", result.value)
         return entry, turn
 

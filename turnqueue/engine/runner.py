@@ -65,6 +65,11 @@ class TurnRunner:
         return self.turn.session_id
 
     @property
+    def agent_run(self) -> AgentRun | None:
+        """The agent's run of this turn, once it has started (None before, or if it failed)."""
+        return self._run
+
+    @property
     def output(self) -> str:
         return self.log.text if self.log is not None else "".join(self._parts)
 

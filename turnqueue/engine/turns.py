@@ -20,6 +20,7 @@ from turnqueue.domain import (
     MessageSource,
     OutputChunk,
     QueueEntry,
+    SendOutcome,
     SentMessage,
     SessionState,
     Turn,
@@ -48,8 +49,11 @@ __all__ = ["Admission", "DrainResult", "Turns"]  # DrainResult is turn_end's, na
 
 @dataclass(frozen=True, slots=True)
 class Admission:
+    """What a send did (Q16): started ``turn``, queued ``entry``, or steered into ``turn``."""
+
     turn: Turn | None = None
     entry: QueueEntry | None = None
+    outcome: SendOutcome = SendOutcome.STARTED
 
 
 class Turns:
@@ -159,12 +163,13 @@ class Turns:
                 replayed = await replay(c, client_message_id, content)
                 if replayed is not None:
                     return replayed
-            admission = await self._admit(c, content, client_message_id)
+            admission = await self.admit(c, content, client_message_id)
             if client_message_id is not None:
                 await record(c, client_message_id, content, admission)
             return admission
 
-    async def _admit(self, c: Change, content: str, key: str | None) -> Admission:
+    async def admit(self, c: Change, content: str, key: str | None) -> Admission:
+        """In ``c``: start a turn when the session is free (targeted), queue when busy."""
         view = c.view
         if view.clarification is not None:
             raise Conflict(
@@ -180,7 +185,7 @@ class Turns:
                 c.session_id, content=content, source=MessageSource.USER, client_message_id=key
             )
             await c.queue_changed()
-            return Admission(entry=entry)
+            return Admission(entry=entry, outcome=SendOutcome.QUEUED)
         raise Conflict(
             ErrorCode.SESSION_NOT_PROMPTABLE,
             f"session is {view.session.state}; it cannot take prompts",
@@ -358,7 +363,7 @@ async def replay(c: Change, key: str, content: str) -> Admission | None:
             sent.queued_at or utcnow(),
             key,
         )
-    return Admission(turn=turn, entry=entry)
+    return Admission(turn=turn, entry=entry, outcome=sent.outcome)
 
 
 async def record(c: Change, key: str, content: str, admission: Admission) -> None:
@@ -369,6 +374,7 @@ async def record(c: Change, key: str, content: str, admission: Admission) -> Non
         SentMessage(
             key,
             content_digest(content),
+            admission.outcome,
             entry.id if entry is not None else None,
             turn.id if turn is not None else None,
             entry.position if entry is not None else None,

@@ -78,7 +78,11 @@ class Mutation:
         ctx, principal = info.context, info.context.require_principal()
         try:
             admission = await ctx.engine.send_message(
-                principal, input.session_id, input.content, input.client_message_id
+                principal,
+                input.session_id,
+                input.content,
+                input.client_message_id,
+                steer=input.delivery is domain.Delivery.STEER,
             )
             session = await ctx.engine.authorize_session(principal, input.session_id)
         except UserFacingError as e:
@@ -87,7 +91,12 @@ class Mutation:
         return p.SendMessagePayload(
             session=Session.from_domain(session),
             turn=_turn(admission.turn),
-            queued_entry=QueueEntry.from_domain(admission.entry) if admission.entry else None,
+            queued_entry=(
+                QueueEntry.from_domain(admission.entry)
+                if admission.entry is not None and admission.outcome is domain.SendOutcome.QUEUED
+                else None
+            ),
+            outcome=admission.outcome,
             queue=QueueStatus.from_domain(queue),
         )
 

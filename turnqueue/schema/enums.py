@@ -132,6 +132,26 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "TOOL_CALL": "A tool call and its progress (updated in place).",
             "PLAN": "The agent's plan (replaced by each new plan).",
             "RAW": "An agent update turnqueue does not interpret, kept as JSON.",
+            "STEER": "A message the user steered into the running turn (Q16).",
+        },
+    ),
+    domain.Delivery: (
+        "How sendMessage delivers its message (Q16).",
+        {
+            "AUTO": "Start a turn when the session is free and nothing holds it; else queue it.",
+            "STEER": "Offer it to the running turn (where the session's agent takes messages "
+            "while it works: the scripted agent, ACP agents with the `_session/steering` "
+            "extension); when the agent does not take it, or the turn ends first, it is queued "
+            "at the tail as enqueueMessage would queue it. With no turn running, as AUTO.",
+        },
+    ),
+    domain.SendOutcome: (
+        "What a send did (Q16).",
+        {
+            "STARTED": "It started a turn (at once, or from the queue before it could be "
+            "steered: `turn`).",
+            "QUEUED": "It waits in the queue (`queuedEntry`).",
+            "STEERED": "The running turn took it (`turn`; a STEER item of that turn).",
         },
     ),
     domain.ApprovalOutcome: (
@@ -194,6 +214,8 @@ MessageSource = domain.MessageSource
 PauseReason = domain.PauseReason
 HoldReason = domain.HoldReason
 SendNowScope = domain.SendNowScope
+Delivery = domain.Delivery
+SendOutcome = domain.SendOutcome
 CancelOutcome = domain.CancelOutcome
 ErrorCode = errors.ErrorCode
 AgentType = domain.AgentType
@@ -208,12 +230,14 @@ __all__ = [
     "ApprovalOutcome",
     "AuthState",
     "CancelOutcome",
+    "Delivery",
     "ErrorCode",
     "HoldReason",
     "ItemKind",
     "MessageSource",
     "PauseReason",
     "SendNowScope",
+    "SendOutcome",
     "SessionState",
     "TurnStatus",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from turnqueue.schema.enums import SendNowScope
+from turnqueue.schema.enums import Delivery, SendNowScope
 from turnqueue.schema.scalars import Revision
 
 
@@ -62,6 +62,11 @@ class SendMessageInput:
     session_id: strawberry.ID = _session_id()
     content: str = _content("The prompt")
     client_message_id: str | None = _client_message_id()
+    delivery: Delivery = strawberry.field(
+        default=Delivery.AUTO,
+        description="How to deliver it (Q16): AUTO (start or queue) or STEER (offer it to "
+        "the running turn first). The answer's `outcome` says what happened.",
+    )
 
 
 @strawberry.input(description="Input of enqueueMessage.")

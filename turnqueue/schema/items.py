@@ -128,6 +128,15 @@ class PlanItem(TurnItem):
     entries: list[PlanEntry] = strawberry.field(description="The plan's steps, in order.")
 
 
+@strawberry.type(description="A message the user steered into the running turn (Q16).")
+class SteerItem(TurnItem):
+    text: str = strawberry.field(description="The message, as the agent took it.")
+    entry_id: strawberry.ID = strawberry.field(
+        description="The queue entry it was sent as (`SendMessagePayload.queuedEntry` is null "
+        "then; the entry is gone from the queue)."
+    )
+
+
 @strawberry.type(description="An agent update turnqueue does not interpret, kept whole.")
 class RawItem(TurnItem):
     json: str = strawberry.field(description="The ACP `session/update` object as JSON.")
@@ -177,11 +186,14 @@ def item_from_domain(index: int, item: domain.TurnItem) -> TurnItem:
             if isinstance(e, Mapping)
         ]
         return PlanItem(index=index, kind=kind, entries=entries)
+    if kind is ItemKind.STEER:
+        text, entry = str(data.get("text", "")), str(data.get("entryId", ""))
+        return SteerItem(index=index, kind=kind, text=text, entry_id=strawberry.ID(entry))
     return RawItem(index=index, kind=kind, json=json.dumps(dict(data), default=str))
 
 
 #: The concrete types, for ``Schema(types=…)`` (an interface's implementations must be listed).
-ITEM_TYPES = (MessageItem, ThoughtItem, ToolCallItem, PlanItem, RawItem)
+ITEM_TYPES = (MessageItem, ThoughtItem, ToolCallItem, PlanItem, SteerItem, RawItem)
 
 
 @strawberry.type(description="One answer an approval offers (A6).")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from turnqueue.schema.enums import CancelOutcome
+from turnqueue.schema.enums import CancelOutcome, SendOutcome
 from turnqueue.schema.items import Approval
 from turnqueue.schema.types import (
     CancellationStatus,
@@ -54,11 +54,18 @@ class SendMessagePayload:
     session: Session | None = strawberry.field(
         default=None, description="The session after the message."
     )
-    turn: Turn | None = _turn("The turn the message started; null when it was queued.")
+    turn: Turn | None = _turn(
+        "The turn the message started, or (STEERED) the running turn it was steered into; null "
+        "when it was queued."
+    )
     queued_entry: QueueEntry | None = strawberry.field(
         default=None,
         description="The entry the message became when the session was busy or "
-        "held; null when it started a turn.",
+        "held; null when it started a turn or was steered.",
+    )
+    outcome: SendOutcome | None = strawberry.field(
+        default=None,
+        description="What the send did (Q16): STARTED, QUEUED or STEERED; null with userErrors.",
     )
     queue: QueueStatus | None = _queue()
     user_errors: list[UserError] = _user_errors()

@@ -46,6 +46,7 @@ from turnqueue.domain import (
     SentMessage,
     Session,
     SessionState,
+    SteerRequest,
     Task,
     Turn,
     TurnStatus,
@@ -272,6 +273,9 @@ class Tx(Protocol):
 
     async def get_turn(self, turn_id: str) -> Turn | None: ...
 
+    async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
+        """Q16: the session's turn started from this queue entry, if one was."""
+
     # -- clarifications ---------------------------------------------------------------------
     async def set_clarification(
         self, session_id: str, *, turn_id: str | None, question: str
@@ -337,6 +341,18 @@ class Tx(Protocol):
 
     async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
         """Record what a keyed send did (and forget the session's keys past their day)."""
+
+    # -- steering (Q16) ---------------------------------------------------------------------
+    async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
+        """Offer the queued entry to the running turn; the request's id (PENDING)."""
+
+    async def steer_request(self, request_id: str) -> SteerRequest | None: ...
+
+    async def pending_steers(self, session_id: str) -> list[SteerRequest]:
+        """The session's undecided requests, oldest first."""
+
+    async def decide_steer(self, request_id: str, state: str) -> bool:
+        """Decide a PENDING request, exactly once: False when it was decided already."""
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry: ...
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from sqlalchemy import String, bindparam, delete, insert, select
 
-from turnqueue.domain import SentMessage, utcnow
+from turnqueue.domain import SendOutcome, SentMessage, utcnow
 from turnqueue.store.conn import Conn
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, sent_messages
@@ -37,6 +37,7 @@ _RECORD = Statement(
         session_id=bindparam("p_session_id"),
         key=bindparam("p_key", String),
         digest=bindparam("p_digest", String),
+        outcome=bindparam("p_outcome", String),
         entry_id=bindparam("p_entry_id", String),
         turn_id=bindparam("p_turn_id", String),
         position=bindparam("p_position"),
@@ -58,7 +59,13 @@ class SentMessageStatements:
             return None
         m = found._mapping
         return SentMessage(
-            m["key"], m["digest"], m["entry_id"], m["turn_id"], m["position"], m["queued_at"]
+            m["key"],
+            m["digest"],
+            SendOutcome(m["outcome"]),
+            m["entry_id"],
+            m["turn_id"],
+            m["position"],
+            m["queued_at"],
         )
 
     async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
@@ -68,6 +75,7 @@ class SentMessageStatements:
             "p_session_id": session_id,
             "p_key": sent.key,
             "p_digest": sent.digest,
+            "p_outcome": sent.outcome.value,
             "p_entry_id": sent.entry_id,
             "p_turn_id": sent.turn_id,
             "p_position": sent.position,

@@ -350,10 +350,31 @@ class SentMessageRow(TableModel, table=True):
     )
     key: str = _column(String(128), primary_key=True)
     digest: str = _column(String(64), nullable=False)
+    outcome: str = _column(String(16), nullable=False)  # STARTED, QUEUED or STEERED
     entry_id: str | None = _column(String(36), nullable=True)
     turn_id: str | None = _column(String(36), nullable=True)
     position: int | None = _column(Integer, nullable=True)
     queued_at: datetime | None = _column(UtcDateTime, nullable=True)
+    created_at: datetime = _column(UtcDateTime, nullable=False)
+
+
+class SteerRequestRow(TableModel, table=True):
+    """Q16: a message offered to a running turn. It is a queue entry too, queued at the tail as
+    enqueueMessage would; the instance running the turn reacts to the request (the row is the
+    request, not a message between instances): STEERED when the agent took it (the entry is
+    then gone), QUEUED when it did not. While PENDING, a turn that ended decides it: the entry
+    stays queued, or it started as a turn (STARTED)."""
+
+    __tablename__ = "steer_requests"
+    __table_args__ = (Index("ix_steer_requests_session_state", "session_id", "state"),)
+
+    id: str = _column(String(36), primary_key=True)
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    turn_id: str = _column(String(36), nullable=False)  # the running turn it is offered to
+    entry_id: str = _column(String(36), nullable=False)
+    state: str = _column(String(16), nullable=False)
     created_at: datetime = _column(UtcDateTime, nullable=False)
 
 
@@ -410,6 +431,7 @@ approvals = _table(ApprovalRow)
 session_holds = _table(SessionHoldRow)
 agent_processes = _table(AgentProcessRow)
 sent_messages = _table(SentMessageRow)
+steer_requests = _table(SteerRequestRow)
 epochs = _table(EpochRow)
 instances = _table(InstanceRow)
 turn_output = _table(TurnOutputRow)

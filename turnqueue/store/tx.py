@@ -65,6 +65,7 @@ from turnqueue.store.rows import (
 )
 from turnqueue.store.sent import SentMessageStatements
 from turnqueue.store.statement import Record, Statement
+from turnqueue.store.steering import SteerStatements
 from turnqueue.store.tables import (
     UtcDateTime,
     queue_entries,
@@ -173,6 +174,7 @@ class SqlTx(
     ApprovalStatements,
     QueueStateStatements,
     SentMessageStatements,
+    SteerStatements,
 ):
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
@@ -440,4 +442,13 @@ class SqlTx(
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         row = (await self._conn.execute(_TURN, {"p_turn_id": turn_id})).one_or_none()
+        return turn_from(row) if row is not None else None
+
+    async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
+        """Q16: the session's turn started from this queue entry, if one was."""
+        row = (
+            await self._conn.execute(
+                select(turns).where(turns.c.session_id == session_id, turns.c.entry_id == entry_id)
+            )
+        ).one_or_none()
         return turn_from(row) if row is not None else None

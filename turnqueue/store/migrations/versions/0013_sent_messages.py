@@ -1,7 +1,9 @@
-"""Q15, Q16: idempotent sends and where a turn came from.
+"""Q15, Q16: idempotent sends, steering, and where a turn came from.
 
 * ``sent_messages``: a send that carried a client's ``clientMessageId`` and what it did (the
   entry it queued, the turn it started), so a retry answers it instead of sending again.
+* ``steer_requests``: a message offered to a running turn, which the instance running it takes
+  into the turn or leaves queued (Q16).
 * ``queue_entries.client_message_id``, ``turns.client_message_id``: the key travels with the
   entry and the turn it became; ``turns.entry_id``: the queue entry a turn was started from.
 
@@ -38,6 +40,7 @@ def upgrade() -> None:
         ),
         sa.Column("key", sa.String(128), nullable=False),
         sa.Column("digest", sa.String(64), nullable=False),
+        sa.Column("outcome", sa.String(16), nullable=False),
         sa.Column("entry_id", sa.String(36), nullable=True),
         sa.Column("turn_id", sa.String(36), nullable=True),
         sa.Column("position", sa.Integer(), nullable=True),
@@ -45,6 +48,24 @@ def upgrade() -> None:
         sa.Column("created_at", TS, nullable=False),
         sa.PrimaryKeyConstraint("session_id", "key", name="pk_sent_messages"),
     )
+    op.create_table(
+        "steer_requests",
+        sa.Column("id", sa.String(36), nullable=False),
+        sa.Column(
+            "session_id",
+            sa.String(36),
+            sa.ForeignKey(
+                "sessions.id", name="fk_steer_requests_session_id_sessions", ondelete="CASCADE"
+            ),
+            nullable=False,
+        ),
+        sa.Column("turn_id", sa.String(36), nullable=False),
+        sa.Column("entry_id", sa.String(36), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("created_at", TS, nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_steer_requests"),
+    )
+    op.create_index("ix_steer_requests_session_state", "steer_requests", ["session_id", "state"])
     # Plain ADD COLUMNs on both dialects (a batch copy of queue_entries would drop 0004's
     # triggers).
     op.add_column("queue_entries", sa.Column("client_message_id", sa.String(128), nullable=True))
@@ -56,4 +77,5 @@ def downgrade() -> None:
     op.execute("ALTER TABLE turns DROP COLUMN entry_id")
     op.execute("ALTER TABLE turns DROP COLUMN client_message_id")
     op.execute("ALTER TABLE queue_entries DROP COLUMN client_message_id")
+    op.drop_table("steer_requests")
     op.drop_table("sent_messages")

@@ -1,0 +1,82 @@
+"""Steer-request statements of :class:`~turnqueue.store.tx.SqlTx` (Q16): a message offered to a
+running turn, decided exactly once by a conditional ``UPDATE … WHERE state = 'PENDING'`` (the
+instance running the turn, or the requester once that turn has ended: one of them wins)."""
+
+from __future__ import annotations
+
+from sqlalchemy import String, bindparam, delete, insert, select, update
+
+from turnqueue.domain import SteerRequest, new_id, utcnow
+from turnqueue.store.conn import Conn
+from turnqueue.store.sent import KEPT
+from turnqueue.store.statement import Record, Statement
+from turnqueue.store.tables import UtcDateTime, steer_requests
+
+PENDING = "PENDING"
+_sr = steer_requests
+_ADD = Statement(
+    insert(_sr).values(
+        id=bindparam("p_id", String),
+        session_id=bindparam("p_session_id", String),
+        turn_id=bindparam("p_turn_id", String),
+        entry_id=bindparam("p_entry_id", String),
+        state=PENDING,
+        created_at=bindparam("p_now", type_=UtcDateTime),
+    )
+)
+_PRUNE = Statement(
+    delete(_sr).where(
+        _sr.c.session_id == bindparam("p_session_id"),
+        _sr.c.created_at < bindparam("p_before", type_=UtcDateTime),
+    )
+)
+_GET = Statement(select(_sr).where(_sr.c.id == bindparam("p_id", String)))
+_PENDING_OF = Statement(
+    select(_sr)
+    .where(_sr.c.session_id == bindparam("p_session_id"), _sr.c.state == PENDING)
+    .order_by(_sr.c.created_at, _sr.c.id)
+)
+_DECIDE = Statement(
+    update(_sr)
+    .where(_sr.c.id == bindparam("p_id", String), _sr.c.state == PENDING)
+    .values(state=bindparam("p_state", String))
+    .returning(_sr.c.id)
+)
+
+
+def _request(row: Record) -> SteerRequest:
+    m = row._mapping
+    return SteerRequest(m["id"], m["session_id"], m["turn_id"], m["entry_id"], m["state"])
+
+
+class SteerStatements:
+    """Mixin: needs ``self._conn``, the transaction's connection."""
+
+    _conn: Conn
+
+    async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
+        now = utcnow()
+        await self._conn.execute(_PRUNE, {"p_session_id": session_id, "p_before": now - KEPT})
+        request_id = new_id()
+        params = {
+            "p_id": request_id,
+            "p_session_id": session_id,
+            "p_turn_id": turn_id,
+            "p_entry_id": entry_id,
+            "p_now": now,
+        }
+        await self._conn.execute(_ADD, params)
+        return request_id
+
+    async def steer_request(self, request_id: str) -> SteerRequest | None:
+        row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
+        return _request(row) if row is not None else None
+
+    async def pending_steers(self, session_id: str) -> list[SteerRequest]:
+        rows = await self._conn.execute(_PENDING_OF, {"p_session_id": session_id})
+        return [_request(row) for row in rows.all()]
+
+    async def decide_steer(self, request_id: str, state: str) -> bool:
+        """Decide a PENDING request (``state``: a SendOutcome); False when already decided."""
+        result = await self._conn.execute(_DECIDE, {"p_id": request_id, "p_state": state})
+        return result.one_or_none() is not None
