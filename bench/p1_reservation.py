@@ -114,7 +114,7 @@ async def q3_store(store: SqlStore, session_id: str) -> bool:
         await tx.start_turn(
             session_id, prompt=entry.content, source=entry.source, consume=[entry.id], owner=OWNER
         )
-        await tx.bump_queue(session_id, 0)
+        await tx.bump_queue(session_id)
     return True
 
 
