@@ -37,18 +37,15 @@ from balancer import render
 from clients import TLS
 from fleet import SETTLE, Fleet, name, read_truth, settle
 from fleet_clients import Api, SseFollower, WsFollower, sse_events
+from fleet_scenario import REFERENCE, Scenario
 from fleet_view import View
-from fleet_workload import ACKED, Workload
+from fleet_workload import Workload
 from revision_ledger import Ledger
 
 from turnqueue.agents.scripted import reply_for
 
 RUN_SECONDS = float(os.environ.get("TQ_FLEET_SECONDS", "20"))
 SEED = int(os.environ.get("TQ_FLEET_SEED", "24"))
-#: A kill mid-turn, then one mid-cancel, in each cycle of this many seconds of workload.
-CYCLE_SECONDS = 20.0
-#: The instance the reference client follows directly: never killed.
-REFERENCE = 0
 RANDOM_SESSIONS = 3
 CANCEL_SESSIONS = 3
 
@@ -80,149 +77,38 @@ def test_docs_haproxy_cfg_is_run_as_written_but_for_its_addresses() -> None:
     assert "balance source" not in rendered
 
 
-async def test_m4_o3_the_balancer_spreads_requests_and_streams_sse_unbuffered(
-    fleet: Fleet,
-) -> None:
-    """Through docs/haproxy.cfg: requests go round robin to all three instances; an SSE
-    stream's first event arrives while the stream stays open (nothing buffers it); a killed
-    instance's requests go to the others (no 5xx for a request that could not be sent)."""
+async def check_balancer(fleet: Fleet, api: Api, sid: str) -> None:
+    """Through docs/haproxy.cfg: requests go round robin to all three instances, and an SSE
+    stream's first event arrives while the stream stays open (nothing buffers it)."""
+    api.served.clear()
+    for _ in range(9):
+        await api.post("query($s: ID!) { session(id: $s) { id } }", {"s": sid})
+    assert set(api.served) == {name(i) for i in range(3)}, api.served
+    document = "subscription($s: ID!) { queueStatusChanged(sessionId: $s) { revision } }"
+    params = {"query": document, "variables": f'{{"s": "{sid}"}}'}
+    async with (
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
+        http.stream("GET", api.url, params=params, headers={"Accept": "text/event-stream"}) as r,
+    ):
+        assert r.headers["content-type"].startswith("text/event-stream")
+        first = await asyncio.wait_for(anext(sse_events(r)), SETTLE)
+        assert first.event == "next" and first.id is not None
+
+
+async def check_redispatch(fleet: Fleet, sid: str) -> None:
+    """A killed instance's share of new requests goes to the others: no request that could
+    not be sent to it fails (``retries``, ``option redispatch``), before and after the health
+    checks take it out."""
     assert fleet.balancer is not None
+    fleet.kill(2, "at the end, to see its requests go elsewhere")
     api = Api(fleet.balancer.base)
     try:
-        sid = (await api.mutate("createTask", "session { id }", title="lb"))["session"]["id"]
-        for _ in range(9):
-            await api.data("query($s: ID!) { session(id: $s) { id } }", s=sid)
-        assert set(api.served) == {name(i) for i in range(3)}, api.served
-        document = "subscription($s: ID!) { queueStatusChanged(sessionId: $s) { revision } }"
-        params = {"query": document, "variables": f'{{"s": "{sid}"}}'}
-        async with (
-            httpx.AsyncClient(timeout=30, verify=TLS) as http,
-            http.stream(
-                "GET", api.url, params=params, headers={"Accept": "text/event-stream"}
-            ) as response,
-        ):
-            assert response.headers["content-type"].startswith("text/event-stream")
-            first = await asyncio.wait_for(anext(sse_events(response)), 20)
-            assert first.event == "next" and first.id is not None
-        fleet.kill(2, "to see its requests go elsewhere")
-        api.served.clear()
-        for _ in range(9):
-            await api.data("query($s: ID!) { session(id: $s) { id } }", s=sid)
-        assert name(2) not in api.served and sum(api.served.values()) == 9
+        for _ in range(12):
+            body = await api.post("query($s: ID!) { session(id: $s) { id } }", {"s": sid})
+            assert body["data"]["session"]["id"] == sid
     finally:
         await api.aclose()
-
-
-class Scenario:
-    """The kills, between the workload's mutations (see the module's docstring)."""
-
-    def __init__(self, fleet: Fleet, workload: Workload, cancel_sids: list[str]) -> None:
-        self.fleet = fleet
-        self.workload = workload
-        self.cancel_sids = cancel_sids
-        self.killed_turns: list[dict[str, Any]] = []
-        self.parked: list[dict[str, Any]] = []
-        self._last_victim = 2
-
-    def _victims(self) -> list[int]:
-        """Instances that may be killed, the one killed longest ago first."""
-        others = [i for i in range(3) if i != REFERENCE]
-        return sorted(others, key=lambda i: i == self._last_victim)
-
-    async def run(self, random_sids: list[str], seconds: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        cycle = 0
-        while cycle == 0 or loop.time() + CYCLE_SECONDS <= deadline:
-            start = loop.time()
-            await asyncio.sleep(2.0)  # let the workload get going (scheduling, not sync)
-            await self.kill_mid_turn(random_sids)
-            await asyncio.sleep(max(0.0, start + CYCLE_SECONDS * 0.4 - loop.time()))
-            await self.kill_mid_cancel()
-            await asyncio.sleep(max(0.0, start + CYCLE_SECONDS - loop.time()))
-            cycle += 1
-
-    async def kill_mid_turn(self, sids: list[str]) -> None:
-        """SIGKILL the owner of a plain turn that has streamed some but not all of its output."""
-        victims = self._victims()
-        deadline = asyncio.get_running_loop().time() + SETTLE
-        while asyncio.get_running_loop().time() < deadline:
-            rows = [
-                r
-                for r in await self.fleet.running(sids)
-                if r["index"] in victims
-                and not r["prompt"].startswith("/")
-                and 1 <= r["chunks"] <= 3
-            ]
-            if rows:
-                turn = rows[0]
-                self.fleet.kill(turn["index"], f"mid-turn ({turn['chunks']} chunks logged)")
-                self._last_victim = turn["index"]
-                self.killed_turns.append(turn)
-                await self.fleet.restart(turn["index"])
-                return
-            await asyncio.sleep(0.02)  # polling another process's progress
-        raise AssertionError("no streaming turn on a killable instance")
-
-    async def kill_mid_cancel(self) -> None:
-        """Stubborn turns on the cancel sessions; on the one whose owner should die next, two
-        entries are queued and a cancel is sent; once the owner shows the cancel pending, it is
-        SIGKILLed. Q7: the backlog stays parked; C5: the flag clears everywhere."""
-        fleet, workload = self.fleet, self.workload
-        await settle(workload.api, self.cancel_sids, workload.ledger)
-        victims = self._victims()
-        target: dict[str, Any] | None = None
-        for _round in range(6):  # bounded: the balancer decides which instance owns each turn
-            for sid in self.cancel_sids:
-                await workload.send(sid, workload.content(sid, "/stubborn "))
-            running = await fleet.running(self.cancel_sids)
-            candidates = sorted(
-                (r for r in running if r["index"] in victims),
-                key=lambda r: victims.index(r["index"]),
-            )
-            if candidates:
-                target = candidates[0]
-                break
-            await asyncio.gather(*(workload.cancel(sid) for sid in self.cancel_sids))
-        assert target is not None, "every stubborn turn landed on the reference instance"
-        sid, victim = target["session_id"], target["index"]
-        others = [asyncio.create_task(workload.cancel(s)) for s in self.cancel_sids if s != sid]
-        queued = [
-            await workload.send(sid, workload.content(sid), queue_only=True) for _ in range(2)
-        ]
-        cancelling = asyncio.create_task(workload.cancel(sid))
-        owner = fleet.direct(victim)
-        try:
-            for _ in range(int(SETTLE / 0.02)):  # bounded
-                data = await owner.data(
-                    "query($s: ID!) { session(id: $s) { cancellationPending } }", s=sid
-                )
-                if data["session"]["cancellationPending"]:
-                    break
-                await asyncio.sleep(0.02)  # polling another process's progress
-            else:
-                raise AssertionError("the cancel never showed as pending on the turn's owner")
-        finally:
-            await owner.aclose()
-        fleet.kill(victim, "mid-cancel")
-        self._last_victim = victim
-        outcome = await cancelling
-        await fleet.restart(victim)
-        await asyncio.gather(*others)
-        await settle(workload.api, self.cancel_sids, workload.ledger)
-        session = await workload.read(sid)
-        self.parked.append(
-            {
-                "sid": sid,
-                "turn": target["id"],
-                "outcome": outcome,
-                "queue": session["queue"],
-                "queued": [m.content for m in queued if m.outcome == ACKED],
-                "current": session["currentTurn"],
-            }
-        )
-        # Q7 (a user resumes the parked queue; its entries then run)
-        await workload.set_auto_run(sid, True)
+    assert name(2) not in api.served and sum(api.served.values()) == 12, api.served
 
 
 async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive_sigkills(
@@ -238,6 +124,9 @@ async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive
         for i in range(RANDOM_SESSIONS + CANCEL_SESSIONS)
     ]
     random_sids, cancel_sids = sids[:RANDOM_SESSIONS], sids[RANDOM_SESSIONS:]
+    await check_balancer(fleet, api, sids[0])
+    clock = asyncio.get_running_loop().time
+    began, times = clock(), {}
 
     def views(name: str) -> dict[str, View]:
         return {sid: View(name, sid, ledger) for sid in sids}
@@ -258,16 +147,32 @@ async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive
             scenario.run(random_sids, RUN_SECONDS),
         )
         await _watch(work, following)
+        times["workload"] = clock() - began
         await settle(api, sids, ledger)
+        times["settle"] = clock() - began - sum(times.values())
         truths = {sid: await read_truth(api, sid, ledger, "truth") for sid in sids}
         deadline = asyncio.get_running_loop().time() + SETTLE
         while not await _up_to_date(clients, truths, reference):
             assert asyncio.get_running_loop().time() < deadline, "clients never caught up"
             await _watch(asyncio.sleep(0.1), following)
+        times["caught up"] = clock() - began - sum(times.values())
         stop.set()
         await _watch(asyncio.gather(*following), following)
         await ws.sync()
         await sse.catch_up()
+        times["stopped and synced"] = clock() - began - sum(times.values())
+        # every instance agrees with the truth read through the balancer; no flag sticks (C5)
+        for index in range(3):
+            direct = fleet.direct(index)
+            try:
+                for sid in sids:
+                    mine = await read_truth(direct, sid, ledger, f"{name(index)} truth")
+                    assert mine["session"]["cancellationPending"] is False, (name(index), sid)
+                    assert mine["session"]["queue"] == truths[sid]["session"]["queue"]
+                    assert mine["turns"] == truths[sid]["turns"]
+            finally:
+                await direct.aclose()
+        await check_redispatch(fleet, sids[0])
     finally:
         stop.set()
         for task in following:
@@ -278,17 +183,6 @@ async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive
         for client_api in (api, ws_api, sse_api):
             await client_api.aclose()
 
-    # every instance agrees with the truth read through the balancer; no flag sticks (C5)
-    for index in range(3):
-        direct = fleet.direct(index)
-        try:
-            for sid in sids:
-                mine = await read_truth(direct, sid, ledger, f"{name(index)} truth")
-                assert mine["session"]["cancellationPending"] is False, (name(index), sid)
-                assert mine["session"]["queue"] == truths[sid]["session"]["queue"]
-                assert mine["turns"] == truths[sid]["turns"]
-        finally:
-            await direct.aclose()
     # every client ends with the truth, the reference's view included
     for client in clients:
         for sid, truth in truths.items():
@@ -313,13 +207,14 @@ async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive
     # the run did what it says
     assert set(api.served) >= {name(i) for i in range(3)}, api.served
     assert ws.stats.reconnects + ws.stats.drops >= 1 and sse.stats.reconnects >= 1
-    assert len(fleet.kills) >= 2 and len(scenario.parked) >= 1
+    assert fleet.killed >= 3 and len(scenario.parked) >= 1
     print(  # the figures of a long run (docs/reliability.md)
-        f"\nfleet: {RUN_SECONDS:.0f} s, seed {SEED}; kills: {fleet.kills}; "
+        f"\nfleet: {RUN_SECONDS:.0f} s, seed {SEED}; story: {fleet.story}; "
         f"mutations: {sum(workload.outcomes.values())} {dict(workload.outcomes)}; "
         f"turns: {len(all_turns)}; messages: {len(workload.messages)}; "
         f"served: {dict(api.served)}; ledger: {ledger.count} snapshots; "
-        f"ws: {ws.stats}; sse: {sse.stats}; reference: {reference.stats}"
+        f"ws: {ws.stats}; sse: {sse.stats}; reference: {reference.stats}; "
+        f"seconds: { {k: round(v, 1) for k, v in times.items()} }"
     )
 
 

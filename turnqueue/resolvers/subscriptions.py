@@ -322,6 +322,12 @@ async def _output_stream(
                 continue
             if event.chunk is None or (turn_id is not None and event.chunk.turn_id != turn_id):
                 continue
+            if event.chunk.turn_id not in seen and event.chunk.offset > 0:
+                # Hazard (M4): another instance's chunks are relayed after the durable notices
+                # of their turn's end and the next turn's start, so a turn's last chunk can come
+                # after the read found a newer turn current. A turn newer than the read sends
+                # every chunk from 0 here; one that starts later is an older turn's: not ours.
+                continue
             if (chunk := _unseen(event.chunk, seen)) is not None:
                 yield out(chunk)
                 if chunk.done and turn_id is not None:
