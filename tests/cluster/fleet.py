@@ -84,8 +84,12 @@ class Fleet:
         self.note(f"{name(index)} killed {why}")
 
     def note(self, what: str) -> None:
-        """A line of the run's story, with its time since the fleet started."""
-        self.story.append(f"{asyncio.get_running_loop().time() - self._began:.1f}s {what}")
+        """A line of the run's story, with its time since the fleet started (also in
+        ``fleet.log``, which a failed test's report shows)."""
+        line = f"{asyncio.get_running_loop().time() - self._began:.1f}s {what}"
+        self.story.append(line)
+        with (self._dir / "fleet.log").open("a") as log:
+            log.write(line + "\n")
 
     async def restart(self, index: int) -> None:
         server = self.servers[index]

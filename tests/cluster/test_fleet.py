@@ -152,12 +152,16 @@ async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive
         times["settle"] = clock() - began - sum(times.values())
         truths = {sid: await read_truth(api, sid, ledger, "truth") for sid in sids}
         deadline = asyncio.get_running_loop().time() + SETTLE
-        while not await _up_to_date(clients, truths, reference):
-            assert asyncio.get_running_loop().time() < deadline, "clients never caught up"
+        while (lacking := _behind(clients, truths, reference)) is not None:
+            if asyncio.get_running_loop().time() > deadline:
+                fleet.note(f"clients never caught up: {lacking}")
+                raise AssertionError(f"clients never caught up: {lacking}")
             await _watch(asyncio.sleep(0.1), following)
         times["caught up"] = clock() - began - sum(times.values())
         stop.set()
-        await _watch(asyncio.gather(*following), following)
+        for task in following:  # a follower's failure has surfaced already (``_watch``)
+            task.cancel()
+        await asyncio.gather(*following, return_exceptions=True)
         await ws.sync()
         await sse.catch_up()
         times["stopped and synced"] = clock() - began - sum(times.values())
@@ -233,27 +237,30 @@ async def _watch(work: Any, following: list[asyncio.Task[None]]) -> Any:
         following = [t for t in following if t not in done]
 
 
-async def _up_to_date(
+def _behind(
     clients: list[WsFollower | SseFollower],
     truths: dict[str, dict[str, Any]],
     reference: WsFollower,
-) -> bool:
-    """Every client holds the truth's session and queue revisions; the reference (which never
-    catches up) also every turn's end."""
+) -> str | None:
+    """What the first client still lacks of the truth's session and queue revisions (and,
+    for the reference, which never catches up, of every turn's end); None when none lacks
+    anything."""
     for client in clients:
         for sid, truth in truths.items():
             view = client.views[sid]
-            session, queue = view.latest.get("session"), view.latest.get("queue")
-            if session is None or session["revision"] != truth["session"]["revision"]:
-                return False
-            if queue is None or queue["revision"] != truth["session"]["queue"]["revision"]:
-                return False
-            if client is reference and any(
-                view.turns.get(t["id"]) is None or view.turns[t["id"]].status is None
-                for t in truth["turns"]
+            for kind, expected in (
+                ("session", truth["session"]),
+                ("queue", truth["session"]["queue"]),
             ):
-                return False
-    return True
+                held = view.latest.get(kind)
+                if held is None or held["revision"] != expected["revision"]:
+                    return f"{client.name} {sid} {kind}: {held} (truth {expected})"
+            if client is reference:
+                for turn in truth["turns"]:
+                    mine = view.turns.get(turn["id"])
+                    if mine is None or mine.status is None:
+                        return f"reference {sid}: turn {turn} ends as {mine}"
+    return None
 
 
 def _assert_view(view: View, truth: dict[str, Any]) -> None:
