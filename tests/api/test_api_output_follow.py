@@ -107,8 +107,10 @@ async def test_o2_m6_a_follower_elsewhere_gets_a_turn_whose_owner_died_before_re
         async with b.ws() as ws:
             stream = ws.subscribe(TURN_OUTPUT, s=sid)
             first = asyncio.create_task(stream.next())
-            while b.engine.bus.subscriber_count() == 0:
-                await asyncio.wait_for(asyncio.shield(asyncio.sleep(0.01)), 10)
+            for _ in range(1000):  # bounded: until B's stream listens (no "subscribed" signal)
+                if b.engine.bus.subscriber_count():
+                    break
+                await asyncio.sleep(0.01)
             sent = await a.send_message("alice", sid, "hello")
             assert sent.turn is not None
             for _ in range(1000):  # bounded: until A's first batch is in the log
