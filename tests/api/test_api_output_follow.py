@@ -11,8 +11,12 @@ not part of the stream: sent, it reaches a client at an offset of a turn it neve
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from turnqueue.agents.scripted import ScriptedAgent
@@ -136,3 +140,78 @@ async def test_o2_m6_a_follower_elsewhere_gets_a_turn_whose_owner_died_before_re
     finally:
         await a.aclose()
         await store.close()
+
+
+@dataclass
+class _SseEvent:
+    event: str
+    data: str
+    id: str | None
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[_SseEvent]:
+    """The events of an SSE response (comments skipped), per the EventSource rules."""
+    fields: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "event" in fields or "data" in fields:
+                yield _SseEvent(
+                    fields.get("event", "message"), fields.get("data", ""), fields.get("id")
+                )
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value
+
+
+async def _sse(api: Any, sid: str, last_id: str | None, want: str) -> tuple[list[Any], bool]:
+    """One EventSource connection to ``turnOutput(sessionId)`` (``Last-Event-ID`` when given):
+    its events until the stream ends or a chunk of turn ``want`` arrives (bounded)."""
+    headers = {"Accept": "text/event-stream", "Authorization": "Bearer tok-a"}
+    if last_id is not None:
+        headers["Last-Event-ID"] = last_id
+    params = {"query": TURN_OUTPUT, "variables": json.dumps({"s": sid})}
+    got: list[Any] = []
+    try:
+        async with (
+            asyncio.timeout(5),
+            api.http.stream("GET", api.url, params=params, headers=headers) as response,
+        ):
+            async for event in _sse_events(response):
+                got.append(event)
+                if (
+                    event.event == "next"
+                    and json.loads(event.data)["data"]["turnOutput"]["turnId"] == want
+                ):
+                    return got, True
+    except TimeoutError:
+        pass
+    return got, False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="reported, not fixed (issue 24 fleet): a Last-Event-ID resume turns a "
+    "session-following turnOutput into a one-turn stream",
+)
+async def test_o3_an_eventsource_following_a_session_sees_the_next_turn_after_a_reconnect(
+    api: Any,
+) -> None:
+    """O3 ("a browser's EventSource that reconnects with Last-Event-ID resumes without
+    loss"): an EventSource follows ``turnOutput(sessionId)`` (no ``turnId``); its connection
+    drops during turn one and it reconnects with ``Last-Event-ID``, as it does by itself.
+    Today that request follows turn one only and ends (``complete``); an EventSource reconnects
+    whenever a stream ends, with the id of turn one's end, gets that end again, and so on: it
+    never sees turn two. (The fleet's SSE client subscribes afresh after such an end and catches
+    up with ``turnsConnection``; a plain EventSource cannot.)"""
+    sid = await api.create_session()
+    one = await _ended(api, sid, "one")
+    last_id = f"{one}:3"  # dropped after the first 3 characters of turn one
+    two = await api.mutate("sendMessage", "turn { id }", sessionId=sid, content="two")
+    seen_two = False
+    for _ in range(4):  # EventSource reconnects after every end of its stream
+        events, seen_two = await _sse(api, sid, last_id, two["turn"]["id"])
+        if seen_two:
+            break
+        last_id = next((e.id for e in reversed(events) if e.id), last_id)
+    assert seen_two
