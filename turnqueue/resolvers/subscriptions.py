@@ -236,6 +236,20 @@ def _unseen(
 SEEN_TURNS = 4
 
 
+async def _newer_turns(
+    ctx: Context, session_id: str, seen: dict[str, tuple[int, bool]]
+) -> list[domain.OutputChunk]:
+    """The output of the session's newest turns that started after the newest one in ``seen``
+    (every one of them when it is empty), oldest first, each from offset 0, from the log."""
+    recent = await ctx.engine.turns_of(session_id, SEEN_TURNS)
+    last = max((i for i, turn in enumerate(recent) if turn.id in seen), default=-1)
+    found = []
+    for turn in recent[last + 1 :]:
+        if (chunk := await ctx.engine.output_since(session_id, turn.id, 0)) is not None:
+            found.append(chunk)
+    return found
+
+
 def output_event_id(chunk: domain.OutputChunk) -> str:
     """O3: a turnOutput event's SSE ``id``: ``<turn id>:<offset after the chunk>``, exactly what
     a reconnect resumes from (``Last-Event-ID``, or ``turnId`` and ``afterOffset``)."""
@@ -319,6 +333,15 @@ async def _output_stream(
                         yield out(chunk)
                         if turn_id is not None:
                             return
+                elif turn_id is None:
+                    # Hazard (M4, M6): another instance's turn reaches this stream by its
+                    # relayed chunks only. One whose owner died before relaying any (its log
+                    # has them, or it had none yet) would never be sent, nor its end: so on a
+                    # session event (a turn started or ended, a recovery), the turns newer than
+                    # the last one this stream has are read from the log.
+                    for missed in await _newer_turns(ctx, session_id, seen):
+                        if (chunk := _unseen(missed, seen)) is not None:
+                            yield out(chunk)
                 continue
             if event.chunk is None or (turn_id is not None and event.chunk.turn_id != turn_id):
                 continue
