@@ -141,11 +141,7 @@ async def test_fleet_m4_m6_c5_q7_q10_o2_o3_r3_clients_through_a_balancer_survive
     stop = asyncio.Event()
     following = [asyncio.create_task(c.run(stop)) for c in clients]
 
-    def streaming(sid: str, turn_id: str) -> bool:
-        held = reference.views[sid].turns.get(turn_id)
-        return held is not None and bool(held.text) and held.status is None
-
-    scenario = Scenario(fleet, workload, cancel_sids, streaming)
+    scenario = Scenario(fleet, workload, cancel_sids)
     try:
         work = asyncio.gather(
             *(workload.drive(sid, rng.randrange(1 << 30), RUN_SECONDS) for sid in random_sids),
