@@ -39,12 +39,20 @@ def render(config: str, port: int, backends: dict[str, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Why the fleet tests cannot run here, when they cannot.
+MISSING = "HAProxy is not installed: apt-get install -y haproxy (.ci/run does)"
+
+
+def installed() -> str | None:
+    """The ``haproxy`` executable (Debian puts it in /usr/sbin), or None."""
+    found = shutil.which("haproxy")
+    return found or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+
+
 def haproxy() -> str:
-    path = shutil.which("haproxy") or (
-        "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
-    )
+    path = installed()
     if path is None:
-        raise RuntimeError("HAProxy is not installed: apt-get install -y haproxy (.ci/run does)")
+        raise RuntimeError(MISSING)
     return path
 
 

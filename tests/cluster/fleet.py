@@ -14,7 +14,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg  # type: ignore[import-untyped,unused-ignore]
 from balancer import Balancer
 from cluster_helpers import Server
 from fleet_clients import Api

@@ -26,6 +26,7 @@ import random
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
@@ -193,13 +194,13 @@ class WsFollower:
         """One connection's life: every subscription until it drops, is dropped on purpose
         (``drop_after``) or ``stop`` is set."""
         client = GqlClient(transport=self._transport())
-        session = await client.connect_async()
+        session = await client.connect_async()  # type: ignore[no-untyped-call]
         tasks: list[asyncio.Task[None]] = []
         for view in self.views.values():
             for kind in SNAPSHOTS:
                 tasks.append(asyncio.create_task(self._snapshots(session, kind, view)))
             tasks.append(asyncio.create_task(self._output(session, view)))
-        others = [asyncio.create_task(stop.wait())]
+        others: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
         if self._drop_after is not None:
             drop = asyncio.sleep(self._rng.uniform(*self._drop_after))
             others.append(asyncio.create_task(drop))
@@ -219,20 +220,18 @@ class WsFollower:
                 with contextlib.suppress(BaseException):
                     await task
             with contextlib.suppress(Exception):
-                await client.close_async()
+                await client.close_async()  # type: ignore[no-untyped-call]
 
     async def sync(self) -> None:
         """The last catch-up, on a connection of its own: turns missed and turns unfinished."""
         assert self._api is not None
         client = GqlClient(transport=self._transport())
-        session = await client.connect_async()
+        session = await client.connect_async()  # type: ignore[no-untyped-call]
         try:
             for view in self.views.values():
-                await catch_up(
-                    self._api, view, lambda t, a, v=view: self._read_turn(session, v, t, a)
-                )
+                await catch_up(self._api, view, partial(self._read_turn, session, view))
         finally:
-            await client.close_async()
+            await client.close_async()  # type: ignore[no-untyped-call]
 
     async def _subscribe(
         self, session: AsyncClientSession, document: str, **variables: Any
@@ -251,7 +250,7 @@ class WsFollower:
         follow = asyncio.create_task(self._stream(session, view, None))
         try:
             if self._api is not None:
-                await catch_up(self._api, view, lambda t, a: self._read_turn(session, view, t, a))
+                await catch_up(self._api, view, partial(self._read_turn, session, view))
             await follow
         finally:
             follow.cancel()
@@ -374,7 +373,7 @@ class SseFollower:
                     async for event in self._events({"s": view.sid}, OUTPUT, last_id):
                         if catching is None and start is None:
                             catching = asyncio.create_task(
-                                catch_up(self._api, view, lambda t, a: self._read_turn(view, t, a))
+                                catch_up(self._api, view, partial(self._read_turn, view))
                             )
                         if event.event == "complete":
                             if start is None:
@@ -423,7 +422,7 @@ class SseFollower:
 
     async def catch_up(self) -> None:
         for view in self.views.values():
-            await catch_up(self._api, view, lambda t, a, v=view: self._read_turn(v, t, a))
+            await catch_up(self._api, view, partial(self._read_turn, view))
 
 
 def _position(event_id: str | None) -> tuple[str, int] | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 import pytest
-from balancer import render
+from balancer import MISSING, installed, render
 from clients import TLS
 from fleet import SETTLE, Fleet, name, read_truth, settle
 from fleet_clients import Api, SseFollower, WsFollower, sse_events
@@ -52,6 +52,8 @@ CANCEL_SESSIONS = 3
 
 @pytest.fixture
 async def fleet(pg_database_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    if installed() is None:
+        pytest.skip(MISSING)
     started = Fleet(pg_database_url, tmp_path)
     try:
         yield await started.start()

@@ -41,7 +41,8 @@ async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_dat
         run.complete()  # A's agent answers after all
         while not (event := await asyncio.wait_for(sub.get(), 10)).chunk or not (event.chunk.done):
             pass
-    turn = await a.turn(sent.turn.id)  # type: ignore[union-attr]
+    assert sent.turn is not None
+    turn = await a.turn(sent.turn.id)
     assert turn is not None and turn.status is TurnStatus.FAILED  # the recovery's end stands
     assert event.chunk is not None
     assert event.chunk.status is turn.status  # the end A publishes is the one recorded
