@@ -53,6 +53,7 @@ class Fleet:
         self._dir = directory
         self.balancer: Balancer | None = None
         self.db: Any = None
+        self._db_lock = asyncio.Lock()  # one connection: one statement at a time
         self.story: list[str] = []
         self.killed = 0
         self._began = 0.0
@@ -69,11 +70,18 @@ class Fleet:
         return self
 
     async def _new_epoch(self) -> int:
-        rows = await self.db.fetch("SELECT id FROM instances")
+        rows = await self._fetch("SELECT id FROM instances")
         new = {int(r["id"]) for r in rows} - self._known
         assert len(new) == 1, f"expected one new instance row, found {new}"
         self._known |= new
         return new.pop()
+
+    async def _fetch(self, query: str, *args: Any) -> list[Any]:
+        """The test's own reads of the truth (owners, epochs): the kills and the background
+        restarts share one connection."""
+        async with self._db_lock:
+            rows: list[Any] = await self.db.fetch(query, *args)
+            return rows
 
     def index_of(self, epoch: int | None) -> int | None:
         return self.epochs.index(epoch) if epoch in self.epochs else None
@@ -111,7 +119,7 @@ class Fleet:
 
     async def running(self, sids: list[str]) -> list[dict[str, Any]]:
         """The RUNNING turns of ``sids`` with their owners' indexes and logged chunks."""
-        rows = await self.db.fetch(
+        rows = await self._fetch(
             "SELECT t.id, t.session_id, t.owner, t.prompt, "
             "(SELECT count(*) FROM turn_output o WHERE o.turn_id = t.id) AS chunks "
             "FROM turns t WHERE t.status = 'RUNNING' AND t.session_id = ANY($1::text[])",
