@@ -239,7 +239,7 @@ class Turns:
                     if end.asks_workflow and self.moves_on_complete is not None:
                         end = with_move(end, await self._read_moves(sid))
                 try:
-                    drained = await self._record_end(runner, ending, end)
+                    drained, end = await self._record_end(runner, ending, end)
                 except Exception:
                     log.exception("could not record the end of turn %s", runner.turn.id)
                     if self.core.closing:
@@ -267,18 +267,25 @@ class Turns:
 
     async def _record_end(
         self, runner: TurnRunner, ending: Ending, end: TurnEnd
-    ) -> DrainResult | None:
+    ) -> tuple[DrainResult | None, TurnEnd]:
         """The end's one unit of work: the turn, the session, the clarification, and the next
-        entry (Q4), launched after COMMIT. Returns the drain's result. The caller holds the
-        session lock."""
+        entry (Q4), launched after COMMIT. Returns the drain's result and the end recorded. The
+        caller holds the session lock.
+
+        Hazard (M6): an instance declared dead while merely slow keeps running its turns until
+        it learns so, and another instance's recovery may have ended one already (``FAILED``,
+        interrupted; the database keeps the first end). Then that end is the turn's: it is what
+        this instance publishes, and nothing of its own end (question, step change, drain)
+        happens."""
         sid = runner.session_id
         drained: DrainResult | None = None
         # The lock row first, as in every transaction that changes a session: one lock order
         # everywhere, so recovery on another instance cannot deadlock with this end (lock row,
         # then turn, then session).
         async with self.core.change(sid, session_lock=False) as c:
+            ended_elsewhere = c.view.running_turn_id != runner.turn.id  # under the lock row
             await runner.write_rest(c.tx)  # O1: the log's last batch, published before ``done``
-            _, session = await c.end_turn(
+            turn, session = await c.end_turn(
                 runner.turn.id,
                 status=end.status,
                 output=ending.output,
@@ -287,6 +294,10 @@ class Turns:
                 error_kind=end.error_kind,
                 agent_stderr=end.stderr,
             )
+            output = ending.output
+            if ended_elsewhere:  # ``end_turn`` changed nothing: the recorded end is the turn's
+                end = TurnEnd(turn.status, turn.error, None, pending=True)  # drains nothing
+                output = turn.output
             if end.question is not None:
                 await c.set_clarification(turn_id=runner.turn.id, question=end.question)
             if end.moving:
@@ -294,7 +305,7 @@ class Turns:
                 # (handed to it: ``on_completed`` releases it), in this end's own revision.
                 await c.tx.change_hold(sid, self.core.instance, HoldReason.WORKFLOW_TRANSITION, 1)
             await c.queue_changed()
-            done = OutputChunk(sid, runner.turn.id, len(ending.output), "", True, end.status)
+            done = OutputChunk(sid, runner.turn.id, len(output), "", True, end.status)
             c.tx.after_commit(
                 lambda: self.core.bus.publish(Event(EventKind.OUTPUT, sid, chunk=done))
             )
@@ -307,7 +318,7 @@ class Turns:
                     after = await c.tx.view(sid)
                 if after is not None:
                     drained, _ = await self.reserve_in(c, after, automatic=True, ending=runner)
-        return drained
+        return drained, end
 
     def _finish(self, runner: TurnRunner, end: TurnEnd, drained: DrainResult | None) -> None:
         """After the end committed (or was given up; the next turn, if any, was launched at
