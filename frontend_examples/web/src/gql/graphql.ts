@@ -113,6 +113,13 @@ export type CreateTaskInput = {
   title: Scalars['String']['input'];
 };
 
+/** How sendMessage delivers its message (Q16). */
+export type Delivery =
+  /** Start a turn when the session is free and nothing holds it; else queue it. */
+  | 'AUTO'
+  /** Offer it to the running turn (where the session's agent takes messages while it works: the scripted agent, ACP agents with the `_session/steering` extension); when the agent does not take it, or the turn ends first, it is queued at the tail as enqueueMessage would queue it. With no turn running, as AUTO. */
+  | 'STEER';
+
 /** Input of drain. */
 export type DrainInput = {
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
@@ -123,6 +130,8 @@ export type DrainInput = {
 
 /** Input of enqueueMessage. */
 export type EnqueueMessageInput = {
+  /** Q15: a key the client makes for this message (1 to 128 characters), so that a retry is safe: a second request of the same session with the same key answers the first one's outcome (the same turn or entry, never a second one), on any instance, after a restart, and when the two race; the same key with other content is IDEMPOTENCY_CONFLICT and changes nothing. Keys are kept at least 24 hours. The entry and the turn it becomes carry it (`clientMessageId`), so a client can match its optimistic row to the server's. */
+  clientMessageId?: InputMaybe<Scalars['String']['input']>;
   /** The message: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
   content: Scalars['String']['input'];
   /** The queue revision (`QueueStatus.revision`) the request assumes: when given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13). */
@@ -139,6 +148,8 @@ export type ErrorCode =
   | 'CLARIFICATION_PENDING'
   /** No such visible entry in this session's queue (it ran, was removed, or is being delivered). */
   | 'ENTRY_NOT_FOUND'
+  /** sendMessage, enqueueMessage: this `clientMessageId` was already sent in this session with other content (Q15); nothing changed. */
+  | 'IDEMPOTENCY_CONFLICT'
   /** An input is malformed or out of range: an id that is not a UUID, blank or oversized content, a title outside 1-500 characters, an unknown agent or workflow step, `entryId` used wrongly for the scope. `field` names it. */
   | 'INVALID_INPUT'
   /** Only USER entries can be edited (Q12). */
@@ -185,6 +196,8 @@ export type ItemKind =
   | 'PLAN'
   /** An agent update turnqueue does not interpret, kept as JSON. */
   | 'RAW'
+  /** A message the user steered into the running turn (Q16). */
+  | 'STEER'
   /** The agent's reasoning. */
   | 'THOUGHT'
   /** A tool call and its progress (updated in place). */
@@ -240,8 +253,12 @@ export type ReorderQueueInput = {
 
 /** Input of sendMessage. */
 export type SendMessageInput = {
+  /** Q15: a key the client makes for this message (1 to 128 characters), so that a retry is safe: a second request of the same session with the same key answers the first one's outcome (the same turn or entry, never a second one), on any instance, after a restart, and when the two race; the same key with other content is IDEMPOTENCY_CONFLICT and changes nothing. Keys are kept at least 24 hours. The entry and the turn it becomes carry it (`clientMessageId`), so a client can match its optimistic row to the server's. */
+  clientMessageId?: InputMaybe<Scalars['String']['input']>;
   /** The prompt: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` bytes of UTF-8 (default 100000). */
   content: Scalars['String']['input'];
+  /** How to deliver it (Q16): AUTO (start or queue) or STEER (offer it to the running turn first). The answer's `outcome` says what happened. */
+  delivery?: Delivery;
   /** The session (one of the caller's; any other is NOT_FOUND). */
   sessionId: Scalars['ID']['input'];
 };
@@ -264,6 +281,15 @@ export type SendNowScope =
   | 'ALL'
   /** The one entry named by `entryId`. */
   | 'ENTRY';
+
+/** What a send did (Q16). */
+export type SendOutcome =
+  /** It waits in the queue (`queuedEntry`). */
+  | 'QUEUED'
+  /** It started a turn (at once, or from the queue before it could be steered: `turn`). */
+  | 'STARTED'
+  /** The running turn took it (`turn`; a STEER item of that turn). */
+  | 'STEERED';
 
 /** Where a session is in its life. Promptable: WAITING_FOR_INPUT and COMPLETED. */
 export type SessionState =
@@ -327,6 +353,8 @@ type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, ent
 
 type ItemFields_RawItem_Fragment = { __typename: 'RawItem', json: string, index: number };
 
+type ItemFields_SteerItem_Fragment = { __typename: 'SteerItem', index: number };
+
 type ItemFields_ThoughtItem_Fragment = { __typename: 'ThoughtItem', text: string, index: number };
 
 type ItemFields_ToolCallItem_Fragment = { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> };
@@ -335,6 +363,7 @@ export type ItemFieldsFragment =
   | ItemFields_MessageItem_Fragment
   | ItemFields_PlanItem_Fragment
   | ItemFields_RawItem_Fragment
+  | ItemFields_SteerItem_Fragment
   | ItemFields_ThoughtItem_Fragment
   | ItemFields_ToolCallItem_Fragment
 ;
@@ -401,6 +430,7 @@ export type TurnItemsSubscription = { turnItems: { sessionId: string, turnId: st
       | { __typename: 'MessageItem', text: string, index: number }
       | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, priority: string, status: string }> }
       | { __typename: 'RawItem', json: string, index: number }
+      | { __typename: 'SteerItem', index: number }
       | { __typename: 'ThoughtItem', text: string, index: number }
       | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> }
     > } };
