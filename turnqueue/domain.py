@@ -206,6 +206,29 @@ class SendOutcome(StrEnum):
     STEERED = "STEERED"
 
 
+class RequestState(StrEnum):
+    """M4: an owner request's life: asked, claimed by the owner, answered, or withdrawn by its
+    requester before the owner claimed it (it then never runs)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    WITHDRAWN = "WITHDRAWN"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRequest:
+    """M4: an operation asked of the instance running a session's turn, and where it stands."""
+
+    id: str
+    owner: int
+    origin: int
+    op: str
+    args: str  # JSON
+    state: RequestState
+    outcome: str | None  # JSON, once DONE
+
+
 @dataclass(frozen=True, slots=True)
 class SteerRequest:
     """Q16: a message (its queue entry) offered to a running turn, and where that stands."""

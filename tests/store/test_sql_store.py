@@ -1080,3 +1080,30 @@ async def test_m4_notifications_are_sent_at_commit_in_order_and_never_on_rollbac
     finally:
         await store.close()
         await listener.close()
+
+
+async def test_m4_an_owner_request_is_claimed_or_withdrawn_exactly_once(store: SqlStore) -> None:
+    """M4: of the owner claiming a request and its requester withdrawing it, one wins; a request
+    runs at most once, and only its owner lists it while it is PENDING."""
+    from turnqueue.domain import RequestState as S
+
+    async with store.transaction() as tx:
+        first = await tx.add_request(7, 8, "cancel", '{"s": "x"}')
+        second = await tx.add_request(7, 8, "send_now", "{}")
+    async with store.read() as tx:
+        assert await tx.pending_requests(7) == [first, second]
+        assert await tx.pending_requests(8) == []
+    async with store.transaction() as tx:
+        assert await tx.move_request(first, S.PENDING, S.RUNNING)  # the owner claims it
+        assert not await tx.move_request(first, S.PENDING, S.WITHDRAWN)  # too late
+        assert not await tx.move_request(first, S.PENDING, S.RUNNING)  # never twice
+        assert await tx.move_request(second, S.PENDING, S.WITHDRAWN)  # withdrawn first
+        assert not await tx.move_request(second, S.PENDING, S.RUNNING)  # never runs
+        assert await tx.move_request(first, S.RUNNING, S.DONE, '{"r": {}}')
+    async with store.read() as tx:
+        done = await tx.owner_request(first)
+        assert await tx.pending_requests(7) == []
+        assert await tx.owner_request("no-such-request") is None
+    assert done is not None
+    assert (done.owner, done.origin, done.op, done.args) == (7, 8, "cancel", '{"s": "x"}')
+    assert (done.state, done.outcome) == (S.DONE, '{"r": {}}')

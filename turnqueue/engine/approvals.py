@@ -43,8 +43,8 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.engine.change import Change
-from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
+from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 
@@ -151,7 +151,9 @@ class Approvals:
             if approval.id not in self._waiting:
                 owner = await self.core.remote_owner(sid)
                 if owner is not None:
-                    return await self._forward(owner, principal, approval, option_id)
+                    answered = await self._forward(owner, principal, approval, option_id)
+                    if answered is not None:
+                        return answered
         async with self.core.session_lock(sid):
             waiting = self._waiting.get(approval.id)
             if approval.outcome is not ApprovalOutcome.PENDING or (
@@ -214,12 +216,16 @@ class Approvals:
 
     async def _forward(
         self, owner: int, principal: str, approval: Approval, option_id: str
-    ) -> Approval:
+    ) -> Approval | None:
+        """A6 on any instance: the owner answers (its agent waits there). None when the owner
+        died before taking the request: the answer is refused here (the turn is gone)."""
         assert self.core.cluster is not None
         args = {"a": approval.id, "o": option_id, "p": principal}
         timeout = max(5.0, self.core.settings.lease_seconds)
         try:
             reply = await self.core.cluster.call(owner, "answer_approval", args, timeout)
+        except OwnerGone:
+            return None
         except OwnerUnreachable:
             log.warning("owner %s of approval %s did not answer", owner, approval.id)
             raise Conflict(

@@ -24,8 +24,8 @@ from turnqueue.domain import (
     SessionState,
     TurnStatus,
 )
-from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
+from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.runner import StopLadder, TurnRunner
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode
@@ -63,7 +63,9 @@ class Cancels:
             )
         owner = await self.core.remote_owner(session_id)
         if owner is not None:
-            return await self._forward(owner, session_id)
+            forwarded = await self._forward(owner, session_id)
+            if forwarded is not None:
+                return forwarded
         op = self._explicit.get(session_id)
         if op is None:
             op = self.core.spawn(self._explicit_op(session_id), name=f"cancel:{session_id}")
@@ -71,12 +73,17 @@ class Cancels:
             op.add_done_callback(lambda _: self._explicit.pop(session_id, None))
         return await asyncio.shield(op)
 
-    async def _forward(self, owner: int, session_id: str) -> CancelOutcome:
-        """C7/M4: only the owner can stop its agent; it joins concurrent cancels itself (C3)."""
+    async def _forward(self, owner: int, session_id: str) -> CancelOutcome | None:
+        """C7/M4: only the owner can stop its agent; it joins concurrent cancels itself (C3).
+        None when the owner died before taking the request: its agent is gone with it, and
+        the cancel runs here (C5)."""
         assert self.core.cluster is not None
         timeout = self.core.settings.cancel_operation_timeout + 5
         try:
             reply = await self.core.cluster.call(owner, "cancel", {"s": session_id}, timeout)
+        except OwnerGone:
+            log.warning("owner %s of session %s is gone; the cancel runs here", owner, session_id)
+            return None
         except OwnerUnreachable:
             log.warning("owner %s of session %s did not answer a cancel", owner, session_id)
             return CancelOutcome.TIMED_OUT

@@ -10,7 +10,12 @@ Messages travel on one NOTIFY channel as compact JSON:
   are sent by the store inside their own transaction, so PostgreSQL delivers them only on COMMIT
   and in commit order. Runtime events (the output log's new ends) go through one ordered outbox.
   A receiver publishes them on its local bus marked ``relayed``.
-- ``cmd`` / ``re``: a request to the owner and its reply.
+- ``cmd`` / ``re``: wake-ups only. An operation only a turn's owner can perform (a cancel, a
+  replacing Send Now, an approval's answer) is a row in ``owner_requests``: the requester commits
+  it with a ``cmd`` naming it, the owner claims it, runs it and records the outcome with a ``re``
+  naming it. Both sides read the row (the owner after each heartbeat, the requester every
+  ``POLL_SECONDS``), so a lost notification never loses a request, and a request whose owner
+  died before claiming it is withdrawn, never run late.
 
 A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): every
 message is ids, numbers and names, and output is a pointer, never its text — the turn and the
@@ -43,19 +48,28 @@ import logging
 from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import CancellationStatus, LogBatch, OutputMark, TurnStatus, new_id
-from turnqueue.engine.peers import ClusterHooks, Handler, OwnerUnreachable, Spawn
-from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
+from turnqueue.domain import (
+    CancellationStatus,
+    LogBatch,
+    OutputMark,
+    OwnerRequest,
+    RequestState,
+    TurnStatus,
+)
+from turnqueue.engine.peers import ClusterHooks, Handler, OwnerGone, OwnerUnreachable, Spawn
+from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 
-__all__ = ["Cluster", "ClusterHooks", "OwnerUnreachable"]
+__all__ = ["Cluster", "ClusterHooks", "OwnerGone", "OwnerUnreachable"]
 
 log = logging.getLogger(__name__)
 
 
 #: Characters of an error message a reply carries at most (the rest is cut).
 MAX_REASON = 500
+#: How often a requester reads its request again while no answer woke it (a lost NOTIFY).
+POLL_SECONDS = 0.5
 
 
 class NotificationTooLarge(ValueError):
@@ -90,7 +104,10 @@ class Cluster:
         self._spawn = spawn
         self._hooks = hooks
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
-        self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        #: the requests this instance waits for, woken by their answer's NOTIFY
+        self._replies: dict[str, asyncio.Event] = {}
+        #: the requests this instance is running for others
+        self._serving: set[str] = set()
         self._handlers: dict[str, Handler] = dict(hooks.handlers)
         self._last_live: set[int] = set()
         #: instances heard from since the last heartbeat (they may have come and gone between
@@ -188,51 +205,91 @@ class Cluster:
             except Exception as exc:
                 log.error("could not send a notification (%s): %.200s", exc, one)
 
-    # -- requests to the owner ------------------------------------------------------------------
+    # -- requests to the owner (rows) ---------------------------------------------------------
     async def call(
         self, owner: int, op: str, args: dict[str, Any], timeout: float
     ) -> dict[str, Any]:
-        """Run ``op`` on the owning instance; its UserFacingError comes back as one here."""
-        request = new_id()
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._replies[request] = future
+        """Ask ``owner`` to run ``op`` and wait for its outcome; its UserFacingError comes back as
+        one here. :class:`OwnerUnreachable` when the owner left the live instances, or did not
+        answer within ``timeout``; a request it had not claimed by then is withdrawn, so it
+        never runs late.
+
+        The request is a row committed with a NOTIFY that wakes the owner; the owner also looks
+        for its requests after each heartbeat, and this side reads the row again every
+        ``POLL_SECONDS``, so a lost notification costs time, never the request."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wake = asyncio.Event()
+        async with self._store.transaction() as tx:
+            request = await tx.add_request(owner, self.instance, op, json.dumps(args))
+            self._replies[request] = wake  # before COMMIT: the answer may come at once
+            tx.notify(payload({"o": self.instance, "t": "cmd", "to": owner, "id": request}))
         try:
-            try:
-                self._send({"t": "cmd", "to": owner, "id": request, "op": op, "a": args})
-            except NotificationTooLarge:
-                raise InvalidInput(
-                    f"the request is too large to forward to the instance running the turn ({op})"
-                ) from None
-            try:
-                reply = await asyncio.wait_for(asyncio.shield(future), timeout)
-            except TimeoutError as exc:
-                raise OwnerUnreachable(f"instance {owner} did not answer {op}") from exc
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    left = max(0.0, deadline - loop.time())
+                    await asyncio.wait_for(wake.wait(), min(POLL_SECONDS, left))
+                wake.clear()
+                async with self._store.read() as tx:
+                    row = await tx.owner_request(request)
+                assert row is not None, "a request is kept a day"
+                if row.state is RequestState.DONE:
+                    return _outcome(row)
+                gone = owner not in await self.live()
+                if gone or loop.time() >= deadline:
+                    async with self._store.transaction() as tx:
+                        withdrawn = await tx.move_request(
+                            request, RequestState.PENDING, RequestState.WITHDRAWN
+                        )
+                    if withdrawn and gone:
+                        raise OwnerGone(f"instance {owner} is gone; it did not run {op}")
+                    if withdrawn or gone or loop.time() >= deadline:
+                        raise OwnerUnreachable(f"instance {owner} did not answer {op}")
         finally:
             self._replies.pop(request, None)
-        if "code" in reply:
-            raise Conflict(ErrorCode(reply["code"]), reply.get("msg", ""), reply.get("field"))
-        result: dict[str, Any] = reply["r"]
-        return result
 
-    async def _serve(self, message: dict[str, Any]) -> None:
-        reply: dict[str, Any] = {"t": "re", "to": message["o"], "id": message["id"]}
-        handler = self._handlers.get(message["op"])
+    async def _serve(self, request_id: str) -> None:
+        """Run a request asked of this instance, once: of a claim and a withdrawal one wins."""
+        if request_id in self._serving:
+            return
+        self._serving.add(request_id)
+        try:
+            async with self._store.transaction() as tx:
+                if not await tx.move_request(
+                    request_id, RequestState.PENDING, RequestState.RUNNING
+                ):
+                    return  # withdrawn, or served already
+                request = await tx.owner_request(request_id)
+            assert request is not None
+            outcome = await self._run(request.op, json.loads(request.args))
+            async with self._store.transaction() as tx:
+                await tx.move_request(
+                    request_id, RequestState.RUNNING, RequestState.DONE, json.dumps(outcome)
+                )
+                reply = {"o": self.instance, "t": "re", "to": request.origin, "id": request_id}
+                tx.notify(payload(reply))
+        finally:
+            self._serving.discard(request_id)
+
+    async def _run(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        handler = self._handlers.get(op)
         try:
             if handler is None:
-                raise ValueError(f"unknown operation {message['op']!r}")
-            reply["r"] = await handler(message["a"])
+                raise ValueError(f"unknown operation {op!r}")
+            return {"r": await handler(args)}
         except UserFacingError as error:
-            reply.update(code=error.code.value, msg=error.message[:MAX_REASON], field=error.field)
+            return {"code": error.code.value, "msg": error.message[:MAX_REASON], "f": error.field}
         except Exception:
-            log.exception("forwarded %s failed", message["op"])
-            reply.update(code=ErrorCode.SESSION_BUSY.value, msg="the owning server failed")
-        try:
-            self._send(reply)
-        except NotificationTooLarge:
-            log.error("the answer to a forwarded %s is too large to send", message["op"])
-            reply = {"t": "re", "to": message["o"], "id": message["id"]}
-            reply.update(code=ErrorCode.SESSION_BUSY.value, msg="the owning server's answer")
-            self._send(reply)
+            log.exception("the %s asked by another instance failed", op)
+            return {"code": ErrorCode.SESSION_BUSY.value, "msg": "the owning server failed"}
+
+    async def _serve_pending(self) -> None:
+        """The fallback for a lost NOTIFY: the requests asked of this instance, after a beat."""
+        async with self._store.read() as tx:
+            pending = await tx.pending_requests(self.instance)
+        for request_id in pending:
+            if request_id not in self._serving:
+                self._spawn(self._serve(request_id), f"serve:{request_id}")
 
     # -- incoming -------------------------------------------------------------------------------
     def _on_message(self, payload: str) -> None:
@@ -245,11 +302,11 @@ class Cluster:
         if kind == "ev":
             self._relay(message)
         elif kind == "cmd" and message.get("to") == self.instance:
-            self._spawn(self._serve(message), f"serve:{message['op']}")
+            self._spawn(self._serve(str(message["id"])), f"serve:{message['id']}")
         elif kind == "re" and message.get("to") == self.instance:
-            future = self._replies.get(message["id"])
-            if future is not None and not future.done():
-                future.set_result(message)
+            wake = self._replies.get(message["id"])
+            if wake is not None:
+                wake.set()
 
     def _relay(self, m: dict[str, Any]) -> None:
         kind = EventKind(m["k"])
@@ -310,3 +367,16 @@ class Cluster:
             except Exception:
                 log.exception("recovery after a heartbeat failed")
                 self._dead |= dead  # try the sweep again after the next beat
+            try:
+                await self._serve_pending()
+            except Exception:
+                log.exception("looking for requests after a heartbeat failed")
+
+
+def _outcome(request: OwnerRequest) -> dict[str, Any]:
+    """A DONE request's result, or its refusal raised as the owner raised it."""
+    outcome: dict[str, Any] = json.loads(request.outcome or "{}")
+    if "code" in outcome:
+        raise Conflict(ErrorCode(outcome["code"]), outcome.get("msg", ""), outcome.get("f"))
+    result: dict[str, Any] = outcome["r"]
+    return result

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from turnqueue.bus import EventKind
 
-__all__ = ["ClusterHooks", "Handler", "OwnerUnreachable", "Peers", "Spawn"]
+__all__ = ["ClusterHooks", "Handler", "OwnerGone", "OwnerUnreachable", "Peers", "Spawn"]
 
 #: a forwarded operation served for another instance: its arguments in, its result out
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -24,6 +24,11 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 class OwnerUnreachable(Exception):
     """The owning instance did not answer in time."""
+
+
+class OwnerGone(OwnerUnreachable):
+    """The owning instance left the live instances before it took the request: the request
+    never ran (it was withdrawn), and the session is no longer that instance's to act on."""
 
 
 class Peers(Protocol):
@@ -43,7 +48,9 @@ class Peers(Protocol):
     async def call(
         self, owner: int, op: str, args: dict[str, Any], timeout: float
     ) -> dict[str, Any]:
-        """Run ``op`` on the owning instance (:class:`OwnerUnreachable` when it is silent)."""
+        """Run ``op`` on the owning instance: :class:`OwnerGone` when it died before taking the
+        request (which then never runs), :class:`OwnerUnreachable` when it did not answer in
+        ``timeout``."""
         ...
 
     async def aclose(self) -> None: ...
@@ -62,7 +69,7 @@ class Spawn(Protocol):
 class ClusterHooks:
     """What the cluster calls back into the engine (wired once, by ``membership.join_cluster``)."""
 
-    #: forwarded operations this instance serves as a turn's owner (``cancel``, ``send_now``)
+    #: the requests this instance serves as a turn's owner (``cancel``, ``send_now``, ...)
     handlers: Mapping[str, Handler]
     #: each heartbeat, with the live instances and those that died since the last (M6)
     on_orphans: Callable[[set[int], frozenset[int]], Awaitable[None]]

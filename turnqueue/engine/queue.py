@@ -8,6 +8,7 @@ the commit, so it changes nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -28,12 +29,14 @@ from turnqueue.domain import (
 )
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import Change
-from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity
+from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.turn_end import DrainResult
 from turnqueue.engine.turns import Admission, Turns, record, replay
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +201,9 @@ class QueueOps:
             raise InvalidInput("scope ALL takes no entryId", ["entryId"])
         owner = await self.core.remote_owner(session_id)
         if owner is not None:
-            return await self._forward(owner, session_id, scope, entry_id, expected_revision)
+            forwarded = await self._forward(owner, session_id, scope, entry_id, expected_revision)
+            if forwarded is not None:
+                return forwarded
         if self.cancels.busy(session_id):
             raise Conflict(ErrorCode.SEND_NOW_CONFLICT, "a cancellation is already under way")
         observed = self.core.runners.get(session_id)
@@ -221,13 +226,17 @@ class QueueOps:
         scope: SendNowScope,
         entry_id: str | None,
         expected: int | None,
-    ) -> SendNowResult:
-        """M4: the replacement must stop the owner's agent, so the owner runs the Send Now."""
+    ) -> SendNowResult | None:
+        """M4: the replacement must stop the owner's agent, so the owner runs the Send Now.
+        None when the owner died before taking the request: it runs here."""
         assert self.core.cluster is not None
         args = {"s": session_id, "scope": scope.value, "e": entry_id, "x": expected}
         timeout = self.core.settings.cancel_operation_timeout + 5
         try:
             reply = await self.core.cluster.call(owner, "send_now", args, timeout)
+        except OwnerGone:
+            log.warning("owner %s of session %s is gone; Send Now runs here", owner, session_id)
+            return None
         except OwnerUnreachable as exc:
             raise Conflict(ErrorCode.SESSION_BUSY, "the server running the turn is away") from exc
         turn = None

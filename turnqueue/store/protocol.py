@@ -40,9 +40,11 @@ from turnqueue.domain import (
     HoldReason,
     MessageSource,
     OutputRecord,
+    OwnerRequest,
     PauseReason,
     QueueEntry,
     QueuePolicy,
+    RequestState,
     SentMessage,
     Session,
     SessionState,
@@ -353,6 +355,24 @@ class Tx(Protocol):
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
         """Decide a PENDING request, exactly once: False when it was decided already."""
+
+    # -- requests to a turn's owner (M4) ------------------------------------------------------
+    async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
+        """Ask instance ``owner`` to run ``op`` (``args``: JSON); the request's id (PENDING)."""
+
+    async def owner_request(self, request_id: str) -> OwnerRequest | None: ...
+
+    async def pending_requests(self, owner: int) -> list[str]:
+        """The ids of the PENDING requests asked of ``owner``, oldest first."""
+
+    async def move_request(
+        self,
+        request_id: str,
+        from_state: RequestState,
+        to_state: RequestState,
+        outcome: str | None = None,
+    ) -> bool:
+        """Move a request on, exactly once: False when it was not in ``from_state``."""
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry: ...
 

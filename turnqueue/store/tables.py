@@ -378,6 +378,27 @@ class SteerRequestRow(TableModel, table=True):
     created_at: datetime = _column(UtcDateTime, nullable=False)
 
 
+class OwnerRequestRow(TableModel, table=True):
+    """M4: an operation only the instance running a session's turn can perform (a cancel, a
+    Send Now, an approval's answer), asked on another instance. The row is the request: the
+    owner claims it (PENDING → RUNNING), runs it and records its outcome (DONE, ``outcome``:
+    the result or the refusal, JSON); a request never claimed is withdrawn by its requester
+    (WITHDRAWN) when the owner is gone. NOTIFY only wakes the other side; each side reads the
+    row, so a lost notification costs time, never the request."""
+
+    __tablename__ = "owner_requests"
+    __table_args__ = (Index("ix_owner_requests_owner_state", "owner", "state"),)
+
+    id: str = _column(String(36), primary_key=True)
+    owner: int = _column(BigInteger, nullable=False)  # the instance asked
+    origin: int = _column(BigInteger, nullable=False)  # the instance asking
+    op: str = _column(String(32), nullable=False)
+    args: str = _column(Text, nullable=False)
+    state: str = _column(String(16), nullable=False)
+    outcome: str | None = _column(Text, nullable=True)
+    created_at: datetime = _column(UtcDateTime, nullable=False)
+
+
 class EpochRow(TableModel, table=True):
     """SQLite's epoch source: AUTOINCREMENT never reuses an id, even after deletes (R2)."""
 
@@ -432,6 +453,7 @@ session_holds = _table(SessionHoldRow)
 agent_processes = _table(AgentProcessRow)
 sent_messages = _table(SentMessageRow)
 steer_requests = _table(SteerRequestRow)
+owner_requests = _table(OwnerRequestRow)
 epochs = _table(EpochRow)
 instances = _table(InstanceRow)
 turn_output = _table(TurnOutputRow)

@@ -54,6 +54,7 @@ from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.output import OutputStatements
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.queuestate import QueueStateStatements
+from turnqueue.store.requests import RequestStatements
 from turnqueue.store.rows import (
     RUNNING,
     SESSION,
@@ -173,6 +174,7 @@ class SqlTx(
     OutputStatements,
     ApprovalStatements,
     QueueStateStatements,
+    RequestStatements,
     SentMessageStatements,
     SteerStatements,
 ):
