@@ -667,7 +667,14 @@ class EngineMachine(RuleBasedStateMachine):
             await asyncio.wait_for(run.signalled.wait(), 30)  # accepted: the stop has begun
             _, session = await engine.move_task(PRINCIPAL, self.task_id, step)
             result = await cancel
-            assert result.cancellation.pending is False
+            # C1/C8: the move's own stop of the same turn holds a reference of its own, so the
+            # cancel may answer (pending still true) before the move released it; once both
+            # are done nothing is pending, at a revision no older than the cancel's answer.
+            after = await engine.cancellation(self.sid)
+            assert after.pending is False, after
+            assert after.revision >= result.cancellation.revision
+            if result.cancellation.pending:
+                assert after.revision > result.cancellation.revision
             await self._drop_asks()
             await settle(engine, session.id)
             return session.id
