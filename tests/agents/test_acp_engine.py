@@ -10,8 +10,10 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from faults import FaultyStore, faults_of
 
 from turnqueue.agents import Agent, ScriptedAgent
 from turnqueue.agents.acp import AcpAgent
@@ -73,7 +75,8 @@ async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         "keyless": AcpAgent(keyless),
         "scripted": ScriptedAgent(0.05),
     }
-    opened = await Engine.open(settings, store, EventBus(64), agents=agents)
+    seam: Any = FaultyStore(store)  # a Store, by delegation
+    opened = await Engine.open(settings, seam, EventBus(64), agents=agents)
     try:
         yield opened
     finally:
@@ -167,15 +170,8 @@ async def test_a6_an_answer_that_cannot_commit_answers_nothing_and_a_retry_does(
     assert admission.turn is not None
 
     approval = await asked(engine, session_id)
-    changed = engine.approvals._changed
-
-    async def database_away(c: object) -> None:  # inside the answer's unit of work
-        raise StoreError("the database is away")
-
-    engine.approvals._changed = database_away  # type: ignore[method-assign]
-    with pytest.raises(StoreError):
+    with faults_of(engine).failing("answer_approval"), pytest.raises(StoreError):
         await engine.answer_approval(ME, approval.id, "allow")
-    engine.approvals._changed = changed  # type: ignore[method-assign]
     still = await engine.pending_approval(session_id)
     assert still is not None and still.id == approval.id
     assert still.outcome is ApprovalOutcome.PENDING
@@ -203,14 +199,18 @@ async def test_a5_a6_an_approval_given_up_while_its_answer_fails_is_stored_cance
     approval = await asked(engine, session_id)
     waiting = engine.approvals._waiting[approval.id]
 
-    async def given_up_and_database_away(c: object) -> None:
-        waiting.future.cancel()  # the agent stops waiting (A5), as a cancel's INTERRUPT does
-        raise StoreError("the database is away")
+    failed = False
 
-    engine.approvals._changed = given_up_and_database_away  # type: ignore[method-assign]
-    with pytest.raises(StoreError):
-        await engine.answer_approval(ME, approval.id, "allow")
-    del engine.approvals._changed  # the class's own again
+    async def given_up_and_database_away(*args: Any, **kwargs: Any) -> None:
+        nonlocal failed
+        if not failed:  # the answer's; the release's CANCELLED (after the block) goes through
+            failed = True
+            waiting.future.cancel()  # the agent stops waiting (A5), as a cancel's INTERRUPT does
+            raise StoreError("the database is away")
+
+    with faults_of(engine).before("answer_approval", given_up_and_database_away):
+        with pytest.raises(StoreError):
+            await engine.answer_approval(ME, approval.id, "allow")
 
     async def stored_cancelled():  # type: ignore[no-untyped-def]
         (kept,) = await engine.approvals_of_turn(admission.turn.id)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from engine_helpers import ManualAgent
 from event_loops import LoopFactory, loops_for
+from faults import FaultyStore
 
 from turnqueue.bus import EventBus
 from turnqueue.engine.orchestrator import Engine
@@ -41,7 +42,8 @@ def engine_settings(database_url: str) -> Settings:
 
 @pytest.fixture
 async def open_engine(engine_settings: Settings, agent: ManualAgent) -> AsyncIterator[OpenEngine]:
-    """Open engines on the test database (several, e.g. to simulate a restart)."""
+    """Open engines on the test database (several, e.g. to simulate a restart), each on a
+    :class:`~faults.FaultyStore` (``faults_of(engine)``) for the tests that inject faults."""
     opened: list[tuple[Engine, SqlStore]] = []
 
     async def factory(
@@ -50,7 +52,8 @@ async def open_engine(engine_settings: Settings, agent: ManualAgent) -> AsyncIte
         s = settings or engine_settings
         store = await open_store(s)
         a = agent_ or agent
-        engine = await Engine.open(s, store, EventBus(64), agents={"scripted": a})  # type: ignore[dict-item]
+        seam: Any = FaultyStore(store)  # a Store, by delegation
+        engine = await Engine.open(s, seam, EventBus(64), agents={"scripted": a})  # type: ignore[dict-item]
         opened.append((engine, store))
         return engine
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from faults import faults_of
 
 from turnqueue.agents import Signal
 from turnqueue.bus import EventKind
@@ -250,22 +251,6 @@ def _pg_only(database_url: str) -> None:
         pytest.skip("several instances share a database only on PostgreSQL (M4)")
 
 
-def _gate(engine: Engine) -> list[bool]:
-    """Drop every notification this instance's LISTEN connection would hand it while the
-    returned flag is ``[False]``: the connection is cut, as far as the engine can tell."""
-    assert engine.core.cluster is not None
-    listener = engine.core.cluster._listener
-    deliver = listener._on_message
-    open_ = [True]
-
-    def gated(payload: str) -> None:
-        if open_[0]:
-            deliver(payload)
-
-    listener._on_message = gated  # type: ignore[method-assign]
-    return open_
-
-
 async def _until(check, what: str) -> None:  # type: ignore[no-untyped-def]
     """Poll a condition owned by other tasks (NOTIFY round trips), with a bounded deadline."""
     for _ in range(int(WAIT / 0.02)):
@@ -293,7 +278,7 @@ async def test_c7_every_instance_reads_the_cancellation_from_the_rows_even_with_
         cancel = asyncio.create_task(a.cancel(PRINCIPAL, sid))
         accepted = await next_event(on_a, EventKind.CANCELLATION)
     assert await b.cancellation(sid) == accepted.cancellation  # type: ignore[attr-defined]
-    _gate(b)[0] = False  # B hears nothing from here on
+    faults_of(b).gate(False)  # B hears nothing from here on
     run.fail("stopped at last")
     result = await asyncio.wait_for(cancel, WAIT)
     assert result.cancellation.pending is False and result.outcome is CancelOutcome.STOPPED
@@ -317,8 +302,7 @@ async def test_r2_an_older_instance_owning_a_later_turn_continues_above_the_newe
     agent_b = ManualAgent()
     b = await open_engine(agent_=agent_b)
     assert b.core.instance > a.core.instance
-    listening = _gate(a)
-    listening[0] = False
+    faults_of(a).gate(False)  # A hears nothing from here on
     _, session = await new_session(b)
     sid = session.id
     await b.send_message(PRINCIPAL, sid, "turn 1")

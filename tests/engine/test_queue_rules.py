@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
+from faults import faults_of
 
 from turnqueue.domain import MessageSource, PauseReason, SendNowScope, TurnStatus
 from turnqueue.engine.orchestrator import Engine
@@ -253,19 +254,13 @@ async def test_q10_send_now_delivery_failure_returns_entries_with_their_ids(
     _, session = await new_session(engine)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
     a, b = await enqueue(engine, session.id, "a", "b")
-    # The session stops being promptable between claim and delivery: delivery fails.
-    original = engine.queue._deliver
+    # The delivery of the claimed entry fails (in its transaction, after the claim committed).
 
-    async def failing(session_id: str, claimed: list) -> None:
-        async with engine.store.transaction() as tx:
-            await tx.lock(session_id)
-            await tx.release_entries(session_id, [e.id for e in claimed])
+    async def failing(session_id: str, entry_ids: list[str]) -> None:
         raise RuntimeError("delivery failed")
 
-    engine.queue._deliver = failing  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError):
+    with faults_of(engine).before("count_in_flight", failing), pytest.raises(RuntimeError):
         await engine.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, b, None)
-    engine.queue._deliver = original  # type: ignore[method-assign]
     status = await engine.queue_status(session.id)
     assert [e.id for e in status.entries] == [b, a]
     assert status.auto_run is True  # Q5: from the claim on, auto-run stays ON

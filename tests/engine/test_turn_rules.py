@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
+from faults import faults_of
 from test_queue_refusals import refusal
 from test_queue_rules import busy_session, enqueue
 from test_recovery import crash
@@ -355,18 +356,18 @@ async def test_c8_q7_a_turn_ending_while_a_cancel_is_accepted_ends_cancelled_and
     sid, first = await busy_session(engine, agent)
     await enqueue(engine, sid, "second")
     runner = engine.core.runners[sid]
-    mark = engine.cancels._mark_accepted
 
-    async def completing_meanwhile(session_id: str, turn_id: str) -> None:
+    async def completing_meanwhile(session_id: str, turn_id: str | None) -> None:
+        if turn_id is None:
+            return  # the park clearing the mark, later
         first.complete()  # the agent ends now; its end waits for the session lock
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.5):  # every chance for the end to slip in
                 while not runner.ending:  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
-        await mark(session_id, turn_id)
 
-    engine.cancels._mark_accepted = completing_meanwhile  # type: ignore[method-assign]
-    await engine.cancel(PRINCIPAL, sid)
+    with faults_of(engine).before("set_cancel_mark", completing_meanwhile):  # the acceptance
+        await engine.cancel(PRINCIPAL, sid)
     await settle(engine, sid)
     turns = await engine.turns_of(sid, 5)
     assert [(t.prompt, t.status) for t in turns] == [("first", TurnStatus.CANCELLED)]

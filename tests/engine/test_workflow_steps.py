@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from faults import faults_of
 from test_queue_refusals import refusal
 from test_queue_rules import enqueue
 from test_workflow_rules import WORKFLOW
@@ -185,21 +186,19 @@ async def test_w1_q9_a_step_change_that_fails_still_releases_the_queue(
     sid = session.id
     await engine.send_message(PRINCIPAL, sid, "write it")
     run = await agent.next_run()
-    task_of = engine.workflows._task_of
     calls = 0
     failed = asyncio.Event()
 
-    async def failing_second_read(session_id: str) -> Any:
+    async def failing_second_read(task_id: str) -> None:
         nonlocal calls
         calls += 1
         if calls == 2:  # the first is the guard's (moves_on_complete), then the change's
             failed.set()
             raise StoreError("the database is away")
-        return await task_of(session_id)
 
-    engine.workflows._task_of = failing_second_read  # type: ignore[method-assign]
-    run.complete()
-    await asyncio.wait_for(failed.wait(), WAIT)
+    with faults_of(engine).before("get_task", failing_second_read):
+        run.complete()
+        await asyncio.wait_for(failed.wait(), WAIT)
     await settle(engine, sid)
     await moved_on(engine, sid)  # released, though the change failed
     admission = await engine.send_message(PRINCIPAL, sid, "again")

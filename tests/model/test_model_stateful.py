@@ -53,6 +53,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from engine_helpers import PRINCIPAL, ManualAgent, next_event, settle
+from faults import FaultyStore
 from model_db import admin as _admin
 from model_db import pg_url as _pg_url
 
@@ -60,11 +61,10 @@ from turnqueue.agents.acp import PermissionRequest
 from turnqueue.bus import EventBus, EventKind
 from turnqueue.domain import ApprovalOutcome, CancelOutcome, HoldReason, SendNowScope, TurnStatus
 from turnqueue.engine.orchestrator import Engine
-from turnqueue.errors import ErrorCode, StoreError, UserFacingError
+from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.migrate import migrate
 from turnqueue.store.sql import SqlStore, open_store
-from turnqueue.store.tx import SqlTx
 
 T = TypeVar("T")
 
@@ -153,26 +153,6 @@ REVISIONS = st.sampled_from([None, None, None, "current", "stale"])
 TARGETS = st.sampled_from(["visible", "visible", "visible", "gone", "unknown"])
 
 
-@contextlib.contextmanager
-def _failing_end_turn(failures: int) -> Iterator[Callable[[], int]]:
-    """The next ``failures`` attempts to record a turn's end fail as a lost database would."""
-    left = failures
-    end_turn = SqlTx.end_turn
-
-    async def flaky(self: SqlTx, *args: Any, **kwargs: Any) -> Any:
-        nonlocal left
-        if left:
-            left -= 1
-            raise StoreError("the database is away")
-        return await end_turn(self, *args, **kwargs)
-
-    SqlTx.end_turn = flaky  # type: ignore[method-assign]
-    try:
-        yield lambda: left
-    finally:
-        SqlTx.end_turn = end_turn  # type: ignore[method-assign]
-
-
 def _running(machine: EngineMachine) -> bool:
     return machine.model.current.running is not None
 
@@ -199,7 +179,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.asking: list[asyncio.Task[str | None]] = []
         self.approval_turns: set[str] = set()
         self.engine: Engine | None = None
-        self.store: SqlStore | None = None
+        self.store: FaultyStore | None = None
         self.url = self.run(self.dbs.create())
         workflow = self.tmp / "workflow.toml"
         if not workflow.exists():
@@ -241,9 +221,10 @@ class EngineMachine(RuleBasedStateMachine):
         return self.model.current.id
 
     async def _open(self) -> None:
-        self.store = await open_store(self.settings)
+        self.store = FaultyStore(await open_store(self.settings))
         agents: Any = {"scripted": ManualAgent()}
-        self.engine = await Engine.open(self.settings, self.store, EventBus(256), agents=agents)
+        seam: Any = self.store  # a Store, by delegation
+        self.engine = await Engine.open(self.settings, seam, EventBus(256), agents=agents)
 
     async def _close(self, crash: bool) -> None:
         engine, store = self.engine_, self.store
@@ -571,7 +552,8 @@ class EngineMachine(RuleBasedStateMachine):
     def complete_after_failed_commits(self, failures: int) -> None:
         """Q10, M6: the end's first ``failures`` commits fail (the database is away); it is
         retried until it commits, so the outcome is that of a plain completion."""
-        with _failing_end_turn(failures) as left:
+        assert self.store is not None
+        with self.store.failing("end_turn", failures) as left:
             current = self._end_turn("agent.complete(retried)", lambda run: run.complete())
         assert left() == 0, "the end was not retried"
         self.model.complete(None, current)
