@@ -50,9 +50,7 @@ async def test_m4_c7_a_cancel_asked_while_the_owner_hears_nothing_still_runs(
     await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="long")  # A owns it
     await cluster.cut_listen(proxy)
     try:
-        cancelled = await asyncio.wait_for(
-            b.mutate("cancel", "outcome", sessionId=sid), WAIT
-        )
+        cancelled = await asyncio.wait_for(b.mutate("cancel", "outcome", sessionId=sid), WAIT)
     finally:
         proxy.release()
     assert cancelled["outcome"] == "STOPPED"
