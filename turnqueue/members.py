@@ -52,7 +52,7 @@ class Member:
     per member (bench P3), and a client that does not read blocks only its own task, in its
     socket's bounded send. The price: a fed group is offered its payload inside ``publish``, so
     the change that published it (a mutation's commit, under its session's lock) pays for the
-    sends to the group's idle members, ~20 µs each, before it answers. A payload not sent yet is
+    sends to the group's idle members before it answers. A payload not sent yet is
     replaced by a newer one (a full state with a revision: clients keep the highest, and the
     ordinary streams skip intermediate revisions in the same way), so a member holds at most one
     payload, a reference to the text its group shares. A member that had more than ``limit``

@@ -7,16 +7,15 @@ Transactions (the hazards live here):
   concurrent tasks queue instead of failing with "database is locked" (Q3: the only writer, so
   :meth:`SqlTx.lock` only reads). ``read()`` is a read transaction (a WAL snapshot, in
   parallel with the writer) on a ``sqlite3`` connection of its own, run on the event loop too
-  (:class:`SqliteReaders`): handing each read to a thread and back cost more than the read
-  (bench P4: the loop and the reader thread on two cores paid for every hop), and every object
-  a reader thread allocated went to a second malloc arena (bench P5b: ~3 KiB of RSS per
-  standing subscription). The same compiled plans as the writes.
+  (:class:`SqliteReaders`): handing each read to a thread and back costs more than the read
+  (the loop and the reader thread pay for every hop), and every object a reader thread
+  allocates goes to a second malloc arena (memory per standing subscription). The same compiled
+  plans as the writes. (Measured in bench P4 and P5b: ``bench/results/``.)
 * Writes run **synchronously on the event loop**, on one ``sqlite3`` connection
   (:class:`SqliteWriter`). A write statement takes microseconds (WAL, ``synchronous=NORMAL``: a
-  COMMIT does not wait for the disk), less than handing it to a thread and back: bench P1 ran
-  0.21× raw ``sqlite3`` with a writer thread (one hop per statement), and 0.59× with one hop
-  per transaction. Writes are serialised by the lock anyway, so a thread bought no
-  concurrency. The hazards that come with it, and how each is handled:
+  COMMIT does not wait for the disk), less than handing it to a thread and back, per statement
+  or per transaction (bench P1, ``bench/results/``). Writes are serialised by the lock anyway,
+  so a thread would buy no concurrency. The hazards that come with it, and how each is handled:
 
   - *Waiting for the file lock would block the loop*: the connection's busy timeout is 0, and
     ``BEGIN IMMEDIATE`` is retried with ``asyncio.sleep`` back-off until the store's timeout
@@ -78,9 +77,9 @@ _NEXT_EPOCH = Statement(
 )
 
 #: A flush's records (see ``store/output.py``): which of its turns are still RUNNING (their ids
-#: as one JSON array), then one prepared insert run for every record of those (``executemany``:
-#: a C loop, ~7 µs a record; one statement over ``json_each`` of the records cost twice that,
-#: since SQLite before 3.45 parses the JSON again for every field it extracts).
+#: as one JSON array), then one prepared insert run for every record of those (``executemany``,
+#: a C loop; one statement over ``json_each`` of the records costs more, since SQLite before
+#: 3.45 parses the JSON again for every field it extracts).
 _RUNNING_AMONG = Statement(
     select(turns.c.id).where(
         turns.c.status == RUNNING,

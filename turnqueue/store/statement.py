@@ -1,9 +1,9 @@
 """SQL written in SQLAlchemy Core, compiled once per dialect, run on the driver connection.
 
-Why this exists (bench P1, ``bench/results/README.md``): on the hot path SQLAlchemy's execution
-(cache key, execution context, parameter and result processing through its generic machinery)
-cost more CPU than the statement itself — about 264 µs against 149 µs per statement on raw
-asyncpg, and 3.5× raw ``sqlite3`` on SQLite. Statements are still *written* with SQLAlchemy Core
+Why this exists: on the hot path SQLAlchemy's execution (cache key, execution context,
+parameter and result processing through its generic machinery) costs more CPU than the
+statement itself (bench P1; the figures are in ``bench/results/``). Statements are still
+*written* with SQLAlchemy Core
 against ``tables.py`` (one schema, one way to build SQL); only their execution goes to the
 driver: a :class:`Plan` is the compiled SQL string, its positional parameter order, the values
 bound in the statement, and the dialect's own bind and result processors (the very functions
