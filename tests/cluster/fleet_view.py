@@ -148,6 +148,10 @@ class OutputStream:
         self._done: set[str] = set()
         self.count = 0
 
+    def ended(self, turn: str) -> None:
+        """``turn``'s ``done`` came before this stream began (a resume right after it)."""
+        self._done.add(turn)
+
     def take(self, chunk: dict[str, Any]) -> None:
         turn = chunk["turnId"]
         expected = self._ends.get(turn)

@@ -21,7 +21,6 @@ import pytest
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import LogBatch, OutputChunk, TurnStatus, new_id
 from turnqueue.engine.cluster import Cluster, ClusterHooks
-from turnqueue.errors import InvalidInput
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 
 #: PostgreSQL's own limit (``payload string too long``), above the one turnqueue keeps.
@@ -147,13 +146,3 @@ async def test_m4_one_notification_that_cannot_be_sent_takes_no_other_with_it(
     assert delivered == sessions[:2] + sessions[3:]  # in order, the refused one left out
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and sessions[2] in errors[0].getMessage()
-
-
-async def test_m4_a_request_too_large_to_forward_is_refused_and_sends_nothing(
-    cluster: tuple[Cluster, EventBus, RefusingStore],
-) -> None:
-    instance, _, store = cluster
-    with pytest.raises(InvalidInput):
-        await instance.call(8, "answer_approval", {"o": "x" * MAX_PAYLOAD_BYTES}, timeout=5)
-    await asyncio.sleep(0)
-    assert store.sent == [] and store.refused == []
