@@ -117,7 +117,9 @@ class Listener(Protocol):
     async def aclose(self) -> None: ...
 
 
-class Tx(Protocol):
+class UnitOfWork(Protocol):
+    """What every transaction offers beside its reads and writes: its commit's consequences."""
+
     def after_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` (sync, or returning an awaitable that is awaited) after COMMIT."""
 
@@ -129,7 +131,10 @@ class Tx(Protocol):
         holds) this transaction changed, in order. Each gets a new queue revision before
         COMMIT (Q13): the unit of work bumps it, or the store does."""
 
-    # -- instances (M4, M6) -----------------------------------------------------------------
+
+class InstancesTx(Protocol):
+    """The live instances and what a dead one left (M4, M6); the epoch sequence (R2)."""
+
     async def register_instance(self, instance: int) -> None: ...
 
     async def unregister_instance(self, instance: int) -> None: ...
@@ -148,6 +153,12 @@ class Tx(Protocol):
     async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
         """Q7: {session: marked turn} of explicit cancels whose owner is not in ``live``."""
 
+    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
+        """Sessions held by an instance not in ``live`` (M6)."""
+
+    async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
+        """Delete the session's holds of instances not in ``live``; how many rows."""
+
     async def stuck_sessions(self, lease_seconds: float) -> list[str]:
         """Sessions RUNNING or STARTING without a RUNNING turn."""
 
@@ -165,26 +176,13 @@ class Tx(Protocol):
     async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
         """Process groups on ``host`` recorded by instances not in ``live``."""
 
-    # -- the output log (O1) -----------------------------------------------------------------
-    async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
-        """Append each turn's records to its log, all in one statement, while the turn is
-        RUNNING (its row is taken). Returns the turns whose records were refused, nothing
-        written, because the turn had ended: an ended turn's log never changes."""
-
-    async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
-        """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""
-
-    async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
-        """Every record of the turn's log after ``after_seq``, in order (text and items: A3)."""
-
-    async def output_text(self, turn_id: str) -> str:
-        """The turn's output text as its log holds it."""
-
-    # -- epochs (R2) ------------------------------------------------------------------------
     async def next_epoch(self) -> int:
         """A new value of the durable epoch sequence: larger than every earlier one."""
 
-    # -- tasks and sessions -----------------------------------------------------------------
+
+class SessionsTx(Protocol):
+    """Tasks, sessions, their turns and clarifications (R1: a change bumps the revision)."""
+
     async def create_task(self, *, title: str, owner: str, workflow_step: str) -> Task: ...
 
     async def set_task_step(self, task_id: str, step: str, current_session_id: str) -> Task: ...
@@ -199,6 +197,9 @@ class Tx(Protocol):
 
     async def get_session(self, session_id: str) -> Session | None: ...
 
+    async def set_session_state(self, session_id: str, state: SessionState) -> Session:
+        """Set the state, bump the session revision and ``updated_at``."""
+
     async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
         """Whether the session becomes COMPLETED (not WAITING_FOR_INPUT) when its running turn
         ends: its task reached the workflow's last step while the turn ran. The end clears it."""
@@ -209,40 +210,12 @@ class Tx(Protocol):
     async def bump_session(self, session_id: str) -> int:
         """A new session revision without a state change; the new revision (A6)."""
 
-    # -- approvals (A6, turnqueue/store/approvals.py) ----------------------------------------
-    async def add_approval(self, approval: Approval) -> None: ...
-
-    async def answer_approval(
-        self,
-        approval_id: str,
-        *,
-        outcome: ApprovalOutcome,
-        option_id: str | None,
-        answered_by: str | None,
-        at: datetime,
-    ) -> bool:
-        """Answer a PENDING approval; False when it was already answered (exactly once)."""
-
-    async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
-        """Answer every PENDING approval of the turn CANCELLED (its turn ended); how many."""
-
-    async def get_approval(self, approval_id: str) -> Approval | None: ...
-
-    async def pending_approval(self, session_id: str) -> Approval | None:
-        """The session's PENDING approval whose turn still runs."""
-
-    async def approvals_of_turn(self, turn_id: str) -> list[Approval]: ...
-
-    async def set_session_state(self, session_id: str, state: SessionState) -> Session:
-        """Set the state, bump the session revision and ``updated_at``."""
-
     async def lock(self, session_id: str) -> SessionView:
         """Take the session's lock row (Q3) and read its view. ``KeyError`` if it does not exist."""
 
     async def view(self, session_id: str) -> SessionView | None:
         """The same view without taking the lock (reads, snapshots)."""
 
-    # -- turns ------------------------------------------------------------------------------
     async def start_turn(
         self,
         session_id: str,
@@ -278,7 +251,6 @@ class Tx(Protocol):
     async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
         """Q16: the session's turn started from this queue entry, if one was."""
 
-    # -- clarifications ---------------------------------------------------------------------
     async def set_clarification(
         self, session_id: str, *, turn_id: str | None, question: str
     ) -> Clarification:
@@ -288,7 +260,55 @@ class Tx(Protocol):
         """Remove and return the pending clarification (None if none); bumps the session
         revision only when there was one."""
 
-    # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
+
+class OutputTx(Protocol):
+    """The turn output log (O1)."""
+
+    async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+        """Append each turn's records to its log, all in one statement, while the turn is
+        RUNNING (its row is taken). Returns the turns whose records were refused, nothing
+        written, because the turn had ended: an ended turn's log never changes."""
+
+    async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
+        """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""
+
+    async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
+        """Every record of the turn's log after ``after_seq``, in order (text and items: A3)."""
+
+    async def output_text(self, turn_id: str) -> str:
+        """The turn's output text as its log holds it."""
+
+
+class ApprovalsTx(Protocol):
+    """Approvals of a running turn (A6, turnqueue/store/approvals.py)."""
+
+    async def add_approval(self, approval: Approval) -> None: ...
+
+    async def answer_approval(
+        self,
+        approval_id: str,
+        *,
+        outcome: ApprovalOutcome,
+        option_id: str | None,
+        answered_by: str | None,
+        at: datetime,
+    ) -> bool:
+        """Answer a PENDING approval; False when it was already answered (exactly once)."""
+
+    async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
+        """Answer every PENDING approval of the turn CANCELLED (its turn ended); how many."""
+
+    async def get_approval(self, approval_id: str) -> Approval | None: ...
+
+    async def pending_approval(self, session_id: str) -> Approval | None:
+        """The session's PENDING approval whose turn still runs."""
+
+    async def approvals_of_turn(self, turn_id: str) -> list[Approval]: ...
+
+
+class QueueTx(Protocol):
+    """A session's queue: its policy (Q1, Q14), revision (Q13), holds (Q9) and entries."""
+
     async def set_policy(
         self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
     ) -> None:
@@ -307,20 +327,12 @@ class Tx(Protocol):
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
 
-    # -- runtime holds (Q9): rows an instance keeps while one of its operations holds --------
     async def change_hold(
         self, session_id: str, instance: int, kind: HoldReason, delta: int
     ) -> bool:
         """Count ``delta`` more (or, negative, fewer) holds of ``kind`` by ``instance``; the
         session holds ``kind`` while any instance's count is above zero. Whether it does now."""
 
-    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
-        """Sessions held by an instance not in ``live`` (M6)."""
-
-    async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
-        """Delete the session's holds of instances not in ``live``; how many rows."""
-
-    # -- queue entries ----------------------------------------------------------------------
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         """Visible entries (not in flight), FIFO order.
 
@@ -336,43 +348,6 @@ class Tx(Protocol):
         client_message_id: str | None = None,
     ) -> QueueEntry:
         """Append at the tail (with the key of the send that queued it, Q15)."""
-
-    # -- idempotent sends (Q15) -------------------------------------------------------------
-    async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
-        """What a send of the session with this ``clientMessageId`` did, if one was recorded."""
-
-    async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
-        """Record what a keyed send did (and forget the session's keys past their day)."""
-
-    # -- steering (Q16) ---------------------------------------------------------------------
-    async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
-        """Offer the queued entry to the running turn; the request's id (PENDING)."""
-
-    async def steer_request(self, request_id: str) -> SteerRequest | None: ...
-
-    async def pending_steers(self, session_id: str) -> list[SteerRequest]:
-        """The session's undecided requests, oldest first."""
-
-    async def decide_steer(self, request_id: str, state: str) -> bool:
-        """Decide a PENDING request, exactly once: False when it was decided already."""
-
-    # -- requests to a turn's owner (M4) ------------------------------------------------------
-    async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
-        """Ask instance ``owner`` to run ``op`` (``args``: JSON); the request's id (PENDING)."""
-
-    async def owner_request(self, request_id: str) -> OwnerRequest | None: ...
-
-    async def pending_requests(self, owner: int) -> list[str]:
-        """The ids of the PENDING requests asked of ``owner``, oldest first."""
-
-    async def move_request(
-        self,
-        request_id: str,
-        from_state: RequestState,
-        to_state: RequestState,
-        outcome: str | None = None,
-    ) -> bool:
-        """Move a request on, exactly once: False when it was not in ``from_state``."""
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry: ...
 
@@ -401,6 +376,48 @@ class Tx(Protocol):
 
     async def move_entries(self, source_id: str, destination_id: str) -> int:
         """Move every entry of the source to the destination's tail, in order (W3)."""
+
+
+class RequestsTx(Protocol):
+    """Requests kept as rows: keyed sends (Q15), steering (Q16), requests to an owner (M4)."""
+
+    async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
+        """What a send of the session with this ``clientMessageId`` did, if one was recorded."""
+
+    async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
+        """Record what a keyed send did (and forget the session's keys past their day)."""
+
+    async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
+        """Offer the queued entry to the running turn; the request's id (PENDING)."""
+
+    async def steer_request(self, request_id: str) -> SteerRequest | None: ...
+
+    async def pending_steers(self, session_id: str) -> list[SteerRequest]:
+        """The session's undecided requests, oldest first."""
+
+    async def decide_steer(self, request_id: str, state: str) -> bool:
+        """Decide a PENDING request, exactly once: False when it was decided already."""
+
+    async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
+        """Ask instance ``owner`` to run ``op`` (``args``: JSON); the request's id (PENDING)."""
+
+    async def owner_request(self, request_id: str) -> OwnerRequest | None: ...
+
+    async def pending_requests(self, owner: int) -> list[str]:
+        """The ids of the PENDING requests asked of ``owner``, oldest first."""
+
+    async def move_request(
+        self,
+        request_id: str,
+        from_state: RequestState,
+        to_state: RequestState,
+        outcome: str | None = None,
+    ) -> bool:
+        """Move a request on, exactly once: False when it was not in ``from_state``."""
+
+
+class Tx(UnitOfWork, InstancesTx, SessionsTx, OutputTx, ApprovalsTx, QueueTx, RequestsTx, Protocol):
+    """One transaction of the store: every aggregate's part, each small enough to read at once."""
 
 
 class Store(Protocol):
