@@ -21,7 +21,7 @@ from sqlalchemy import insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from turnqueue.store.engine import create_engine_for_url
+from turnqueue.store.drivers import create_engine_for_url
 from turnqueue.store.migrate import migrate
 from turnqueue.store.tables import queue_entries, queue_session_locks, sessions, tasks
 

@@ -20,7 +20,7 @@ LAYERS = (
         "arguments",
         "execution",
         "fanout",
-        "members",
+        "fanout_members",
         "plans",
         "render",
     },  # the schema, its executions

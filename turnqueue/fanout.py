@@ -53,7 +53,7 @@ from strawberry import Schema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from turnqueue.api import MASKED_MESSAGE
-from turnqueue.members import Member, encode_payload
+from turnqueue.fanout_members import Member, encode_payload
 from turnqueue.render import Compiled, Root, bind, compile_subscription, validated
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error

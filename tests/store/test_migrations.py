@@ -12,7 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-from turnqueue.store.engine import create_engine_for_url
+from turnqueue.store.drivers import create_engine_for_url
 from turnqueue.store.migrate import alembic_config, migrate
 from turnqueue.store.tables import metadata
 

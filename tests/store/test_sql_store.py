@@ -738,7 +738,7 @@ async def test_p6_queued_counter_counts_rows_written_outside_the_store(
     from sqlalchemy import delete, insert, update
 
     from turnqueue.domain import utcnow
-    from turnqueue.store.engine import create_engine_for_url
+    from turnqueue.store.drivers import create_engine_for_url
     from turnqueue.store.tables import queue_entries as qe
 
     sid, other = await new_session(store), await new_session(store)

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from turnqueue.settings import async_database_url
-from turnqueue.store.engine import IMMEDIATE, create_engine_for_url
+from turnqueue.store.drivers import IMMEDIATE, create_engine_for_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: pg_advisory_xact_lock key: instances starting together (M4) upgrade one after the other.

@@ -61,7 +61,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
 from turnqueue.store.conn import Buffered, Params, Shortcuts
-from turnqueue.store.engine import create_sqlite_writer_engine
+from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
 from turnqueue.store.reads import SqlStore

@@ -17,7 +17,7 @@ import os
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from turnqueue.store.engine import create_engine_for_url
+from turnqueue.store.drivers import create_engine_for_url
 from turnqueue.store.tables import metadata
 
 config = context.config

@@ -1,4 +1,4 @@
-"""``turnqueue.members``: a fan-out member is sent a payload at once when it is idle (no task
+"""``turnqueue.fanout_members``: a fan-out member is sent a payload at once when it is idle (no task
 switch, bench P3); a send that suspends (the client's buffer full) is finished by the member's
 own task, with every payload offered meanwhile after it, in order, at most one kept (R3); a
 client gone during a send ends the member quietly (WebSocketDisconnected)."""
@@ -13,7 +13,7 @@ import pytest
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 
-from turnqueue.members import Member
+from turnqueue.fanout_members import Member
 
 
 class Client:
