@@ -12,7 +12,7 @@ connection the store opens is known; nothing runs per statement while no recordi
 * SQLite: every ``sqlite3`` connection of the process gets a trace callback
   (``set_trace_callback``) while recording: what SQLite itself ran, on which connection, in order,
   including BEGIN/COMMIT. Python 3.11 passes the statement with its parameters inlined, so the
-  store's parameterised form is recovered from its plans (``Plan.args`` is wrapped while
+  store's parameterised form is recovered from its plans (``CompiledSql.args`` is wrapped while
   recording: the SQL text and the positional arguments, just before each statement runs) by
   inlining those arguments the way SQLite does and matching. Connections are opened with
   ``check_same_thread=False`` so the callback can be set from the event loop on aiosqlite's
@@ -39,7 +39,7 @@ from typing import Any
 import asyncpg
 import asyncpg.connection
 
-from turnqueue.store.statement import Plan
+from turnqueue.store.statement import CompiledSql
 
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "END", "SAVEPOINT", "RELEASE", "PRAGMA")
 
@@ -137,7 +137,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self._traced: list[tuple[str, str, tuple[Any, ...] | None]] = []  # (conn, text, args)
-        self._captured: list[tuple[str, tuple[Any, ...]]] = []  # Plan.args: (sql, args)
+        self._captured: list[tuple[str, tuple[Any, ...]]] = []  # CompiledSql.args: (sql, args)
         self._pg_hooks: list[tuple[asyncpg.Connection, Callable[[Any], None]]] = []
         self._sqlite_hooks: list[sqlite3.Connection] = []
         self._plan_args: Callable[..., list[Any]] | None = None
@@ -146,16 +146,16 @@ class Recorder:
         if _active:
             raise RuntimeError("a recording is already running")
         _active.append(self)
-        original = Plan.args
+        original = CompiledSql.args
         captured = self._captured
 
-        def args(plan: Plan, given: Mapping[str, Any] | None) -> list[Any]:
+        def args(plan: CompiledSql, given: Mapping[str, Any] | None) -> list[Any]:
             result = original(plan, given)
             captured.append((plan.sql, tuple(result)))
             return result
 
         self._plan_args = original
-        Plan.args = args  # type: ignore[method-assign,assignment]
+        CompiledSql.args = args  # type: ignore[method-assign,assignment]
         for conn in list(_sqlite):
             if not _open(conn):
                 del _sqlite[conn]
@@ -189,7 +189,7 @@ class Recorder:
         for _ in range(3):  # asyncpg calls its loggers with call_soon after each query
             await asyncio.sleep(0)
         if self._plan_args is not None:
-            Plan.args = self._plan_args  # type: ignore[method-assign]
+            CompiledSql.args = self._plan_args  # type: ignore[method-assign]
         for conn in self._sqlite_hooks:
             try:
                 conn.set_trace_callback(None)

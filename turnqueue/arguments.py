@@ -93,7 +93,9 @@ def compile_call(schema: Schema, field: StrawberryField) -> Call | None:
     """``field``'s compiled call, or None: Strawberry's own resolver wrapper calls it."""
     if field.base_resolver is None or field.extensions or schema.exception_handlers:
         return None
-    compiler = _Compiler(schema.schema_converter.scalar_registry, schema.config.name_converter)
+    compiler = _ArgumentCompiler(
+        schema.schema_converter.scalar_registry, schema.config.name_converter
+    )
     convert: dict[str, Convert] = {}
     for argument in field.arguments:
         converter = compiler.converter(argument.type)
@@ -103,7 +105,7 @@ def compile_call(schema: Schema, field: StrawberryField) -> Call | None:
     return Call(schema, field, convert)
 
 
-class _Compiler:
+class _ArgumentCompiler:
     def __init__(self, registry: Registry, names: NameConverter) -> None:
         self._registry = registry
         self._names = names

@@ -138,7 +138,7 @@ def compile_root(
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
-    compiler = _Compiler(fragments)
+    compiler = _PayloadCompiler(fragments)
     roots = compiler.collect(parent, [operation.selection_set])
     if roots is None or len(roots) != 1:
         return None
@@ -197,7 +197,7 @@ def _argument_names(field: GraphQLField) -> dict[str, str]:
     return {name: argument.out_name or name for name, argument in field.args.items()}
 
 
-class _Compiler:
+class _PayloadCompiler:
     def __init__(self, fragments: Mapping[str, FragmentDefinitionNode]) -> None:
         self._fragments = fragments
 

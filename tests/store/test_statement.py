@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, column, literal_column, select, table
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 from sqlalchemy.dialects.sqlite import pysqlite
 
-from turnqueue.store.statement import Plan, Statement
+from turnqueue.store.statement import CompiledSql, Statement
 from turnqueue.store.tables import UtcDateTime, metadata, queue_entries
 
 SQLITE = pysqlite.dialect()
@@ -35,10 +35,10 @@ def test_a_plan_binds_by_name_in_placeholder_order_with_the_dialects_processors(
     stmt = select(
         bindparam("b", type_=UtcDateTime).label("at"), bindparam("a").label("name")
     ).where(literal_column("1") == bindparam("a"))
-    plan = Plan.compile(stmt, SQLITE)
+    plan = CompiledSql.compile(stmt, SQLITE)
     # UtcDateTime on SQLite: naive UTC text, as SQLAlchemy itself would bind it.
     assert plan.args({"a": "x", "b": when}) == ["2026-11-30 12:00:01.000005", "x", "x"]
-    pg = Plan.compile(stmt, PG)
+    pg = CompiledSql.compile(stmt, PG)
     assert "$1" in pg.sql and pg.args({"a": "x", "b": when}) == [when, "x"]
 
 
@@ -55,7 +55,7 @@ def test_rows_come_back_processed_and_addressable_by_index_name_and_mapping() ->
         bindparam("n").label("n"),
         bindparam("n").label("n"),  # the same name twice: the first column wins
     )
-    plan = Plan.compile(stmt, SQLITE)
+    plan = CompiledSql.compile(stmt, SQLITE)
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     (row,) = plan.rows(conn.execute(plan.sql, plan.args({"when": when, "n": 7})).fetchall())
     assert row[0] == when and row[0].tzinfo is UTC  # text back to an aware datetime
@@ -67,7 +67,7 @@ def test_rows_come_back_processed_and_addressable_by_index_name_and_mapping() ->
 def test_an_in_list_built_per_call_is_compiled_with_its_values() -> None:
     entries = table("queue_entries", column("id"))
     stmt = select(entries.c.id).where(entries.c.id.in_(["a", "b", "c"]))
-    plan = Plan.compile(stmt, SQLITE)
+    plan = CompiledSql.compile(stmt, SQLITE)
     assert plan.sql.count("?") == 3 and plan.args(None) == ["a", "b", "c"]
 
 
@@ -96,7 +96,7 @@ def test_p1_the_bare_postgresql_dialect_compiles_what_an_engine_s_would() -> Non
                     continue
                 ours, theirs = (
                     statement.plan(postgres.DIALECT),
-                    Plan.compile(statement.clause, engine.dialect),
+                    CompiledSql.compile(statement.clause, engine.dialect),
                 )
                 assert ours.sql == theirs.sql
                 assert [n for n, _ in ours.params] == [n for n, _ in theirs.params]

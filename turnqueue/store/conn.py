@@ -4,7 +4,7 @@ Every statement returns a :class:`Buffered` result: its rows already fetched, ea
 :class:`~turnqueue.store.statement.Record`, whichever backend ran it. The executors are the
 backends' own (``DriverConn`` in ``turnqueue.store.postgres``; ``SqliteConn`` and
 ``SqliteReadConn`` in ``turnqueue.store.sqlite``); all run the same compiled
-:class:`~turnqueue.store.statement.Plan`\ s, so the row converters (``turnqueue.store.rows``)
+:class:`~turnqueue.store.statement.CompiledSql`\ s, so the row converters (``turnqueue.store.rows``)
 see one row type.
 """
 

@@ -1,7 +1,7 @@
 r"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg directly.
 
 * Transactions run on an asyncpg pool (opened by the first transaction) in asyncpg's transaction
-  blocks; statements are :class:`~turnqueue.store.statement.Plan`\ s compiled by a bare
+  blocks; statements are :class:`~turnqueue.store.statement.CompiledSql`\ s compiled by a bare
   SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). SQLAlchemy's
   pool crossed a greenlet on every checkout and return (about 14% of the CPU of a turn, bench
   P2), and a connection whose BEGIN, COMMIT or ROLLBACK failed had to be invalidated by hand;
@@ -35,8 +35,8 @@ from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
-from turnqueue.store.reads import SqlStore
 from turnqueue.store.rows import Prefixed, session_from, turn_from
+from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import Statement, plan_for
 from turnqueue.store.tables import epoch_seq, queue_session_locks
 from turnqueue.store.tx import (

@@ -3,7 +3,7 @@
 * SQLite: :class:`~turnqueue.store.sqlite.SqliteStore` (one process; writes on the event loop);
 * PostgreSQL: :class:`~turnqueue.store.postgres.PostgresStore` (asyncpg; several instances).
 
-Both are a :class:`~turnqueue.store.reads.SqlStore` whose transactions are a
+Both are a :class:`~turnqueue.store.sqlstore.SqlStore` whose transactions are a
 :class:`~turnqueue.store.tx.SqlTx`: the :class:`~turnqueue.store.protocol.Store` and
 :class:`~turnqueue.store.protocol.Tx` the engine sees.
 """
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from turnqueue.settings import Settings
 from turnqueue.store.postgres import PostgresStore, PostgresTx
 from turnqueue.store.protocol import Store, Tx
-from turnqueue.store.reads import SqlStore
 from turnqueue.store.sqlite import SqliteStore, SqliteTx
+from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.tx import SqlTx
 
 __all__ = ["SqlStore", "SqlTx", "open_store"]

@@ -64,9 +64,9 @@ from turnqueue.store.conn import Buffered, Params, Shortcuts
 from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
-from turnqueue.store.reads import SqlStore
 from turnqueue.store.rows import RUNNING
-from turnqueue.store.statement import Plan, Statement, plan_for
+from turnqueue.store.sqlstore import SqlStore
+from turnqueue.store.statement import CompiledSql, Statement, plan_for
 from turnqueue.store.tables import UtcDateTime, epochs, turn_output, turns
 from turnqueue.store.tx import SqlTx
 
@@ -183,7 +183,7 @@ class SqliteReaders:
         self._idle.clear()
 
 
-def run_sqlite(conn: sqlite3.Connection, plan: Plan, params: Params) -> Buffered:
+def run_sqlite(conn: sqlite3.Connection, plan: CompiledSql, params: Params) -> Buffered:
     """One statement on the write connection, its rows fetched."""
     cursor = conn.execute(plan.sql, plan.args(params))
     if plan.record is None:

@@ -5,13 +5,13 @@ parameter and result processing through its generic machinery) costs more CPU th
 statement itself (bench P1; the figures are in ``bench/results/``). Statements are still
 *written* with SQLAlchemy Core
 against ``tables.py`` (one schema, one way to build SQL); only their execution goes to the
-driver: a :class:`Plan` is the compiled SQL string, its positional parameter order, the values
+driver: a :class:`CompiledSql` is the SQL string, its positional parameter order, the values
 bound in the statement, and the dialect's own bind and result processors (the very functions
 SQLAlchemy applies: ``UtcDateTime``, SQLite's datetime text and booleans). encode/databases runs
 Core statements on asyncpg the same way.
 
 * :class:`Statement` wraps a statement built once at import; its plan is compiled on first use
-  per dialect and kept. Any other statement is compiled on each call (:meth:`Plan.compile`).
+  per dialect and kept. Any other statement is compiled on each call (:meth:`CompiledSql.compile`).
 * Rows are :class:`Record` tuples: ``row[0]``, ``row.name`` and ``row._mapping["name"]``, as
   with SQLAlchemy's ``Row``; a name that appears twice resolves to its first column.
 
@@ -38,7 +38,7 @@ Processor = Callable[[Any], Any]
 
 
 class Record(tuple[Any, ...]):
-    """A result row; each :class:`Plan` makes a subclass that knows its column names."""
+    """A result row; each :class:`CompiledSql` makes a subclass that knows its column names."""
 
     __slots__ = ()
     _keys: ClassVar[tuple[str, ...]] = ()
@@ -74,7 +74,7 @@ def _result_columns(clause: Executable) -> Sequence[Any] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class CompiledSql:
     """One statement compiled for one dialect, ready to run with a parameter dict."""
 
     sql: str
@@ -90,7 +90,7 @@ class Plan:
     @classmethod
     def compile(
         cls, clause: Executable, dialect: Dialect, keys: Iterable[str] | None = None
-    ) -> Plan:
+    ) -> CompiledSql:
         """Compile ``clause``; ``keys`` are the parameter names an INSERT/UPDATE without
         ``values()`` will be given (they choose its columns, as SQLAlchemy's execute does)."""
         compiled = clause.compile(  # type: ignore[attr-defined]
@@ -161,18 +161,18 @@ class Statement:
 
     def __init__(self, clause: Executable) -> None:
         self.clause = clause
-        self._plans: dict[str, Plan] = {}
+        self._plans: dict[str, CompiledSql] = {}
 
-    def plan(self, dialect: Dialect) -> Plan:
+    def plan(self, dialect: Dialect) -> CompiledSql:
         plan = self._plans.get(dialect.name)
         if plan is None:
-            plan = self._plans[dialect.name] = Plan.compile(self.clause, dialect)
+            plan = self._plans[dialect.name] = CompiledSql.compile(self.clause, dialect)
         return plan
 
 
 def plan_for(
     statement: Statement | Executable, dialect: Dialect, params: Mapping[str, Any] | None
-) -> Plan:
+) -> CompiledSql:
     if isinstance(statement, Statement):
         return statement.plan(dialect)
-    return Plan.compile(statement, dialect, params.keys() if params else None)
+    return CompiledSql.compile(statement, dialect, params.keys() if params else None)
