@@ -80,7 +80,7 @@ class Scenario:
                 plain = not turn["prompt"].startswith("/")
                 if turn["index"] in victims and plain and 1 <= turn["chunks"] <= 3:
                     self._kill(turn["index"], f"mid-turn ({turn['chunks']} chunks logged)")
-                    self.killed_turns.append(turn)
+                    self.killed_turns.append({**turn, "killed_at": clock()})
                     return
             await asyncio.sleep(0.02)  # polling another process's progress
         raise AssertionError("no streaming turn on a killable instance")

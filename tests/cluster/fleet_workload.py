@@ -36,6 +36,7 @@ class Workload:
         self.ledger = ledger
         self.messages: dict[str, Message] = {}
         self.outcomes: Counter[str] = Counter()  # "<mutation> <outcome>"
+        self.cancels: dict[str, list[float]] = {}  # per session: when each cancel was sent
         self._count = 0
 
     def content(self, sid: str, prefix: str = "") -> str:
@@ -79,6 +80,7 @@ class Workload:
 
     async def cancel(self, sid: str) -> str:
         """The cancel's outcome, a refusal's code, or ``unknown``."""
+        self.cancels.setdefault(sid, []).append(asyncio.get_running_loop().time())
         payload = await self._mutate(
             "cancel", "outcome cancellation { pending revision }", sessionId=sid
         )
