@@ -18,7 +18,7 @@ import time
 from bench.common import Backend, Config, Row, median
 from turnqueue.agents.base import AgentResult, BaseRun, RunSet, Signal
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
 

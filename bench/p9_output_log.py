@@ -26,8 +26,7 @@ from bench.common import Backend, Config, Row, median
 from bench.p2_turns import SESSIONS, ZeroAgent, _turnqueue_rate
 from turnqueue.agents.base import AgentResult, BaseRun, RunSet, Signal
 from turnqueue.bus import EventBus, EventKind
-from turnqueue.engine import outputlog, turns
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine, outputlog, turns
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store

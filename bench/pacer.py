@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.transport import LOCAL_PRINCIPAL
 
 LEAD = 0.5  # seconds between the answer and the first event

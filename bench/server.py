@@ -57,7 +57,7 @@ from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.transport import LOCAL_PRINCIPAL
 

@@ -16,7 +16,7 @@ from turnqueue.agents.acp import AcpAgent
 from turnqueue.agents.profiles import Profile
 from turnqueue.bus import EventBus
 from turnqueue.domain import AgentType, Approval, ApprovalOutcome, SessionState
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.settings import Settings
 from turnqueue.store.sql import SqlStore, open_store

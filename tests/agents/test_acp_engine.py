@@ -30,7 +30,7 @@ from turnqueue.domain import (
     SessionState,
     TurnStatus,
 )
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import Conflict, ErrorCode, StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store

@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 
 TOKENS = {"alice": "tok-a", "bob": "tok-b"}

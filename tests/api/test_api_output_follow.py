@@ -27,7 +27,7 @@ import pytest
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import OutputChunk, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
 

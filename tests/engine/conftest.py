@@ -11,7 +11,7 @@ from event_loops import LoopFactory, loops_for
 from faults import FaultyStore
 
 from turnqueue.bus import EventBus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import SqlStore, open_store
 

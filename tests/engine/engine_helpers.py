@@ -17,7 +17,7 @@ from turnqueue.agents import AgentResult, Signal
 from turnqueue.agents.base import steer_item
 from turnqueue.bus import EventKind
 from turnqueue.domain import Session, Task, TurnItem
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 
 PRINCIPAL = "alice"
 WAIT = 10.0

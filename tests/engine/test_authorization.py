@@ -8,7 +8,7 @@ import uuid
 import pytest
 from engine_helpers import new_session
 
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.store.protocol import SessionView
 

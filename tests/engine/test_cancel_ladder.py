@@ -22,7 +22,7 @@ from turnqueue.domain import (
     SendNowScope,
     TurnStatus,
 )
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
 

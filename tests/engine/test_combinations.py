@@ -23,7 +23,7 @@ from test_queue_rules import busy_session, enqueue
 from turnqueue.agents import AgentResult
 from turnqueue.bus import EventKind
 from turnqueue.domain import MessageSource, PauseReason, SendNowScope, SessionState, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.tx import SqlTx

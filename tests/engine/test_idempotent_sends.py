@@ -11,7 +11,7 @@ from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
 from test_queue_refusals import refusal
 from test_queue_rules import busy_session
 
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode
 
 

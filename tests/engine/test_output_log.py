@@ -11,8 +11,7 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, ManualRun, new_session
 
 from turnqueue.bus import Event, EventKind, Subscription
 from turnqueue.domain import ItemKind, OutputChunk, TurnItem, TurnStatus
-from turnqueue.engine import outputlog
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine, outputlog
 from turnqueue.engine.recovery import _recover_session
 from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.resolvers.context import Context

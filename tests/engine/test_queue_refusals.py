@@ -17,7 +17,7 @@ from test_queue_rules import busy_session, enqueue
 
 from turnqueue.bus import EventKind
 from turnqueue.domain import HoldReason, MessageSource, SendNowScope, SessionState
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
 

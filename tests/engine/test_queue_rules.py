@@ -7,7 +7,7 @@ from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
 from faults import faults_of
 
 from turnqueue.domain import MessageSource, PauseReason, SendNowScope, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
 

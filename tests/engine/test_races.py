@@ -8,7 +8,7 @@ import random
 from engine_helpers import PRINCIPAL, ManualAgent, drive_to_idle, new_session, settle
 
 from turnqueue.domain import SendNowScope, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
 ITERATIONS = 40

@@ -13,7 +13,7 @@ import pytest
 from turnqueue.agents import build_agent
 from turnqueue.bus import EventBus, EventKind
 from turnqueue.domain import CancelOutcome, Turn, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
 

@@ -9,7 +9,7 @@ from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
 from turnqueue.agents.acp import PermissionRequest
 from turnqueue.bus import EventKind
 from turnqueue.domain import ApprovalOutcome, HoldReason, SessionState, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 
 
 async def crash(engine: Engine) -> None:

@@ -18,7 +18,7 @@ import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session
 
 from turnqueue.domain import MessageSource, PauseReason, SessionState, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 
 
 async def crash(engine: Engine) -> None:

@@ -13,7 +13,7 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
 from test_cancellation_rules import _pg_only, crash
 
 from turnqueue.domain import ItemKind, SendOutcome, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 
 
 async def running(engine: Engine, agent: ManualAgent, prompt: str) -> tuple[str, Any]:

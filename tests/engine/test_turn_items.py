@@ -12,8 +12,8 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, ManualRun, new_session
 from turnqueue.api import build_schema
 from turnqueue.bus import EventKind, Subscription
 from turnqueue.domain import ItemKind, TurnItem, TurnStatus
+from turnqueue.engine import Engine
 from turnqueue.engine.items import fold_records
-from turnqueue.engine.orchestrator import Engine
 from turnqueue.engine.recovery import _recover_session
 from turnqueue.resolvers import subscriptions
 from turnqueue.resolvers.context import Context

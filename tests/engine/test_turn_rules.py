@@ -26,7 +26,7 @@ from turnqueue.domain import (
     TurnStatus,
     new_id,
 )
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.tx import SqlTx

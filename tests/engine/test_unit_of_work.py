@@ -9,7 +9,7 @@ from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancelKind, HoldReason, MessageSource, SessionState
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import Conflict, ErrorCode
 
 

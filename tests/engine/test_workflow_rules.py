@@ -8,7 +8,7 @@ import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
 
 from turnqueue.domain import PauseReason, SendNowScope, SessionState, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.engine.workflow import load_workflow
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.settings import Settings

@@ -84,8 +84,8 @@ from model_db import pg_url as _pg_url
 from turnqueue.agents import AgentResult
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import CancellationStatus, HoldReason, PauseReason, SendNowScope, TurnStatus
+from turnqueue.engine import Engine
 from turnqueue.engine.cluster import Cluster
-from turnqueue.engine.orchestrator import Engine
 from turnqueue.errors import StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store import notify

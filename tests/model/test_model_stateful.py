@@ -60,7 +60,7 @@ from model_db import pg_url as _pg_url
 from turnqueue.agents.acp import PermissionRequest
 from turnqueue.bus import EventBus, EventKind
 from turnqueue.domain import ApprovalOutcome, CancelOutcome, HoldReason, SendNowScope, TurnStatus
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.migrate import migrate

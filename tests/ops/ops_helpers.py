@@ -28,7 +28,7 @@ from starlette.applications import Starlette
 from turnqueue.agents import Agent
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
-from turnqueue.engine.orchestrator import Engine
+from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

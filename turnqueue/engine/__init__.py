@@ -1,12 +1,12 @@
 """The engine: every rule of the spec (queue Q, cancellation C, workflow W, replay R, output O,
-agents A, cluster M) behind one entry point, :class:`Engine` (``engine/orchestrator.py``).
+agents A, cluster M) behind one entry point, :class:`Engine` (``engine/engine.py``).
 
 What is public is what this module exports; the rest of the package is the engine's inside.
 ``Engine.open`` builds it from a store and a bus; ``Engine.stats`` / ``queue_depth`` and the
 :class:`Metrics` observer are the operators' view (U3). See docs/architecture.md.
 """
 
-from turnqueue.engine.orchestrator import CancelResult, Engine
+from turnqueue.engine.engine import CancelResult, Engine
 from turnqueue.engine.queue import Applied, SendNowResult
 from turnqueue.engine.stats import NULL_METRICS, EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission
