@@ -1,7 +1,8 @@
 """The graphql-core executor turnqueue runs operations on: Strawberry's, with a fresh
 sub-field memo for every subscription event (issue 13, bench P7).
 
-Hazard (graphql-core 3.3.2, Strawberry 0.341.2; both pinned in pyproject.toml): every event of a
+Hazard (graphql-core 3.3, Strawberry 0.341; pyproject.toml's ranges end before the next minor
+release of each, and scripts/newest_graphql.py tests the newest they allow): every event of a
 subscription is executed by ``Executor.build_per_event_executor``, a *shallow* ``copy`` of the
 subscription's executor. The copies therefore share one dict, ``_relevant_sub_fields``, the memo
 of ``Executor.collect_subfields``, keyed by ``(return_type, id(field_details_list))``. The root
