@@ -334,6 +334,7 @@ class AgentErrorKind(StrEnum):
     PROVIDER_UNREACHABLE = "PROVIDER_UNREACHABLE"  # the model provider could not be reached
     INTERNAL = "INTERNAL"  # any other error answer
     AGENT_EXITED = "AGENT_EXITED"  # the process died or closed its pipes (no answer at all)
+    STALLED = "STALLED"  # A9: no agent activity within its profile's bound; its agent killed
 
 
 class AuthState(StrEnum):

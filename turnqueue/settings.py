@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     )
 
     # --- ours ---
+    stall_timeout: float = Field(
+        default=600.0,
+        gt=0,
+        description="seconds a turn may go without agent activity before it fails STALLED "
+        "(A9); a profile's stall_timeout overrides it",
+    )
     cancel_operation_timeout: float = Field(
         default=30.0, gt=0, description="upper bound of one cancellation, in seconds"
     )

@@ -39,6 +39,13 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
   an authentication refusal);
 - ``/hang``: one thought chunk and a stderr line, then never answers, ignores
   ``session/cancel`` and stays alive (an agent whose provider never answers; SIGTERM ends it).
+- ``/silent``: never answers and never sends an update; ignores ``session/cancel`` (an agent
+  stuck before its first event: A9's ``start_timeout``);
+- ``/hang-after-update``: one message chunk, then nothing more; ignores ``session/cancel`` (a
+  hung provider call mid-turn: A9's ``stall_timeout``);
+- ``/permission-then-hang``: asks for permission as ``/permission`` does, replies with the
+  answer, then sends nothing more and never answers (A9: the clock stands still while the
+  approval is pending and runs again after).
 
 ``FAKE_ACP_STEER=1`` accepts ``_session/steering`` during a prompt (Q16).
 ``FAKE_ACP_LOAD=1`` advertises ``loadSession`` (and accepts ``session/load``); otherwise not.
@@ -379,6 +386,15 @@ class FakeAgent:
             print("fake agent: waiting for the model provider", file=sys.stderr, flush=True)
             await client.session_update(session_id, update_agent_thought_text("calling the model"))
             await asyncio.Event().wait()  # no answer, no more updates; session/cancel is ignored
+        elif word == "/silent":
+            await asyncio.Event().wait()  # nothing at all, ever
+        elif word == "/hang-after-update":
+            await self._say(session_id, "working on it")
+            await asyncio.Event().wait()
+        elif word == "/permission-then-hang":
+            option = await self._ask(session_id)
+            await self._say(session_id, f"permission: {option or 'cancelled'}")
+            await asyncio.Event().wait()
         elif word == "/exit":
             await self._say(session_id, f"bye pid={os.getpid()}")
             asyncio.get_running_loop().call_later(0.05, os._exit, 0)

@@ -26,8 +26,15 @@ from turnqueue.agents.base import (
     Steerable,
 )
 from turnqueue.agents.command import CommandAgent
-from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
+from turnqueue.agents.profiles import (
+    DEFAULT_START_TIMEOUT,
+    Profile,
+    ProfileError,
+    Profiles,
+    load_profiles,
+)
 from turnqueue.agents.scripted import ScriptedAgent
+from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentProfile, AgentType
 from turnqueue.errors import InvalidInput
 from turnqueue.settings import Settings
@@ -57,24 +64,28 @@ __all__ = [
 
 def build_agent(name: str, settings: Settings) -> Agent:
     """The agent for profile ``name``; ``InvalidInput`` for a name not in :data:`AGENT_NAMES`."""
+    bounds = Bounds(DEFAULT_START_TIMEOUT, settings.stall_timeout)  # A9 for the built-ins
     if name == "scripted":
-        return ScriptedAgent(settings.scripted_turn_seconds)
+        return ScriptedAgent(settings.scripted_turn_seconds, bounds=bounds)
     if name == "command":
         # An empty or unusable command is reported per turn by ``start`` (the turn fails).
-        return CommandAgent(settings.agent_command)
+        return CommandAgent(settings.agent_command, bounds=bounds)
     known = ", ".join(AGENT_NAMES)
     raise InvalidInput(f"unknown agent {name!r}; known agents: {known}", field=["agent"])
 
 
 def _from_profile(profile: Profile, settings: Settings) -> Agent:
     agent: Agent
+    bounds = profile.bounds(settings.stall_timeout)
     if profile.type is AgentType.ACP:
-        return AcpAgent(profile)
+        return AcpAgent(profile, bounds=bounds)
     if profile.type is AgentType.COMMAND:
-        agent = CommandAgent(shlex.join(profile.command))
+        agent = CommandAgent(shlex.join(profile.command), bounds=bounds)
     else:
         seconds = profile.turn_seconds
-        agent = ScriptedAgent(settings.scripted_turn_seconds if seconds is None else seconds)
+        agent = ScriptedAgent(
+            settings.scripted_turn_seconds if seconds is None else seconds, bounds=bounds
+        )
     agent.name = profile.name
     return agent
 

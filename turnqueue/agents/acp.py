@@ -50,6 +50,7 @@ from turnqueue.agents.acp_process import (
 from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, PermissionRequest
 from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
 from turnqueue.agents.profiles import Profile
+from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentAuth, AgentErrorKind, AgentType, AuthMethod, AuthState
 
 __all__ = [
@@ -75,9 +76,13 @@ class AcpAgent:
 
     agent_type = AgentType.ACP
 
-    def __init__(self, profile: Profile, *, workspace: Path | None = None) -> None:
+    def __init__(
+        self, profile: Profile, *, workspace: Path | None = None, bounds: Bounds | None = None
+    ) -> None:
         self.name = profile.name
         self.profile = profile
+        #: A9: how long a turn's agent may stay silent (the profile's, by default)
+        self.bounds = bounds if bounds is not None else profile.bounds()
         self.workspace = profile.workspace or workspace or Path.cwd() / "workspaces"
         #: set by the engine: asks a user about a permission request (A6)
         self.approvals: ApprovalHandler | None = None
@@ -99,7 +104,7 @@ class AcpAgent:
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> AcpRun:
         if self._runs.closed:
             raise AgentStartError("agent is closed")
-        run = AcpRun(self, prompt, session_id=session_id, turn_id=turn_id)
+        run = AcpRun(self, prompt, session_id=session_id, turn_id=turn_id, bounds=self.bounds)
         run.launch()
         self._runs.add(run)
         return run

@@ -37,6 +37,7 @@ from turnqueue.agents.acp_process import STDERR_QUIET_SECONDS, STOP_GRACE_SECOND
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal, steer_item
 from turnqueue.agents.profiles import Profile
+from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentErrorKind
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class PermissionRequest:
     tool_call_id: str | None
     options: tuple[tuple[str, str, str], ...]  # (id, name, kind)
     policy: str = "ask"  # the profile's: ask | allow | reject (the engine applies it)
+    timeout: float | None = None  # A10: the profile's approval_timeout (the engine applies it)
 
 
 #: The engine's handler: answers an option id, or None for ``cancelled``. The agent cancels the
@@ -90,10 +92,24 @@ class Processes(Protocol):
 
 
 class AcpRun(BaseRun):
-    """One turn: one ``session/prompt`` on the session's agent process."""
+    """One turn: one ``session/prompt`` on the session's agent process.
 
-    def __init__(self, agent: Processes, prompt: str, *, session_id: str, turn_id: str) -> None:
-        super().__init__(f"agent-acp-{turn_id}")
+    A9: its watchdog is armed when the prompt is sent (the agent's start has its own bound);
+    every ``session/update`` is activity, and the clock stands still while a permission
+    request waits for its answer."""
+
+    ARMS_ON_LAUNCH = False
+
+    def __init__(
+        self,
+        agent: Processes,
+        prompt: str,
+        *,
+        session_id: str,
+        turn_id: str,
+        bounds: Bounds | None = None,
+    ) -> None:
+        super().__init__(f"agent-acp-{turn_id}", bounds)
         self._agent = agent
         self._prompt = prompt
         self.session_id = session_id
@@ -130,6 +146,8 @@ class AcpRun(BaseRun):
     async def _prompt_once(self, process: AcpProcess) -> AgentResult:
         assert process.conn is not None and process.acp_session_id is not None
         mark = process.stderr_total  # what the agent writes to stderr from here is this turn's
+        if self.watchdog is not None:
+            self.watchdog.arm()
         try:
             response = await process.conn.prompt(
                 session_id=process.acp_session_id, prompt=[text_block(self._prompt)]
@@ -190,6 +208,7 @@ class AcpRun(BaseRun):
         if not isinstance(update, dict):
             return
         self._updates += 1
+        self._bump()  # A9: any update is activity, also one that makes no output
         out = to_output(update)
         if isinstance(out, str):
             self._emit(out)
@@ -217,11 +236,15 @@ class AcpRun(BaseRun):
             tool_call_id=tool_call.tool_call_id,
             options=tuple((o.option_id, o.name, str(o.kind)) for o in options),
             policy=policy,
+            timeout=self._agent.profile.approval_timeout,
         )
         wait: asyncio.Future[str | None] = asyncio.ensure_future(handler(request))
         self._waits.add(wait)
         try:
-            return await wait
+            if self.watchdog is None:
+                return await wait
+            with self.watchdog.paused():  # A9: a pending approval is not a stall
+                return await wait
         except asyncio.CancelledError:
             if wait.cancelled() and not _current_cancelling():
                 return None  # cancelled by us (A5): answer ``cancelled``

@@ -11,6 +11,12 @@ through ``wait()``; the engine, not the agent, decides that the turn is CANCELLE
 named supervising task (which awaits any helper task it makes); ``wait()`` awaits that task itself,
 so once ``wait()`` returns nothing of the run is left on the event loop. :class:`RunSet` lets an
 agent kill what it still runs on ``aclose()``.
+
+A9: a run given :class:`~turnqueue.agents.watchdog.Bounds` watches its agent's activity (every
+chunk and item it emits; a subclass bumps more, and pauses the clock while a person is asked).
+A run whose agent stays silent past a bound is killed through its own ``signal(KILL)`` and
+ends failed with kind STALLED, whatever the kill made of its result; one that does not end
+within :data:`CLOSE_GRACE_SECONDS` of the kill has its task cancelled (the same end).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
+from turnqueue.agents.watchdog import Bounds, Watchdog
 from turnqueue.domain import AgentErrorKind, ItemKind, TurnItem
 from turnqueue.errors import TurnqueueError
 
@@ -128,7 +135,10 @@ class Agent(Protocol):
 class BaseRun(ABC):
     """Stream/wait/done for a run whose work is one background task, ``_run``."""
 
-    def __init__(self, task_name: str) -> None:
+    #: False: the subclass arms the watchdog itself, once the prompt has reached its agent.
+    ARMS_ON_LAUNCH = True
+
+    def __init__(self, task_name: str, bounds: Bounds | None = None) -> None:
         # Unbounded on purpose: the producer must never block on a slow (or absent) reader, or a
         # child process would block on a full pipe and never exit. Each chunk is bounded in size.
         self._chunks: asyncio.Queue[str | TurnItem | None] = asyncio.Queue()
@@ -136,9 +146,16 @@ class BaseRun(ABC):
         self._ended = False
         self._task_name = task_name
         self._task: asyncio.Task[AgentResult] | None = None
+        self._bounds = bounds
+        self.watchdog: Watchdog | None = None
+        self.stalled: str | None = None  # A9: why the run was killed as stalled
 
     def launch(self) -> None:
         """Start the background task; called by the agent once the run is set up."""
+        if self._bounds is not None:
+            self.watchdog = Watchdog(self._bounds)
+            if self.ARMS_ON_LAUNCH:
+                self.watchdog.arm()
         self._task = asyncio.create_task(self._main(), name=self._task_name)
 
     @property
@@ -156,23 +173,53 @@ class BaseRun(ABC):
 
     def _emit(self, text: str) -> None:
         if text and not self._ended:  # a late callback after the end is dropped
+            self._bump()
             self._chunks.put_nowait(text)
 
     def _emit_item(self, item: TurnItem) -> None:
         if not self._ended:
+            self._bump()
             self._chunks.put_nowait(item)
 
+    def _bump(self) -> None:
+        """A9: a sign of life of the agent."""
+        if self.watchdog is not None:
+            self.watchdog.bump()
+
     async def _main(self) -> AgentResult:
+        watch: asyncio.Task[None] | None = None
+        if self.watchdog is not None:
+            watch = asyncio.create_task(self._watch(self.watchdog), name=f"stall-{self._task_name}")
         try:
-            return await self._run()
+            result = await self._run()
         except Exception as exc:  # a bug or an OS failure: the turn fails, the server goes on
             log.exception("agent run %s failed", self._task_name)
             # An exception without a message (a bare assert) still says what it was.
-            return AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
+            result = AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
         finally:
             # Always end the stream, also on cancellation, so a reader never hangs.
             self._ended = True
             self._chunks.put_nowait(None)
+            if watch is not None:  # the watcher is this task's: it never outlives the run
+                watch.cancel()
+                await asyncio.wait({watch})
+        return self._stall_result(result.stderr) if self.stalled is not None else result
+
+    def _stall_result(self, stderr: str | None = None) -> AgentResult:
+        return AgentResult(
+            ok=False, error=self.stalled, error_kind=AgentErrorKind.STALLED, stderr=stderr
+        )
+
+    async def _watch(self, watchdog: Watchdog) -> None:
+        """A9: kill the run once its agent has been silent past a bound."""
+        reason = await watchdog.expired()
+        self.stalled = reason
+        log.warning("agent run %s: %s; killing it", self._task_name, reason)
+        await self.signal(Signal.KILL)
+        _, pending = await asyncio.wait({self.task}, timeout=CLOSE_GRACE_SECONDS)
+        if pending:
+            log.error("agent run %s did not end after its kill; abandoning it", self._task_name)
+            self.task.cancel()
 
     async def stream(self) -> AsyncIterator[str | TurnItem]:
         if self._streamed:
@@ -189,6 +236,8 @@ class BaseRun(ABC):
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if task.cancelled() and (current is None or not current.cancelling()):
+                if self.stalled is not None:
+                    return self._stall_result()
                 return AgentResult(ok=False, error="agent closed")
             raise
 

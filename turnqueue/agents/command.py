@@ -40,6 +40,7 @@ from turnqueue.agents.base import (
     RunSet,
     Signal,
 )
+from turnqueue.agents.watchdog import Bounds
 
 MAX_CHUNK_CHARS = 16 * 1024
 STDERR_TAIL_BYTES = 4 * 1024
@@ -136,8 +137,9 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         stderr_tail: int,
         session_id: str = "",
         processes: ProcessLog | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
-        BaseRun.__init__(self, f"agent-command-{turn_id}")
+        BaseRun.__init__(self, f"agent-command-{turn_id}", bounds)
         self._session_id = session_id
         self._processes = processes
         self._prompt = prompt.encode("utf-8")
@@ -266,12 +268,14 @@ class CommandAgent:
         *,
         max_chunk_chars: int = MAX_CHUNK_CHARS,
         stderr_tail_bytes: int = STDERR_TAIL_BYTES,
+        bounds: Bounds | None = None,
     ) -> None:
         if max_chunk_chars <= 0 or stderr_tail_bytes <= 0:
             raise ValueError("max_chunk_chars and stderr_tail_bytes must be positive")
         self.command = command
         self._max_chunk = max_chunk_chars
         self._stderr_tail = stderr_tail_bytes
+        self.bounds = bounds  # A9: a process that prints nothing for that long is killed
         self._runs = RunSet()
         #: set by the engine: records each turn's process group (M6)
         self.processes: ProcessLog | None = None
@@ -288,6 +292,7 @@ class CommandAgent:
             stderr_tail=self._stderr_tail,
             session_id=session_id,
             processes=self.processes,
+            bounds=self.bounds,
         )
         loop = asyncio.get_running_loop()
         try:

@@ -11,7 +11,11 @@ A TOML file with one table per profile and, optionally, the default profile::
     permissions = "ask"                            # ask | allow | reject (A6)
     workspace = "/srv/turnqueue/work"              # each task works in <workspace>/<task id>
     idle_timeout = 600                             # seconds before an idle agent is stopped
-    start_timeout = 60                             # seconds for spawn + initialize + session/new
+    start_timeout = 60                             # seconds for spawn + initialize + session/new,
+                                                   # and from a prompt to its first activity (A9)
+    stall_timeout = 600                            # seconds a turn may go without activity (A9)
+    approval_timeout = 900                         # seconds before a pending approval is
+                                                   # answered with its reject option (A10)
     auth_method = "openai-api-key"                 # A11: the agent's method to authenticate with
 
 Without ``auth_method``, an ``acp`` agent that lists an ``env_var`` authentication method whose
@@ -36,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from turnqueue.agents.watchdog import DEFAULT_STALL_TIMEOUT, Bounds
 from turnqueue.domain import AgentType
 
 log = logging.getLogger(__name__)
@@ -62,6 +67,15 @@ class Profile:
     start_timeout: float = DEFAULT_START_TIMEOUT
     turn_seconds: float | None = None  # scripted: overrides TURNQUEUE_SCRIPTED_TURN_SECONDS
     auth_method: str | None = None  # acp: the authentication method to use (A11)
+    #: A9: seconds a turn may go without agent activity (None: TURNQUEUE_STALL_TIMEOUT)
+    stall_timeout: float | None = None
+    approval_timeout: float | None = None  # A10: seconds before a pending approval expires
+
+    def bounds(self, default_stall: float = DEFAULT_STALL_TIMEOUT) -> Bounds:
+        """A9: the first activity within ``start_timeout`` of the prompt, then
+        ``stall_timeout`` (or ``default_stall``) between two."""
+        stall = self.stall_timeout if self.stall_timeout is not None else default_stall
+        return Bounds(start=self.start_timeout, stall=stall)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,8 @@ class _Table(BaseModel):
     start_timeout: float = Field(default=DEFAULT_START_TIMEOUT, gt=0)
     turn_seconds: float | None = Field(default=None, ge=0)
     auth_method: str | None = Field(default=None, min_length=1)
+    stall_timeout: float | None = Field(default=None, gt=0)
+    approval_timeout: float | None = Field(default=None, gt=0)
 
 
 class _File(BaseModel):
@@ -143,6 +159,8 @@ def load_profiles(path: Path | None) -> Profiles:
             start_timeout=table.start_timeout,
             turn_seconds=table.turn_seconds,
             auth_method=table.auth_method,
+            stall_timeout=table.stall_timeout,
+            approval_timeout=table.approval_timeout,
         )
     if parsed.default is not None and parsed.default not in profiles | _BUILT_IN:
         known = ", ".join(sorted(set(profiles) | set(_BUILT_IN)))

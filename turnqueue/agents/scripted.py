@@ -33,6 +33,7 @@ from turnqueue.agents.base import (
     Signal,
     steer_item,
 )
+from turnqueue.agents.watchdog import Bounds
 
 #: How many chunks a reply is streamed in.
 CHUNKS = 5
@@ -91,8 +92,8 @@ def split_chunks(text: str, count: int) -> list[str]:
 
 
 class ScriptedRun(BaseRun):
-    def __init__(self, script: Script, *, turn_id: str) -> None:
-        super().__init__(f"agent-scripted-{turn_id}")
+    def __init__(self, script: Script, *, turn_id: str, bounds: Bounds | None = None) -> None:
+        super().__init__(f"agent-scripted-{turn_id}", bounds)
         self._script = script
         self._stop: Signal | None = None
         self._stopped = asyncio.Event()
@@ -144,16 +145,17 @@ class ScriptedAgent:
 
     name = "scripted"
 
-    def __init__(self, turn_seconds: float) -> None:
+    def __init__(self, turn_seconds: float, *, bounds: Bounds | None = None) -> None:
         if turn_seconds < 0:
             raise ValueError("turn_seconds must be >= 0")
         self.turn_seconds = turn_seconds
+        self.bounds = bounds  # A9: None, unbounded
         self._runs = RunSet()
 
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> ScriptedRun:
         if self._runs.closed:
             raise AgentStartError("agent is closed")
-        run = ScriptedRun(plan(prompt, self.turn_seconds), turn_id=turn_id)
+        run = ScriptedRun(plan(prompt, self.turn_seconds), turn_id=turn_id, bounds=self.bounds)
         run.launch()
         self._runs.add(run)
         return run

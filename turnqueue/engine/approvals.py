@@ -10,10 +10,15 @@ the profile's policy:
   session gets a new revision (``sessionChanged`` carries ``pendingApproval``); the call waits
   for :meth:`answer`. When the turn is cancelled or ends first, the agent cancels the waiting
   call: the approval is stored CANCELLED and can no longer be answered.
+- A10: with the profile's ``approval_timeout``, an approval still pending when it expires is
+  answered by ``system`` with the agent's reject option (``reject_once``, else
+  ``reject_always``; ``cancelled`` when it offers none), recorded like any answer.
 
 Hazards:
 - *Exactly once.* The answer is the store's conditional ``UPDATE … WHERE outcome = 'PENDING'``:
   of racing answers (here or on other instances) one wins, the others get APPROVAL_RESOLVED.
+  An expiry (A10) races a user's answer the same way, under the same session lock: whichever
+  commits first is the answer the agent gets.
 - *Any instance (M4).* Only the instance running the turn holds the agent's waiting call, so an
   answer received elsewhere is forwarded to that owner (``answer_approval``, as a cancel is) and
   resolved there, under the same conditional update: a forwarded answer and a local one race
@@ -51,6 +56,8 @@ from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 log = logging.getLogger(__name__)
 
 _KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
+#: A10: who answers an expired approval.
+SYSTEM = "system"
 
 
 @dataclass(eq=False)
@@ -104,11 +111,51 @@ class Approvals:
                 await c.tx.add_approval(approval)
                 self._waiting[approval.id] = waiting
                 await self._changed(c)
+            if request.timeout is not None:
+                # Not wait_for: the future must stay answerable until the expiry has committed.
+                await asyncio.wait({waiting.future}, timeout=request.timeout)
+                if not waiting.future.done():
+                    await self.expire(approval.id)
             return await waiting.future
         finally:
             if self._waiting.pop(approval.id, None) is not None:
                 # Cancelled by the agent (A5: cancel, or the turn ended): stored CANCELLED.
                 await asyncio.shield(self._release(approval, answered_by=None))
+
+    async def expire(self, approval_id: str) -> bool:
+        """A10: answer a pending approval as expired, now: with its reject option, by
+        ``system`` (its timer calls this). False when it is not waiting on this instance or a
+        user's answer got there first (the agent then gets that one). Raises when the answer
+        cannot commit: nothing was answered, and the agent's exit stores it CANCELLED."""
+        waiting = self._waiting.get(approval_id)
+        if waiting is None:
+            return False
+        approval = waiting.approval
+        sid = approval.session_id
+        chosen = next(
+            (o.id for kind in _KINDS["reject"] for o in approval.options if o.kind == kind), None
+        )
+        async with self.core.session_lock(sid):
+            if self._waiting.get(approval_id) is not waiting or waiting.future.done():
+                return False  # a user's answer won (it is set under this lock)
+            async with self.core.change(sid, session_lock=False) as c:  # held just above
+                won = await c.tx.answer_approval(
+                    approval_id,
+                    outcome=ApprovalOutcome.SELECTED if chosen else ApprovalOutcome.CANCELLED,
+                    option_id=chosen,
+                    answered_by=SYSTEM,
+                    at=utcnow(),
+                )
+                if not won:  # settled in the rows meanwhile (recovery elsewhere): as it says
+                    current = await c.tx.get_approval(approval_id)
+                    chosen = current.option_id if current is not None else None
+                await self._changed(c)
+            # Only once committed: an expiry that did not commit answered nothing, and the
+            # agent's exit (``ask``) finds the entry and stores the approval CANCELLED.
+            del self._waiting[approval_id]
+            waiting.future.set_result(chosen)
+        log.info("approval %s expired; answered %s", approval_id, chosen or "cancelled")
+        return won
 
     async def _release(self, approval: Approval, answered_by: str | None) -> None:
         sid = approval.session_id

@@ -101,7 +101,7 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
     ),
     domain.AgentErrorKind: (
         "How a turn's failure is classified (A11), from the agent's error answer (its code and "
-        "message) or its process's end.",
+        "message) or its process's end, or a stall (A9).",
         {
             "AUTHENTICATION": "The agent has no credentials, or wrong ones: configure the "
             "profile (see `agents { auth }`).",
@@ -111,6 +111,9 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "INTERNAL": "Any other error the agent answered.",
             "AGENT_EXITED": "The agent's process died or closed its connection; the next turn "
             "starts a fresh one.",
+            "STALLED": "A9: the agent showed no activity (an update, a permission request, "
+            "output) within its profile's `start_timeout` of the prompt or `stall_timeout` "
+            "since the last; turnqueue killed it and the next turn starts a fresh one.",
         },
     ),
     domain.AuthState: (

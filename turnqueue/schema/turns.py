@@ -36,12 +36,13 @@ class Turn:
     error: str | None = strawberry.field(
         description="Why the turn failed or was cut short; null otherwise. The agent's own "
         "error answer reads `agent error <code> (<kind>): <its message>` (A11); a dead agent "
-        "`agent process exited (status N)`; `interrupted` when its server died (M6)."
+        "`agent process exited (status N)`; `stalled: …` when its agent went silent (A9); "
+        "`interrupted` when its server died (M6)."
     )
     error_kind: AgentErrorKind | None = strawberry.field(
         description="A11: how a FAILED turn's failure is classified (authentication, rate "
-        "limit, provider unreachable, internal, or its agent's process exited); null otherwise "
-        "and for failures that are not the agent's (a stop reason, an interruption)."
+        "limit, provider unreachable, internal, its agent's process exited, or stalled: A9); "
+        "null otherwise and for failures that are not the agent's (a stop reason, an interruption)."
     )
     agent_stderr: str | None = strawberry.field(
         description="A11: what the agent wrote to its stderr during the turn (its last 4 KiB), "

@@ -20,7 +20,7 @@ export type Scalars = {
   Revision: { input: number; output: number; }
 };
 
-/** How a turn's failure is classified (A11), from the agent's error answer (its code and message) or its process's end. */
+/** How a turn's failure is classified (A11), from the agent's error answer (its code and message) or its process's end, or a stall (A9). */
 export type AgentErrorKind =
   /** The agent's process died or closed its connection; the next turn starts a fresh one. */
   | 'AGENT_EXITED'
@@ -31,7 +31,9 @@ export type AgentErrorKind =
   /** The agent could not reach its model provider (network, DNS, the provider down). */
   | 'PROVIDER_UNREACHABLE'
   /** The model provider's rate limit or quota was reached. */
-  | 'RATE_LIMIT';
+  | 'RATE_LIMIT'
+  /** A9: the agent showed no activity (an update, a permission request, output) within its profile's `start_timeout` of the prompt or `stall_timeout` since the last; turnqueue killed it and the next turn starts a fresh one. */
+  | 'STALLED';
 
 /** What runs an agent profile's turns (A1). */
 export type AgentType =

@@ -1,0 +1,291 @@
+"""Stalls end (SPEC A9) and approvals expire (A10), through the engine, in process, with the
+fake ACP agent, the command agent and the scripted agent given tiny bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from turnqueue.agents import Agent, CommandAgent, ScriptedAgent
+from turnqueue.agents.acp import AcpAgent
+from turnqueue.agents.profiles import Profile
+from turnqueue.agents.watchdog import Bounds
+from turnqueue.bus import EventBus
+from turnqueue.domain import (
+    AgentErrorKind,
+    AgentType,
+    ApprovalOutcome,
+    CancelOutcome,
+    HoldReason,
+    SessionState,
+    Turn,
+    TurnStatus,
+)
+from turnqueue.engine import Engine
+from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.settings import Settings
+from turnqueue.store.sql import open_store
+
+FAKE = Path(__file__).with_name("fake_acp_agent.py")
+ME = "local"
+#: A9 bounds small enough for a test, large enough for a loaded machine to show activity.
+STALL = 0.6
+
+
+@pytest.fixture
+async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    settings = Settings(database_url=database_url, cancel_timeout=5.0, escalation_timeout=1.0)
+    store = await open_store(settings)
+    fake = Profile(
+        name="fake",
+        type=AgentType.ACP,
+        command=(sys.executable, str(FAKE)),
+        workspace=tmp_path / "work",
+        start_timeout=30,  # the agent's own start (spawn, initialize, session/new)
+    )
+    tiny = Bounds(start=STALL, stall=STALL)
+    agents: dict[str, Agent] = {
+        # the prompt's first activity and the gaps between two bounded by STALL
+        "stall": AcpAgent(fake, bounds=tiny),
+        # A10: approvals expire after 0.3 s; stalls are far away
+        "expiring": AcpAgent(replace(fake, name="expiring", approval_timeout=0.3)),
+        # A9 + A10: an approval pending for longer than the stall bound is no stall
+        "patient": AcpAgent(replace(fake, name="patient", approval_timeout=3 * STALL), bounds=tiny),
+        # A10 without expiry: a person answers, or the test expires it
+        "asking": AcpAgent(replace(fake, name="asking")),
+        "scripted": ScriptedAgent(100.0, bounds=tiny),  # a chunk at once, the next 20 s later
+        "silent-command": CommandAgent("sleep 60", bounds=tiny),
+        "quiet-command": CommandAgent("sh -c 'echo started; exec sleep 60'", bounds=tiny),
+    }
+    opened = await Engine.open(settings, store, EventBus(64), agents=agents)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+        await store.close()
+
+
+async def until(check, what: str, timeout: float = 60):  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (value := await check()):
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+    return value
+
+
+async def ready(engine: Engine, agent: str) -> str:
+    _, session = await engine.create_task(ME, "t", agent)
+
+    async def started() -> bool:
+        found = await engine.session(ME, session.id)
+        return found is not None and found.state is SessionState.WAITING_FOR_INPUT
+
+    await until(started, "the agent to start")
+    return session.id
+
+
+async def finished(engine: Engine, session_id: str, turn_id: str) -> Turn:
+    async def check() -> Turn | None:
+        turns = await engine.turns_of(session_id, 10)
+        turn = next((t for t in turns if t.id == turn_id), None)
+        return turn if turn is not None and turn.ended_at is not None else None
+
+    turn: Turn = await until(check, "the turn to end")
+    return turn
+
+
+async def send(engine: Engine, session_id: str, prompt: str) -> Turn:
+    admission = await engine.send_message(ME, session_id, prompt)
+    assert admission.turn is not None
+    return admission.turn
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a9_an_agent_silent_after_the_prompt_ends_stalled_and_the_next_gets_a_fresh_one(
+    engine: Engine,
+) -> None:
+    """A9: a prompt the agent never answers and never acts on (``/silent``) ends FAILED with
+    kind STALLED once its first-activity bound has passed; its agent is killed; the session
+    takes the next prompt, which runs on a fresh agent process."""
+    sid = await ready(engine, "stall")
+    agent = engine.core.agents["stall"]
+    assert isinstance(agent, AcpAgent)
+    pid = agent.process_of(sid)
+    assert pid is not None
+    turn = await finished(engine, sid, (await send(engine, sid, "/silent")).id)
+    assert turn.status is TurnStatus.FAILED and turn.error_kind is AgentErrorKind.STALLED
+    assert turn.error == f"stalled: the agent showed no activity within {STALL:g} s of the prompt"
+    await until(lambda: asyncio.sleep(0, not alive(pid)), "the stalled agent to be gone")
+    session = await engine.session(ME, sid)
+    assert session is not None and session.state is SessionState.WAITING_FOR_INPUT
+    assert (await engine.cancellation(sid)).pending is False  # C5: nothing stuck
+    after = await finished(engine, sid, (await send(engine, sid, "after")).id)
+    assert (after.status, after.output) == (TurnStatus.COMPLETED, "echo: after")
+    assert agent.process_of(sid) not in (None, pid)
+
+
+async def test_a9_a_prompt_hung_after_an_update_ends_stalled_and_the_queue_goes_on(
+    engine: Engine,
+) -> None:
+    """A9: one update, then nothing (a hung provider call): the turn keeps what it streamed and
+    ends FAILED STALLED after the stall bound; the entry queued behind it runs next, as after
+    any failure (Q4)."""
+    sid = await ready(engine, "stall")
+    hung = await send(engine, sid, "/hang-after-update")
+    queued = await engine.send_message(ME, sid, "next")
+    assert queued.entry is not None
+    turn = await finished(engine, sid, hung.id)
+    assert (turn.status, turn.error_kind) == (TurnStatus.FAILED, AgentErrorKind.STALLED)
+    assert turn.error == f"stalled: no agent activity for {STALL:g} s"
+    assert turn.output == "working on it"
+
+    async def next_turn() -> Turn | None:
+        turns = await engine.turns_of(sid, 10)
+        return turns[-1] if turns[-1].id != hung.id and turns[-1].ended_at else None
+
+    after = await until(next_turn, "the queued entry to run")
+    assert (after.prompt, after.status, after.output) == (
+        "next",
+        TurnStatus.COMPLETED,
+        "echo: next",
+    )
+
+
+async def test_a9_a_lively_agent_is_never_stalled(engine: Engine) -> None:
+    """A9: the bound is on silence, not on the turn's length: a turn streaming a chunk every
+    40 ms for longer than the stall bound completes."""
+    sid = await ready(engine, "stall")
+    turn = await finished(engine, sid, (await send(engine, sid, "/steps 40")).id)
+    assert turn.status is TurnStatus.COMPLETED, turn.error
+
+
+async def test_a9_c8_a_stall_during_a_cancel_ends_the_turn_cancelled_and_releases_it(
+    engine: Engine,
+) -> None:
+    """A9 with C5/C8: a cancel reaches an agent that is deaf to ``session/cancel`` and silent;
+    the stall kills it before the cancel ladder escalates. Pending wins (CANCELLED), the cancel
+    ends, and its reference is released. Had the stall come first, the turn is FAILED STALLED
+    and the cancel finds nothing to do; either way nothing stays pending."""
+    sid = await ready(engine, "stall")
+    turn = await send(engine, sid, "/hang-after-update")
+
+    async def updated() -> bool:
+        return bool(await engine.turn_items(turn.id))
+
+    await until(updated, "the agent's one update")
+    result = await engine.cancel(ME, sid)
+    ended = await finished(engine, sid, turn.id)
+    if result.outcome is CancelOutcome.NOTHING_RUNNING:  # the stall came first
+        assert (ended.status, ended.error_kind) == (TurnStatus.FAILED, AgentErrorKind.STALLED)
+    else:
+        assert result.outcome is CancelOutcome.STOPPED  # ended within the interrupt wait
+        assert ended.status is TurnStatus.CANCELLED
+    assert (await engine.cancellation(sid)).pending is False
+    after = await finished(engine, sid, (await send(engine, sid, "after")).id)
+    assert after.output == "echo: after"
+
+
+async def test_a9_a10_a_pending_approval_is_not_a_stall_and_the_clock_runs_again_after(
+    engine: Engine,
+) -> None:
+    """A9/A10: the approval waits three stall bounds without a stall (the clock stands
+    still while it is pending); it expires and is answered ``reject`` by ``system``; the agent
+    then goes silent, and the turn stalls one bound later."""
+    sid = await ready(engine, "patient")
+    turn = await send(engine, sid, "/permission-then-hang")
+    ended = await finished(engine, sid, turn.id)
+    assert (ended.status, ended.error_kind) == (TurnStatus.FAILED, AgentErrorKind.STALLED)
+    assert ended.output == "permission: reject"
+    (approval,) = await engine.approvals_of_turn(turn.id)
+    assert (approval.outcome, approval.option_id, approval.answered_by) == (
+        ApprovalOutcome.SELECTED,
+        "reject",
+        "system",
+    )
+
+
+async def test_a10_an_expired_approval_is_answered_with_the_reject_option_by_system(
+    engine: Engine,
+) -> None:
+    """A10: a pending approval whose ``approval_timeout`` passes is answered with the agent's
+    reject option, recorded like any answer (by ``system``, when, which option); the hold on
+    the queue ends; a user's late answer is refused APPROVAL_RESOLVED."""
+    sid = await ready(engine, "expiring")
+    turn = await send(engine, sid, "/permission")
+    ended = await finished(engine, sid, turn.id)
+    assert (ended.status, ended.output) == (TurnStatus.COMPLETED, "permission: reject")
+    (approval,) = await engine.approvals_of_turn(turn.id)
+    assert (approval.outcome, approval.option_id, approval.answered_by) == (
+        ApprovalOutcome.SELECTED,
+        "reject",
+        "system",
+    )
+    assert approval.answered_at is not None and approval.answered_at >= approval.requested_at
+    assert HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by
+    with pytest.raises(Conflict) as late:
+        await engine.answer_approval(ME, approval.id, "allow")
+    assert late.value.code is ErrorCode.APPROVAL_RESOLVED
+
+
+@pytest.mark.parametrize("first", ["user", "expiry"])
+async def test_a10_an_expiry_racing_a_users_answer_answers_exactly_once(
+    engine: Engine, first: str
+) -> None:
+    """A10/A6: an approval's expiry and a user's answer, concurrently: one wins and is the
+    answer the agent gets and the record keeps; a losing user gets APPROVAL_RESOLVED, a losing
+    expiry answers nothing."""
+    sid = await ready(engine, "asking")
+    turn = await send(engine, sid, "/permission")
+
+    async def pending():  # type: ignore[no-untyped-def]
+        return await engine.pending_approval(sid)
+
+    approval = await until(pending, "the approval")
+    user = engine.answer_approval(ME, approval.id, "allow")
+    expiry = engine.approvals.expire(approval.id)
+    both = [user, expiry] if first == "user" else [expiry, user]
+    results = await asyncio.gather(*both, return_exceptions=True)
+    answered, expired = (results[0], results[1]) if first == "user" else (results[1], results[0])
+    if expired is True:
+        assert isinstance(answered, Conflict) and answered.code is ErrorCode.APPROVAL_RESOLVED
+        winner, by = "reject", "system"
+    else:
+        assert expired is False and not isinstance(answered, BaseException)
+        winner, by = "allow", ME
+    ended = await finished(engine, sid, turn.id)
+    assert ended.output == f"permission: {winner}"
+    (kept,) = await engine.approvals_of_turn(turn.id)
+    assert (kept.outcome, kept.option_id, kept.answered_by) == (
+        ApprovalOutcome.SELECTED,
+        winner,
+        by,
+    )
+    assert await engine.approvals.expire(approval.id) is False  # nothing left to expire
+
+
+@pytest.mark.parametrize("agent", ["silent-command", "quiet-command", "scripted"])
+async def test_a9_command_and_scripted_agents_are_bounded_too(engine: Engine, agent: str) -> None:
+    """A9 for the other agents: a command that prints nothing, one that prints a line and then
+    nothing, and a scripted reply whose next chunk is 20 s away all end FAILED STALLED (the
+    command's process group killed), and the session takes its next prompt."""
+    _, session = await engine.create_task(ME, "t", agent)
+    sid = session.id
+    turn = await finished(engine, sid, (await send(engine, sid, "hello")).id)
+    assert (turn.status, turn.error_kind) == (TurnStatus.FAILED, AgentErrorKind.STALLED)
+    assert turn.error is not None and turn.error.startswith("stalled: ")
+    assert (await engine.cancellation(sid)).pending is False
+    again = await send(engine, sid, "again")
+    assert again.status is TurnStatus.RUNNING
