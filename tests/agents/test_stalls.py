@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from turnqueue.agents import Agent, CommandAgent, ScriptedAgent
-from turnqueue.agents.acp import AcpAgent
-from turnqueue.agents.profiles import Profile
-from turnqueue.agents.watchdog import Bounds
+from turnqueue.agents import Agent, CommandAgent, ProfileError, ScriptedAgent, build_agents
+from turnqueue.agents.acp import AcpAgent, PermissionRequest
+from turnqueue.agents.profiles import Profile, load_profiles
+from turnqueue.agents.watchdog import Bounds, Watchdog
 from turnqueue.bus import EventBus
 from turnqueue.domain import (
     AgentErrorKind,
@@ -289,3 +289,81 @@ async def test_a9_command_and_scripted_agents_are_bounded_too(engine: Engine, ag
     assert (await engine.cancellation(sid)).pending is False
     again = await send(engine, sid, "again")
     assert again.status is TurnStatus.RUNNING
+
+
+# -- profiles and the watchdog on their own ------------------------------------------------------
+def test_a9_a10_profile_keys_and_the_built_in_bounds(tmp_path: Path) -> None:
+    """A9/A10: ``stall_timeout`` and ``approval_timeout`` come from the agents file (positive
+    seconds; ``approval_timeout`` defaults to none); an ``acp`` profile's first activity is
+    bounded by ``start_timeout``, a command's or a scripted one's by ``stall_timeout``; the
+    built-in profiles and a profile without ``stall_timeout`` take TURNQUEUE_STALL_TIMEOUT."""
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        '[agents.claude]\ntype = "acp"\ncommand = ["claude-acp"]\nstart_timeout = 30\n'
+        "stall_timeout = 120\napproval_timeout = 900\n"
+        '[agents.build]\ntype = "command"\ncommand = ["make"]\n',
+        encoding="utf-8",
+    )
+    loaded = load_profiles(path)
+    claude, build = loaded.profiles["claude"], loaded.profiles["build"]
+    assert (claude.stall_timeout, claude.approval_timeout) == (120, 900)
+    assert claude.bounds(600) == Bounds(start=30, stall=120)
+    assert build.approval_timeout is None and build.bounds(45) == Bounds(start=45, stall=45)
+    agents, _ = build_agents(Settings(agents_file=path, agent_command="my-agent", stall_timeout=45))
+    built = agents["claude"]
+    assert isinstance(built, AcpAgent) and built.bounds == Bounds(start=30, stall=120)
+    for name in ("scripted", "command", "build"):
+        agent = agents[name]
+        assert isinstance(agent, ScriptedAgent | CommandAgent)
+        assert agent.bounds == Bounds(start=45, stall=45)
+    assert Settings().stall_timeout == 600  # A9: 10 minutes by default
+    path.write_text('[agents.a]\ntype = "acp"\ncommand = ["x"]\nstall_timeout = 0\n')
+    with pytest.raises(ProfileError, match="stall_timeout"):
+        load_profiles(path)
+    path.write_text('[agents.a]\ntype = "acp"\ncommand = ["x"]\napproval_timeout = -1\n')
+    with pytest.raises(ProfileError, match="approval_timeout"):
+        load_profiles(path)
+
+
+async def test_a9_the_first_sign_of_life_shrinks_the_bound_to_the_stall_bound() -> None:
+    """A9: armed with a long first-activity bound, a watchdog whose agent showed one sign of
+    life expires after the (shorter) stall bound, not the first one."""
+    watchdog = Watchdog(Bounds(start=3600, stall=0.05))
+    watchdog.arm()
+    watchdog.bump()
+    async with asyncio.timeout(30):
+        assert await watchdog.expired() == "stalled: no agent activity for 0.05 s"
+
+
+async def test_a9_an_unarmed_watchdog_waits_for_the_prompt() -> None:
+    """A9: the clock starts when the prompt reaches the agent (``arm``), not at the run's
+    launch (an agent being started has its own bound)."""
+    watchdog = Watchdog(Bounds(start=0.05, stall=0.05))
+    watching = asyncio.create_task(watchdog.expired())
+    await asyncio.sleep(0)
+    assert not watching.done()
+    watchdog.arm()
+    async with asyncio.timeout(30):
+        reason = await watching
+    assert reason == "stalled: the agent showed no activity within 0.05 s of the prompt"
+
+
+async def test_a10_an_approval_without_a_reject_option_expires_cancelled(engine: Engine) -> None:
+    """A10: an agent that offers no reject option gets ``cancelled`` when its approval expires,
+    recorded CANCELLED by ``system``."""
+    sid = await ready(engine, "asking")
+    turn = await send(engine, sid, "/silent")  # a running turn for the approval to belong to
+    request = PermissionRequest(
+        sid, turn.id, "Run rm", "call-9", (("yes", "Yes", "allow_once"),), timeout=0.05
+    )
+    async with asyncio.timeout(30):
+        assert await engine.approvals.ask(request) is None
+    (kept,) = await engine.approvals_of_turn(turn.id)
+    assert (kept.outcome, kept.option_id, kept.answered_by) == (
+        ApprovalOutcome.CANCELLED,
+        None,
+        "system",
+    )
+    assert kept.answered_at is not None
+    assert HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by
+    await engine.cancel(ME, sid)

@@ -26,13 +26,7 @@ from turnqueue.agents.base import (
     Steerable,
 )
 from turnqueue.agents.command import CommandAgent
-from turnqueue.agents.profiles import (
-    DEFAULT_START_TIMEOUT,
-    Profile,
-    ProfileError,
-    Profiles,
-    load_profiles,
-)
+from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentProfile, AgentType
@@ -64,7 +58,7 @@ __all__ = [
 
 def build_agent(name: str, settings: Settings) -> Agent:
     """The agent for profile ``name``; ``InvalidInput`` for a name not in :data:`AGENT_NAMES`."""
-    bounds = Bounds(DEFAULT_START_TIMEOUT, settings.stall_timeout)  # A9 for the built-ins
+    bounds = Bounds(settings.stall_timeout, settings.stall_timeout)  # A9 for the built-ins
     if name == "scripted":
         return ScriptedAgent(settings.scripted_turn_seconds, bounds=bounds)
     if name == "command":

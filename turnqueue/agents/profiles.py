@@ -13,6 +13,7 @@ A TOML file with one table per profile and, optionally, the default profile::
     idle_timeout = 600                             # seconds before an idle agent is stopped
     start_timeout = 60                             # seconds for spawn + initialize + session/new,
                                                    # and from a prompt to its first activity (A9)
+                                                   # (acp; command, scripted: stall_timeout)
     stall_timeout = 600                            # seconds a turn may go without activity (A9)
     approval_timeout = 900                         # seconds before a pending approval is
                                                    # answered with its reject option (A10)
@@ -72,10 +73,12 @@ class Profile:
     approval_timeout: float | None = None  # A10: seconds before a pending approval expires
 
     def bounds(self, default_stall: float = DEFAULT_STALL_TIMEOUT) -> Bounds:
-        """A9: the first activity within ``start_timeout`` of the prompt, then
-        ``stall_timeout`` (or ``default_stall``) between two."""
+        """A9: ``stall_timeout`` (or ``default_stall``) between two signs of life. The first
+        after an ``acp`` prompt within ``start_timeout``; a command or scripted turn, whose
+        process start is no handshake, has ``stall_timeout`` for its first too."""
         stall = self.stall_timeout if self.stall_timeout is not None else default_stall
-        return Bounds(start=self.start_timeout, stall=stall)
+        start = self.start_timeout if self.type is AgentType.ACP else stall
+        return Bounds(start=start, stall=stall)
 
 
 @dataclass(frozen=True, slots=True)
