@@ -30,6 +30,7 @@ from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.tx import SqlTx
+from turnqueue.timeouts import within
 
 
 async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhile(
@@ -146,7 +147,7 @@ async def test_c9_c8_a_cancel_while_a_decided_end_waits_to_commit_is_nothing_run
 
     monkeypatch.setattr(SqlTx, "end_turn", flaky)
     first.complete()
-    await asyncio.wait_for(failed.wait(), WAIT)
+    await within(failed.wait(), WAIT)
     async with asyncio.timeout(WAIT):
         result = await engine.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
@@ -292,9 +293,9 @@ async def test_q10_m6_an_end_that_cannot_commit_at_shutdown_is_given_up_then_rec
     monkeypatch.setattr(SqlTx, "end_turn", away)
     runner = engine.core.runners[sid]
     first.complete()
-    await asyncio.wait_for(failed.wait(), WAIT)
+    await within(failed.wait(), WAIT)
     engine.core.closing = True  # the shutdown begins while the end cannot commit
-    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    await within(runner.finished.wait(), WAIT)
     assert runner.final_status is TurnStatus.FAILED and sid not in engine.core.runners
     monkeypatch.undo()
     assert (await engine.turns_of(sid, 5))[-1].status is TurnStatus.RUNNING
@@ -336,7 +337,7 @@ async def test_c5_q10_a_cancel_while_the_turns_end_cannot_commit_drops_no_end(
     moved = await flow.task(PRINCIPAL, task.id)
     assert moved is not None and moved.workflow_step == task.workflow_step
     away = False
-    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    await within(runner.finished.wait(), WAIT)
     assert runner.final_status is TurnStatus.CANCELLED and sid not in flow.core.runners
     turns = await flow.turns_of(sid, 5)
     assert [(t.prompt, t.status) for t in turns] == [("first", TurnStatus.CANCELLED)]
