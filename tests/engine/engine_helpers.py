@@ -10,7 +10,7 @@ A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/hardy`` ignores INTERRUPT
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from turnqueue.agents import AgentResult, Signal
@@ -36,6 +36,8 @@ class ManualRun:
         self._chunks: asyncio.Queue[str | TurnItem | None] = asyncio.Queue()
         self._chunks.put_nowait(f"echo:{prompt}")
         self.steered: list[str] = []
+        #: A test's hook, awaited by :meth:`signal` before the run reacts (it may block).
+        self.before_signal: Callable[[Signal], Awaitable[None]] | None = None
 
     async def steer(self, text: str, entry_id: str) -> bool:
         """Q16: a ``/steerable`` run takes the message while it runs (a STEER item)."""
@@ -57,6 +59,8 @@ class ManualRun:
     async def signal(self, signal: Signal) -> None:
         self.signals.append(signal)
         self.signalled.set()
+        if self.before_signal is not None:
+            await self.before_signal(signal)
         if self.prompt.startswith("/broken"):
             raise RuntimeError(f"cannot deliver {signal.name}")
         if self.prompt.startswith("/deaf"):

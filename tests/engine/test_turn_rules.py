@@ -43,14 +43,12 @@ async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhi
     sid = session.id
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
     await enqueue(engine, sid, "a", "b")
-    reserve = engine.turns._reserve
 
-    async def off_first(session_id: str, **kwargs: Any) -> Any:
-        await engine.set_auto_run(PRINCIPAL, session_id, False, None)  # commits first
-        return await reserve(session_id, **kwargs)
+    async def off_first() -> None:  # after the drain's policy write, before its start
+        await engine.set_auto_run(PRINCIPAL, sid, False, None)
 
-    engine.turns._reserve = off_first  # type: ignore[method-assign]
-    turn = await engine.drain(PRINCIPAL, sid, None)
+    with faults_of(engine).after_commit("set_policy", off_first):
+        turn = await engine.drain(PRINCIPAL, sid, None)
     assert turn is not None and turn.prompt == "a"
     assert (await agent.next_run()).prompt == "a"
     status = await engine.queue_status(sid)
@@ -389,10 +387,9 @@ async def test_c4_c5_the_whole_stop_is_bounded_even_when_a_signal_never_returns(
     stuck = asyncio.Event()
 
     async def never_returns(signal: Any) -> None:
-        run.signals.append(signal)
         await stuck.wait()
 
-    run.signal = never_returns  # type: ignore[method-assign]
+    run.before_signal = never_returns
     async with asyncio.timeout(WAIT):
         result = await bounded.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.TIMED_OUT
