@@ -11,16 +11,21 @@ WebSocket that goes silent) and its offline switch; every wait is on page state.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from frontend_server import Server, run_server
 from web_page import expect, expect_current, needs_browser, open_page, shot, wait_ready
+from sqlalchemy.engine import make_url
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 TURNS = """query($id: ID!) { session(id: $id) {
@@ -28,10 +33,45 @@ TURNS = """query($id: ID!) { session(id: $id) {
   queue { entries { content clientMessageId } } } }"""
 
 
-@pytest.fixture(scope="module")
-def web_server(web_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def _pg_admin(admin_url: str, statement: str) -> None:
+    """One statement on the admin database, from sync code (Playwright's loop runs here)."""
+
+    async def run() -> None:
+        conn = await asyncpg.connect(admin_url)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, run()).result()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database of each store (``[postgresql]`` from the migrated template, skipped
+    without TURNQUEUE_TEST_DATABASE_URL). A sync fixture: the async ``database_url`` cannot be
+    set up beside Playwright's sync API."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'turnqueue.db'}"
+        return
+    base, template = request.getfixturevalue("pg_template")
+    admin = make_url(base).set(drivername="postgresql")
+    name = f"tq_web_{uuid.uuid4().hex[:12]}"
+    admin_url = admin.render_as_string(hide_password=False)
+    _pg_admin(admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        _pg_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def web_server(web_dist: Path, store_url: str, tmp_path: Path) -> Iterator[Server]:
+    """The served page over each store (Q15's keys are kept in the database)."""
     with run_server(
-        tmp_path_factory.mktemp("sends"),
+        tmp_path,
+        TURNQUEUE_DATABASE_URL=store_url,
         TURNQUEUE_SCRIPTED_TURN_SECONDS="2",
         TURNQUEUE_CANCEL_TIMEOUT="3",
         TURNQUEUE_AGENT_COMMAND="echo hello",  # a `command` profile: it takes no steering
