@@ -24,8 +24,8 @@ from typing import Any
 import asyncpg
 import pytest
 from frontend_server import Server, run_server
-from web_page import expect, expect_current, needs_browser, open_page, shot, wait_ready
 from sqlalchemy.engine import make_url
+from web_page import expect, expect_current, needs_browser, open_page, shot, wait_ready
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 TURNS = """query($id: ID!) { session(id: $id) {
