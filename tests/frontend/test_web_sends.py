@@ -221,8 +221,9 @@ def test_q15_a_send_whose_answer_was_lost_is_retried_with_the_same_key_into_one_
 def test_q15_offline_sends_are_discarded_or_retried_once_back_online(
     context: Any, web_server: Server
 ) -> None:
-    """Q15: sends made offline fail at once and stay as rows; Discard drops one (the server
-    never hears of it), Retry once online sends the other: one turn, with its key."""
+    """Q15: sends made offline fail at once and stay as rows (Add to queue's under the queue);
+    Discard drops one (the server never hears of it), Retry once online sends the other: one
+    turn, with its key."""
     session_id = web_server.create_session("offline sends")
     page = open_page(context, web_server, session_id)
     context.set_offline(True)
@@ -230,7 +231,14 @@ def test_q15_offline_sends_are_discarded_or_retried_once_back_online(
     for text in ("drop me", "keep me"):
         page.locator("#message").fill(text)
         page.locator("#message").press("Enter")
+    page.locator("#message").fill("queue me")
+    page.locator("#enqueue").click()
     expect(page.locator('#pending-turns li[data-send-state="failed"]')).to_have_count(2)
+    queued = page.locator('#pending-entries li[data-send-state="failed"]')
+    expect(queued.locator(".content")).to_have_text("queue me")
+    shot(page, "sends-offline")
+    queued.get_by_role("button", name="Discard").click()
+    expect(page.locator("#pending-entries li")).to_have_count(0)
     dropped, kept = pending(page).nth(0), pending(page).nth(1)
     expect(dropped.locator(".bubble")).to_have_text("drop me")
     key = kept.get_attribute("data-client-message-id")
