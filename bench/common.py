@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from turnqueue.store.drivers import create_engine_for_url
 from turnqueue.store.migrate import migrate
 from turnqueue.store.tables import queue_entries, queue_session_locks, sessions, tasks
+from turnqueue.timeouts import within
 
 PG_ENV = "TURNQUEUE_TEST_DATABASE_URL"
 LOOPBACK = "127.0.0.1"
@@ -282,7 +283,7 @@ class RawHttp:
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
         self._writer.write(head.encode() + body)
-        return await asyncio.wait_for(self._response(), WAIT)
+        return await within(self._response(), WAIT)
 
     async def _response(self) -> tuple[int, bytes]:
         assert self._reader is not None
@@ -343,7 +344,7 @@ class ServerProcess:
         assert self.proc.stdout is not None
         deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), WAIT)
+            line = await within(self.proc.stdout.readline(), WAIT)
             if not line:
                 raise RuntimeError("the bench server exited during start-up")
             if line.startswith(b"PORT "):
@@ -356,7 +357,7 @@ class ServerProcess:
             return
         self.proc.terminate()
         try:
-            await asyncio.wait_for(self.proc.wait(), 30)
+            await within(self.proc.wait(), 30)
         except TimeoutError:
             self.proc.kill()
             await self.proc.wait()

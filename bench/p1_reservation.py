@@ -24,6 +24,7 @@ import asyncpg
 from bench.common import Backend, Config, Row, median, seed_sessions
 from turnqueue.settings import Settings
 from turnqueue.store.sql import SqlStore, open_store
+from turnqueue.timeouts import within
 
 SESSIONS = 8
 OWNER = 1
@@ -127,7 +128,7 @@ async def _drive(work: list[str], per_session: int, one: Callable[[str], Awaitab
                 raise RuntimeError(f"session {sid} ran out of entries")
 
     started = time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*(worker(s) for s in work)), 600)
+    await within(asyncio.gather(*(worker(s) for s in work)), 600)
     return len(work) * per_session / (time.perf_counter() - started)
 
 

@@ -21,6 +21,7 @@ from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
+from turnqueue.timeouts import within
 
 SESSIONS = 100
 PRINCIPAL = "bench"
@@ -78,8 +79,8 @@ async def _turnqueue_rate(engine: Engine, per_session: int) -> float:
             await engine.enqueue(PRINCIPAL, sid, f"message {k}", None)
 
     started = time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*(producer(s) for s in sessions)), 600)
-    await asyncio.wait_for(all_done.wait(), 600)
+    await within(asyncio.gather(*(producer(s) for s in sessions)), 600)
+    await within(all_done.wait(), 600)
     elapsed = time.perf_counter() - started
     engine.bus._listeners.remove(on_event)  # the bus has no public removal; bench-only
     return target / elapsed
@@ -102,8 +103,8 @@ async def _procrastinate_rate(url: str, jobs_per_producer: int) -> float:
                 await noop.defer_async()
 
         started = time.perf_counter()
-        await asyncio.wait_for(asyncio.gather(*(producer() for _ in range(SESSIONS))), 600)
-        await asyncio.wait_for(
+        await within(asyncio.gather(*(producer() for _ in range(SESSIONS))), 600)
+        await within(
             app.run_worker_async(
                 concurrency=8, wait=False, install_signal_handlers=False, listen_notify=False
             ),

@@ -33,6 +33,7 @@ from typing import Any
 import psutil
 
 from bench.common import Backend, Config, RawHttp, Row, ServerProcess, median, post_json
+from turnqueue.timeouts import within
 
 CLIENTS = 2
 MUTATION = """mutation($input: SetAutoRunInput!) { setAutoRun(input: $input) {
@@ -109,7 +110,7 @@ async def measure(
 
     process = psutil.Process(server.pid)
     before, started = process.cpu_times(), time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*(client(s) for s in sessions)), 600)
+    await within(asyncio.gather(*(client(s) for s in sessions)), 600)
     wall, after = time.perf_counter() - started, process.cpu_times()
     total = len(sessions) * requests
     cpu = max(0.0, after.user + after.system - before.user - before.system)

@@ -39,6 +39,7 @@ from websockets.asyncio.client import ClientConnection
 
 from bench.common import WAIT, Backend, Config, Row, ServerProcess, median
 from bench.wslib import _open_bare, close_all, subscribe
+from turnqueue.timeouts import within
 
 #: Events before the first reading. At least the metrics' MAX_STAMPS (4,096): the metrics keep
 #: the newest published events to time their delivery, a bounded cache that fills first.
@@ -116,7 +117,7 @@ class Client:
                 self.task.result()
                 raise RuntimeError("the subscription ended")
             self.changed.clear()
-            await asyncio.wait_for(self.changed.wait(), WAIT)
+            await within(self.changed.wait(), WAIT)
 
 
 async def _open(port: int, field: str, session_id: str) -> Client:

@@ -31,6 +31,7 @@ from bench.common import WAIT, Backend, Config, RawHttp, Row, ServerProcess, med
 from bench.p4_http import GRAPHQL, REPLAY, graphql_body, record_mutation, set_auto_run
 from bench.p7_events import FIELDS
 from bench.wsreader import Readers, Spec, payload_of
+from turnqueue.timeouts import within
 
 CLIENTS = 2
 ROUNDS = 2  # measured: ON, then OFF (auto-run is OFF after the set-up and after each pair)
@@ -78,7 +79,7 @@ class Side:
                     if self.path == GRAPHQL:
                         targets[i] = json.loads(data)["data"]["setAutoRun"]["queue"]["revision"]
 
-        await asyncio.wait_for(asyncio.gather(*(client(c) for c in range(CLIENTS))), 600)
+        await within(asyncio.gather(*(client(c) for c in range(CLIENTS))), 600)
         return targets
 
     async def delivered(self, targets: dict[int, int], expected: int) -> int:

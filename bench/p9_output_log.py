@@ -30,6 +30,7 @@ from turnqueue.engine import Engine, outputlog, turns
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
+from turnqueue.timeouts import within
 
 PRINCIPAL = "bench"
 CHUNKS = 4000
@@ -120,7 +121,7 @@ async def _streaming_cpu(engine: Engine) -> tuple[float, int]:
         cpu = time.process_time()
         await engine.send_message(PRINCIPAL, session.id, "stream")
         while True:
-            event = await asyncio.wait_for(sub.get(), 60)
+            event = await within(sub.get(), 60)
             if event.chunk is None:
                 continue
             received += 1

@@ -59,6 +59,7 @@ from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
+from turnqueue.timeouts import within
 from turnqueue.transport import LOCAL_PRINCIPAL
 
 #: The agent profile whose turns last a week (P7's ``output`` events stream on one).
@@ -229,7 +230,7 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
                 with bus.subscribe(sid, [EventKind.OUTPUT]) as output:
                     await engine().send_message(LOCAL_PRINCIPAL, sid, f"turn {i}")
                     while True:  # to the turn's end
-                        event = await asyncio.wait_for(output.get(), 60)
+                        event = await within(output.get(), 60)
                         if event.chunk is not None and event.chunk.done:
                             break
                 marker = i

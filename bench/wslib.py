@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.common import WAIT
+from turnqueue.timeouts import within
 
 SUBSCRIPTION = """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
   revision autoRun pauseReason heldBy count entries { id position content source } } }"""
@@ -30,7 +31,7 @@ async def subscribe(port: int, query: str, session_id: str) -> ClientConnection:
         open_timeout=WAIT,
     )
     await ws.send(json.dumps({"type": "connection_init", "payload": {}}))
-    ack = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
+    ack = json.loads(await within(ws.recv(), WAIT))
     if ack.get("type") != "connection_ack":
         raise RuntimeError(f"no connection_ack: {ack}")
     payload = {"query": query, "variables": {"s": session_id}}
@@ -40,7 +41,7 @@ async def subscribe(port: int, query: str, session_id: str) -> ClientConnection:
 
 async def _open_tq(port: int, session_id: str) -> ClientConnection:
     ws = await subscribe(port, SUBSCRIPTION, session_id)
-    first = json.loads(await asyncio.wait_for(ws.recv(), WAIT))  # the snapshot
+    first = json.loads(await within(ws.recv(), WAIT))  # the snapshot
     if first.get("type") != "next":
         raise RuntimeError(f"no snapshot: {first}")
     return ws

@@ -39,6 +39,7 @@ from typing import Any, cast
 import psutil
 
 from bench.common import LOOPBACK, ROOT, WAIT
+from turnqueue.timeouts import within
 
 CONNECT_BATCH = 100
 REVISION = b'"revision":'
@@ -278,7 +279,7 @@ async def _serve(spec: Spec) -> None:
         batch = [
             Client(i, spec, collector) for i in range(start, min(spec.count, start + CONNECT_BATCH))
         ]
-        await asyncio.wait_for(
+        await within(
             asyncio.gather(
                 *(
                     loop.create_connection(functools.partial(_same, c), LOOPBACK, spec.port)
@@ -287,7 +288,7 @@ async def _serve(spec: Spec) -> None:
             ),
             WAIT,
         )
-        await asyncio.wait_for(asyncio.gather(*(c.ready for c in batch)), WAIT)
+        await within(asyncio.gather(*(c.ready for c in batch)), WAIT)
         clients += batch
     out = sys.stdout.buffer
     snapshots = json.dumps(collector.snapshots)
@@ -304,7 +305,7 @@ async def _serve(spec: Spec) -> None:
             if len(collector.conn) < collector.want and seconds > 0:
                 collector.reached = loop.create_future()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(collector.reached, seconds)
+                    await within(collector.reached, seconds)
                 collector.reached = None
             out.write(b"FRAMES " + json.dumps(asdict(collector.take())).encode() + b"\n")
             out.flush()
@@ -345,7 +346,7 @@ class Readers:
         self.proc.stdin.write(json.dumps(asdict(self.spec)).encode() + b"\n")
         # Opening thousands of subscriptions takes a while: WAIT per batch of connections.
         budget = WAIT * (1 + self.spec.count // CONNECT_BATCH)
-        line = await asyncio.wait_for(self._line(), budget)
+        line = await within(self._line(), budget)
         if not line.startswith("READY "):
             raise RuntimeError(f"the WebSocket readers did not start: {line[:300]}")
         _, count, snapshots = line.split(" ", 2)
@@ -372,7 +373,7 @@ class Readers:
         """The frames read since the last call, once there are ``count`` or after ``seconds``."""
         assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write(f"WAIT {count} {seconds}\n".encode())
-        line = await asyncio.wait_for(self._line(), seconds + WAIT)
+        line = await within(self._line(), seconds + WAIT)
         if not line.startswith("FRAMES "):
             raise RuntimeError(f"unexpected answer from the readers: {line[:300]}")
         return Frames(**json.loads(line[7:]))
@@ -385,7 +386,7 @@ class Readers:
             self.proc.stdin.write(b"QUIT\n")
             await self.proc.stdin.drain()
         try:
-            await asyncio.wait_for(self.proc.wait(), 30)
+            await within(self.proc.wait(), 30)
         except TimeoutError:
             self.proc.kill()
             await self.proc.wait()

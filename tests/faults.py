@@ -2,7 +2,8 @@
 
 :class:`FaultyStore` wraps a real store and hands the engine the same store, except that its
 transactions run a test's hook before chosen :class:`~turnqueue.store.protocol.Tx` methods — in
-the transaction that calls them, with the method's arguments. A hook may raise (the database
+the transaction that calls them, with the method's arguments — or once after the commit of a
+transaction that called one (:meth:`FaultyStore.after_commit`). A hook may raise (the database
 away: the transaction rolls back as it would), or act at that exact point (let an agent end while
 a cancel is being accepted). A hook must not open a transaction of its own (the store has one
 writer at a time). Notifications can be gated too (:meth:`FaultyStore.gate`): a LISTEN
@@ -30,6 +31,7 @@ class FaultyStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._hooks: dict[str, Hook] = {}
+        self._after: dict[str, Callable[[], Awaitable[None]]] = {}
         self._gated = False
 
     def __getattr__(self, name: str) -> Any:
@@ -45,6 +47,19 @@ class FaultyStore:
             yield
         finally:
             self._hooks.pop(method, None)
+
+    @contextlib.contextmanager
+    def after_commit(self, method: str, hook: Callable[[], Awaitable[None]]) -> Iterator[None]:
+        """Run ``hook()`` once, right after the next transaction that calls the Tx ``method``
+        has committed, in the task that committed it and before that task goes on. The hook
+        runs outside every transaction: it may act through the engine (another client's
+        mutation landing between two units of work of one rule)."""
+        assert method not in self._after, f"a hook after {method} is set already"
+        self._after[method] = hook
+        try:
+            yield
+        finally:
+            self._after.pop(method, None)
 
     @contextlib.contextmanager
     def failing(self, method: str, times: int = 1) -> Iterator[Callable[[], int]]:
@@ -86,17 +101,22 @@ class FaultyStore:
     async def _wrap(
         self, opened: contextlib.AbstractAsyncContextManager[Any]
     ) -> AsyncIterator[Any]:
+        called: set[str] = set()
         async with opened as tx:
-            yield _FaultyTx(tx, self._hooks)
+            yield _FaultyTx(tx, self._hooks, called)
+        for method in called & self._after.keys():  # committed: the after-commit hooks, once
+            await self._after.pop(method)()
 
 
 class _FaultyTx:
-    def __init__(self, tx: Any, hooks: dict[str, Hook]) -> None:
+    def __init__(self, tx: Any, hooks: dict[str, Hook], called: set[str]) -> None:
         self._tx = tx
         self._hooks = hooks
+        self._called = called
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._tx, name)
+        self._called.add(name)
         hook = self._hooks.get(name)
         if hook is None:
             return attr

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from turnqueue.bus import Event, EventBus, EventKind, SubscriberLagged
+from turnqueue.timeouts import within
 
 
 def ev(revision: int, session: str = "s", kind: EventKind = EventKind.QUEUE) -> Event:
@@ -55,7 +54,7 @@ async def test_a_failing_listener_does_not_stop_delivery() -> None:
     bus.add_listener(broken)
     with bus.subscribe("s", [EventKind.QUEUE]) as sub:
         bus.publish(ev(1))
-        assert (await asyncio.wait_for(sub.get(), 1)).revision == 1
+        assert (await within(sub.get(), 1)).revision == 1
 
 
 async def test_u3_the_delivery_hook_sees_each_event_a_reader_receives() -> None:
@@ -82,4 +81,4 @@ async def test_a_failing_delivery_hook_does_not_break_the_reader() -> None:
     bus = EventBus(4, on_deliver=broken)
     with bus.subscribe("s", [EventKind.QUEUE]) as sub:
         bus.publish(ev(1))
-        assert (await asyncio.wait_for(sub.get(), 1)).revision == 1
+        assert (await within(sub.get(), 1)).revision == 1

@@ -28,7 +28,7 @@ LAYERS = (
     {"engine"},
     {"store"},
     {"bus", "schema", "agents", "auth", "contract"},
-    {"domain", "errors", "settings", "logs", "client_documents", ""},
+    {"domain", "errors", "settings", "logs", "timeouts", "client_documents", ""},
 )
 #: A layer skipped on purpose: the resolvers read through the engine, never the store.
 BYPASSES = {("resolvers", "store")}

@@ -371,6 +371,7 @@ class AgentProfile:
     name: str
     type: AgentType
     auth: AgentAuth | None = None  # acp profiles only (A11)
+    steering: bool = False  # Q16: a STEER send may be taken by the running turn
 
 
 class ItemKind(StrEnum):

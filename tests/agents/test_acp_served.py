@@ -687,4 +687,8 @@ async def test_q16_served_steering_an_acp_turn(
             assert answer["queuedEntry"] is not None
             data = (await client.data(TURN, s=session))["session"]
             assert data["queue"]["count"] == 1
+        # What clients are told before offering Steer: an agent without the method, once it
+        # said so, no longer claims steering; one with it does.
+        profiles = (await client.data("{ agents { name steering } }"))["agents"]
+        assert {"name": agent, "steering": outcome == "STEERED"} in profiles
         await client.ok("cancel", "outcome", sessionId=session)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from turnqueue.agents import ProfileError, build_agents
+from turnqueue.agents import AcpAgent, ProfileError, agent_profile, build_agents
 from turnqueue.bus import EventBus
 from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, InvalidInput
@@ -60,3 +60,17 @@ async def test_a1_create_task_with_command_but_no_command_is_refused(database_ur
     finally:
         await engine.aclose()
         await store.close()
+
+
+def test_q16_profiles_say_whether_a_steer_send_may_be_taken(tmp_path: Path) -> None:
+    """Q16 (``agents { steering }``): scripted takes steered messages, a command never does, an
+    ``acp`` profile does until its agent said it has no ``_session/steering`` method."""
+    path = tmp_path / "agents.toml"
+    path.write_text('[agents.coder]\ntype = "acp"\ncommand = ["coder-acp"]\n')
+    agents, _ = build_agents(Settings(agents_file=path, agent_command="my-agent"))
+    steering = {name: agent_profile(name, agent).steering for name, agent in agents.items()}
+    assert steering == {"coder": True, "command": False, "scripted": True}
+    coder = agents["coder"]
+    assert isinstance(coder, AcpAgent)
+    coder.steering = False  # what AcpRun.steer records on "method not found"
+    assert agent_profile("coder", coder).steering is False

@@ -16,6 +16,7 @@ import pytest
 from turnqueue.agents import CommandAgent, Signal, base
 from turnqueue.agents.base import AgentRun, AgentStartError
 from turnqueue.agents.command import DRAIN_SECONDS
+from turnqueue.timeouts import within
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 
@@ -115,7 +116,7 @@ async def test_command_prompt_goes_to_stdin_which_is_then_closed(start: Start) -
 
 async def test_command_prompt_larger_than_the_pipe_is_fine_when_unread(start: Start) -> None:
     run = await start("no-stdin", prompt="p" * 1_000_000)
-    assert (await asyncio.wait_for(run.wait(), 2)).ok
+    assert (await within(run.wait(), 2)).ok
     assert [chunk async for chunk in run.stream()] == ["bye\n"]
 
 
@@ -236,7 +237,7 @@ async def test_command_escaped_descendant_does_not_hang_the_turn(start: Start) -
     await reader.until("\n")
     escapee = int(reader.text.split()[1])
     try:
-        result = await asyncio.wait_for(run.wait(), DRAIN_SECONDS + 0.8)
+        result = await within(run.wait(), DRAIN_SECONDS + 0.8)
         assert result.ok
         await reader.rest(seconds=0.1)  # the stream ended too
     finally:
@@ -260,7 +261,7 @@ async def test_command_last_line_without_newline_is_streamed(start: Start) -> No
 async def test_command_wait_does_not_need_the_stream_to_be_read(start: Start) -> None:
     """Unread output must not block the process on a full pipe (200 KB > the pipe buffer)."""
     run = await start("long-line", "200000")
-    assert (await asyncio.wait_for(run.wait(), 2)).ok
+    assert (await within(run.wait(), 2)).ok
     assert len("".join([chunk async for chunk in run.stream()])) == 200_001
 
 

@@ -13,6 +13,7 @@ from turnqueue.agents.base import AgentRun, AgentStartError
 from turnqueue.agents.scripted import CHUNKS, reply_for
 from turnqueue.errors import ErrorCode, InvalidInput
 from turnqueue.settings import Settings
+from turnqueue.timeouts import within
 
 
 @pytest.fixture(autouse=True)
@@ -123,7 +124,7 @@ async def test_scripted_stubborn_ignores_interrupt_until_terminate(agent: Script
     await anext(stream)  # it goes on producing after the interrupt
     assert not run.done
     await run.signal(Signal.TERMINATE)
-    await asyncio.wait_for(collect_rest(stream), 0.1)
+    await within(collect_rest(stream), 0.1)
     result = await run.wait()
     assert not result.ok and result.error == "terminated"
 
@@ -137,7 +138,7 @@ async def test_scripted_stubborn_bang_needs_kill(agent: ScriptedAgent) -> None:
     await anext(stream)  # both ignored
     assert not run.done
     await run.signal(Signal.KILL)
-    await asyncio.wait_for(collect_rest(stream), 0.1)
+    await within(collect_rest(stream), 0.1)
     assert (await run.wait()).error == "killed"
 
 
@@ -176,7 +177,7 @@ async def test_scripted_wait_does_not_need_the_stream_and_keeps_output(
 async def test_scripted_cancelled_waiter_does_not_stop_the_run(agent: ScriptedAgent) -> None:
     run = await start(agent, "keep going", seconds=0.1)
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(run.wait(), 0.01)
+        await within(run.wait(), 0.01)
     assert not run.done
     assert (await run.wait()).ok
 

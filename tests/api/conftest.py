@@ -26,6 +26,7 @@ from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
+from turnqueue.timeouts import within
 
 TOKENS = {"alice": "tok-a", "bob": "tok-b"}
 
@@ -52,7 +53,7 @@ class Stream:
         self._agen = agen
 
     async def next(self, timeout: float = WAIT) -> dict[str, Any]:
-        return await asyncio.wait_for(self._agen.__anext__(), timeout)
+        return await within(self._agen.__anext__(), timeout)
 
     async def until(
         self,
@@ -69,7 +70,7 @@ class Stream:
                     return
             raise AssertionError(f"stream ended before the awaited message: {seen}")
 
-        await asyncio.wait_for(collect(), timeout)
+        await within(collect(), timeout)
         return seen
 
     async def aclose(self) -> None:
@@ -221,7 +222,7 @@ async def start_api(database_url: str) -> AsyncIterator[ApiFactory]:
     for server, task, api in reversed(running):
         await api.http.aclose()
         server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        await within(task, 30)
 
 
 @pytest.fixture

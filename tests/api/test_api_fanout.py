@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.fanout import FanOut
 from turnqueue.resolvers.feeds import RESYNC_MESSAGE
+from turnqueue.timeouts import within
 
 WAIT = 10.0
 QUEUE = """subscription($s: ID!) { queueStatusChanged(sessionId: $s) {
@@ -110,7 +111,7 @@ async def subscribe(ws: ClientConnection, op_id: str, query: str, **variables: A
 
 
 async def recv_text(ws: ClientConnection) -> str:
-    frame = await asyncio.wait_for(ws.recv(), WAIT)
+    frame = await within(ws.recv(), WAIT)
     assert isinstance(frame, str)
     return frame
 
@@ -354,7 +355,7 @@ async def test_fanout_a_client_gone_mid_delivery_is_not_logged_as_an_error(
     with caplog.at_level(logging.ERROR):
         async with raw(api) as ws:
             await subscribe(ws, "q", query, s=sid)
-            await asyncio.wait_for(served.wait(), 10)
+            await within(served.wait(), 10)
             await ws.send(json.dumps({"type": "ping"}))
             frame = await recv(ws)
             if frame == {"id": "q", "type": "complete"}:  # Strawberry tries to send it

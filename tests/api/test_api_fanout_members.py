@@ -14,6 +14,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 
 from turnqueue.fanout_members import Member
+from turnqueue.timeouts import within
 
 
 class Client:
@@ -74,7 +75,7 @@ async def test_p3_an_idle_member_is_sent_at_once_without_its_task() -> None:
     assert m.offer("1", limit=4, resync="R") and client.frames == [frame("1")]  # synchronous
     assert m.offer("2", limit=4, resync="R") and client.frames == [frame("1"), frame("2")]
     m.finish(None)
-    await asyncio.wait_for(task, 5)
+    await within(task, 5)
     assert [e["type"] for e in ended] == ["complete"]
 
 
@@ -94,7 +95,7 @@ async def test_r3_a_send_that_waits_is_finished_by_the_members_task_then_the_new
     await idle(m, task)
     assert client.frames == [frame("1"), frame("4")]  # the begun send first, then the newest
     m.finish(None)
-    await asyncio.wait_for(task, 5)
+    await within(task, 5)
 
 
 async def test_r3_a_member_whose_send_stays_blocked_past_the_limit_is_resynced() -> None:
@@ -109,7 +110,7 @@ async def test_r3_a_member_whose_send_stays_blocked_past_the_limit_is_resynced()
     assert not m.offer("5", limit=2, resync="RESYNC")  # past the limit: it leaves the group
     client.block.set_result(None)
     client.block = None
-    await asyncio.wait_for(task, 5)
+    await within(task, 5)
     assert client.frames == [frame("1"), frame("RESYNC")]
     assert [e["type"] for e in ended] == ["complete"]
 
@@ -129,7 +130,7 @@ async def test_a_client_gone_during_a_send_ends_the_member_quietly(blocked_first
         client.gone = True
         m.offer("1", limit=4, resync="R")
     with pytest.raises(WebSocketDisconnected):
-        await asyncio.wait_for(task, 5)
+        await within(task, 5)
     assert client.frames == [] and ended == []
 
 

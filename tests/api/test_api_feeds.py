@@ -23,6 +23,7 @@ from turnqueue.resolvers.feeds import (
     QueueFeed,
     states,
 )
+from turnqueue.timeouts import within
 
 
 class Sink:
@@ -42,7 +43,7 @@ class Sink:
     async def until(self, done: Any) -> None:
         while not done():
             self.changed.clear()
-            await asyncio.wait_for(self.changed.wait(), 5)
+            await within(self.changed.wait(), 5)
 
 
 async def opened(api: Api, kind: type[Feed[Any]], sink: Sink) -> tuple[str, Feed[Any]]:
@@ -90,7 +91,7 @@ async def test_r3_m4_a_burst_of_events_without_their_status_is_read_once(
     monkeypatch.setattr(api.engine, "queue_status_after", read)
     base = current.revision
     api.engine.bus.publish(Event(EventKind.QUEUE, sid, base + 1))
-    await asyncio.wait_for(reading.wait(), 5)
+    await within(reading.wait(), 5)
     for revision in range(base + 2, base + 11):  # a burst while the first read runs
         api.engine.bus.publish(Event(EventKind.QUEUE, sid, revision))
     for _ in range(20):  # turns of the loop in which a second read would start
@@ -145,9 +146,9 @@ async def test_a_feed_closed_while_it_reads_cancels_the_read_and_pushes_nothing(
 
     monkeypatch.setattr(api.engine, "queue_status_after", hanging)
     api.engine.bus.publish(Event(EventKind.QUEUE, sid, 2**40))
-    await asyncio.wait_for(started.wait(), 5)
+    await within(started.wait(), 5)
     feed.close()
-    await asyncio.wait_for(cancelled.wait(), 5)
+    await within(cancelled.wait(), 5)
     assert len(sink.revisions) == 1 and sink.failures == [] and watches(api, sid) == 0
 
 

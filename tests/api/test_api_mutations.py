@@ -9,6 +9,8 @@ import asyncio
 import uuid
 from typing import Any
 
+from turnqueue.timeouts import within
+
 QUEUE = (
     "queue { id sessionId revision autoRun pauseReason heldBy count max entries { id content } }"
 )
@@ -267,7 +269,7 @@ async def test_c3_send_now_conflicts_with_a_cancel_under_way(api: Any) -> None:
         assert (await stream.next())["cancellationChanged"]["pending"] is True
         conflict = await api.mutate("sendNow", "sentCount", sessionId=sid, scope="ALL")
         assert codes(conflict) == ["SEND_NOW_CONFLICT"]
-        outcome = await asyncio.wait_for(cancel, 10)
+        outcome = await within(cancel, 10)
         assert outcome["outcome"] in ("ESCALATED", "STOPPED"), outcome
         assert (await stream.next())["cancellationChanged"]["pending"] is False
 

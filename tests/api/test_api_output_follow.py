@@ -30,6 +30,7 @@ from turnqueue.domain import OutputChunk, TurnStatus
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
+from turnqueue.timeouts import within
 
 TURN_OUTPUT = """subscription($s: ID!) { turnOutput(sessionId: $s) {
   turnId offset text done status } }"""
@@ -134,7 +135,7 @@ async def test_o2_m6_a_follower_elsewhere_gets_a_turn_whose_owner_died_before_re
                 await asyncio.sleep(0.01)
             else:
                 raise AssertionError("B never recovered A's turn")
-            message = (await asyncio.wait_for(first, 10))["turnOutput"]
+            message = (await within(first, 10))["turnOutput"]
             assert message["turnId"] == sent.turn.id and message["offset"] == 0
             assert (
                 chunk is not None and message["text"] == chunk.text

@@ -72,3 +72,13 @@ async def test_concurrent_requests_each_get_their_own_answer(api: Any) -> None:
     query = "query($id: ID!) { session(id: $id) { id queue { sessionId } } }"
     answers = await asyncio.gather(*(api.data(query, id=s) for s in sessions))
     assert [a["session"]["queue"]["sessionId"] for a in answers] == list(sessions)
+
+
+async def test_q16_agents_say_whether_a_steer_send_may_be_taken(api: Any) -> None:
+    """Q16: ``agents { steering }`` tells a client whether to offer Steer: the scripted agent
+    takes steered messages."""
+    data = await api.data("{ agents { name type steering } }")
+    assert data["agents"] == [
+        {"name": "scripted", "type": "SCRIPTED", "steering": True},
+        {"name": "slow", "type": "SCRIPTED", "steering": True},
+    ]

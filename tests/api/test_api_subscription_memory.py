@@ -28,6 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from tests.clients import poll
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancellationStatus
+from turnqueue.timeouts import within
 
 WAIT = 10.0
 
@@ -103,7 +104,7 @@ async def subscriber(api: Any, query: str, sid: str) -> AsyncIterator[ClientConn
         await ws.send(
             json.dumps({"type": "connection_init", "payload": {"authorization": "Bearer tok-a"}})
         )
-        ack = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
+        ack = json.loads(await within(ws.recv(), WAIT))
         assert ack["type"] == "connection_ack", ack
         payload = {"query": query, "variables": {"s": sid}}
         await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
@@ -166,7 +167,7 @@ async def retained_over_events(
         ]
         if field in SNAPSHOT:
             for ws in sockets:
-                await asyncio.wait_for(next_data(ws), WAIT)
+                await within(next_data(ws), WAIT)
         else:  # no snapshot: wait until both streams listen on the bus
 
             async def listening() -> bool:

@@ -16,6 +16,7 @@ import pytest
 from gql.transport.exceptions import TransportQueryError
 
 from turnqueue.bus import Event, EventKind
+from turnqueue.timeouts import within
 
 SESSION_CHANGED = """subscription($s: ID!) { sessionChanged(sessionId: $s) {
   id state revision cancellationPending cancellationRevision cancellation { pending revision }
@@ -37,7 +38,7 @@ async def first_message_when_listening(api: Any, stream: Any) -> asyncio.Task[An
         while api.engine.bus.subscriber_count() == 0:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
 
-    await asyncio.wait_for(subscribed(), 10)
+    await within(subscribed(), 10)
     return first
 
 
@@ -176,7 +177,7 @@ async def test_r3_lagging_subscriber_gets_resync_error(start_api: Any, subscript
             for kind in (EventKind.SESSION, EventKind.OUTPUT):
                 api.engine.bus.publish(Event(kind, sid, revision))
         with pytest.raises(TransportQueryError) as raised:
-            await asyncio.wait_for(pending, 10)
+            await within(pending, 10)
             while True:
                 await stream.next()
     error = raised.value.errors[0] if raised.value.errors else {}
@@ -202,7 +203,7 @@ async def test_turn_output_streams_the_whole_answer_once(api: Any) -> None:
         stream = ws.subscribe(TURN_OUTPUT, s=sid)
         first = await first_message_when_listening(api, stream)
         started = await api.mutate("sendMessage", "turn { id }", sessionId=sid, content="stream")
-        chunks = [(await asyncio.wait_for(first, 10))["turnOutput"]]
+        chunks = [(await within(first, 10))["turnOutput"]]
         if not chunks[0]["done"]:
             chunks += [
                 m["turnOutput"] for m in await stream.until(lambda m: m["turnOutput"]["done"])

@@ -21,6 +21,7 @@ from gql.transport.websockets import WebsocketsTransport
 from sqlalchemy.engine import make_url
 
 from turnqueue.store.notify import LISTENER_NAME
+from turnqueue.timeouts import within
 
 
 class Server:
@@ -156,7 +157,7 @@ class Subscriber:
 
     async def next(self, timeout: float = WAIT) -> dict[str, Any]:
         assert self._agen is not None
-        return await asyncio.wait_for(self._agen.__anext__(), timeout)
+        return await within(self._agen.__anext__(), timeout)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._agen is not None:

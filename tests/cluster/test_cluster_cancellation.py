@@ -18,6 +18,7 @@ import pytest
 from cluster_helpers import WAIT, PgProxy, Server, Subscriber
 
 from turnqueue.store.notify import LISTENER_NAME, asyncpg_dsn
+from turnqueue.timeouts import within
 
 STATE = """query($s: ID!) { session(id: $s) { state cancellationPending cancellationRevision
   queue { revision autoRun pauseReason heldBy entries { content } }
@@ -138,7 +139,7 @@ async def test_c6_c7_an_instance_whose_listen_is_cut_still_answers_the_rows_and_
             await cluster.cut_listen(proxy)
         finally:
             a.process.send_signal(signal.SIGCONT)
-        assert (await asyncio.wait_for(cancel, WAIT))["outcome"] == "ESCALATED"  # ignored INT
+        assert (await within(cancel, WAIT))["outcome"] == "ESCALATED"  # ignored INT
         on_a = await state(a, sid)
         on_b_now = await state(b, sid)
         assert on_a["cancellationPending"] is False

@@ -6,7 +6,6 @@ asked."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from cluster_helpers import WAIT
 from test_cluster_cancellation import Cluster, state
 
 from turnqueue.store.notify import asyncpg_dsn
+from turnqueue.timeouts import within
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ async def test_m4_c7_a_cancel_asked_while_the_owner_hears_nothing_still_runs(
     await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="long")  # A owns it
     await cluster.cut_listen(proxy)
     try:
-        cancelled = await asyncio.wait_for(b.mutate("cancel", "outcome", sessionId=sid), WAIT)
+        cancelled = await within(b.mutate("cancel", "outcome", sessionId=sid), WAIT)
     finally:
         proxy.release()
     assert cancelled["outcome"] == "STOPPED"
@@ -73,7 +73,7 @@ async def test_m4_c5_a_cancel_asked_of_a_dead_owner_is_withdrawn_and_runs_here(
     sid = await a.create_session()
     await a.mutate("sendMessage", "turn { id }", sessionId=sid, content="long")  # A owns it
     a.kill()
-    cancelled = await asyncio.wait_for(b.mutate("cancel", "outcome", sessionId=sid), WAIT)
+    cancelled = await within(b.mutate("cancel", "outcome", sessionId=sid), WAIT)
     # B's own recovery may end the orphaned turn first: then nothing was left to cancel.
     assert cancelled["outcome"] in ("STOPPED", "NOTHING_RUNNING"), cancelled
     assert [s for s, _ in await requests_of(pg_database_url, "cancel")] == ["WITHDRAWN"]

@@ -43,6 +43,7 @@ from fleet_workload import Workload
 from revision_ledger import Ledger
 
 from turnqueue.agents.scripted import reply_for
+from turnqueue.timeouts import within
 
 RUN_SECONDS = float(os.environ.get("TQ_FLEET_SECONDS", "20"))
 SEED = int(os.environ.get("TQ_FLEET_SEED", "24"))
@@ -93,7 +94,7 @@ async def check_balancer(fleet: Fleet, api: Api, sid: str) -> None:
         http.stream("GET", api.url, params=params, headers={"Accept": "text/event-stream"}) as r,
     ):
         assert r.headers["content-type"].startswith("text/event-stream")
-        first = await asyncio.wait_for(anext(sse_events(r)), SETTLE)
+        first = await within(anext(sse_events(r)), SETTLE)
         assert first.event == "next" and first.id is not None
 
 

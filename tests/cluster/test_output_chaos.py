@@ -21,6 +21,7 @@ from cluster_helpers import WAIT, Server, Subscriber
 
 from turnqueue.agents.scripted import reply_for
 from turnqueue.store.notify import asyncpg_dsn
+from turnqueue.timeouts import within
 
 StartServers = Callable[..., Awaitable[list[Server]]]
 SUB = """subscription($s: ID!, $t: ID, $a: Int) {
@@ -91,10 +92,10 @@ async def test_o1_o2_m6_clients_resuming_at_random_offsets_through_a_sigkill_mat
         raise AssertionError(f"client {index} never saw the end")
 
     async def killer() -> None:
-        await asyncio.wait_for(seen_text.wait(), WAIT)
+        await within(seen_text.wait(), WAIT)
         a.kill()  # SIGKILL of the owner, mid-turn
 
-    results, _ = await asyncio.wait_for(
+    results, _ = await within(
         asyncio.gather(asyncio.gather(*(client(i) for i in range(CLIENTS))), killer()), 90
     )
     conn = await asyncpg.connect(asyncpg_dsn(pg_database_url))

@@ -10,7 +10,7 @@ A prompt beginning ``/stubborn`` ignores INTERRUPT; ``/hardy`` ignores INTERRUPT
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from turnqueue.agents import AgentResult, Signal
@@ -18,6 +18,7 @@ from turnqueue.agents.base import steer_item
 from turnqueue.bus import EventKind
 from turnqueue.domain import Session, Task, TurnItem
 from turnqueue.engine import Engine
+from turnqueue.timeouts import within
 
 PRINCIPAL = "alice"
 WAIT = 10.0
@@ -35,6 +36,8 @@ class ManualRun:
         self._chunks: asyncio.Queue[str | TurnItem | None] = asyncio.Queue()
         self._chunks.put_nowait(f"echo:{prompt}")
         self.steered: list[str] = []
+        #: A test's hook, awaited by :meth:`signal` before the run reacts (it may block).
+        self.before_signal: Callable[[Signal], Awaitable[None]] | None = None
 
     async def steer(self, text: str, entry_id: str) -> bool:
         """Q16: a ``/steerable`` run takes the message while it runs (a STEER item)."""
@@ -56,6 +59,8 @@ class ManualRun:
     async def signal(self, signal: Signal) -> None:
         self.signals.append(signal)
         self.signalled.set()
+        if self.before_signal is not None:
+            await self.before_signal(signal)
         if self.prompt.startswith("/broken"):
             raise RuntimeError(f"cannot deliver {signal.name}")
         if self.prompt.startswith("/deaf"):
@@ -117,13 +122,13 @@ class ManualAgent:
             return next((r for r in self.runs if r.turn_id == turn_id), None)
 
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(find), timeout)
+            await within(self._changed.wait_for(find), timeout)
         run = find()
         assert run is not None
         return run
 
     async def next_run(self, timeout: float = WAIT) -> ManualRun:
-        return await asyncio.wait_for(self.started.get(), timeout)
+        return await within(self.started.get(), timeout)
 
     def no_new_run(self) -> bool:
         return self.started.empty()
@@ -150,12 +155,12 @@ async def settle(engine: Engine, session_id: str) -> None:
         run = await agent.run_for(runner.turn.id)
         if not run.done:
             return
-        await asyncio.wait_for(runner.finished.wait(), WAIT)
+        await within(runner.finished.wait(), WAIT)
 
 
 async def next_event(sub: object, kind: EventKind, timeout: float = WAIT) -> object:
     while True:
-        event = await asyncio.wait_for(sub.get(), timeout)  # type: ignore[attr-defined]
+        event = await within(sub.get(), timeout)  # type: ignore[attr-defined]
         if event.kind is kind:
             return event
 
@@ -175,7 +180,7 @@ async def drive_to_idle(engine: Engine, agent: ManualAgent, session_id: str) -> 
         if not run.done:
             prompts.append(run.prompt)
             run.complete()
-        await asyncio.wait_for(runner.finished.wait(), WAIT)
+        await within(runner.finished.wait(), WAIT)
     handled = {id(r) for r in agent.runs}
     while not agent.started.empty():  # forget the starts handled here
         assert id(agent.started.get_nowait()) in handled

@@ -24,6 +24,7 @@ from turnqueue.domain import (
 )
 from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.timeouts import within
 
 
 async def busy(engine: Engine, agent: ManualAgent, prompt: str) -> str:
@@ -54,7 +55,7 @@ async def test_c5_a_signal_that_cannot_be_delivered_abandons_the_agent_and_still
     answers TIMED_OUT (no error to the caller), the turn ends CANCELLED, pending clears, and
     the next cancel of the session starts from nothing (no stale joined operation, C3)."""
     sid = await busy(engine, agent, "/broken")
-    result = await asyncio.wait_for(engine.cancel(PRINCIPAL, sid), WAIT)
+    result = await within(engine.cancel(PRINCIPAL, sid), WAIT)
     assert result.outcome is CancelOutcome.TIMED_OUT
     assert result.cancellation.pending is False
     turn = await engine.current_turn(sid)
@@ -89,12 +90,12 @@ async def test_c3_a_cancel_during_a_send_now_replacement_is_refused_with_its_rea
     send_now = asyncio.create_task(
         engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
     )
-    await asyncio.wait_for(run.signalled.wait(), WAIT)
+    await within(run.signalled.wait(), WAIT)
     with pytest.raises(UserFacingError) as info:
         await engine.cancel(PRINCIPAL, sid)
     assert info.value.code is ErrorCode.SEND_NOW_CONFLICT
     assert info.value.message == "a Send Now is replacing the active turn right now"
-    result = await asyncio.wait_for(send_now, WAIT)
+    result = await within(send_now, WAIT)
     assert result.turn is not None and result.turn.prompt == "replacement"
 
 

@@ -20,6 +20,7 @@ from turnqueue.domain import (
 )
 from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.timeouts import within
 
 
 async def busy(engine: Engine, agent: ManualAgent, prompt: str = "work"):  # type: ignore[no-untyped-def]
@@ -93,11 +94,11 @@ async def test_c3_explicit_cancel_does_not_join_a_send_now_replacement(
     send_now = asyncio.create_task(
         engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
     )
-    await asyncio.wait_for(run.signalled.wait(), WAIT)  # the replacement is stopping the turn
+    await within(run.signalled.wait(), WAIT)  # the replacement is stopping the turn
     with pytest.raises(UserFacingError) as info:
         await engine.cancel(PRINCIPAL, sid)
     assert info.value.code is ErrorCode.SEND_NOW_CONFLICT
-    result = await asyncio.wait_for(send_now, WAIT)
+    result = await within(send_now, WAIT)
     assert result.turn is not None and result.turn.prompt == "replacement"
 
 
@@ -239,7 +240,7 @@ async def test_q9_cancelling_is_a_hold_and_is_listed(
         assert admission.entry is not None  # queued, not started
         assert not cancel.done()
         run.fail("stopped at last")  # the cancel ends with the turn
-        await asyncio.wait_for(cancel, WAIT)
+        await within(cancel, WAIT)
     assert "CANCELLING" not in (await engine.queue_status(sid)).held_by
 
 
@@ -280,7 +281,7 @@ async def test_c7_every_instance_reads_the_cancellation_from_the_rows_even_with_
     assert await b.cancellation(sid) == accepted.cancellation  # type: ignore[attr-defined]
     faults_of(b).gate(False)  # B hears nothing from here on
     run.fail("stopped at last")
-    result = await asyncio.wait_for(cancel, WAIT)
+    result = await within(cancel, WAIT)
     assert result.cancellation.pending is False and result.outcome is CancelOutcome.STOPPED
     assert await b.cancellation(sid) == await a.cancellation(sid) == result.cancellation
     assert "CANCELLING" not in (await b.queue_status(sid)).held_by

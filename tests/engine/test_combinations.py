@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from faults import faults_of
 from revision_ledger import Ledger
 from sqlalchemy.engine import make_url
 from test_queue_rules import busy_session, enqueue
@@ -27,6 +28,7 @@ from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.tx import SqlTx
+from turnqueue.timeouts import within
 
 WORKFLOW = """
 [[steps]]
@@ -124,9 +126,9 @@ async def test_q7_w3_a_task_moved_while_a_cancel_is_pending_keeps_the_backlog_pa
     stubborn = await agent.next_run()
     await enqueue(flow, session.id, "A")
     cancel = asyncio.create_task(flow.cancel(PRINCIPAL, session.id))
-    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # accepted: the stop is under way
+    await within(stubborn.signalled.wait(), WAIT)  # accepted: the stop is under way
     moved, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
-    await asyncio.wait_for(cancel, WAIT)
+    await within(cancel, WAIT)
     await settle(flow, destination.id)
     assert moved.current_session_id == destination.id
     status = await flow.queue_status(destination.id)
@@ -160,14 +162,14 @@ async def test_q7_w3_a_task_moved_on_another_instance_while_a_cancel_is_pending_
     stubborn = await agent.next_run()
     await enqueue(a, session.id, "A")
     cancel = asyncio.create_task(a.cancel(PRINCIPAL, session.id))
-    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # accepted: the stop is under way
+    await within(stubborn.signalled.wait(), WAIT)  # accepted: the stop is under way
     moved, destination = await b.move_task(PRINCIPAL, task.id, "HANDOFF")
     assert moved.current_session_id == destination.id
     status = await b.queue_status(destination.id)
     assert [e.content for e in status.entries] == ["A"]
     assert (status.auto_run, status.pause_reason) == (False, PauseReason.TRANSFER)
     stubborn.finish(AgentResult(ok=False, error="stopped at last"))
-    await asyncio.wait_for(cancel, WAIT)
+    await within(cancel, WAIT)
     await settle(a, session.id)
     assert agent.no_new_run() and agent_b.no_new_run()
     assert (await a.queue_status(destination.id)).entries == status.entries
@@ -189,26 +191,27 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
     await flow.enqueue(PRINCIPAL, session.id, "C", None)
 
     moved = asyncio.Event()
-    deliver = flow.queue._deliver
+    held: list[bool] = []
 
-    async def deliver_after_the_move(session_id: str, claimed: Any) -> Any:
+    async def deliver_after_the_move() -> None:  # the stopped turn's end committed
         await moved.wait()  # the transfer's commit comes first
-        return await deliver(session_id, claimed)
+        held.append(True)
 
     def transferred(event: Any) -> None:  # the source's queue, emptied by the transfer
         if event.queue is not None and not event.queue.entries:
             moved.set()
 
-    flow.queue._deliver = deliver_after_the_move  # type: ignore[method-assign]
     watch = flow.watch(session.id, [EventKind.QUEUE], transferred)
-    send_now = asyncio.create_task(
-        flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
-    )
-    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the replacement is stopping it
-    moved_task, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
+    with faults_of(flow).after_commit("end_turn", deliver_after_the_move):
+        send_now = asyncio.create_task(
+            flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
+        )
+        await within(stubborn.signalled.wait(), WAIT)  # the replacement is stopping it
+        moved_task, destination = await flow.move_task(PRINCIPAL, task.id, "HANDOFF")
+        with pytest.raises(UserFacingError) as info:
+            await send_now
     watch.close()
-    with pytest.raises(UserFacingError) as info:
-        await send_now
+    assert held, "the delivery did not wait behind the stopped turn's end"
     assert (info.value.code, info.value.message) == (
         ErrorCode.QUEUE_CHANGED,
         "the entry moved to the task's new session with a workflow step change",

@@ -12,7 +12,6 @@ client ended with another state than the truth.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from engine_helpers import PRINCIPAL, ManualAgent, new_session
@@ -21,6 +20,7 @@ from test_cancellation_rules import _pg_only
 from turnqueue.bus import EventKind
 from turnqueue.domain import TurnStatus
 from turnqueue.engine.recovery import recover
+from turnqueue.timeouts import within
 
 
 async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_database_kept(
@@ -39,7 +39,7 @@ async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_dat
         # B found A's heartbeat older than a lease: a false death. A's turn is recovered.
         await recover(b.core, b.turns, sweep=False, live={b.core.instance})
         run.complete()  # A's agent answers after all
-        while not (event := await asyncio.wait_for(sub.get(), 10)).chunk or not (event.chunk.done):
+        while not (event := await within(sub.get(), 10)).chunk or not (event.chunk.done):
             pass
     assert sent.turn is not None
     turn = await a.turn(sent.turn.id)

@@ -17,6 +17,7 @@ from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.output_stream import output_stream
 from turnqueue.resolvers.resume import Start
+from turnqueue.timeouts import within
 
 
 async def _start(engine: Engine, agent: ManualAgent, content: str = "go") -> tuple[str, ManualRun]:
@@ -29,7 +30,7 @@ async def _start(engine: Engine, agent: ManualAgent, content: str = "go") -> tup
 async def _published(sub: Subscription, text: str) -> OutputChunk:
     """Wait until a chunk ending with ``text`` is published (its batch has committed)."""
     while True:
-        event = await asyncio.wait_for(sub.get(), WAIT)
+        event = await within(sub.get(), WAIT)
         chunk = event.chunk
         if chunk is not None and (chunk.text.endswith(text) or chunk.done):
             return chunk
@@ -38,7 +39,7 @@ async def _published(sub: Subscription, text: str) -> OutputChunk:
 async def _ended(engine: Engine, session_id: str) -> None:
     runner = engine.core.runners.get(session_id)
     if runner is not None:
-        await asyncio.wait_for(runner.finished.wait(), WAIT)
+        await within(runner.finished.wait(), WAIT)
 
 
 async def test_o1_every_chunk_and_item_is_logged_in_order_and_output_matches(
@@ -86,7 +87,7 @@ async def test_o1_done_follows_every_chunk_and_chunks_are_batched(
         run.complete()
         chunks: list[OutputChunk] = []
         while not (chunks and chunks[-1].done):
-            event = await asyncio.wait_for(sub.get(), WAIT)
+            event = await within(sub.get(), WAIT)
             assert event.chunk is not None
             chunks.append(event.chunk)
     finally:
@@ -155,7 +156,7 @@ async def test_o2_resume_closes_the_window_between_the_log_read_and_the_live_str
 
     monkeypatch.setattr(engine, "output_since", racing_read)
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    got = await asyncio.wait_for(_transcript(ctx, sid, turn_id, 3), WAIT)
+    got = await within(_transcript(ctx, sid, turn_id, 3), WAIT)
     watch.close()
     assert "".join(text for _, text, _, _ in got) == "o:goBC"
     assert got[0][0] == 3
@@ -177,7 +178,7 @@ async def test_o2_resume_of_an_ended_turn_replays_from_the_log_and_ends(
     assert turn is not None
     ctx = Context(engine=engine, principal=PRINCIPAL)
     for after in (0, 4, len("echo:go-more"), 1000):
-        got = await asyncio.wait_for(_transcript(ctx, sid, turn.id, after), WAIT)
+        got = await within(_transcript(ctx, sid, turn.id, after), WAIT)
         expected = "echo:go-more"[after:]
         assert got == [(min(after, 12), expected, True, f"{turn.id}:12:done")]
 
@@ -206,7 +207,7 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
     watch.close()
     ctx = Context(engine=engine, principal=PRINCIPAL)
     stream = _stream(ctx, sid, run.turn_id, 0)
-    first = await asyncio.wait_for(anext(stream), WAIT)
+    first = await within(anext(stream), WAIT)
     assert first.text == "echo:go-kept" and not first.done
     # What recovery does for a dead owner's turn, without the runner (detached first).
     runner = engine.core.runners.pop(sid)
@@ -221,13 +222,13 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
         None,
         {engine.core.instance},
     )
-    last = await asyncio.wait_for(anext(stream), WAIT)
+    last = await within(anext(stream), WAIT)
     await stream.aclose()
     assert (last.offset, last.text, last.done, last.status) == (12, "", True, TurnStatus.FAILED)
     turn = await engine.current_turn(sid)
     assert turn is not None and turn.output == "echo:go-kept"
     run.complete()  # the old runner's late end changes nothing
-    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    await within(runner.finished.wait(), WAIT)
     assert await engine.current_turn(sid) == turn
 
 

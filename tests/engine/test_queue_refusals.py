@@ -19,6 +19,7 @@ from turnqueue.bus import EventKind
 from turnqueue.domain import HoldReason, MessageSource, SendNowScope, SessionState
 from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.timeouts import within
 
 
 async def refusal(call: Awaitable[Any]) -> tuple[ErrorCode, str, list[str] | None]:
@@ -202,7 +203,7 @@ async def test_q13_q9_replacement_bumps_the_queue_revision_as_cancelling_starts_
         send_now = asyncio.create_task(
             engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry, None)
         )
-        await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the interrupt it ignores
+        await within(stubborn.signalled.wait(), WAIT)  # the interrupt it ignores
         claim, hold = [await next_event(sub, EventKind.QUEUE) for _ in "ch"]
         during = await engine.queue_status(sid)
         assert not stubborn.done  # both were published before the first signal
@@ -257,7 +258,7 @@ async def test_c3_send_now_during_an_explicit_cancel_is_send_now_conflict(
     stubborn = await agent.next_run()
     (entry,) = await enqueue(engine, sid, "B")
     cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
-    await asyncio.wait_for(stubborn.signalled.wait(), WAIT)  # the cancel is under way
+    await within(stubborn.signalled.wait(), WAIT)  # the cancel is under way
     before = await engine.queue_status(sid)
     assert await refusal(engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry, None)) == (
         ErrorCode.SEND_NOW_CONFLICT,

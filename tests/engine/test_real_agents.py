@@ -16,6 +16,7 @@ from turnqueue.domain import CancelOutcome, Turn, TurnStatus
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
+from turnqueue.timeouts import within
 
 FAKE = Path(__file__).parents[1] / "agents" / "fake_agent.py"
 WAIT = 15.0
@@ -48,7 +49,7 @@ async def ended_turn(engine: Engine, session_id: str, prompt: str) -> Turn:
             for turn in await engine.turns_of(session_id, 20):
                 if turn.prompt == prompt and turn.status is not TurnStatus.RUNNING:
                     return turn
-            await asyncio.wait_for(sub.get(), WAIT)
+            await within(sub.get(), WAIT)
 
 
 async def test_scripted_agent_streams_a_reply_asks_and_fails(make_engine) -> None:  # type: ignore[no-untyped-def]
@@ -58,7 +59,7 @@ async def test_scripted_agent_streams_a_reply_asks_and_fails(make_engine) -> Non
         await engine.send_message("alice", session.id, "hello")
         chunks = []
         while True:
-            event = await asyncio.wait_for(output.get(), WAIT)
+            event = await within(output.get(), WAIT)
             assert event.chunk is not None
             if event.chunk.done:
                 break
@@ -106,7 +107,7 @@ async def test_c5_command_agent_ignoring_sigint_is_escalated_and_the_flag_clears
     _, session = await engine.create_task("alice", "demo", "command")
     with engine.subscribe(session.id, [EventKind.OUTPUT]) as output:
         await engine.send_message("alice", session.id, "work")
-        while "ready" not in ((await asyncio.wait_for(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
+        while "ready" not in ((await within(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
             pass
     result = await engine.cancel("alice", session.id)
     assert result.outcome is CancelOutcome.ESCALATED
@@ -132,7 +133,7 @@ async def test_m6_recovery_kills_the_process_group_a_dead_server_left_behind(
     _, session = await dead.create_task("alice", "demo", "command")
     with dead.subscribe(session.id, [EventKind.OUTPUT]) as output:
         await dead.send_message("alice", session.id, "work")
-        while "ready" not in ((await asyncio.wait_for(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
+        while "ready" not in ((await within(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
             pass
     turn = await dead.current_turn(session.id)
     assert turn is not None

@@ -17,6 +17,7 @@ from test_cancellation_rules import _pg_only, crash
 from turnqueue.bus import EventKind
 from turnqueue.domain import HoldReason
 from turnqueue.engine.recovery import recover
+from turnqueue.timeouts import within
 
 
 async def test_r2_c5_m6_two_instances_recovering_one_session_clear_its_cancellation_once(
@@ -47,7 +48,7 @@ async def test_r2_c5_m6_two_instances_recovering_one_session_clear_its_cancellat
             recover(b.core, b.turns, sweep=False, live=live),
         )
         while len(cleared) < 1:
-            event = await asyncio.wait_for(on_a.get(), 10)
+            event = await within(on_a.get(), 10)
             if event.cancellation is not None:
                 cleared.append(event.cancellation)
     status = await a.cancellation(sid)

@@ -14,6 +14,7 @@ from test_cancellation_rules import _pg_only, crash
 
 from turnqueue.domain import ItemKind, SendOutcome, TurnStatus
 from turnqueue.engine import Engine
+from turnqueue.timeouts import within
 
 
 async def running(engine: Engine, agent: ManualAgent, prompt: str) -> tuple[str, Any]:
@@ -114,7 +115,7 @@ async def test_q16_m4_a_steer_sent_to_another_instance_reaches_the_turn(
     a = await open_engine()
     b = await open_engine(agent_=ManualAgent())
     sid, run = await running(a, agent, "/steerable work")
-    answer = await asyncio.wait_for(steer(b, sid, "through B"), WAIT)
+    answer = await within(steer(b, sid, "through B"), WAIT)
     assert answer.outcome is SendOutcome.STEERED and run.steered == ["through B"]
     assert (await b.queue_status(sid)).entries == ()
 
@@ -131,7 +132,7 @@ async def test_q16_m6_a_steer_whose_turn_died_stays_queued(
     b = await open_engine(engine_settings.model_copy(update={"lease_seconds": 1.0}), other)
     sid, _ = await running(a, agent, "/steerable work")
     await crash(a)  # A stops reacting: its runner, and its turn, are gone with it
-    answer = await asyncio.wait_for(steer(b, sid, "orphaned"), WAIT * 3)
+    answer = await within(steer(b, sid, "orphaned"), WAIT * 3)
     assert answer.outcome in (SendOutcome.QUEUED, SendOutcome.STARTED)
     turns = await b.turns_of(sid, 5)
     assert turns[0].status is TurnStatus.FAILED  # recovered: interrupted

@@ -21,6 +21,7 @@ from turnqueue.resolvers.item_stream import items_stream
 from turnqueue.resolvers.resume import Start
 from turnqueue.schema import items as gql
 from turnqueue.schema.turns import TurnItemsChunk
+from turnqueue.timeouts import within
 
 
 async def _start(engine: Engine, agent: ManualAgent, content: str = "go") -> tuple[str, ManualRun]:
@@ -55,13 +56,13 @@ def _script(run: ManualRun) -> None:
 async def _ended(engine: Engine, session_id: str) -> None:
     runner = engine.core.runners.get(session_id)
     if runner is not None:
-        await asyncio.wait_for(runner.finished.wait(), WAIT)
+        await within(runner.finished.wait(), WAIT)
 
 
 async def _logged(sub: Subscription, end: int) -> None:
     """Wait until the log holds ``end`` records (their batch committed and was published)."""
     while True:
-        event = await asyncio.wait_for(sub.get(), WAIT)
+        event = await within(sub.get(), WAIT)
         if event.batch is not None and event.batch.end >= end:
             return
 
@@ -155,7 +156,7 @@ async def test_a3_o2_turn_items_stream_resumes_at_every_offset(
     live = asyncio.create_task(_collect(ctx, sid, run.turn_id, 0))
     _script(run)
     run.complete()
-    chunks = await asyncio.wait_for(live, WAIT)
+    chunks = await within(live, WAIT)
     watch.close()
     expected = await _expected(engine, run.turn_id)
     state: dict[int, Any] = {}
@@ -171,7 +172,7 @@ async def test_a3_o2_turn_items_stream_resumes_at_every_offset(
     assert chunks[-1][0].next_offset == total
     for after in range(total + 1):  # every log position, not only chunk ends
         ctx = Context(engine=engine, principal=PRINCIPAL)
-        resumed = await asyncio.wait_for(_collect(ctx, sid, run.turn_id, after), WAIT)
+        resumed = await within(_collect(ctx, sid, run.turn_id, after), WAIT)
         assert resumed[0][0].offset == after and resumed[-1][0].done
         # The client's state at `after`: the log's first `after` records, folded.
         async with engine.store.read() as tx:
@@ -204,7 +205,7 @@ async def test_o2_turn_items_resume_closes_the_window_between_the_log_read_and_l
 
     monkeypatch.setattr(engine, "records_since", racing_read)
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    got = await asyncio.wait_for(_collect(ctx, sid, run.turn_id, 1), WAIT)
+    got = await within(_collect(ctx, sid, run.turn_id, 1), WAIT)
     watch.close()
     sent = [(i.index, type(i).__name__) for c, _ in got for i in c.items]
     assert sent == [(1, "ToolCallItem"), (1, "ToolCallItem")]  # each update once, none lost
@@ -227,7 +228,7 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     watch.close()
     ctx = Context(engine=engine, principal=PRINCIPAL)
     stream = items_stream(ctx, sid, Start(run.turn_id, 0, follow=False), subscriptions._next_event)
-    first = await asyncio.wait_for(anext(stream), WAIT)
+    first = await within(anext(stream), WAIT)
     assert [type(i).__name__ for i in first.items] == ["MessageItem", "ToolCallItem"]
     runner = engine.core.runners.pop(sid)
     assert runner.log is not None
@@ -240,12 +241,12 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
         None,
         {engine.core.instance},
     )
-    last = await asyncio.wait_for(anext(stream), WAIT)
+    last = await within(anext(stream), WAIT)
     await stream.aclose()
     assert (last.offset, last.next_offset, last.items, last.done) == (2, 2, [], True)
     assert last.status is TurnStatus.FAILED
     run.complete()
-    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    await within(runner.finished.wait(), WAIT)
 
 
 async def test_o2_turn_items_without_a_turn_id_follow_the_next_turns(
@@ -254,10 +255,10 @@ async def test_o2_turn_items_without_a_turn_id_follow_the_next_turns(
     sid, run = await _start(engine, agent)
     ctx = Context(engine=engine, principal=PRINCIPAL)
     stream = items_stream(ctx, sid, Start(None, 0, follow=True), subscriptions._next_event)
-    first = await asyncio.wait_for(anext(stream), WAIT)
+    first = await within(anext(stream), WAIT)
     assert first.turn_id == run.turn_id
     run.complete()
-    while not (await asyncio.wait_for(anext(stream), WAIT)).done:
+    while not (await within(anext(stream), WAIT)).done:
         pass
     admission = await engine.send_message(PRINCIPAL, sid, "again")
     assert admission.turn is not None
@@ -266,7 +267,7 @@ async def test_o2_turn_items_without_a_turn_id_follow_the_next_turns(
     second.complete()
     seen: list[Any] = []
     while not seen or not seen[-1].done:
-        seen.append(await asyncio.wait_for(anext(stream), WAIT))
+        seen.append(await within(anext(stream), WAIT))
     await stream.aclose()
     assert {c.turn_id for c in seen} == {second.turn_id}
     assert seen[0].offset == 0 and seen[0].items[0].index == 0

@@ -30,6 +30,7 @@ from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.tx import SqlTx
+from turnqueue.timeouts import within
 
 
 async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhile(
@@ -42,14 +43,12 @@ async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhi
     sid = session.id
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
     await enqueue(engine, sid, "a", "b")
-    reserve = engine.turns._reserve
 
-    async def off_first(session_id: str, **kwargs: Any) -> Any:
-        await engine.set_auto_run(PRINCIPAL, session_id, False, None)  # commits first
-        return await reserve(session_id, **kwargs)
+    async def off_first() -> None:  # after the drain's policy write, before its start
+        await engine.set_auto_run(PRINCIPAL, sid, False, None)
 
-    engine.turns._reserve = off_first  # type: ignore[method-assign]
-    turn = await engine.drain(PRINCIPAL, sid, None)
+    with faults_of(engine).after_commit("set_policy", off_first):
+        turn = await engine.drain(PRINCIPAL, sid, None)
     assert turn is not None and turn.prompt == "a"
     assert (await agent.next_run()).prompt == "a"
     status = await engine.queue_status(sid)
@@ -146,7 +145,7 @@ async def test_c9_c8_a_cancel_while_a_decided_end_waits_to_commit_is_nothing_run
 
     monkeypatch.setattr(SqlTx, "end_turn", flaky)
     first.complete()
-    await asyncio.wait_for(failed.wait(), WAIT)
+    await within(failed.wait(), WAIT)
     async with asyncio.timeout(WAIT):
         result = await engine.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
@@ -292,9 +291,9 @@ async def test_q10_m6_an_end_that_cannot_commit_at_shutdown_is_given_up_then_rec
     monkeypatch.setattr(SqlTx, "end_turn", away)
     runner = engine.core.runners[sid]
     first.complete()
-    await asyncio.wait_for(failed.wait(), WAIT)
+    await within(failed.wait(), WAIT)
     engine.core.closing = True  # the shutdown begins while the end cannot commit
-    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    await within(runner.finished.wait(), WAIT)
     assert runner.final_status is TurnStatus.FAILED and sid not in engine.core.runners
     monkeypatch.undo()
     assert (await engine.turns_of(sid, 5))[-1].status is TurnStatus.RUNNING
@@ -336,7 +335,7 @@ async def test_c5_q10_a_cancel_while_the_turns_end_cannot_commit_drops_no_end(
     moved = await flow.task(PRINCIPAL, task.id)
     assert moved is not None and moved.workflow_step == task.workflow_step
     away = False
-    await asyncio.wait_for(runner.finished.wait(), WAIT)
+    await within(runner.finished.wait(), WAIT)
     assert runner.final_status is TurnStatus.CANCELLED and sid not in flow.core.runners
     turns = await flow.turns_of(sid, 5)
     assert [(t.prompt, t.status) for t in turns] == [("first", TurnStatus.CANCELLED)]
@@ -388,10 +387,9 @@ async def test_c4_c5_the_whole_stop_is_bounded_even_when_a_signal_never_returns(
     stuck = asyncio.Event()
 
     async def never_returns(signal: Any) -> None:
-        run.signals.append(signal)
         await stuck.wait()
 
-    run.signal = never_returns  # type: ignore[method-assign]
+    run.before_signal = never_returns
     async with asyncio.timeout(WAIT):
         result = await bounded.cancel(PRINCIPAL, sid)
     assert result.outcome is CancelOutcome.TIMED_OUT

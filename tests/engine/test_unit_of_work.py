@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
 
@@ -11,6 +9,7 @@ from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancelKind, HoldReason, MessageSource, SessionState
 from turnqueue.engine import Engine
 from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.timeouts import within
 
 
 async def test_q13_a_stale_expected_revision_raises_before_the_body(engine: Engine) -> None:
@@ -103,7 +102,7 @@ async def test_q3_a_turn_started_in_a_unit_of_work_launches_only_after_commit(
             raise RuntimeError("rolled back")
     assert sid not in engine.core.runners
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(agent.next_run(), 0.2)
+        await within(agent.next_run(), 0.2)
     assert (await engine.current_turn(sid)) is None
     await engine.send_message(PRINCIPAL, sid, "now")  # the ordinary path does launch
     assert (await agent.next_run()).prompt == "now"

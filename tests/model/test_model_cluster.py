@@ -91,6 +91,7 @@ from turnqueue.settings import Settings
 from turnqueue.store import notify
 from turnqueue.store.postgres import PostgresStore
 from turnqueue.store.sql import SqlStore, open_store
+from turnqueue.timeouts import within
 
 T = TypeVar("T")
 
@@ -259,7 +260,7 @@ class ClusterMachine(RuleBasedStateMachine):
     # -- plumbing -------------------------------------------------------------------------------
     def run(self, coro: Awaitable[T]) -> T:
         async def wrapped() -> T:
-            return await asyncio.wait_for(coro, 90)
+            return await within(coro, 90)
 
         if self.aborted and not self.closing:  # tolerate mode, after a known bug
             if inspect.iscoroutine(coro):
@@ -366,7 +367,7 @@ class ClusterMachine(RuleBasedStateMachine):
                 for sid in self.sids:
                     await settle(instance.engine, sid)
             for instance in self.instances:
-                await asyncio.wait_for(instance.cluster._outbox.join(), QUIET_SECONDS)
+                await within(instance.cluster._outbox.join(), QUIET_SECONDS)
 
     # -- set-up ----------------------------------------------------------------------------------
     @initialize(tasks=st.integers(1, 2), via=VIA)
@@ -431,7 +432,7 @@ class ClusterMachine(RuleBasedStateMachine):
             run.complete()
         else:
             run.fail()
-        await asyncio.wait_for(runner.finished.wait(), QUIET_SECONDS)
+        await within(runner.finished.wait(), QUIET_SECONDS)
 
     @rule(via=VIA, task=TASKS, kind=CONTENT_KINDS)
     def send_message(self, via: int, task: int, kind: str) -> None:
@@ -926,7 +927,7 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
         await b.agent.next_run()
         setattr(b.engine.cancels, held_in, park_held)
         cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
-        await asyncio.wait_for(parking.wait(), QUIET_SECONDS)
+        await within(parking.wait(), QUIET_SECONDS)
         await _poll_async_or_fail(_pending(a, sid, True), "A to read pending")
         relayed = await a.engine.cancellation(sid)
         turn = await a.engine.current_turn(sid)

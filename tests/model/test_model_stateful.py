@@ -65,6 +65,7 @@ from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store.migrate import migrate
 from turnqueue.store.sql import SqlStore, open_store
+from turnqueue.timeouts import within
 
 T = TypeVar("T")
 
@@ -201,7 +202,7 @@ class EngineMachine(RuleBasedStateMachine):
     # -- plumbing -------------------------------------------------------------------------------
     def run(self, coro: Awaitable[T]) -> T:
         async def wrapped() -> T:
-            return await asyncio.wait_for(coro, 60)
+            return await within(coro, 60)
 
         return self.loop.run(wrapped())
 
@@ -523,7 +524,7 @@ class EngineMachine(RuleBasedStateMachine):
             end(run)
             # The runner's task also runs a W1 move (and its transfer) after the end.
             assert runner.task is not None
-            await asyncio.wait_for(asyncio.shield(runner.task), 30)
+            await within(asyncio.shield(runner.task), 30)
             task = await self.engine_.task(PRINCIPAL, self.task_id)
             assert task is not None and task.current_session_id is not None
             await settle(self.engine_, task.current_session_id)
@@ -646,7 +647,7 @@ class EngineMachine(RuleBasedStateMachine):
             engine = self.engine_
             run = await self.agent.run_for(engine.core.runners[self.sid].turn.id)
             cancel = asyncio.ensure_future(engine.cancel(PRINCIPAL, self.sid))
-            await asyncio.wait_for(run.signalled.wait(), 30)  # accepted: the stop has begun
+            await within(run.signalled.wait(), 30)  # accepted: the stop has begun
             _, session = await engine.move_task(PRINCIPAL, self.task_id, step)
             result = await cancel
             # C1/C8: the move's own stop of the same turn holds a reference of its own, so the

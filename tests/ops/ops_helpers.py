@@ -30,6 +30,7 @@ from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.app import create_app
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
+from turnqueue.timeouts import within
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,7 +108,7 @@ async def inproc_server(database_url: str, **overrides: Any) -> AsyncIterator[In
     finally:
         await client.aclose()
         server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        await within(task, 30)
 
 
 # -- subprocess ------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from turnqueue.settings import async_database_url
 from turnqueue.store.tables import queue_entries, turns
+from turnqueue.timeouts import within
 
 ROUNDS = int(os.environ.get("TURNQUEUE_TORTURE_ROUNDS", "8"))
 CLIENTS = 4
@@ -404,7 +405,7 @@ async def test_q10_m6_r2_sigkill_torture_loses_nothing(database_url: str, tmp_pa
                 assert not task.done() or task.exception() is None, task.exception()
             server.kill()
             totals.kills += 1
-            await asyncio.wait_for(asyncio.gather(*load), 30)
+            await within(asyncio.gather(*load), 30)
             for c in (client, *clients):
                 await c.aclose()
             await server.start()

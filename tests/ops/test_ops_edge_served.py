@@ -21,6 +21,8 @@ from ops_helpers import ProcServer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from turnqueue.timeouts import within
+
 #: Small, so an oversized WebSocket message is cheap to send.
 BODY_LIMIT = 4_096
 SUBSCRIPTION = "subscription($s: ID!) { queueStatusChanged(sessionId: $s) { revision } }"
@@ -60,7 +62,7 @@ class KeepAlive:
         lines += [f"{name.replace('_', '-')}: {value}" for name, value in headers.items()]
         lines.append(f"Content-Length: {len(body)}")
         self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-        return await asyncio.wait_for(self._response(), WAIT)
+        return await within(self._response(), WAIT)
 
     async def _response(self) -> tuple[int, dict[str, str], bytes]:
         status_line = await self.reader.readline()
@@ -144,7 +146,7 @@ async def _first_sse_bytes(
             ).encode()
             + body
         )
-        status = int((await asyncio.wait_for(reader.readline(), WAIT)).split()[1])
+        status = int((await within(reader.readline(), WAIT)).split()[1])
         head: dict[str, str] = {}
         for _ in range(100):
             line = (await reader.readline()).decode("latin-1").strip()
@@ -152,7 +154,7 @@ async def _first_sse_bytes(
                 break
             name, _, value = line.partition(":")
             head[name.strip().lower()] = value.strip()
-        return status, head, await asyncio.wait_for(reader.read(200), WAIT)
+        return status, head, await within(reader.read(200), WAIT)
     finally:
         writer.close()
 
@@ -169,7 +171,7 @@ async def test_s3_a_websocket_message_over_the_body_limit_is_refused_before_pars
     async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
         await ws.send(oversized)
         with pytest.raises(ConnectionClosed) as closed:
-            await asyncio.wait_for(ws.recv(), WAIT)
+            await within(ws.recv(), WAIT)
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 4400
     assert f"larger than {BODY_LIMIT} bytes" in closed.value.rcvd.reason
@@ -177,16 +179,16 @@ async def test_s3_a_websocket_message_over_the_body_limit_is_refused_before_pars
         sid = await api.create_session()
     async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
         await ws.send(json.dumps({"type": "connection_init", "payload": {}}))
-        assert json.loads(await asyncio.wait_for(ws.recv(), WAIT))["type"] == "connection_ack"
+        assert json.loads(await within(ws.recv(), WAIT))["type"] == "connection_ack"
         payload = {"query": SUBSCRIPTION, "variables": {"s": sid}}
         await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
-        first = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
+        first = json.loads(await within(ws.recv(), WAIT))
         assert first["type"] == "next", first
         padded = {**payload, "extensions": {"pad": "x" * BODY_LIMIT}}
         await ws.send(json.dumps({"id": "2", "type": "subscribe", "payload": padded}))
         with pytest.raises(ConnectionClosed) as closed:
             for _ in range(10):  # bounded: the close follows at most a few frames
-                await asyncio.wait_for(ws.recv(), WAIT)
+                await within(ws.recv(), WAIT)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400
     assert "Traceback" not in server.log_text()
 

@@ -9,7 +9,6 @@ verifying signed tokens (S5) from a JWKS file over HTTP and WebSocket.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
@@ -25,6 +24,7 @@ from ops_helpers import REPO, ProcServer, inproc_server
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from turnqueue.timeouts import within
 from turnqueue.transport import Authenticator
 
 TOKENS = {"alice": "tok-a", "bob": "tok-b", "carol": "tok-c"}
@@ -74,7 +74,7 @@ async def test_s1_server_compares_every_token_over_http_and_websocket(
         async with connect(server.client.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
             init = {"type": "connection_init", "payload": {"authorization": "Bearer tok-b"}}
             await ws.send(json.dumps(init))
-            ack = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            ack = json.loads(await within(ws.recv(), 10))
         assert ack["type"] == "connection_ack"
         assert sorted(spy.calls) == sorted(t.encode() for t in TOKENS.values())
 
@@ -120,12 +120,12 @@ async def test_s3_a_fault_in_a_subscription_leaks_nothing_and_is_logged(
             async with connect(server.client.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
                 init = {"type": "connection_init", "payload": {"authorization": "Bearer tok-a"}}
                 await ws.send(json.dumps(init))
-                await asyncio.wait_for(ws.recv(), 10)
+                await within(ws.recv(), 10)
                 query = "subscription($s: ID!) { queueStatusChanged(sessionId: $s) { revision } }"
                 sub = {"query": query, "variables": {"s": sid}}
                 await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": sub}))
                 while not frames or frames[-1]["type"] == "next":
-                    frames.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                    frames.append(json.loads(await within(ws.recv(), 10)))
                     if frames[-1]["type"] == "next" and frames[-1]["payload"].get("errors"):
                         break
         text = json.dumps(frames)
@@ -145,7 +145,7 @@ async def test_s4_cross_origin_websocket_accepted_only_from_a_configured_origin(
         async with connect(url, subprotocols=protocols, origin="https://app.example") as ws:  # type: ignore[arg-type]
             init = {"type": "connection_init", "payload": {"authorization": "Bearer tok-a"}}
             await ws.send(json.dumps(init))
-            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "connection_ack"
+            assert json.loads(await within(ws.recv(), 10))["type"] == "connection_ack"
         for origin in ("https://evil.example", "https://app.example.evil.example", "null"):
             with pytest.raises(InvalidStatus) as refused:
                 async with connect(url, subprotocols=protocols, origin=origin):  # type: ignore[arg-type]
@@ -175,7 +175,7 @@ async def _ws_init(url: str, token: str) -> tuple[ClientConnection, dict[str, An
     init = {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}
     await ws.send(json.dumps(init))
     try:
-        ack: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        ack: dict[str, Any] = json.loads(await within(ws.recv(), 10))
     except ConnectionClosed:
         return ws, None
     return ws, ack
@@ -222,7 +222,7 @@ async def test_s5_serve_process_verifies_jwks_tokens_over_http_and_websocket(
                 "payload": {"query": query, "variables": {"s": sid}},
             }
             await ws.send(json.dumps(subscribe))
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            frame = json.loads(await within(ws.recv(), 10))
             assert frame["payload"] == {"data": {"session": {"id": sid}}}, frame
         finally:
             await ws.close()

@@ -29,6 +29,8 @@ from ops_helpers import Client, ProcServer
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from turnqueue.timeouts import within
+
 SOAK_SECONDS = float(os.environ.get("TURNQUEUE_SOAK_SECONDS", "15"))
 PROTOCOL = "graphql-transport-ws"
 SUBSCRIPTIONS = [
@@ -85,7 +87,7 @@ async def ws_open(base: str, **kwargs: Any) -> ClientConnection:
         **kwargs,
     )
     await ws.send(json.dumps({"type": "connection_init", "payload": {}}))
-    ack = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    ack = json.loads(await within(ws.recv(), 10))
     assert ack["type"] == "connection_ack", ack
     return ws
 
@@ -140,7 +142,7 @@ class Load:
                     continue
                 with contextlib.suppress(TimeoutError):
                     for _ in range(self.rng.randint(1, 3)):
-                        frame = json.loads(await asyncio.wait_for(ws.recv(), 2))
+                        frame = json.loads(await within(ws.recv(), 2))
                         assert frame["type"] in ("next", "error", "complete"), frame
                         self.figures.deliveries += 1
                 if style == 2:
@@ -165,7 +167,7 @@ class Load:
             loop = asyncio.get_running_loop()
             while (left := until - loop.time()) > 0:
                 with contextlib.suppress(TimeoutError):
-                    frame = json.loads(await asyncio.wait_for(ws.recv(), left))
+                    frame = json.loads(await within(ws.recv(), left))
                     if frame["type"] == "error":
                         self.figures.errors.append(json.dumps(frame)[:300])
                     self.figures.deliveries += 1
@@ -273,7 +275,7 @@ async def slow_and_fast(client: Client, base: str, figures: SoakFigures, steps: 
         await ws_subscribe(slow, "1", BIG_SUB, sid)
         await ws_subscribe(fast, "1", BIG_SUB, sid)
         seen: list[int] = []
-        first = json.loads(await asyncio.wait_for(fast.recv(), 10))
+        first = json.loads(await within(fast.recv(), 10))
         seen.append(first["payload"]["data"]["queueStatusChanged"]["revision"])
         loop = asyncio.get_running_loop()
         for step in range(steps):
@@ -284,7 +286,7 @@ async def slow_and_fast(client: Client, base: str, figures: SoakFigures, steps: 
             )  # fmt: skip
             revision = payload["queue"]["revision"]
             while seen[-1] < revision:  # lockstep: a stalled fast reader times out here
-                frame = json.loads(await asyncio.wait_for(fast.recv(), 20))
+                frame = json.loads(await within(fast.recv(), 20))
                 assert frame["type"] == "next", ("the fast reader was cut off", frame)
                 seen.append(frame["payload"]["data"]["queueStatusChanged"]["revision"])
             assert seen[-1] == revision, ("R3: a revision was skipped", seen[-3:], revision)
@@ -295,7 +297,7 @@ async def slow_and_fast(client: Client, base: str, figures: SoakFigures, steps: 
         # (an execution error in a ``next`` frame, then ``complete``: graphql-transport-ws).
         for _ in range(steps + 2):
             try:
-                frame = json.loads(await asyncio.wait_for(slow.recv(), 10))
+                frame = json.loads(await within(slow.recv(), 10))
             except ConnectionClosed:
                 figures.slow_dropped = True
                 break
@@ -304,7 +306,7 @@ async def slow_and_fast(client: Client, base: str, figures: SoakFigures, steps: 
             if errors:
                 assert errors[0]["extensions"]["code"] == "RESYNC", frame
                 figures.slow_resynced = True
-                end = json.loads(await asyncio.wait_for(slow.recv(), 10))
+                end = json.loads(await within(slow.recv(), 10))
                 assert end["type"] == "complete", end
                 break
     finally:

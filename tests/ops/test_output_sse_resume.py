@@ -10,7 +10,6 @@ state again.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from ops_helpers import ProcServer
 from test_output_sse import SseEvent, events, headers, sse_params
 
 from turnqueue.agents.scripted import reply_for
+from turnqueue.timeouts import within
 
 TOKEN = "secret-o3"
 FOLLOW = """subscription($s: ID!) {
@@ -71,7 +71,7 @@ class Sse:
 
     async def next(self) -> SseEvent:
         assert self._events is not None
-        return await asyncio.wait_for(anext(self._events), WAIT)
+        return await within(anext(self._events), WAIT)
 
     async def close(self) -> None:  # the connection drops, as a network failure drops it
         if self._response is not None:

@@ -24,6 +24,7 @@ from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.store.sql import SqlStore, open_store
+from turnqueue.timeouts import within
 
 USER = MessageSource.USER
 
@@ -661,8 +662,8 @@ async def test_reads_do_not_wait_for_an_open_write_transaction(store: SqlStore) 
     async with store.transaction() as tx:
         await tx.lock(sid)
         await tx.add_entry(sid, content="uncommitted", source=USER)
-        seen = await asyncio.wait_for(visible(store, sid), timeout=5)
-        current = await asyncio.wait_for(store.current_turn(sid), timeout=5)
+        seen = await within(visible(store, sid), timeout=5)
+        current = await within(store.current_turn(sid), timeout=5)
     assert seen == [(1, "committed")]
     assert current is None
     assert await visible(store, sid) == [(1, "committed"), (2, "uncommitted")]
@@ -862,7 +863,7 @@ async def test_sqlite_write_waits_for_another_process_without_blocking_the_loop(
         assert not waiting.done()
         other.execute("ROLLBACK")
         other.close()
-        await asyncio.wait_for(waiting, 10)
+        await within(waiting, 10)
         assert await visible(store, sid) == [(1, "after the other writer")]
     finally:
         await store.close()
@@ -898,11 +899,11 @@ async def test_sqlite_read_transactions_beyond_a_connection_pools_size_all_run(
                 return len(await tx.list_entries(sid))
 
         readers = [asyncio.create_task(reader()) for _ in range(most + 8)]
-        await asyncio.wait_for(full.wait(), 10)
+        await within(full.wait(), 10)
         await add(store, sid, "written while they read")  # the writer is not starved either
         assert inside == most  # the other eight wait for a connection
         go.set()
-        assert await asyncio.wait_for(asyncio.gather(*readers), 10) == [0] * most + [1] * 8
+        assert await within(asyncio.gather(*readers), 10) == [0] * most + [1] * 8
     finally:
         go.set()
         await store.close()
@@ -1072,11 +1073,11 @@ async def test_m4_notifications_are_sent_at_commit_in_order_and_never_on_rollbac
             for payload in ("first", "second", "third"):
                 tx.notify(payload)
             assert heard.empty()  # nothing before COMMIT
-        received = [await asyncio.wait_for(heard.get(), 10) for _ in range(3)]
+        received = [await within(heard.get(), 10) for _ in range(3)]
         assert received == ["first", "second", "third"]
         async with store.transaction() as tx:
             tx.notify("marker")
-        assert await asyncio.wait_for(heard.get(), 10) == "marker"  # nothing from the rollback
+        assert await within(heard.get(), 10) == "marker"  # nothing from the rollback
     finally:
         await store.close()
         await listener.close()

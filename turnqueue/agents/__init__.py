@@ -116,9 +116,12 @@ def unknown_agent(name: str, agents: Collection[str]) -> InvalidInput:
 
 def agent_profile(name: str, agent: Agent) -> AgentProfile:
     """What clients see of a profile (A1): its name and type, never its command or env; for an
-    ``acp`` profile, what its agent last said about authentication (A11)."""
+    ``acp`` profile, what its agent last said about authentication (A11); whether a STEER send
+    may be taken (Q16): the scripted agent always, a command never, an ``acp`` agent until it
+    answered that it has no ``_session/steering`` method (:attr:`AcpAgent.steering`)."""
     kind = getattr(agent, "agent_type", None)
     if not isinstance(kind, AgentType):
         kind = AgentType.COMMAND if isinstance(agent, CommandAgent) else AgentType.SCRIPTED
-    auth = agent.auth if isinstance(agent, AcpAgent) else None
-    return AgentProfile(name, kind, auth)
+    if isinstance(agent, AcpAgent):
+        return AgentProfile(name, kind, agent.auth, steering=agent.steering)
+    return AgentProfile(name, kind, None, steering=isinstance(agent, ScriptedAgent))

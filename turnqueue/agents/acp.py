@@ -99,6 +99,10 @@ class AcpAgent:
         self._stopping: set[asyncio.Task[None]] = set()  # idle stops under way
         #: what the agent last said about authentication (A11; ``agents { auth }``)
         self.auth = AgentAuth()
+        #: Q16 (``agents { steering }``): false once the agent answered a steering offer that it
+        #: has no ``_session/steering`` method (as this instance saw it; a new process of an
+        #: upgraded agent that takes one sets it again). ACP's ``initialize`` does not say.
+        self.steering = True
 
     # -- the Agent interface ---------------------------------------------------------------
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> AcpRun:

@@ -40,6 +40,7 @@ from acp.schema import (
 )
 
 from turnqueue.agents.base import AgentStartError
+from turnqueue.timeouts import within
 
 STDERR_TAIL_BYTES = 4 * 1024
 #: Largest JSON-RPC line read in one piece (longer lines are still read, in pieces).
@@ -109,7 +110,7 @@ class AcpProcess:
         while (left := deadline - loop.time()) > 0:
             self.stderr_seen.clear()
             try:
-                await asyncio.wait_for(self.stderr_seen.wait(), min(quiet, left))
+                await within(self.stderr_seen.wait(), min(quiet, left))
             except TimeoutError:
                 return
 

@@ -41,6 +41,8 @@ from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentErrorKind
 
 log = logging.getLogger(__name__)
+#: JSON-RPC's "method not found": the agent has no ``_session/steering`` (Q16).
+METHOD_NOT_FOUND = -32601
 
 #: Seconds to wait for ``session/cancel`` to be written to an agent that does not read.
 SEND_TIMEOUT = 2.0
@@ -75,6 +77,7 @@ class Processes(Protocol):
 
     profile: Profile
     approvals: ApprovalHandler | None
+    steering: bool  # Q16: what the agent last said of ``_session/steering``
 
     def session_lock(self, session_id: str) -> asyncio.Lock: ...
 
@@ -271,8 +274,13 @@ class AcpRun(BaseRun):
         try:
             async with asyncio.timeout(SEND_TIMEOUT):
                 answer = await process.conn.ext_method("session/steering", params)
-        except (RequestError, TimeoutError, ConnectionError, OSError):
+        except RequestError as exc:
+            if exc.code == METHOD_NOT_FOUND:
+                self._agent.steering = False
             return False
+        except (TimeoutError, ConnectionError, OSError):
+            return False
+        self._agent.steering = True
         if answer.get("outcome") not in ("injected", "startedNewTurn"):
             return False
         self._emit_item(steer_item(text, entry_id))

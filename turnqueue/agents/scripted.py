@@ -34,6 +34,7 @@ from turnqueue.agents.base import (
     steer_item,
 )
 from turnqueue.agents.watchdog import Bounds
+from turnqueue.timeouts import within
 
 #: How many chunks a reply is streamed in.
 CHUNKS = 5
@@ -120,7 +121,7 @@ class ScriptedRun(BaseRun):
         if seconds <= 0 or self._stopped.is_set():
             return
         try:
-            await asyncio.wait_for(self._stopped.wait(), timeout=seconds)
+            await within(self._stopped.wait(), timeout=seconds)
         except TimeoutError:
             pass
 

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from turnqueue.timeouts import within
+
 #: A9 defaults (seconds): a profile's ``stall_timeout``; ``start_timeout`` is the profile's.
 DEFAULT_STALL_TIMEOUT = 600.0
 
@@ -91,10 +93,9 @@ class Watchdog:
                 if self._active:
                     return f"stalled: no agent activity for {bound:g} s"
                 return f"stalled: the agent showed no activity within {bound:g} s of the prompt"
-            # Not wait_for: on Python 3.11 it swallows a cancel that arrives as the event is set
-            # (the run ending right after a bump), and the watcher would outlive its run.
+            # ``within``, not wait_for: a cancel arriving as the event is set (the run ending
+            # right after a bump) must end the watcher (turnqueue.timeouts).
             try:
-                async with asyncio.timeout(left):
-                    await self._wake.wait()
+                await within(self._wake.wait(), left)
             except TimeoutError:
                 pass

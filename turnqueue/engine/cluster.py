@@ -60,6 +60,7 @@ from turnqueue.engine.peers import ClusterHooks, Handler, OwnerGone, OwnerUnreac
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
+from turnqueue.timeouts import within
 
 __all__ = ["Cluster", "ClusterHooks", "OwnerGone", "OwnerUnreachable"]
 
@@ -134,7 +135,7 @@ class Cluster:
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._outbox.join(), 2)
+            await within(self._outbox.join(), 2)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -228,7 +229,7 @@ class Cluster:
             while True:
                 with contextlib.suppress(TimeoutError):
                     left = max(0.0, deadline - loop.time())
-                    await asyncio.wait_for(wake.wait(), min(POLL_SECONDS, left))
+                    await within(wake.wait(), min(POLL_SECONDS, left))
                 wake.clear()
                 async with self._store.read() as tx:
                     row = await tx.owner_request(request)

@@ -21,6 +21,7 @@ from turnqueue.domain import CancelOutcome, ItemKind, OutputChunk, Turn, TurnIte
 from turnqueue.engine.outputlog import MAX_OUTPUT_CHARS, OutputLog
 from turnqueue.logs import bind
 from turnqueue.store.protocol import Store, Tx
+from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class TurnRunner:
 
     async def wait_finished(self, timeout: float) -> bool:
         try:
-            await asyncio.wait_for(self.finished.wait(), timeout)
+            await within(self.finished.wait(), timeout)
         except TimeoutError:
             return False
         return True

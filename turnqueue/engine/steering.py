@@ -30,6 +30,7 @@ from turnqueue.bus import Event, EventKind
 from turnqueue.domain import MessageSource, QueueEntry, SendOutcome, SteerRequest, TurnStatus
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.turns import Admission, Turns, record, replay
+from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class Steering:
                     assert given_up is not None
                     return given_up
                 try:
-                    await asyncio.wait_for(sub.get(), POLL_SECONDS)
+                    await within(sub.get(), POLL_SECONDS)
                 except TimeoutError:
                     pass
 

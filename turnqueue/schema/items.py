@@ -50,6 +50,14 @@ class AgentProfile:
         description="A11: what the profile's agent last said about authentication, as this "
         "instance saw it (UNKNOWN until its first start); null for profiles that are not `acp`."
     )
+    steering: bool = strawberry.field(
+        description="Q16: whether a `delivery: STEER` send may be taken by the running turn of "
+        "a session with this profile: true for the scripted agent, false for `command` (its "
+        "STEER sends are queued, as AUTO would). For `acp` profiles: true until the agent "
+        "answered a steering offer that it has no `_session/steering` method (as this instance "
+        "saw it: ACP's `initialize` does not say), then false; an agent that has it may still "
+        "decline one offer (outcome QUEUED)."
+    )
 
     @classmethod
     def from_domain(cls, profile: domain.AgentProfile) -> AgentProfile:
@@ -57,6 +65,7 @@ class AgentProfile:
         return cls(
             name=profile.name,
             type=profile.type,
+            steering=profile.steering,
             auth=None
             if auth is None
             else AgentAuth(

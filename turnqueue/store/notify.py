@@ -20,6 +20,8 @@ from collections.abc import Callable
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from turnqueue.timeouts import within
+
 log = logging.getLogger(__name__)
 
 CHANNEL = "turnqueue"
@@ -57,7 +59,7 @@ class Listener:
     async def start(self) -> None:
         """Connect and LISTEN; returns once the first LISTEN is in place."""
         self._task = asyncio.create_task(self._run(), name="pg-listener")
-        await asyncio.wait_for(self._connected.wait(), 30)
+        await within(self._connected.wait(), 30)
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -86,7 +88,7 @@ class Listener:
                 # Termination listeners are not called for every kind of loss: poll too.
                 while not lost.is_set() and not conn.is_closed():
                     try:
-                        await asyncio.wait_for(lost.wait(), 5)
+                        await within(lost.wait(), 5)
                     except TimeoutError:
                         await conn.execute("SELECT 1")
             except asyncio.CancelledError:

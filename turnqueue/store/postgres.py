@@ -47,6 +47,7 @@ from turnqueue.store.tx import (
     insert_turn,
     session_bump,
 )
+from turnqueue.timeouts import within
 
 #: Compiles every statement: the dialect an asyncpg engine would have (nothing connects it).
 DIALECT: Dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
@@ -324,6 +325,6 @@ class PostgresStore(SqlStore):
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             try:
-                await asyncio.wait_for(pool.close(), self._timeout)
+                await within(pool.close(), self._timeout)
             except TimeoutError:  # a connection still checked out: close it anyway
                 pool.terminate()

@@ -28,6 +28,7 @@ import type {
   CancellationFragment,
   ErrorCode,
   ItemFieldsFragment,
+  SendOutcome,
   QueueFragment,
   SessionCoreFragment,
   TasksQuery,
@@ -46,7 +47,7 @@ import type {
 graphql(`
   fragment Queue on QueueStatus {
     id sessionId autoRun pauseReason heldBy count max revision
-    entries { id position content source }
+    entries { id position content source clientMessageId }
   }
 `);
 graphql(`
@@ -55,7 +56,9 @@ graphql(`
   }
 `);
 graphql(`
-  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }
+  fragment TurnFields on Turn {
+    id prompt source status output error startedAt endedAt clientMessageId
+  }
 `);
 graphql(`
   fragment ItemFields on TurnItem {
@@ -65,6 +68,7 @@ graphql(`
     ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }
     ... on PlanItem { entries { content priority status } }
     ... on RawItem { json }
+    ... on SteerItem { text entryId }
   }
 `);
 graphql(`
@@ -118,7 +122,7 @@ export const TASKS = graphql(`
 `);
 
 export const AGENTS = graphql(`
-  query Agents { agents { name type } }
+  query Agents { agents { name type steering } }
 `);
 
 export const SUBSCRIPTIONS = {
@@ -163,12 +167,23 @@ export const MUTATIONS = {
   `),
   sendMessage: graphql(`
     mutation SendMessage($input: SendMessageInput!) {
-      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }
+      sendMessage(input: $input) {
+        queue { ...Queue }
+        turn { id clientMessageId }
+        queuedEntry { id clientMessageId }
+        outcome
+        userErrors { code message }
+      }
     }
   `),
   enqueueMessage: graphql(`
     mutation EnqueueMessage($input: EnqueueMessageInput!) {
-      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }
+      enqueueMessage(input: $input) {
+        queue { ...Queue }
+        entry { id clientMessageId }
+        dispatched
+        userErrors { code message }
+      }
     }
   `),
   updateQueueEntry: graphql(`
@@ -226,11 +241,15 @@ export class GraphQLRequestError extends Error {}
 
 export interface Api {
   query<R, V>(document: TypedDocumentString<R, V>, variables: V): Promise<R>;
-  mutate<K extends MutationName>(name: K, input: MutationInput<K>): Promise<MutationResult>;
+  /** A mutation's payload as the schema types it (each is also a MutationResult). */
+  mutate<K extends MutationName>(
+    name: K,
+    input: MutationInput<K>,
+  ): Promise<Payload<K> & MutationResult>;
   ws: Client;
 }
 
-export type { ConnectionState };
+export type { ConnectionState, SendOutcome };
 
 /** A mutation's payload: the fields the page reads from any of them. */
 export interface MutationResult {
@@ -242,8 +261,8 @@ export interface MutationResult {
   approval?: { id: string } | null;
 }
 
-/** Checked by tsc: every mutation's generated payload type is read as a MutationResult. */
-type Payload<K extends MutationName> = ResultOf<(typeof MUTATIONS)[K]> extends Record<K, infer P>
+/** A mutation's generated payload type; tsc checks that every one is read as a MutationResult. */
+export type Payload<K extends MutationName> = ResultOf<(typeof MUTATIONS)[K]> extends Record<K, infer P>
   ? P
   : never;
 export const PAYLOADS_ARE_MUTATION_RESULTS: { [K in MutationName]: Payload<K> } extends Record<
@@ -370,7 +389,8 @@ export function createApi(token: string | null, events: ConnectionEvents): Api {
     query: (document, variables) => post(document.toString(), variables),
     async mutate(name, input) {
       const document = MUTATIONS[name].toString();
-      const data = await post<Record<string, MutationResult | undefined>>(document, { input });
+      type Answer = Payload<typeof name> & MutationResult;
+      const data = await post<Partial<Record<typeof name, Answer>>>(document, { input });
       const payload = data[name];
       if (payload === undefined) throw new GraphQLRequestError(`no ${name} in the answer`);
       return payload;

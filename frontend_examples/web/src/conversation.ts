@@ -78,6 +78,7 @@ function turnNode(turn: Turn, isCurrent: boolean, content: TurnContent): HTMLLIE
   li.dataset.turnId = turn.id;
   li.dataset.prompt = turn.prompt;
   li.dataset.status = turn.status;
+  li.dataset.clientMessageId = turn.clientMessageId ?? ""; // Q15: what replaces a pending row
   return li;
 }
 
@@ -145,6 +146,10 @@ function itemNodes(items: readonly TurnItem[]): HTMLLIElement[] {
         break;
       case "RawItem":
         li.append(el("code", { textContent: item.json }));
+        break;
+      case "SteerItem": // Q16: a message the user steered into this turn
+        li.textContent = item.text;
+        li.dataset.entryId = item.entryId;
         break;
     }
     return [li];

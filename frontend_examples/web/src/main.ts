@@ -19,6 +19,7 @@ import {
   type QueueStatus,
   type TaskSummary,
 } from "./api";
+import { Composer } from "./composer";
 import { LABELS } from "./connection";
 import {
   renderApproval,
@@ -74,15 +75,26 @@ function openSession(id: string | null, remember = true): void {
   $("session-panel").hidden = id === null;
   $("queue-panel").hidden = id === null;
   $("welcome").hidden = id !== null;
-  for (const list of ["turns", "queue", "held-by"]) $(list).replaceChildren();
-  for (const text of ["session-title", "session-state", "pause-reason", "queue-count"]) {
+  for (const list of ["turns", "queue", "held-by", "pending-turns", "pending-entries"]) {
+    $(list).replaceChildren();
+  }
+  for (const text of [
+    "session-title",
+    "session-state",
+    "pause-reason",
+    "queue-count",
+    "send-outcome",
+  ]) {
     $(text).textContent = "";
   }
   renderTasks(tasks, id, (next) => openSession(next));
   if (id === null) return;
   view = new SessionView(id, api, book, {
     session: renderSession,
-    queue: () => view?.queue && renderQueue(view.queue, queueActions),
+    queue: () => {
+      if (view?.queue) renderQueue(view.queue, queueActions);
+      composer.render(); // a server entry replaces its optimistic row (Q15)
+    },
     cancellation: renderCancellation,
     output: () => view && renderOutput(view.session, view),
     items: () => view && renderItems(view.session, view),
@@ -109,6 +121,7 @@ function renderSession(): void {
       void mutate("answerApproval", { approvalId, optionId });
     });
     renderClarification(session);
+    composer.render(); // a server turn replaces its optimistic row (Q15)
   });
   renderCancellation();
   // The task list shows the open session's state as it changes.
@@ -185,7 +198,9 @@ async function loadTasks(after: string | null = null): Promise<void> {
 
 async function loadAgents(): Promise<void> {
   try {
-    renderAgents((await api.query(AGENTS, {})).agents);
+    const { agents } = await api.query(AGENTS, {});
+    renderAgents(agents);
+    composer.setAgents(agents);
   } catch (e) {
     showError(`agents: ${String(e)}`);
   }
@@ -208,37 +223,40 @@ $<HTMLFormElement>("new-task").addEventListener("submit", (event) => {
   });
 });
 
-function compose(name: "sendMessage" | "enqueueMessage"): void {
+const composer = new Composer(api, { view: () => view, showError });
+
+/** Send (AUTO), Steer or Add to queue; while the agent asks a question, Send answers it. */
+function compose(delivery: "AUTO" | "STEER" | "QUEUE"): void {
   const input = $<HTMLTextAreaElement>("message");
   const content = input.value;
-  if (!view || content.trim() === "") return;
-  const sessionId = view.id;
-  const clarification = view.session?.clarification ?? null;
+  const clarification = view?.session?.clarification ?? null;
+  if (!view || clarification === null || delivery === "QUEUE") {
+    composer.send(delivery); // Q15: an optimistic row, matched by its clientMessageId
+    return;
+  }
+  if (content.trim() === "") return;
   input.value = ""; // cleared at once, so the next message can be typed; put back on failure
-  const sent =
-    clarification !== null && name === "sendMessage"
-      ? mutate("answerClarification", {
-          sessionId,
-          answer: content,
-          clarificationId: clarification.id,
-        })
-      : mutate(name, { sessionId, content });
-  void sent.then((result) => {
+  void mutate("answerClarification", {
+    sessionId: view.id,
+    answer: content,
+    clarificationId: clarification.id,
+  }).then((result) => {
     if ((!result || result.userErrors.length > 0) && input.value === "") input.value = content;
   });
 }
 
 $<HTMLFormElement>("compose").addEventListener("submit", (event) => {
   event.preventDefault();
-  compose("sendMessage");
+  compose("AUTO");
 });
 $("message").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    compose("sendMessage");
+    compose("AUTO");
   }
 });
-$("enqueue").addEventListener("click", () => compose("enqueueMessage"));
+$("enqueue").addEventListener("click", () => compose("QUEUE"));
+$("steer").addEventListener("click", () => compose("STEER"));
 
 $("cancel").addEventListener("click", () => {
   const current = view;

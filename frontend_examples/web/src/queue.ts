@@ -122,6 +122,7 @@ function row(entry: QueueEntry, queue: QueueStatus, actions: QueueActions): HTML
   );
   li.dataset.entryId = entry.id;
   li.dataset.source = entry.source;
+  li.dataset.clientMessageId = entry.clientMessageId ?? ""; // Q15: replaces a pending row
   // Drag and drop: the dragged row goes where it is dropped.
   li.addEventListener("dragstart", (event) => {
     dragged = entry.id;

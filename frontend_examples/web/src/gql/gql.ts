@@ -15,22 +15,22 @@ import * as types from './graphql';
  * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
  */
 type Documents = {
-    "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": typeof types.QueueFragmentDoc,
+    "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source clientMessageId }\n  }\n": typeof types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": typeof types.CancellationFragmentDoc,
-    "\n  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }\n": typeof types.TurnFieldsFragmentDoc,
-    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n  }\n": typeof types.ItemFieldsFragmentDoc,
+    "\n  fragment TurnFields on Turn {\n    id prompt source status output error startedAt endedAt clientMessageId\n  }\n": typeof types.TurnFieldsFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n    ... on SteerItem { text entryId }\n  }\n": typeof types.ItemFieldsFragmentDoc,
     "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable agentError\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turnsConnection(last: 20) { edges { node { ...TurnFields } } }\n    task { id title workflowStep currentSession { id } }\n  }\n": typeof types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": typeof types.SessionSnapshotDocument,
     "\n  query Tasks($after: String) {\n    tasksConnection(first: 30, after: $after) {\n      edges { node { id title workflowStep createdAt currentSession { id state agent } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": typeof types.TasksDocument,
-    "\n  query Agents { agents { name type } }\n": typeof types.AgentsDocument,
+    "\n  query Agents { agents { name type steering } }\n": typeof types.AgentsDocument,
     "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": typeof types.QueueStatusChangedDocument,
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": typeof types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": typeof types.SessionChangedDocument,
     "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  ": typeof types.TurnOutputDocument,
     "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  ": typeof types.TurnItemsDocument,
     "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": typeof types.CreateTaskDocument,
-    "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.SendMessageDocument,
-    "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.EnqueueMessageDocument,
+    "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) {\n        queue { ...Queue }\n        turn { id clientMessageId }\n        queuedEntry { id clientMessageId }\n        outcome\n        userErrors { code message }\n      }\n    }\n  ": typeof types.SendMessageDocument,
+    "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) {\n        queue { ...Queue }\n        entry { id clientMessageId }\n        dispatched\n        userErrors { code message }\n      }\n    }\n  ": typeof types.EnqueueMessageDocument,
     "\n    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {\n      updateQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.UpdateQueueEntryDocument,
     "\n    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {\n      removeQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.RemoveQueueEntryDocument,
     "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": typeof types.ReorderQueueDocument,
@@ -41,22 +41,22 @@ type Documents = {
     "\n    mutation Cancel($input: CancelInput!) {\n      cancel(input: $input) { cancellation { ...Cancellation } outcome userErrors { code message } }\n    }\n  ": typeof types.CancelDocument,
 };
 const documents: Documents = {
-    "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n": types.QueueFragmentDoc,
+    "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source clientMessageId }\n  }\n": types.QueueFragmentDoc,
     "\n  fragment Cancellation on CancellationStatus {\n    id sessionId pending revision\n  }\n": types.CancellationFragmentDoc,
-    "\n  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }\n": types.TurnFieldsFragmentDoc,
-    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n  }\n": types.ItemFieldsFragmentDoc,
+    "\n  fragment TurnFields on Turn {\n    id prompt source status output error startedAt endedAt clientMessageId\n  }\n": types.TurnFieldsFragmentDoc,
+    "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n    ... on SteerItem { text entryId }\n  }\n": types.ItemFieldsFragmentDoc,
     "\n  fragment SessionCore on Session {\n    id taskId agent state revision promptable agentError\n    clarification { id question }\n    pendingApproval { id title toolCallId options { id name kind } }\n    currentTurn { ...TurnFields }\n    turnsConnection(last: 20) { edges { node { ...TurnFields } } }\n    task { id title workflowStep currentSession { id } }\n  }\n": types.SessionCoreFragmentDoc,
     "\n  query SessionSnapshot($id: ID!) {\n    session(id: $id) { ...SessionCore queue { ...Queue } cancellation { ...Cancellation } }\n  }\n": types.SessionSnapshotDocument,
     "\n  query Tasks($after: String) {\n    tasksConnection(first: 30, after: $after) {\n      edges { node { id title workflowStep createdAt currentSession { id state agent } } }\n      pageInfo { hasNextPage endCursor }\n    }\n  }\n": types.TasksDocument,
-    "\n  query Agents { agents { name type } }\n": types.AgentsDocument,
+    "\n  query Agents { agents { name type steering } }\n": types.AgentsDocument,
     "\n    subscription QueueStatusChanged($sessionId: ID!) {\n      queueStatusChanged(sessionId: $sessionId) { ...Queue }\n    }\n  ": types.QueueStatusChangedDocument,
     "\n    subscription CancellationChanged($sessionId: ID!) {\n      cancellationChanged(sessionId: $sessionId) { ...Cancellation }\n    }\n  ": types.CancellationChangedDocument,
     "\n    subscription SessionChanged($sessionId: ID!) {\n      sessionChanged(sessionId: $sessionId) { ...SessionCore cancellation { ...Cancellation } }\n    }\n  ": types.SessionChangedDocument,
     "\n    subscription TurnOutput($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnOutput(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset text done status\n      }\n    }\n  ": types.TurnOutputDocument,
     "\n    subscription TurnItems($sessionId: ID!, $turnId: ID, $afterOffset: Int) {\n      turnItems(sessionId: $sessionId, turnId: $turnId, afterOffset: $afterOffset) {\n        sessionId turnId offset nextOffset done status items { ...ItemFields }\n      }\n    }\n  ": types.TurnItemsDocument,
     "\n    mutation CreateTask($input: CreateTaskInput!) {\n      createTask(input: $input) { task { id } session { id } userErrors { code message } }\n    }\n  ": types.CreateTaskDocument,
-    "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.SendMessageDocument,
-    "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.EnqueueMessageDocument,
+    "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) {\n        queue { ...Queue }\n        turn { id clientMessageId }\n        queuedEntry { id clientMessageId }\n        outcome\n        userErrors { code message }\n      }\n    }\n  ": types.SendMessageDocument,
+    "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) {\n        queue { ...Queue }\n        entry { id clientMessageId }\n        dispatched\n        userErrors { code message }\n      }\n    }\n  ": types.EnqueueMessageDocument,
     "\n    mutation UpdateQueueEntry($input: UpdateQueueEntryInput!) {\n      updateQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.UpdateQueueEntryDocument,
     "\n    mutation RemoveQueueEntry($input: RemoveQueueEntryInput!) {\n      removeQueueEntry(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.RemoveQueueEntryDocument,
     "\n    mutation ReorderQueue($input: ReorderQueueInput!) {\n      reorderQueue(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  ": types.ReorderQueueDocument,
@@ -70,7 +70,7 @@ const documents: Documents = {
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source }\n  }\n"): typeof import('./graphql').QueueFragmentDoc;
+export function graphql(source: "\n  fragment Queue on QueueStatus {\n    id sessionId autoRun pauseReason heldBy count max revision\n    entries { id position content source clientMessageId }\n  }\n"): typeof import('./graphql').QueueFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -78,11 +78,11 @@ export function graphql(source: "\n  fragment Cancellation on CancellationStatus
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment TurnFields on Turn { id prompt source status output error startedAt endedAt }\n"): typeof import('./graphql').TurnFieldsFragmentDoc;
+export function graphql(source: "\n  fragment TurnFields on Turn {\n    id prompt source status output error startedAt endedAt clientMessageId\n  }\n"): typeof import('./graphql').TurnFieldsFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n  }\n"): typeof import('./graphql').ItemFieldsFragmentDoc;
+export function graphql(source: "\n  fragment ItemFields on TurnItem {\n    __typename index\n    ... on MessageItem { text }\n    ... on ThoughtItem { text }\n    ... on ToolCallItem { toolCallId title toolKind status text locations { path line } }\n    ... on PlanItem { entries { content priority status } }\n    ... on RawItem { json }\n    ... on SteerItem { text entryId }\n  }\n"): typeof import('./graphql').ItemFieldsFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -98,7 +98,7 @@ export function graphql(source: "\n  query Tasks($after: String) {\n    tasksCon
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Agents { agents { name type } }\n"): typeof import('./graphql').AgentsDocument;
+export function graphql(source: "\n  query Agents { agents { name type steering } }\n"): typeof import('./graphql').AgentsDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -126,11 +126,11 @@ export function graphql(source: "\n    mutation CreateTask($input: CreateTaskInp
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').SendMessageDocument;
+export function graphql(source: "\n    mutation SendMessage($input: SendMessageInput!) {\n      sendMessage(input: $input) {\n        queue { ...Queue }\n        turn { id clientMessageId }\n        queuedEntry { id clientMessageId }\n        outcome\n        userErrors { code message }\n      }\n    }\n  "): typeof import('./graphql').SendMessageDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) { queue { ...Queue } userErrors { code message } }\n    }\n  "): typeof import('./graphql').EnqueueMessageDocument;
+export function graphql(source: "\n    mutation EnqueueMessage($input: EnqueueMessageInput!) {\n      enqueueMessage(input: $input) {\n        queue { ...Queue }\n        entry { id clientMessageId }\n        dispatched\n        userErrors { code message }\n      }\n    }\n  "): typeof import('./graphql').EnqueueMessageDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -343,11 +343,11 @@ export type UpdateQueueEntryInput = {
   sessionId: Scalars['ID']['input'];
 };
 
-export type QueueFragment = { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> };
+export type QueueFragment = { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> };
 
 export type CancellationFragment = { id: string, sessionId: string, pending: boolean, revision: number };
 
-export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null };
+export type TurnFieldsFragment = { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null };
 
 type ItemFields_MessageItem_Fragment = { __typename: 'MessageItem', text: string, index: number };
 
@@ -355,7 +355,7 @@ type ItemFields_PlanItem_Fragment = { __typename: 'PlanItem', index: number, ent
 
 type ItemFields_RawItem_Fragment = { __typename: 'RawItem', json: string, index: number };
 
-type ItemFields_SteerItem_Fragment = { __typename: 'SteerItem', index: number };
+type ItemFields_SteerItem_Fragment = { __typename: 'SteerItem', text: string, entryId: string, index: number };
 
 type ItemFields_ThoughtItem_Fragment = { __typename: 'ThoughtItem', text: string, index: number };
 
@@ -370,14 +370,14 @@ export type ItemFieldsFragment =
   | ItemFields_ToolCallItem_Fragment
 ;
 
-export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } };
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } };
 
 export type SessionSnapshotQueryVariables = Exact<{
   id: Scalars['ID']['input'];
 }>;
 
 
-export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } | null };
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } | null };
 
 export type TasksQueryVariables = Exact<{
   after?: InputMaybe<Scalars['String']['input']>;
@@ -389,14 +389,14 @@ export type TasksQuery = { tasksConnection: { edges: Array<{ node: { id: string,
 export type AgentsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type AgentsQuery = { agents: Array<{ name: string, type: AgentType }> };
+export type AgentsQuery = { agents: Array<{ name: string, type: AgentType, steering: boolean }> };
 
 export type QueueStatusChangedSubscriptionVariables = Exact<{
   sessionId: Scalars['ID']['input'];
 }>;
 
 
-export type QueueStatusChangedSubscription = { queueStatusChanged: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } };
+export type QueueStatusChangedSubscription = { queueStatusChanged: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } };
 
 export type CancellationChangedSubscriptionVariables = Exact<{
   sessionId: Scalars['ID']['input'];
@@ -410,7 +410,7 @@ export type SessionChangedSubscriptionVariables = Exact<{
 }>;
 
 
-export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } };
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } };
 
 export type TurnOutputSubscriptionVariables = Exact<{
   sessionId: Scalars['ID']['input'];
@@ -432,7 +432,7 @@ export type TurnItemsSubscription = { turnItems: { sessionId: string, turnId: st
       | { __typename: 'MessageItem', text: string, index: number }
       | { __typename: 'PlanItem', index: number, entries: Array<{ content: string, priority: string, status: string }> }
       | { __typename: 'RawItem', json: string, index: number }
-      | { __typename: 'SteerItem', index: number }
+      | { __typename: 'SteerItem', text: string, entryId: string, index: number }
       | { __typename: 'ThoughtItem', text: string, index: number }
       | { __typename: 'ToolCallItem', toolCallId: string, title: string, toolKind: string, status: string, text: string, index: number, locations: Array<{ path: string, line: number | null }> }
     > } };
@@ -449,49 +449,49 @@ export type SendMessageMutationVariables = Exact<{
 }>;
 
 
-export type SendMessageMutation = { sendMessage: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type SendMessageMutation = { sendMessage: { outcome: SendOutcome | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, turn: { id: string, clientMessageId: string | null } | null, queuedEntry: { id: string, clientMessageId: string | null } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type EnqueueMessageMutationVariables = Exact<{
   input: EnqueueMessageInput;
 }>;
 
 
-export type EnqueueMessageMutation = { enqueueMessage: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type EnqueueMessageMutation = { enqueueMessage: { dispatched: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, entry: { id: string, clientMessageId: string | null } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type UpdateQueueEntryMutationVariables = Exact<{
   input: UpdateQueueEntryInput;
 }>;
 
 
-export type UpdateQueueEntryMutation = { updateQueueEntry: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type UpdateQueueEntryMutation = { updateQueueEntry: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type RemoveQueueEntryMutationVariables = Exact<{
   input: RemoveQueueEntryInput;
 }>;
 
 
-export type RemoveQueueEntryMutation = { removeQueueEntry: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type RemoveQueueEntryMutation = { removeQueueEntry: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type ReorderQueueMutationVariables = Exact<{
   input: ReorderQueueInput;
 }>;
 
 
-export type ReorderQueueMutation = { reorderQueue: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type ReorderQueueMutation = { reorderQueue: { queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type SetAutoRunMutationVariables = Exact<{
   input: SetAutoRunInput;
 }>;
 
 
-export type SetAutoRunMutation = { setAutoRun: { dispatched: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type SetAutoRunMutation = { setAutoRun: { dispatched: boolean, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type SendNowMutationVariables = Exact<{
   input: SendNowInput;
 }>;
 
 
-export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
+export type SendNowMutation = { sendNow: { sentCount: number, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> } | null, userErrors: Array<{ code: ErrorCode, message: string }> } };
 
 export type AnswerClarificationMutationVariables = Exact<{
   input: AnswerClarificationInput;
@@ -547,6 +547,7 @@ export const QueueFragmentDoc = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }
     `, {"fragmentName":"Queue"}) as unknown as TypedDocumentString<QueueFragment, unknown>;
@@ -589,6 +590,10 @@ export const ItemFieldsFragmentDoc = new TypedDocumentString(`
   ... on RawItem {
     json
   }
+  ... on SteerItem {
+    text
+    entryId
+  }
 }
     `, {"fragmentName":"ItemFields"}) as unknown as TypedDocumentString<ItemFieldsFragment, unknown>;
 export const TurnFieldsFragmentDoc = new TypedDocumentString(`
@@ -601,6 +606,7 @@ export const TurnFieldsFragmentDoc = new TypedDocumentString(`
   error
   startedAt
   endedAt
+  clientMessageId
 }
     `, {"fragmentName":"TurnFields"}) as unknown as TypedDocumentString<TurnFieldsFragment, unknown>;
 export const SessionCoreFragmentDoc = new TypedDocumentString(`
@@ -654,6 +660,7 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   error
   startedAt
   endedAt
+  clientMessageId
 }`, {"fragmentName":"SessionCore"}) as unknown as TypedDocumentString<SessionCoreFragment, unknown>;
 export const SessionSnapshotDocument = new TypedDocumentString(`
     query SessionSnapshot($id: ID!) {
@@ -681,6 +688,7 @@ export const SessionSnapshotDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }
 fragment Cancellation on CancellationStatus {
@@ -698,6 +706,7 @@ fragment TurnFields on Turn {
   error
   startedAt
   endedAt
+  clientMessageId
 }
 fragment SessionCore on Session {
   id
@@ -768,6 +777,7 @@ export const AgentsDocument = new TypedDocumentString(`
   agents {
     name
     type
+    steering
   }
 }
     `) as unknown as TypedDocumentString<AgentsQuery, AgentsQueryVariables>;
@@ -791,6 +801,7 @@ export const QueueStatusChangedDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<QueueStatusChangedSubscription, QueueStatusChangedSubscriptionVariables>;
 export const CancellationChangedDocument = new TypedDocumentString(`
@@ -829,6 +840,7 @@ fragment TurnFields on Turn {
   error
   startedAt
   endedAt
+  clientMessageId
 }
 fragment SessionCore on Session {
   id
@@ -927,6 +939,10 @@ export const TurnItemsDocument = new TypedDocumentString(`
   ... on RawItem {
     json
   }
+  ... on SteerItem {
+    text
+    entryId
+  }
 }`) as unknown as TypedDocumentString<TurnItemsSubscription, TurnItemsSubscriptionVariables>;
 export const CreateTaskDocument = new TypedDocumentString(`
     mutation CreateTask($input: CreateTaskInput!) {
@@ -950,6 +966,15 @@ export const SendMessageDocument = new TypedDocumentString(`
     queue {
       ...Queue
     }
+    turn {
+      id
+      clientMessageId
+    }
+    queuedEntry {
+      id
+      clientMessageId
+    }
+    outcome
     userErrors {
       code
       message
@@ -970,6 +995,7 @@ export const SendMessageDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<SendMessageMutation, SendMessageMutationVariables>;
 export const EnqueueMessageDocument = new TypedDocumentString(`
@@ -978,6 +1004,11 @@ export const EnqueueMessageDocument = new TypedDocumentString(`
     queue {
       ...Queue
     }
+    entry {
+      id
+      clientMessageId
+    }
+    dispatched
     userErrors {
       code
       message
@@ -998,6 +1029,7 @@ export const EnqueueMessageDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<EnqueueMessageMutation, EnqueueMessageMutationVariables>;
 export const UpdateQueueEntryDocument = new TypedDocumentString(`
@@ -1026,6 +1058,7 @@ export const UpdateQueueEntryDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<UpdateQueueEntryMutation, UpdateQueueEntryMutationVariables>;
 export const RemoveQueueEntryDocument = new TypedDocumentString(`
@@ -1054,6 +1087,7 @@ export const RemoveQueueEntryDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<RemoveQueueEntryMutation, RemoveQueueEntryMutationVariables>;
 export const ReorderQueueDocument = new TypedDocumentString(`
@@ -1082,6 +1116,7 @@ export const ReorderQueueDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<ReorderQueueMutation, ReorderQueueMutationVariables>;
 export const SetAutoRunDocument = new TypedDocumentString(`
@@ -1111,6 +1146,7 @@ export const SetAutoRunDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<SetAutoRunMutation, SetAutoRunMutationVariables>;
 export const SendNowDocument = new TypedDocumentString(`
@@ -1140,6 +1176,7 @@ export const SendNowDocument = new TypedDocumentString(`
     position
     content
     source
+    clientMessageId
   }
 }`) as unknown as TypedDocumentString<SendNowMutation, SendNowMutationVariables>;
 export const AnswerClarificationDocument = new TypedDocumentString(`

@@ -1,0 +1,25 @@
+"""Bounded waits that never swallow a cancellation.
+
+On Python 3.11, ``asyncio.wait_for`` returns the inner result when a cancellation arrives in the
+same loop iteration as that result (CPython gh-86296; 3.12 rewrote ``wait_for`` on
+``asyncio.timeout``): the cancelled task keeps running. A loop that waits with it — a listener,
+a follower, a poll — then outlives the ``cancel()`` meant to end it, and whoever awaits the task
+waits forever. :func:`within` is ``wait_for`` built on ``asyncio.timeout``, which counts
+cancellations (``Task.uncancel``) and so lets every external one through. ``wait_for`` itself is
+banned by ruff (TID251) in this repository. Reproduction: docs/upstream/wait_for_cancel_repro.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """``await awaitable``, raising :class:`TimeoutError` after ``timeout`` seconds (``None``:
+    no bound). On timeout the awaitable is cancelled, as with ``wait_for``."""
+    async with asyncio.timeout(timeout):
+        return await awaitable
