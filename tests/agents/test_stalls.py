@@ -323,6 +323,9 @@ def test_a9_a10_profile_keys_and_the_built_in_bounds(tmp_path: Path) -> None:
     path.write_text('[agents.a]\ntype = "acp"\ncommand = ["x"]\napproval_timeout = -1\n')
     with pytest.raises(ProfileError, match="approval_timeout"):
         load_profiles(path)
+    path.write_text('[agents.a]\ntype = "command"\ncommand = ["x"]\napproval_timeout = 5\n')
+    with pytest.raises(ProfileError, match="approval_timeout is for acp profiles only"):
+        load_profiles(path)
 
 
 async def test_a9_the_first_sign_of_life_shrinks_the_bound_to_the_stall_bound() -> None:
