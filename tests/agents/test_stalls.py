@@ -9,8 +9,10 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from faults import FaultyStore, faults_of
 
 from turnqueue.agents import Agent, CommandAgent, ProfileError, ScriptedAgent, build_agents
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
@@ -63,7 +65,8 @@ async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         "silent-command": CommandAgent("sleep 60", bounds=tiny),
         "quiet-command": CommandAgent("sh -c 'echo started; exec sleep 60'", bounds=tiny),
     }
-    opened = await Engine.open(settings, store, EventBus(64), agents=agents)
+    seam: Any = FaultyStore(store)  # a Store, by delegation
+    opened = await Engine.open(settings, seam, EventBus(64), agents=agents)
     try:
         yield opened
     finally:
@@ -370,3 +373,24 @@ async def test_a10_an_approval_without_a_reject_option_expires_cancelled(engine:
     assert kept.answered_at is not None
     assert HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by
     await engine.cancel(ME, sid)
+
+
+async def test_a10_an_expiry_that_cannot_commit_answers_cancelled_once(engine: Engine) -> None:
+    """A10: the expiry's answer does not commit (the database away): nothing was answered,
+    so the agent gets ``cancelled`` and the approval is stored CANCELLED by ``system``, once;
+    the hold ends and the session takes its next prompt."""
+    sid = await ready(engine, "expiring")
+    with faults_of(engine).failing("answer_approval") as failures:
+        turn = await send(engine, sid, "/permission")
+        ended = await finished(engine, sid, turn.id)
+    assert failures() == 0  # the expiry's answer failed; the CANCELLED one went through
+    assert ended.output == "permission: cancelled"
+    (kept,) = await engine.approvals_of_turn(turn.id)
+    assert (kept.outcome, kept.option_id, kept.answered_by) == (
+        ApprovalOutcome.CANCELLED,
+        None,
+        "system",
+    )
+    assert HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by
+    after = await finished(engine, sid, (await send(engine, sid, "after")).id)
+    assert after.output == "echo: after"

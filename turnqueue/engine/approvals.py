@@ -106,6 +106,7 @@ class Approvals:
             return chosen
         waiting = _Waiting(approval, asyncio.get_running_loop().create_future())
         sid = approval.session_id
+        given_up_by: str | None = None  # who gave up on it, when not the agent
         try:
             async with self.core.change(sid) as c:
                 await c.tx.add_approval(approval)
@@ -115,18 +116,26 @@ class Approvals:
                 # Not wait_for: the future must stay answerable until the expiry has committed.
                 await asyncio.wait({waiting.future}, timeout=request.timeout)
                 if not waiting.future.done():
-                    await self.expire(approval.id)
+                    try:
+                        await self.expire(approval.id)
+                    except Exception:
+                        # A10: the expiry did not commit (the database away): the agent gets
+                        # ``cancelled``, and the approval is stored CANCELLED by ``system``.
+                        log.exception("could not expire approval %s", approval.id)
+                        given_up_by = SYSTEM
+                        return None
             return await waiting.future
         finally:
             if self._waiting.pop(approval.id, None) is not None:
-                # Cancelled by the agent (A5: cancel, or the turn ended): stored CANCELLED.
-                await asyncio.shield(self._release(approval, answered_by=None))
+                # Cancelled by the agent (A5: cancel, or the turn ended), or an expiry that
+                # could not commit: stored CANCELLED (a conditional update: at most once).
+                await asyncio.shield(self._release(approval, answered_by=given_up_by))
 
     async def expire(self, approval_id: str) -> bool:
         """A10: answer a pending approval as expired, now: with its reject option, by
         ``system`` (its timer calls this). False when it is not waiting on this instance or a
         user's answer got there first (the agent then gets that one). Raises when the answer
-        cannot commit: nothing was answered, and the agent's exit stores it CANCELLED."""
+        cannot commit: nothing was answered (its timer then gives the agent ``cancelled``)."""
         waiting = self._waiting.get(approval_id)
         if waiting is None:
             return False
