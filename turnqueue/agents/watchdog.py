@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from turnqueue.timeouts import within
 
-#: A9 defaults (seconds): a profile's ``stall_timeout``; ``start_timeout`` is the profile's.
+#: A9: a profile's ``stall_timeout`` by default (seconds; ``TURNQUEUE_STALL_TIMEOUT``).
 DEFAULT_STALL_TIMEOUT = 600.0
 
 
@@ -54,8 +54,9 @@ class Watchdog:
         return self._active
 
     def arm(self) -> None:
-        """The prompt has reached the agent: its clock starts now."""
+        """The prompt has reached the agent: its clock starts now, for its first sign of life."""
         self._armed = True
+        self._active = False
         self._last = self._loop.time()
         self._wake.set()
 
