@@ -106,3 +106,39 @@ async def test_a6_m4_an_approval_is_answered_on_any_instance_exactly_once(
         with pytest.raises(Conflict) as refused:
             await engine.answer_approval(ME, approval.id, "allow")
         assert refused.value.code is ErrorCode.APPROVAL_RESOLVED
+
+
+async def test_a10_m4_an_expiry_on_the_owner_races_an_answer_forwarded_from_another_instance(
+    pair: tuple[Engine, Engine],
+) -> None:
+    """A10 with M4: the approval's expiry on A (its turn's instance) and a user's answer sent
+    to B (forwarded to A) race: exactly one is recorded and is what the agent got; a losing
+    user gets APPROVAL_RESOLVED, a losing expiry answers nothing."""
+    a, b = pair
+    _, session = await a.create_task(ME, "t", "fake")
+
+    async def started() -> bool:
+        found = await a.session(ME, session.id)
+        return found.state is SessionState.WAITING_FOR_INPUT
+
+    await until(started, "the agent to start on A")
+    turn_id, approval = await _asked(a, b, session.id, "/permission")
+    answered, expired = await asyncio.gather(
+        b.answer_approval(ME, approval.id, "allow"),
+        a.approvals.expire(approval.id),
+        return_exceptions=True,
+    )
+    if expired is True:
+        assert isinstance(answered, Conflict) and answered.code is ErrorCode.APPROVAL_RESOLVED
+        winner, by = "reject", "system"
+    else:
+        assert expired is False and not isinstance(answered, BaseException), answered
+        winner, by = "allow", ME
+    turn = await finished(a, session.id, turn_id)
+    assert turn.output == f"permission: {winner}"
+    (kept,) = await b.approvals_of_turn(turn_id)
+    assert (kept.outcome, kept.option_id, kept.answered_by) == (
+        ApprovalOutcome.SELECTED,
+        winner,
+        by,
+    )
