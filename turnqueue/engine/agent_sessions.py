@@ -17,7 +17,7 @@ import socket
 from collections import OrderedDict
 
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
-from turnqueue.domain import AgentProfile, SessionState
+from turnqueue.domain import AgentConversation, AgentProfile, SessionState
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -35,12 +35,14 @@ class AgentSessions:
         self._failures: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
 
     def bind(self) -> None:
-        """Give the agents what they ask of the engine: a session's task directory (ACP), and
-        where to record the process groups they run (M6)."""
+        """Give the agents what they ask of the engine: a session's task directory and its
+        agent conversation (ACP, A8), and where to record the process groups they run (M6)."""
         records = ProcessRecords(self.core)
+        conversations = ConversationRecords(self.core)
         for agent in self.core.agents.values():
             if isinstance(agent, AcpAgent):
                 agent.task_of = self._task_of
+                agent.conversations = conversations
             if hasattr(agent, "processes"):
                 agent.processes = records
 
@@ -139,3 +141,31 @@ class ProcessRecords:
                 await tx.forget_process(self.host, pgid)
         except Exception:
             log.exception("could not forget the agent process group %d", pgid)
+
+
+class ConversationRecords:
+    """The ACP agents' :class:`~turnqueue.agents.acp_resume.ConversationLog`: each session's
+    agent conversation is a row (``agent_conversations``) any instance reads when it starts the
+    session's agent again (A8). Not units of work: the row belongs to no queue and moves no
+    revision. A read that fails is no conversation (a new agent session), a write that fails is
+    logged; neither stops the agent."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    async def conversation(self, session_id: str) -> AgentConversation | None:
+        try:
+            async with self.core.store.read() as tx:
+                return await tx.conversation(session_id)
+        except Exception:
+            log.exception("could not read the agent conversation of session %s", session_id)
+            return None
+
+    async def record(self, conversation: AgentConversation) -> None:
+        try:
+            async with self.core.store.transaction() as tx:
+                await tx.record_conversation(conversation)
+        except Exception:
+            log.exception(
+                "could not record the agent conversation of session %s", conversation.session_id
+            )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from turnqueue.agents import Agent, build_agents, unknown_agent
 from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
+    AgentConversation,
     AgentProfile,
     Approval,
     CancellationStatus,
@@ -303,6 +304,11 @@ class Engine:
     def agent_stderr(self, session_id: str) -> str | None:
         """A11: what that agent wrote to stderr, kept apart from the reason."""
         return self.agent_sessions.failure_stderr(session_id)
+
+    async def agent_conversation(self, session_id: str) -> AgentConversation | None:
+        """A8: the session's agent conversation as its records keep it (any instance)."""
+        async with self.core.store.read() as tx:
+            return await tx.conversation(session_id)
 
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)

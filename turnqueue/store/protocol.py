@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from turnqueue.domain import (
+    AgentConversation,
     AgentErrorKind,
     Approval,
     ApprovalOutcome,
@@ -416,7 +417,27 @@ class RequestsTx(Protocol):
         """Move a request on, exactly once: False when it was not in ``from_state``."""
 
 
-class Tx(UnitOfWork, InstancesTx, SessionsTx, OutputTx, ApprovalsTx, QueueTx, RequestsTx, Protocol):
+class ConversationsTx(Protocol):
+    """The agent's own session behind each session (A8, turnqueue/store/conversations.py)."""
+
+    async def conversation(self, session_id: str) -> AgentConversation | None:
+        """The session's agent conversation as last recorded; None before its agent started."""
+
+    async def record_conversation(self, conversation: AgentConversation) -> None:
+        """Record (replace) the session's agent conversation."""
+
+
+class Tx(
+    UnitOfWork,
+    InstancesTx,
+    SessionsTx,
+    OutputTx,
+    ApprovalsTx,
+    QueueTx,
+    RequestsTx,
+    ConversationsTx,
+    Protocol,
+):
     """One transaction of the store: every aggregate's part, each small enough to read at once."""
 
 
