@@ -32,4 +32,9 @@ def pytest_asyncio_loop_factories(
 
 
 #: Modules whose agents run inside a ``turnqueue serve`` process (uvloop), not in the test's loop.
-SERVED = {"test_command_served.py", "test_acp_served.py", "test_acp_real_agents.py"}
+SERVED = {
+    "test_command_served.py",
+    "test_acp_served.py",
+    "test_acp_real_agents.py",
+    "test_acp_conversations_served.py",
+}
