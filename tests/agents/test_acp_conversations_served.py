@@ -1,11 +1,13 @@
 """A8 through real ``turnqueue serve`` processes (uvloop, real sockets): a conversation survives a
 restart of the server (both stores) and the SIGKILL of the instance that ran it, whose session
-another instance takes over (PostgreSQL). The fake ACP agent keeps its sessions on disk
+another instance takes over (PostgreSQL); the session's end closes the agent's session on the
+instance that runs it (PostgreSQL). The fake ACP agent keeps its sessions on disk
 (``FAKE_ACP_STORE``), so only the session's records can continue its conversation: ``/count``
 counts on when they did."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +20,8 @@ from test_acp_served import FAKE, process_gone, ready_session, run_turn
 
 CONVERSATION = """query($s: ID!) { session(id: $s) { agentConversation {
   agentSessionId resumed resumeError canResume canLoad canClose updatedAt } } }"""
+
+TASK_OF = "query($s: ID!) { session(id: $s) { taskId } }"
 
 
 def agents_file(tmp_path: Path) -> Path:
@@ -47,11 +51,24 @@ start_timeout = 30
     return path
 
 
+WORKFLOW = """
+[[steps]]
+name = "PLAN"
+
+[[steps]]
+name = "BUILD"
+new_session_on_enter = true
+"""
+
+
 def server(database_url: str, tmp_path: Path, name: str) -> ProcServer:
+    workflow = tmp_path / "workflow.toml"
+    workflow.write_text(WORKFLOW, encoding="utf-8")
     return ProcServer(
         database_url,
         tmp_path / f"{name}.log",
         TURNQUEUE_AGENTS_FILE=str(agents_file(tmp_path)),
+        TURNQUEUE_WORKFLOW_FILE=str(workflow),
         TURNQUEUE_CANCEL_TIMEOUT="1.0",
         TURNQUEUE_ESCALATION_TIMEOUT="1.0",
     )
@@ -122,3 +139,34 @@ async def test_a8_m6_another_instance_resumes_the_conversation_of_a_killed_owner
         again = await conversation(client, session)
         assert again["resumed"] == "RESUMED"
         assert again["agentSessionId"] == first["agentSessionId"]
+
+
+async def test_a8_m4_a_session_ended_on_b_closes_its_agent_session_on_a(
+    pg_database_url: str, tmp_path: Path, servers: list[ProcServer]
+) -> None:
+    """The agent runs on A; a workflow transfer (W3) asked of B ends the session: A's agent
+    gets ``session/close`` (the fake agent marks its stored session closed) and stops."""
+    a = server(pg_database_url, tmp_path, "a")
+    b = server(pg_database_url, tmp_path, "b")
+    for each in (a, b):
+        servers.append(await each.start())
+    async with a.client() as client:
+        session = await ready_session(client, "resumer")
+        task = (await client.data(TASK_OF, s=session))["session"]["taskId"]
+        who = (await run_turn(client, session, "/whoami"))["output"]
+        agent_session = (await conversation(client, session))["agentSessionId"]
+    pid = int(who.split("pid=")[1].split()[0])
+    record = tmp_path / "agent-sessions" / f"{agent_session}.json"
+    assert json.loads(record.read_text(encoding="utf-8"))["closed"] is False
+    async with b.client() as client:
+        await client.ok("moveTask", "task { id }", taskId=task, step="BUILD")
+
+    async def closed() -> bool:
+        return bool(json.loads(record.read_text(encoding="utf-8"))["closed"])
+
+    await poll(closed, "A's agent to close its session", timeout=60)
+
+    async def stopped() -> bool:
+        return process_gone(pid)
+
+    await poll(stopped, "A's agent to stop", timeout=60)

@@ -15,10 +15,12 @@ import asyncio
 import logging
 import socket
 from collections import OrderedDict
+from typing import Any
 
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
 from turnqueue.domain import AgentConversation, AgentProfile, SessionState
 from turnqueue.engine.core import Core
+from turnqueue.engine.peers import OwnerUnreachable
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,42 @@ class AgentSessions:
     def failure_stderr(self, session_id: str) -> str | None:
         failed = self._failures.get(session_id)
         return failed[1] if failed is not None else None
+
+    # -- session end (A2, A8) --------------------------------------------------------------------
+    def close(self, session_id: str, agent_name: str) -> None:
+        """The session ended: close its agent's session (``session/close``, when advertised) and
+        stop its agent, here and on every other live instance that runs a process of it (a
+        request, M4: the agent process belongs to the instance that started it)."""
+        if hasattr(self.core.agents.get(agent_name), "close_session"):
+            self.core.spawn(self._close(session_id, agent_name), name=f"agent-close:{session_id}")
+
+    async def _close(self, session_id: str, agent_name: str) -> None:
+        await self.serve_close({"s": session_id, "a": agent_name})
+        cluster = self.core.cluster
+        if cluster is None:
+            return
+        try:
+            async with self.core.store.read() as tx:
+                owners = await tx.process_owners(session_id)
+            owners = (owners - {self.core.instance}) & await cluster.live()
+        except Exception:
+            log.exception("could not find where the agent of session %s runs", session_id)
+            return
+        timeout = max(5.0, self.core.settings.lease_seconds)
+        for owner in sorted(owners):
+            try:
+                await cluster.call(
+                    owner, "close_agent", {"s": session_id, "a": agent_name}, timeout
+                )
+            except OwnerUnreachable:  # its lease ends soon, and its agents with it (M6)
+                log.warning("instance %s did not close the agent of session %s", owner, session_id)
+
+    async def serve_close(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Close and stop the session's agent on this instance (asked here or by another)."""
+        close = getattr(self.core.agents.get(str(args["a"])), "close_session", None)
+        if close is not None:
+            await close(str(args["s"]))
+        return {}
 
     # -- session start (A2) --------------------------------------------------------------------
     def needs_start(self, agent_name: str) -> bool:

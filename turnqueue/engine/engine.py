@@ -81,11 +81,13 @@ class Engine:
             on_cancelled=lambda sid: self.workflows.on_completed(sid),
         )
         self.queue = QueueOps(core, self.turns, self.cancels)
-        self.workflows = Workflows(core, self.turns, self.cancels)
+        #: agent profiles, session start (A1, A2), turn items (A3), conversations (A8)
+        self.agent_sessions = AgentSessions(core, self.turns)
+        self.workflows = Workflows(
+            core, self.turns, self.cancels, close_agent=self.agent_sessions.close
+        )
         self.shared_reads = SharedReads(core.bus, core.queue_status)
         self.event_reads = EventReads()  # O2: the streams' reads again, one per event
-        #: agent profiles, session start (A1, A2) and turn items (A3)
-        self.agent_sessions = AgentSessions(core, self.turns)
         self.approvals = Approvals(core, self.turns)  # A6
         self.steering = Steering(core, self.turns)  # Q16
         self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
@@ -116,6 +118,7 @@ class Engine:
                 "cancel": engine.cancels.serve_forwarded,
                 "send_now": engine.queue.serve_forwarded,
                 "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
+                "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
             }
             await join_cluster(engine.core, engine.turns, served, engine.steering.sweep)
         await recover(engine.core, engine.turns, sweep=True)

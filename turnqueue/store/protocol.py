@@ -177,6 +177,9 @@ class InstancesTx(Protocol):
     async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
         """Process groups on ``host`` recorded by instances not in ``live``."""
 
+    async def process_owners(self, session_id: str) -> set[int]:
+        """The instances that run an agent process of the session (A8: where to close it)."""
+
     async def next_epoch(self) -> int:
         """A new value of the durable epoch sequence: larger than every earlier one."""
 
