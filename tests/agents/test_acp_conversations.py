@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ class World:
         return self.tmp_path / "agent-sessions"
 
     def agents(self) -> dict[str, Agent]:
-        return {
+        made: dict[str, Agent] = {
             name: AcpAgent(
                 Profile(
                     name=name,
@@ -68,6 +68,10 @@ class World:
             )
             for name, env in PROFILES.items()
         }
+        resumer = made["resumer"]
+        assert isinstance(resumer, AcpAgent)
+        made["sleepy"] = AcpAgent(replace(resumer.profile, name="sleepy", idle_timeout=0.05))
+        return made
 
     @asynccontextmanager
     async def engine(self) -> AsyncIterator[Engine]:
@@ -220,3 +224,22 @@ async def test_a8_ending_the_session_closes_the_agent_session(world: World) -> N
             return bool(json.loads(record.read_text(encoding="utf-8"))["closed"])
 
         await until(closed, "the agent session to be closed")
+
+
+async def test_a8_an_agent_stopped_when_idle_resumes_the_session_on_the_next_prompt(
+    world: World,
+) -> None:
+    async with world.engine() as engine:
+        _, session_id = await ready(engine, "sleepy")
+        agent = engine.core.agents["sleepy"]
+        assert isinstance(agent, AcpAgent)
+
+        async def stopped() -> bool:
+            return agent.process_of(session_id) is None
+
+        await until(stopped, "the idle agent to stop")
+        await prompt(engine, session_id, "remember 42")
+        await until(stopped, "the idle agent to stop again")
+        assert (await prompt(engine, session_id, "/count")).output == "count=2"
+        conversation = await engine.agent_conversation(session_id)
+        assert conversation is not None and conversation.resumed is ConversationStart.RESUMED
