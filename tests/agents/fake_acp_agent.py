@@ -51,7 +51,9 @@ which replays the history: each earlier prompt as a user message chunk, then an 
 ``FAKE_ACP_STORE=<dir>`` keeps each agent session on disk (``<dir>/<session id>.json``: its
 prompts, and ``closed`` once ``session/close`` closed it), so that a restarted agent resumes or
 loads a session an earlier process created; a session not found there is refused (-32002).
-Without it any session id is accepted and starts with no prompts. ``/count`` replies
+Without it any session id is accepted and starts with no prompts. ``FAKE_ACP_EXCLUSIVE=1``
+(with a store) refuses to resume or load a session another live agent process holds (-32003
+"Session is active"), as fast-agent does. ``/count`` replies
 ``count=<n>``: the prompts this agent session has seen, this one included (a continued
 conversation counts on).
 ``FAKE_ACP_START_DELAY`` (seconds) delays the ``initialize`` answer; ``FAKE_ACP_FAIL_START=1``
@@ -116,6 +118,7 @@ RESUME = os.environ.get("FAKE_ACP_RESUME", _LOAD_ENV)
 LOAD = RESUME == "load"
 CLOSE = os.environ.get("FAKE_ACP_CLOSE") == "1"
 STORE = Path(os.environ["FAKE_ACP_STORE"]) if os.environ.get("FAKE_ACP_STORE") else None
+EXCLUSIVE = os.environ.get("FAKE_ACP_EXCLUSIVE") == "1"
 AUTH = os.environ.get("FAKE_ACP_AUTH") == "1"
 AUTH_METHODS: list[Any] = [
     AuthMethodAgent(id="fake-login", name="Log in", description="Run `fake login` in a terminal"),
@@ -177,6 +180,7 @@ class FakeAgent:
         self.sessions.add(session_id)
         self.prompts[session_id] = []
         self._save(session_id)
+        self._hold(session_id)
         return NewSessionResponse(session_id=session_id)
 
     def _save(self, session_id: str, *, closed: bool = False) -> None:
@@ -185,12 +189,25 @@ class FakeAgent:
             record = {"prompts": self.prompts.get(session_id, []), "closed": closed}
             (STORE / f"{session_id}.json").write_text(json.dumps(record), encoding="utf-8")
 
+    def _hold(self, session_id: str) -> None:
+        """``FAKE_ACP_EXCLUSIVE``: this process holds the session (refused when another live
+        process does)."""
+        if STORE is None or not EXCLUSIVE:
+            return
+        owner = STORE / f"{session_id}.owner"
+        if owner.exists():
+            pid = int(owner.read_text(encoding="utf-8"))
+            if pid != os.getpid() and _alive(pid):
+                raise RequestError(-32003, f"Session is active: {session_id} (pid {pid})")
+        owner.write_text(str(os.getpid()), encoding="utf-8")
+
     def _continue(self, session_id: str) -> None:
         """Take up a session an earlier process created (from the store, when there is one)."""
         if STORE is not None:
             path = STORE / f"{session_id}.json"
             if not path.exists():
                 raise RequestError.resource_not_found(f"session {session_id}")
+            self._hold(session_id)
             self.prompts[session_id] = json.loads(path.read_text(encoding="utf-8"))["prompts"]
         self.prompts.setdefault(session_id, [])
         self.sessions.add(session_id)
@@ -456,6 +473,18 @@ class FakeAgent:
             await self._say(session_id, "echo: ")
             await self._say(session_id, text)
         return PromptResponse(stop_reason=end)  # type: ignore[arg-type]
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
 
 
 async def main() -> None:

@@ -39,6 +39,13 @@ env = {{ FAKE_ACP_RESUME = "resume", FAKE_ACP_CLOSE = "1", FAKE_ACP_STORE = "{st
 workspace = "{tmp_path / "work"}"
 start_timeout = 30
 
+[agents.exclusive]
+type = "acp"
+command = {command}
+env = {{ FAKE_ACP_RESUME = "resume", FAKE_ACP_EXCLUSIVE = "1", FAKE_ACP_STORE = "{store}" }}
+workspace = "{tmp_path / "work"}"
+start_timeout = 30
+
 [agents.loader]
 type = "acp"
 command = {command}
@@ -170,3 +177,27 @@ async def test_a8_m4_a_session_ended_on_b_closes_its_agent_session_on_a(
         return process_gone(pid)
 
     await poll(stopped, "A's agent to stop", timeout=60)
+
+
+async def test_a8_m4_a_turn_on_b_resumes_the_session_whose_idle_agent_runs_on_a(
+    pg_database_url: str, tmp_path: Path, servers: list[ProcServer]
+) -> None:
+    """An agent that refuses to resume a session another of its processes holds (fast-agent
+    does; here the fake agent with FAKE_ACP_EXCLUSIVE): B asks A to stop its idle agent first,
+    so the turn on B continues the conversation instead of forking it."""
+    a = server(pg_database_url, tmp_path, "a")
+    b = server(pg_database_url, tmp_path, "b")
+    for each in (a, b):
+        servers.append(await each.start())
+    async with a.client() as client:
+        session = await ready_session(client, "exclusive")
+        who = (await run_turn(client, session, "/whoami"))["output"]
+        first = await conversation(client, session)
+    pid = int(who.split("pid=")[1].split()[0])
+    async with b.client() as client:
+        turn = await run_turn(client, session, "/count")
+        assert turn["status"] == "COMPLETED" and turn["output"] == "count=2"
+        again = await conversation(client, session)
+        assert again["resumed"] == "RESUMED" and again["resumeError"] is None
+        assert again["agentSessionId"] == first["agentSessionId"]
+    assert process_gone(pid)  # A stopped its agent before B's resumed the session

@@ -146,6 +146,15 @@ class AcpAgent:
                     )
         await self.stop(process)
 
+    async def release_session(self, session_id: str) -> None:
+        """Stop the session's agent without closing the agent's session: another instance
+        continues it (A8). A process serving a turn is left alone (none should be: a session's
+        turns run on one instance at a time)."""
+        process = self._processes.get(session_id)
+        if process is not None and process.run is None:
+            del self._processes[session_id]
+            await self.stop(process)
+
     async def aclose(self) -> None:
         await self._runs.aclose()
         processes = list(self._processes.values())
@@ -252,13 +261,16 @@ class AcpAgent:
             created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
             return created.session_id
 
+        stored = await self.conversations.conversation(session_id)
+        if stored is not None and (offers.resume or offers.load):
+            await self.conversations.release_elsewhere(session_id)
         conversation = await open_conversation(
             conn,
             session_id=session_id,
             profile=self.name,
             cwd=cwd,
             offers=offers,
-            stored=await self.conversations.conversation(session_id),
+            stored=stored,
             new=new,
         )
         process.acp_session_id = conversation.agent_session_id

@@ -40,6 +40,11 @@ class ConversationLog(Protocol):
 
     async def record(self, conversation: AgentConversation) -> None: ...
 
+    async def release_elsewhere(self, session_id: str) -> None:
+        """Before the conversation is continued here: stop the session's agent wherever else it
+        runs (another instance's idle process may hold it open, and an agent may refuse to
+        resume a session another of its processes holds: fast-agent does)."""
+
 
 class MemoryConversations:
     """A :class:`ConversationLog` in this process's memory (an agent without an engine)."""
@@ -52,6 +57,9 @@ class MemoryConversations:
 
     async def record(self, conversation: AgentConversation) -> None:
         self._kept[conversation.session_id] = conversation
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        pass  # one process: nowhere else
 
 
 @dataclass(frozen=True, slots=True)

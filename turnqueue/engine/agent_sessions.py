@@ -93,6 +93,14 @@ class AgentSessions:
             except OwnerUnreachable:  # its lease ends soon, and its agents with it (M6)
                 log.warning("instance %s did not close the agent of session %s", owner, session_id)
 
+    async def serve_release(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Stop the session's agent on this instance, its agent session left open: another
+        instance is about to continue it (A8, :meth:`ConversationRecords.release_elsewhere`)."""
+        for agent in self.core.agents.values():
+            if isinstance(agent, AcpAgent):
+                await agent.release_session(str(args["s"]))
+        return {}
+
     async def serve_close(self, args: dict[str, Any]) -> dict[str, Any]:
         """Close and stop the session's agent on this instance (asked here or by another)."""
         close = getattr(self.core.agents.get(str(args["a"])), "close_session", None)
@@ -207,3 +215,21 @@ class ConversationRecords:
             log.exception(
                 "could not record the agent conversation of session %s", conversation.session_id
             )
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        """Ask every other live instance that runs an agent process of the session to stop it
+        (``release_agent``, M4). Hazard: an instance that died but whose lease has not ended
+        yet still counts as live, and its agent lives until recovery kills it (M6); an agent
+        that refuses to resume a session held by that process then starts a new one here."""
+        cluster = self.core.cluster
+        if cluster is None:
+            return
+        try:
+            async with self.core.store.read() as tx:
+                owners = await tx.process_owners(session_id)
+            owners = (owners - {self.core.instance}) & await cluster.live()
+            timeout = max(5.0, self.core.settings.lease_seconds)
+            for owner in sorted(owners):
+                await cluster.call(owner, "release_agent", {"s": session_id}, timeout)
+        except Exception as exc:  # OwnerUnreachable, a store error: the resume may still work
+            log.warning("could not release the agent of session %s elsewhere: %r", session_id, exc)

@@ -119,6 +119,7 @@ class Engine:
                 "send_now": engine.queue.serve_forwarded,
                 "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
                 "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
+                "release_agent": engine.agent_sessions.serve_release,  # A8: resumed elsewhere
             }
             await join_cluster(engine.core, engine.turns, served, engine.steering.sweep)
         await recover(engine.core, engine.turns, sweep=True)
