@@ -187,7 +187,10 @@ class FakeAgent:
         if STORE is not None:
             STORE.mkdir(parents=True, exist_ok=True)
             record = {"prompts": self.prompts.get(session_id, []), "closed": closed}
-            (STORE / f"{session_id}.json").write_text(json.dumps(record), encoding="utf-8")
+            # Replaced in one step: a test reading it never sees a half-written file.
+            temporary = STORE / f".{session_id}.{os.getpid()}.tmp"
+            temporary.write_text(json.dumps(record), encoding="utf-8")
+            temporary.replace(STORE / f"{session_id}.json")
 
     def _hold(self, session_id: str) -> None:
         """``FAKE_ACP_EXCLUSIVE``: this process holds the session (refused when another live
@@ -199,7 +202,9 @@ class FakeAgent:
             pid = int(owner.read_text(encoding="utf-8"))
             if pid != os.getpid() and _alive(pid):
                 raise RequestError(-32003, f"Session is active: {session_id} (pid {pid})")
-        owner.write_text(str(os.getpid()), encoding="utf-8")
+        temporary = STORE / f".{session_id}.{os.getpid()}.owner"
+        temporary.write_text(str(os.getpid()), encoding="utf-8")
+        temporary.replace(owner)
 
     def _continue(self, session_id: str) -> None:
         """Take up a session an earlier process created (from the store, when there is one)."""
