@@ -364,6 +364,30 @@ class AgentAuth:
     message: str | None = None  # the agent's own refusal (REFUSED)
 
 
+class ConversationStart(StrEnum):
+    """How a session's agent conversation was opened the last time its agent started (A8)."""
+
+    NEW = "NEW"  # ``session/new``: the agent starts from nothing
+    RESUMED = "RESUMED"  # ``session/resume``: the agent's own session continues
+    LOADED = "LOADED"  # ``session/load``: the agent replayed its history (kept out of turns)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConversation:
+    """A8: the agent's own session behind a turnqueue session, and what the agent advertised,
+    kept from the moment ``session/new`` (or a resume or load) answers."""
+
+    session_id: str
+    profile: str
+    agent_session_id: str
+    can_resume: bool
+    can_load: bool
+    can_close: bool
+    resumed: ConversationStart
+    resume_error: str | None  # why a resume or load failed (then ``resumed`` is NEW)
+    updated_at: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class AgentProfile:
     """A profile as clients see it (A1): never its command or environment."""

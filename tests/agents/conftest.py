@@ -37,4 +37,6 @@ SERVED = {
     "test_acp_served.py",
     "test_acp_real_agents.py",
     "test_stalls_served.py",
+    "test_acp_conversations_served.py",
+    "test_acp_fast_agent.py",
 }

@@ -5,6 +5,7 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
 - anything else: a plain reply, ``"echo: <prompt>"`` in two message chunks, ``end_turn``;
 - ``/whoami``: replies ``pid=<pid> session=<agent session id> loaded=<0|1>
   auth=<authenticated method | -> cwd=<cwd>``;
+- ``/count``: replies ``count=<n>`` (see Conversations below);
 - ``/helper``: starts a child process in its process group that outlives it (as an MCP server
   would) and replies ``helper=<pid>``;
 - ``/tool``: a tool call (pending), its updates (in_progress, then completed with content and a
@@ -48,7 +49,20 @@ Run as ``python fake_acp_agent.py`` (stdio). The prompt's first word selects the
   approval is pending and runs again after).
 
 ``FAKE_ACP_STEER=1`` accepts ``_session/steering`` during a prompt (Q16).
-``FAKE_ACP_LOAD=1`` advertises ``loadSession`` (and accepts ``session/load``); otherwise not.
+
+Conversations (A8): ``FAKE_ACP_RESUME=resume`` advertises ``sessionCapabilities.resume`` (and
+accepts ``session/resume``), ``load`` advertises ``loadSession`` (and accepts ``session/load``,
+which replays the history: each earlier prompt as a user message chunk, then an agent message
+``replayed history ``), ``none`` (the default) neither; ``FAKE_ACP_LOAD=1`` is ``load``.
+``FAKE_ACP_CLOSE=1`` advertises ``sessionCapabilities.close`` (and accepts ``session/close``).
+``FAKE_ACP_STORE=<dir>`` keeps each agent session on disk (``<dir>/<session id>.json``: its
+prompts, and ``closed`` once ``session/close`` closed it), so that a restarted agent resumes or
+loads a session an earlier process created; a session not found there is refused (-32002).
+Without it any session id is accepted and starts with no prompts. ``FAKE_ACP_EXCLUSIVE=1``
+(with a store) refuses to resume or load a session another live agent process holds (-32003
+"Session is active"), as fast-agent does. ``/count`` replies
+``count=<n>``: the prompts this agent session has seen, this one included (a continued
+conversation counts on).
 ``FAKE_ACP_START_DELAY`` (seconds) delays the ``initialize`` answer; ``FAKE_ACP_FAIL_START=1``
 makes ``session/new`` fail.
 
@@ -67,6 +81,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from acp import (
@@ -85,6 +100,7 @@ from acp import (
     update_agent_thought_text,
     update_plan,
     update_tool_call,
+    update_user_message_text,
 )
 from acp.interfaces import Client
 from acp.schema import (
@@ -93,13 +109,23 @@ from acp.schema import (
     AuthMethodAgent,
     AvailableCommand,
     AvailableCommandsUpdate,
+    CloseSessionResponse,
     EnvVarAuthMethod,
     PermissionOption,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionResumeCapabilities,
     ToolCallLocation,
     ToolCallUpdate,
 )
 
-LOAD = os.environ.get("FAKE_ACP_LOAD") == "1"
+_LOAD_ENV = "load" if os.environ.get("FAKE_ACP_LOAD") == "1" else "none"
+RESUME = os.environ.get("FAKE_ACP_RESUME", _LOAD_ENV)
+LOAD = RESUME == "load"
+CLOSE = os.environ.get("FAKE_ACP_CLOSE") == "1"
+STORE = Path(os.environ["FAKE_ACP_STORE"]) if os.environ.get("FAKE_ACP_STORE") else None
+EXCLUSIVE = os.environ.get("FAKE_ACP_EXCLUSIVE") == "1"
 AUTH = os.environ.get("FAKE_ACP_AUTH") == "1"
 AUTH_METHODS: list[Any] = [
     AuthMethodAgent(id="fake-login", name="Log in", description="Run `fake login` in a terminal"),
@@ -120,6 +146,7 @@ class FakeAgent:
         self.prompting: set[str] = set()  # sessions whose prompt is under way (steering)
         self.loaded = False
         self.sessions: set[str] = set()
+        self.prompts: dict[str, list[str]] = {}  # each session's prompts, oldest first (A8)
         self.authenticated: str | None = None
 
     def on_connect(self, conn: Client) -> None:
@@ -132,7 +159,13 @@ class FakeAgent:
             sys.stderr.flush()
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(load_session=LOAD),
+            agent_capabilities=AgentCapabilities(
+                load_session=LOAD,
+                session_capabilities=SessionCapabilities(
+                    resume=SessionResumeCapabilities() if RESUME == "resume" else None,
+                    close=SessionCloseCapabilities() if CLOSE else None,
+                ),
+            ),
             auth_methods=AUTH_METHODS if AUTH else [],
         )
 
@@ -152,16 +185,71 @@ class FakeAgent:
             raise RequestError.auth_required()
         session_id = f"fake-{uuid.uuid4().hex[:8]}"
         self.sessions.add(session_id)
+        self.prompts[session_id] = []
+        self._save(session_id)
+        self._hold(session_id)
         return NewSessionResponse(session_id=session_id)
+
+    def _save(self, session_id: str, *, closed: bool = False) -> None:
+        if STORE is not None:
+            STORE.mkdir(parents=True, exist_ok=True)
+            record = {"prompts": self.prompts.get(session_id, []), "closed": closed}
+            # Replaced in one step: a test reading it never sees a half-written file.
+            temporary = STORE / f".{session_id}.{os.getpid()}.tmp"
+            temporary.write_text(json.dumps(record), encoding="utf-8")
+            temporary.replace(STORE / f"{session_id}.json")
+
+    def _hold(self, session_id: str) -> None:
+        """``FAKE_ACP_EXCLUSIVE``: this process holds the session (refused when another live
+        process does)."""
+        if STORE is None or not EXCLUSIVE:
+            return
+        owner = STORE / f"{session_id}.owner"
+        if owner.exists():
+            pid = int(owner.read_text(encoding="utf-8"))
+            if pid != os.getpid() and _alive(pid):
+                raise RequestError(-32003, f"Session is active: {session_id} (pid {pid})")
+        temporary = STORE / f".{session_id}.{os.getpid()}.owner"
+        temporary.write_text(str(os.getpid()), encoding="utf-8")
+        temporary.replace(owner)
+
+    def _continue(self, session_id: str) -> None:
+        """Take up a session an earlier process created (from the store, when there is one)."""
+        if STORE is not None:
+            path = STORE / f"{session_id}.json"
+            if not path.exists():
+                raise RequestError.resource_not_found(f"session {session_id}")
+            self._hold(session_id)
+            self.prompts[session_id] = json.loads(path.read_text(encoding="utf-8"))["prompts"]
+        self.prompts.setdefault(session_id, [])
+        self.sessions.add(session_id)
+
+    async def resume_session(
+        self, cwd: str, session_id: str, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        if RESUME != "resume":
+            raise RequestError.method_not_found("session/resume")
+        self._continue(session_id)
+        return ResumeSessionResponse()
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
         if not LOAD:
             raise RequestError.method_not_found("session/load")
+        self._continue(session_id)
         self.loaded = True
-        self.sessions.add(session_id)
         # History replayed on load must not reach a turn.
+        assert self.client is not None
+        for text in self.prompts[session_id]:
+            await self.client.session_update(session_id, update_user_message_text(text))
         await self._say(session_id, "replayed history ")
         return LoadSessionResponse()
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        if not CLOSE:
+            raise RequestError.method_not_found("session/close")
+        self._save(session_id, closed=True)
+        self.sessions.discard(session_id)
+        return CloseSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.setdefault(session_id, asyncio.Event()).set()
@@ -257,7 +345,11 @@ class FakeAgent:
         client = self.client
         assert client is not None
         end = "end_turn"
-        if word == "/whoami":
+        self.prompts.setdefault(session_id, []).append(text)
+        self._save(session_id)
+        if word == "/count":
+            await self._say(session_id, f"count={len(self.prompts[session_id])}")
+        elif word == "/whoami":
             await self._say(
                 session_id,
                 f"pid={os.getpid()} session={session_id} loaded={int(self.loaded)} "
@@ -404,8 +496,21 @@ class FakeAgent:
         return PromptResponse(stop_reason=end)  # type: ignore[arg-type]
 
 
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
 async def main() -> None:
-    await run_agent(FakeAgent())  # type: ignore[arg-type]
+    # The package routes session/resume and session/close only as "unstable" methods.
+    await run_agent(FakeAgent(), use_unstable_protocol=True)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -9,8 +9,11 @@ agent is authenticated before ``session/new`` (A11); :attr:`AcpAgent.auth` is wh
 said about authentication, and a refusal names the agent's methods (:mod:`.acp_errors`).
 The process (:mod:`.acp_process`: its own process group, a minimal environment, stderr drained)
 is stopped after ``idle_timeout`` without a turn, at shutdown, and when it dies or is killed;
-the session's next turn then starts a fresh one, resuming the agent's own session with
-``session/load`` when the agent advertised ``loadSession`` (else a new ``session/new``).
+the session's next turn then starts a fresh one, which continues the agent's own session as the
+session's records keep it (A8, :mod:`.acp_resume`: ``session/resume``, else ``session/load``,
+else a new ``session/new``), on this instance or any other, after a restart too. When
+turnqueue's session ends (:meth:`AcpAgent.close_session`) the agent's session is closed
+(``session/close``, when advertised) before its process stops.
 
 Every ``session/update`` of a turn becomes turn output (:mod:`.acp_updates`); updates outside a
 turn (the history ``session/load`` replays) are dropped.
@@ -46,6 +49,12 @@ from turnqueue.agents.acp_process import (
     release,
     spawn,
     terminate,
+)
+from turnqueue.agents.acp_resume import (
+    ConversationLog,
+    MemoryConversations,
+    advertised,
+    open_conversation,
 )
 from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, PermissionRequest
 from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
@@ -91,7 +100,8 @@ class AcpAgent:
         #: set by the engine: records each session's process group (M6)
         self.processes: ProcessLog | None = None
         self._processes: dict[str, AcpProcess] = {}
-        self._acp_ids: dict[str, tuple[str, bool]] = {}  # session → (agent's id, loadable)
+        #: set by the engine: the session's records of its agent conversation (A8)
+        self.conversations: ConversationLog = MemoryConversations()
         self._cwds: dict[str, Path] = {}
         # Weak: a session's lock lives while a turn or a start holds or awaits it.
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
@@ -121,11 +131,37 @@ class AcpAgent:
             self.idle(session_id, process)
 
     async def close_session(self, session_id: str) -> None:
-        """Stop the session's agent (the session ended)."""
+        """The session ended: close the agent's session (``session/close``, when its running
+        agent advertised it; A8), then stop the agent."""
         process = self._processes.pop(session_id, None)
-        self._acp_ids.pop(session_id, None)
         self._cwds.pop(session_id, None)
-        if process is not None:
+        if process is None:
+            return
+        conn = process.conn
+        if process.can_close and conn is not None and process.acp_session_id is not None:
+            if not process.dead and process.proc.returncode is None:
+                try:
+                    async with asyncio.timeout(SEND_TIMEOUT):
+                        await conn.close_session(session_id=process.acp_session_id)
+                    log.info(
+                        "session %s: closed agent session %s", session_id, process.acp_session_id
+                    )
+                except Exception as exc:
+                    log.warning(
+                        "session %s: session/close of agent session %s failed: %r",
+                        session_id,
+                        process.acp_session_id,
+                        exc,
+                    )
+        await self.stop(process)
+
+    async def release_session(self, session_id: str) -> None:
+        """Stop the session's agent without closing the agent's session: another instance
+        continues it (A8). A process serving a turn is left alone (none should be: a session's
+        turns run on one instance at a time)."""
+        process = self._processes.get(session_id)
+        if process is not None and process.run is None:
+            del self._processes[session_id]
             await self.stop(process)
 
     async def aclose(self) -> None:
@@ -226,21 +262,28 @@ class AcpAgent:
                 client_info=Implementation(name="turnqueue", version="0.1.0"),
             ),
         )
-        caps = init.agent_capabilities
-        process.load_supported = bool(caps is not None and caps.load_session)
+        offers = advertised(init.agent_capabilities)
+        process.can_close = offers.close
         await self._authenticate(process, auth_methods(init.auth_methods))
-        previous = self._acp_ids.get(session_id)
-        if previous is not None and previous[1] and process.load_supported:
-            try:
-                # The history it replays arrives outside any turn and is dropped.
-                await conn.load_session(cwd=str(cwd), session_id=previous[0], mcp_servers=[])
-                process.acp_session_id = previous[0]
-            except Exception as exc:
-                log.warning("session/load failed (%s); starting a new agent session", exc)
-        if process.acp_session_id is None:
+
+        async def new() -> str:
             created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
-            process.acp_session_id = created.session_id
-        self._acp_ids[session_id] = (process.acp_session_id, process.load_supported)
+            return created.session_id
+
+        stored = await self.conversations.conversation(session_id)
+        if stored is not None and (offers.resume or offers.load):
+            await self.conversations.release_elsewhere(session_id)
+        conversation = await open_conversation(
+            conn,
+            session_id=session_id,
+            profile=self.name,
+            cwd=cwd,
+            offers=offers,
+            stored=stored,
+            new=new,
+        )
+        process.acp_session_id = conversation.agent_session_id
+        await self.conversations.record(conversation)
         if self.auth.state is not AuthState.REFUSED or process.auth_method is not None:
             state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
             self.auth = AgentAuth(state, process.auth_method, self.auth.methods)

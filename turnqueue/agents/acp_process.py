@@ -72,7 +72,7 @@ class AcpProcess:
     proc: asyncio.subprocess.Process
     conn: ClientSideConnection | None = None
     acp_session_id: str | None = None
-    load_supported: bool = False
+    can_close: bool = False  # the agent advertised ``session/close`` (A8)
     auth_method: str | None = None  # the method it was authenticated with (A11)
     stderr: deque[bytes] = field(default_factory=deque)
     stderr_size: int = 0  # bytes in ``stderr``

@@ -15,10 +15,12 @@ import asyncio
 import logging
 import socket
 from collections import OrderedDict
+from typing import Any
 
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
-from turnqueue.domain import AgentProfile, SessionState
+from turnqueue.domain import AgentConversation, AgentProfile, SessionState
 from turnqueue.engine.core import Core
+from turnqueue.engine.peers import OwnerUnreachable
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -35,12 +37,14 @@ class AgentSessions:
         self._failures: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
 
     def bind(self) -> None:
-        """Give the agents what they ask of the engine: a session's task directory (ACP), and
-        where to record the process groups they run (M6)."""
+        """Give the agents what they ask of the engine: a session's task directory and its
+        agent conversation (ACP, A8), and where to record the process groups they run (M6)."""
         records = ProcessRecords(self.core)
+        conversations = ConversationRecords(self.core)
         for agent in self.core.agents.values():
             if isinstance(agent, AcpAgent):
                 agent.task_of = self._task_of
+                agent.conversations = conversations
             if hasattr(agent, "processes"):
                 agent.processes = records
 
@@ -59,6 +63,50 @@ class AgentSessions:
     def failure_stderr(self, session_id: str) -> str | None:
         failed = self._failures.get(session_id)
         return failed[1] if failed is not None else None
+
+    # -- session end (A2, A8) --------------------------------------------------------------------
+    def close(self, session_id: str, agent_name: str) -> None:
+        """The session ended: close its agent's session (``session/close``, when advertised) and
+        stop its agent, here and on every other live instance that runs a process of it (a
+        request, M4: the agent process belongs to the instance that started it)."""
+        if hasattr(self.core.agents.get(agent_name), "close_session"):
+            self.core.spawn(self._close(session_id, agent_name), name=f"agent-close:{session_id}")
+
+    async def _close(self, session_id: str, agent_name: str) -> None:
+        await self.serve_close({"s": session_id, "a": agent_name})
+        cluster = self.core.cluster
+        if cluster is None:
+            return
+        try:
+            async with self.core.store.read() as tx:
+                owners = await tx.process_owners(session_id)
+            owners = (owners - {self.core.instance}) & await cluster.live()
+        except Exception:
+            log.exception("could not find where the agent of session %s runs", session_id)
+            return
+        timeout = max(5.0, self.core.settings.lease_seconds)
+        for owner in sorted(owners):
+            try:
+                await cluster.call(
+                    owner, "close_agent", {"s": session_id, "a": agent_name}, timeout
+                )
+            except OwnerUnreachable:  # its lease ends soon, and its agents with it (M6)
+                log.warning("instance %s did not close the agent of session %s", owner, session_id)
+
+    async def serve_release(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Stop the session's agent on this instance, its agent session left open: another
+        instance is about to continue it (A8, :meth:`ConversationRecords.release_elsewhere`)."""
+        for agent in self.core.agents.values():
+            if isinstance(agent, AcpAgent):
+                await agent.release_session(str(args["s"]))
+        return {}
+
+    async def serve_close(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Close and stop the session's agent on this instance (asked here or by another)."""
+        close = getattr(self.core.agents.get(str(args["a"])), "close_session", None)
+        if close is not None:
+            await close(str(args["s"]))
+        return {}
 
     # -- session start (A2) --------------------------------------------------------------------
     def needs_start(self, agent_name: str) -> bool:
@@ -139,3 +187,49 @@ class ProcessRecords:
                 await tx.forget_process(self.host, pgid)
         except Exception:
             log.exception("could not forget the agent process group %d", pgid)
+
+
+class ConversationRecords:
+    """The ACP agents' :class:`~turnqueue.agents.acp_resume.ConversationLog`: each session's
+    agent conversation is a row (``agent_conversations``) any instance reads when it starts the
+    session's agent again (A8). Not units of work: the row belongs to no queue and moves no
+    revision. A read that fails is no conversation (a new agent session), a write that fails is
+    logged; neither stops the agent."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    async def conversation(self, session_id: str) -> AgentConversation | None:
+        try:
+            async with self.core.store.read() as tx:
+                return await tx.conversation(session_id)
+        except Exception:
+            log.exception("could not read the agent conversation of session %s", session_id)
+            return None
+
+    async def record(self, conversation: AgentConversation) -> None:
+        try:
+            async with self.core.store.transaction() as tx:
+                await tx.record_conversation(conversation)
+        except Exception:
+            log.exception(
+                "could not record the agent conversation of session %s", conversation.session_id
+            )
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        """Ask every other live instance that runs an agent process of the session to stop it
+        (``release_agent``, M4). Hazard: an instance that died but whose lease has not ended
+        yet still counts as live, and its agent lives until recovery kills it (M6); an agent
+        that refuses to resume a session held by that process then starts a new one here."""
+        cluster = self.core.cluster
+        if cluster is None:
+            return
+        try:
+            async with self.core.store.read() as tx:
+                owners = await tx.process_owners(session_id)
+            owners = (owners - {self.core.instance}) & await cluster.live()
+            timeout = max(5.0, self.core.settings.lease_seconds)
+            for owner in sorted(owners):
+                await cluster.call(owner, "release_agent", {"s": session_id}, timeout)
+        except Exception as exc:  # OwnerUnreachable, a store error: the resume may still work
+            log.warning("could not release the agent of session %s elsewhere: %r", session_id, exc)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from turnqueue.agents import Agent, build_agents, unknown_agent
 from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
+    AgentConversation,
     AgentProfile,
     Approval,
     CancellationStatus,
@@ -80,11 +81,13 @@ class Engine:
             on_cancelled=lambda sid: self.workflows.on_completed(sid),
         )
         self.queue = QueueOps(core, self.turns, self.cancels)
-        self.workflows = Workflows(core, self.turns, self.cancels)
+        #: agent profiles, session start (A1, A2), turn items (A3), conversations (A8)
+        self.agent_sessions = AgentSessions(core, self.turns)
+        self.workflows = Workflows(
+            core, self.turns, self.cancels, close_agent=self.agent_sessions.close
+        )
         self.shared_reads = SharedReads(core.bus, core.queue_status)
         self.event_reads = EventReads()  # O2: the streams' reads again, one per event
-        #: agent profiles, session start (A1, A2) and turn items (A3)
-        self.agent_sessions = AgentSessions(core, self.turns)
         self.approvals = Approvals(core, self.turns)  # A6
         self.steering = Steering(core, self.turns)  # Q16
         self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
@@ -115,6 +118,8 @@ class Engine:
                 "cancel": engine.cancels.serve_forwarded,
                 "send_now": engine.queue.serve_forwarded,
                 "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
+                "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
+                "release_agent": engine.agent_sessions.serve_release,  # A8: resumed elsewhere
             }
             await join_cluster(engine.core, engine.turns, served, engine.steering.sweep)
         await recover(engine.core, engine.turns, sweep=True)
@@ -303,6 +308,11 @@ class Engine:
     def agent_stderr(self, session_id: str) -> str | None:
         """A11: what that agent wrote to stderr, kept apart from the reason."""
         return self.agent_sessions.failure_stderr(session_id)
+
+    async def agent_conversation(self, session_id: str) -> AgentConversation | None:
+        """A8: the session's agent conversation as its records keep it (any instance)."""
+        async with self.core.store.read() as tx:
+            return await tx.conversation(session_id)
 
     def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
         return self.core.bus.subscribe(session_id, kinds)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from turnqueue.domain import (
@@ -66,10 +67,18 @@ def load_workflow(path: Path | None) -> Workflow:
 
 
 class Workflows:
-    def __init__(self, core: Core, turns: Turns, cancels: Cancels) -> None:
+    def __init__(
+        self,
+        core: Core,
+        turns: Turns,
+        cancels: Cancels,
+        close_agent: Callable[[str, str], None] = lambda session_id, agent: None,
+    ) -> None:
         self.core = core
         self.turns = turns
         self.cancels = cancels
+        #: (session id, agent profile): the session ended; close and stop its agent (A2, A8)
+        self.close_agent = close_agent
 
     async def _task_of(self, session_id: str) -> tuple[Task, Session]:
         async with self.core.store.read() as tx:
@@ -177,11 +186,9 @@ class Workflows:
             for unit in (c, d):
                 await unit.queue_changed()
             d.session_changed()  # a new session: its first revision
-        # A2: the completed session's agent process (an acp profile keeps one) is stopped; the
-        # new session starts its own on its first prompt.
-        close = getattr(self.core.agents.get(source.session.agent), "close_session", None)
-        if close is not None:
-            self.core.spawn(close(source_id), name=f"agent-close:{source_id}")
+        # A2, A8: the completed session's agent session is closed and its process (an acp
+        # profile keeps one) stopped; the new session starts its own on its first prompt.
+        self.close_agent(source_id, source.session.agent)
         return moved
 
     async def _drain_current(self, task_id: str, source_id: str | None) -> None:

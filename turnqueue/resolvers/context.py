@@ -191,6 +191,9 @@ class Context:
     def agent_stderr(self, session_id: str) -> str | None:
         return self.engine.agent_stderr(session_id)
 
+    async def agent_conversation(self, session_id: str) -> domain.AgentConversation | None:
+        return await self.engine.agent_conversation(session_id)
+
     async def approvals_of_turn(self, turn_id: str) -> list[domain.Approval]:
         return await self.engine.approvals_of_turn(turn_id)
 

@@ -105,8 +105,9 @@ _TURN = fields(
 )
 
 #: Yields on a session or a cancellation revision: the session's own row, its clarification,
-#: its turns' start and end, and its cancellation move with those. Its queue, task and agent
-#: error do not; nor, for sharing, do the pending approval and the turns' pages (never grouped).
+#: its turns' start and end, and its cancellation move with those. Its queue, task, agent error
+#: and agent conversation do not; nor, for sharing, do the pending approval and the turns' pages
+#: (never grouped).
 SESSION_SNAPSHOT = Snapshot(
     "sessionChanged",
     watches=(EventKind.SESSION, EventKind.CANCELLATION),
@@ -119,7 +120,7 @@ SESSION_SNAPSHOT = Snapshot(
         turns=_TURN,
         still=(
             *("task", "autoRun", "queue", "agentError", "agentStderr", "pendingApproval"),
-            "turnsConnection",
+            *("turnsConnection", "agentConversation"),
         ),
     ),
 )

@@ -127,6 +127,16 @@ DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
             "`methods` what it offers.",
         },
     ),
+    domain.ConversationStart: (
+        "How a session's agent conversation was opened the last time its agent started (A8).",
+        {
+            "NEW": "`session/new`: the agent started a new session (the first start; or the "
+            "agent offers neither resume nor load; or they failed: `resumeError`).",
+            "RESUMED": "`session/resume`: the agent continued its own session.",
+            "LOADED": "`session/load`: the agent reloaded its session; the history it replayed "
+            "is in no turn.",
+        },
+    ),
     domain.ItemKind: (
         "The kind of a turn item (A3).",
         {
@@ -224,6 +234,7 @@ ErrorCode = errors.ErrorCode
 AgentType = domain.AgentType
 AgentErrorKind = domain.AgentErrorKind
 AuthState = domain.AuthState
+ConversationStart = domain.ConversationStart
 ItemKind = domain.ItemKind
 ApprovalOutcome = domain.ApprovalOutcome
 
@@ -233,6 +244,7 @@ __all__ = [
     "ApprovalOutcome",
     "AuthState",
     "CancelOutcome",
+    "ConversationStart",
     "Delivery",
     "ErrorCode",
     "HoldReason",

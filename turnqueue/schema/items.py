@@ -14,7 +14,13 @@ from typing import Any
 import strawberry
 
 from turnqueue import domain
-from turnqueue.schema.enums import AgentType, ApprovalOutcome, AuthState, ItemKind
+from turnqueue.schema.enums import (
+    AgentType,
+    ApprovalOutcome,
+    AuthState,
+    ConversationStart,
+    ItemKind,
+)
 
 
 @strawberry.type(description="An authentication method an agent offers (ACP `authMethods`).")
@@ -40,6 +46,38 @@ class AgentAuth:
     message: str | None = strawberry.field(
         description="The agent's own refusal when `state` is REFUSED; null otherwise."
     )
+
+
+@strawberry.type(
+    description="The agent's own session behind a session (A8): kept in the session's records "
+    "from the moment the agent answered `session/new`, and continued whenever its agent starts "
+    "again (after an idle stop, a crash, a restart, or on another instance)."
+)
+class AgentConversation:
+    agent_session_id: str = strawberry.field(description="The agent's own session id.")
+    resumed: ConversationStart = strawberry.field(
+        description="How the conversation was opened the last time its agent started."
+    )
+    resume_error: str | None = strawberry.field(
+        description="Why continuing it failed the last time (`resumed` is then NEW), in the "
+        "agent's own words where it gave any; null otherwise."
+    )
+    can_resume: bool = strawberry.field(description="The agent advertises `session/resume`.")
+    can_load: bool = strawberry.field(description="The agent advertises `session/load`.")
+    can_close: bool = strawberry.field(description="The agent advertises `session/close`.")
+    updated_at: datetime = strawberry.field(description="When its agent last opened it.")
+
+    @classmethod
+    def from_domain(cls, c: domain.AgentConversation) -> AgentConversation:
+        return cls(
+            agent_session_id=c.agent_session_id,
+            resumed=c.resumed,
+            resume_error=c.resume_error,
+            can_resume=c.can_resume,
+            can_load=c.can_load,
+            can_close=c.can_close,
+            updated_at=c.updated_at,
+        )
 
 
 @strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")

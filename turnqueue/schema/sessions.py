@@ -15,7 +15,7 @@ from turnqueue import domain
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection, PageArgs, page_count
 from turnqueue.schema.enums import SessionState
-from turnqueue.schema.items import Approval
+from turnqueue.schema.items import AgentConversation, Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus
 from turnqueue.schema.reads import After, Before, First, Info, Last
 from turnqueue.schema.scalars import Revision
@@ -198,6 +198,16 @@ class Session:
     )
     def agent_stderr(self, info: Info) -> str | None:
         return info.context.agent_stderr(self.id)
+
+    @described.field(
+        "The agent's own session behind this one (A8): its id, what the agent advertised, and "
+        "whether its last start resumed, loaded or opened it anew; null for sessions whose "
+        "profile is not `acp`, and before their agent first started. Read from the session's "
+        "records (any instance); no revision orders it."
+    )
+    async def agent_conversation(self, info: Info) -> AgentConversation | None:
+        found = await info.context.agent_conversation(self.id)
+        return AgentConversation.from_domain(found) if found is not None else None
 
     @described.field(
         "The agent's permission request waiting for answerApproval (A6); null when none. A "

@@ -143,6 +143,11 @@ class InstanceStatements:
             )
         )
 
+    async def process_owners(self, session_id: str) -> set[int]:
+        """A8: the instances that run an agent process of the session."""
+        stmt = select(agent_processes.c.instance).where(agent_processes.c.session_id == session_id)
+        return {int(instance) for instance in await self._conn.scalars(stmt)}
+
     async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
         """Process groups on ``host`` recorded by instances not in ``live``."""
         stmt = select(agent_processes.c.pgid).where(

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from turnqueue.domain import (
+    AgentConversation,
     AgentErrorKind,
     Approval,
     ApprovalOutcome,
@@ -175,6 +176,9 @@ class InstancesTx(Protocol):
 
     async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
         """Process groups on ``host`` recorded by instances not in ``live``."""
+
+    async def process_owners(self, session_id: str) -> set[int]:
+        """The instances that run an agent process of the session (A8: where to close it)."""
 
     async def next_epoch(self) -> int:
         """A new value of the durable epoch sequence: larger than every earlier one."""
@@ -416,7 +420,27 @@ class RequestsTx(Protocol):
         """Move a request on, exactly once: False when it was not in ``from_state``."""
 
 
-class Tx(UnitOfWork, InstancesTx, SessionsTx, OutputTx, ApprovalsTx, QueueTx, RequestsTx, Protocol):
+class ConversationsTx(Protocol):
+    """The agent's own session behind each session (A8, turnqueue/store/conversations.py)."""
+
+    async def conversation(self, session_id: str) -> AgentConversation | None:
+        """The session's agent conversation as last recorded; None before its agent started."""
+
+    async def record_conversation(self, conversation: AgentConversation) -> None:
+        """Record (replace) the session's agent conversation."""
+
+
+class Tx(
+    UnitOfWork,
+    InstancesTx,
+    SessionsTx,
+    OutputTx,
+    ApprovalsTx,
+    QueueTx,
+    RequestsTx,
+    ConversationsTx,
+    Protocol,
+):
     """One transaction of the store: every aggregate's part, each small enough to read at once."""
 
 

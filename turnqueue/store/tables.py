@@ -339,6 +339,26 @@ class AgentProcessRow(TableModel, table=True):
     started_at: datetime = _column(UtcDateTime, nullable=False)
 
 
+class AgentConversationRow(TableModel, table=True):
+    """A8: the ACP agent's own session of a turnqueue session and what its agent advertised,
+    written whenever the agent answers ``session/new``, ``session/resume`` or ``session/load``,
+    so that any instance that starts the session's agent again continues that conversation."""
+
+    __tablename__ = "agent_conversations"
+
+    session_id: str = _column(
+        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    profile: str = _column(String(255), nullable=False)
+    agent_session_id: str = _column(String(255), nullable=False)
+    can_resume: bool = _column(Boolean, nullable=False)
+    can_load: bool = _column(Boolean, nullable=False)
+    can_close: bool = _column(Boolean, nullable=False)
+    resumed: str = _column(String(16), nullable=False)  # NEW, RESUMED or LOADED
+    resume_error: str | None = _column(Text, nullable=True)
+    updated_at: datetime = _column(UtcDateTime, nullable=False)
+
+
 class SentMessageRow(TableModel, table=True):
     """Q15: a send that carried a ``clientMessageId``, and what it did, so that a retry of the
     same key answers it (kept at least a day; older rows of a session go with its next send)."""
@@ -452,6 +472,7 @@ approvals = _table(ApprovalRow)
 session_holds = _table(SessionHoldRow)
 agent_processes = _table(AgentProcessRow)
 sent_messages = _table(SentMessageRow)
+agent_conversations = _table(AgentConversationRow)
 steer_requests = _table(SteerRequestRow)
 owner_requests = _table(OwnerRequestRow)
 epochs = _table(EpochRow)

@@ -49,6 +49,7 @@ from turnqueue.domain import (
 )
 from turnqueue.store.approvals import ApprovalStatements
 from turnqueue.store.conn import Conn, Params
+from turnqueue.store.conversations import ConversationStatements
 from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.output import OutputStatements
@@ -169,6 +170,7 @@ _TASK = Statement(select(tasks).where(tasks.c.id == bindparam("p_task_id")))
 
 
 class SqlTx(
+    ConversationStatements,
     EntryStatements,
     InstanceStatements,
     OutputStatements,

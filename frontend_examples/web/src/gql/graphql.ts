@@ -107,6 +107,15 @@ export type ClearQueueInput = {
   sessionId: Scalars['ID']['input'];
 };
 
+/** How a session's agent conversation was opened the last time its agent started (A8). */
+export type ConversationStart =
+  /** `session/load`: the agent reloaded its session; the history it replayed is in no turn. */
+  | 'LOADED'
+  /** `session/new`: the agent started a new session (the first start; or the agent offers neither resume nor load; or they failed: `resumeError`). */
+  | 'NEW'
+  /** `session/resume`: the agent continued its own session. */
+  | 'RESUMED';
+
 /** Input of createTask. */
 export type CreateTaskInput = {
   /** The agent profile of its first session; null for the server's default (`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT. */
