@@ -6,9 +6,9 @@ keeps its sessions under ``--home``), and the session's history, as fast-agent k
 the prompts of both server lives.
 
 fast-agent needs Python >= 3.12: the ``fast_agent`` fixture installs it once into
-``~/.cache/turnqueue/fast-agent`` (a venv of ``~/.pyenv/versions/3.12.1`` or of ``python3.12``;
-a few minutes the first time). Skipped, saying why, when no Python 3.12 is found, the install
-fails, or ``TURNQUEUE_SKIP_REAL_AGENTS=1``.
+``~/.cache/turnqueue/fast-agent`` (a venv of ``~/.pyenv/versions/3.12.1`` or of ``python3.12``,
+by the dev extra's uv: seconds the first time). Skipped, saying why, when no Python 3.12 is
+found, the install fails, or ``TURNQUEUE_SKIP_REAL_AGENTS=1``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,9 +56,18 @@ def fast_agent() -> Path:
                 pytest.skip("fast-agent needs Python >= 3.12, and none was found")
             shutil.rmtree(CACHE, ignore_errors=True)
             CACHE.parent.mkdir(parents=True, exist_ok=True)
+            uv = str(Path(sys.executable).with_name("uv"))
             steps = (
-                [python, "-m", "venv", str(CACHE)],
-                [str(CACHE / "bin" / "pip"), "install", "-q", f"fast-agent-mcp=={VERSION}"],
+                [uv, "venv", "-q", "--python", python, str(CACHE)],
+                [
+                    uv,
+                    "pip",
+                    "install",
+                    "-q",
+                    "--python",
+                    str(CACHE / "bin" / "python"),
+                    f"fast-agent-mcp=={VERSION}",
+                ],
             )
             for argv in steps:
                 done = subprocess.run(
