@@ -74,6 +74,7 @@ graphql(`
 graphql(`
   fragment SessionCore on Session {
     id taskId agent state revision promptable agentError
+    agentConversation { resumed resumeError }
     clarification { id question }
     pendingApproval { id title toolCallId options { id name kind } }
     currentTurn { ...TurnFields }

@@ -24,10 +24,23 @@ const STATUS_TEXT: Record<Turn["status"], string> = {
   FAILED: "failed",
 };
 
+/** A8: how the agent's conversation was started the last time its agent was (re)started. */
+export function conversationNote(session: Pick<SessionCore, "agentConversation">): string {
+  const conversation = session.agentConversation;
+  if (!conversation) return "";
+  if (conversation.resumeError) return " · new conversation (could not continue the last)";
+  if (conversation.resumed === "RESUMED") return " · conversation resumed";
+  if (conversation.resumed === "LOADED") return " · conversation reloaded";
+  return "";
+}
+
 export function renderHead(session: SessionCore, openSession: (id: string) => void): void {
   $("session-title").textContent = session.task.title;
   setState($("session-state"), session.state);
-  $("session-agent").textContent = `agent: ${session.agent}`;
+  $("session-agent").textContent = `agent: ${session.agent}${conversationNote(session)}`;
+  $("session-agent").title = session.agentConversation?.resumeError
+    ? `could not continue the agent's conversation: ${session.agentConversation.resumeError}`
+    : "";
   $("session-step").textContent = `step: ${session.task.workflowStep}`;
   $("session-revision").textContent = String(session.revision);
   const failed = $("agent-error");

@@ -379,14 +379,14 @@ export type ItemFieldsFragment =
   | ItemFields_ToolCallItem_Fragment
 ;
 
-export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } };
+export type SessionCoreFragment = { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, agentConversation: { resumed: ConversationStart, resumeError: string | null } | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } };
 
 export type SessionSnapshotQueryVariables = Exact<{
   id: Scalars['ID']['input'];
 }>;
 
 
-export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } | null };
+export type SessionSnapshotQuery = { session: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, queue: { id: string, sessionId: string, autoRun: boolean, pauseReason: PauseReason | null, heldBy: Array<HoldReason>, count: number, max: number | null, revision: number, entries: Array<{ id: string, position: number, content: string, source: MessageSource, clientMessageId: string | null }> }, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, agentConversation: { resumed: ConversationStart, resumeError: string | null } | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } | null };
 
 export type TasksQueryVariables = Exact<{
   after?: InputMaybe<Scalars['String']['input']>;
@@ -419,7 +419,7 @@ export type SessionChangedSubscriptionVariables = Exact<{
 }>;
 
 
-export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } };
+export type SessionChangedSubscription = { sessionChanged: { id: string, taskId: string, agent: string, state: SessionState, revision: number, promptable: boolean, agentError: string | null, cancellation: { id: string, sessionId: string, pending: boolean, revision: number }, agentConversation: { resumed: ConversationStart, resumeError: string | null } | null, clarification: { id: string, question: string } | null, pendingApproval: { id: string, title: string, toolCallId: string | null, options: Array<{ id: string, name: string, kind: string }> } | null, currentTurn: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } | null, turnsConnection: { edges: Array<{ node: { id: string, prompt: string, source: MessageSource, status: TurnStatus, output: string, error: string | null, startedAt: string, endedAt: string | null, clientMessageId: string | null } }> }, task: { id: string, title: string, workflowStep: string, currentSession: { id: string } | null } } };
 
 export type TurnOutputSubscriptionVariables = Exact<{
   sessionId: Scalars['ID']['input'];
@@ -627,6 +627,10 @@ export const SessionCoreFragmentDoc = new TypedDocumentString(`
   revision
   promptable
   agentError
+  agentConversation {
+    resumed
+    resumeError
+  }
   clarification {
     id
     question
@@ -725,6 +729,10 @@ fragment SessionCore on Session {
   revision
   promptable
   agentError
+  agentConversation {
+    resumed
+    resumeError
+  }
   clarification {
     id
     question
@@ -859,6 +867,10 @@ fragment SessionCore on Session {
   revision
   promptable
   agentError
+  agentConversation {
+    resumed
+    resumeError
+  }
   clarification {
     id
     question
