@@ -14,7 +14,12 @@ for module in ("psutil", "websockets"):
     pytest.importorskip(module, reason="the bench extra is not installed")
 
 from bench.common import ServerProcess, post_json  # noqa: E402
-from bench.p4_http import HANDWRITTEN, set_auto_run  # noqa: E402
+from bench.p4_http import (  # noqa: E402
+    HANDWRITTEN,
+    record_mutation,
+    set_auto_run,
+    statement_count,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,3 +59,19 @@ async def test_p4_the_handwritten_baseline_does_the_mutations_job(database_url: 
         assert again["queue"]["revision"] == revision + 3
         refused = await _hand(server, {"sessionId": sid, "autoRun": True, "principal": "eve"})
         assert [e["code"] for e in refused["userErrors"]] == ["NOT_FOUND"]
+
+
+async def test_p4_set_auto_run_sends_about_the_statements_written_by_hand(
+    database_url: str,
+) -> None:
+    """Issue 27: the mutation sends what the hand-written job sends (BEGIN, the locked read,
+    the policy and revision, the entries, COMMIT); on PostgreSQL two more: the lock row first
+    (the view must be a statement of its own, ``PostgresTx.lock``) and the cross-instance
+    NOTIFY. No second read of the view, and none of the head for an empty queue."""
+    async with ServerProcess(database_url) as server:
+        setup = await server.call("/bench/setup", json.dumps({"sessions": 1}).encode())
+        recorded = await record_mutation(server, setup["sessions"][0]["id"])
+    sqlite = database_url.startswith("sqlite")
+    for name in ("off", "on"):
+        assert len(recorded[name]["transactions"]) == 1
+        assert statement_count(recorded[name]) == (6 if sqlite else 7)

@@ -314,6 +314,12 @@ class QueueTx(Protocol):
     ) -> None:
         """Upsert the ``queue_session_state`` row."""
 
+    async def set_policy_bumped(
+        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
+    ) -> int:
+        """:meth:`set_policy`, then :meth:`bump_queue`; the queue revision. One statement
+        where the dialect can (PostgreSQL), and when the revision was not bumped yet."""
+
     async def delete_policy(self, session_id: str) -> None:
         """Remove the policy row (W3); the session then reads auto-run true again."""
 
