@@ -120,6 +120,28 @@ async def test_lock_and_view_of_unknown_session(store: SqlStore) -> None:
         assert await tx.view("00000000-0000-0000-0000-000000000000") is None
 
 
+async def test_q1_view_with_policy_keeps_every_other_field(store: SqlStore) -> None:
+    """``SessionView.with_policy`` (the hot path's copy) passes on every field but the
+    policy: a field added to the view and forgotten there would fail here."""
+    from dataclasses import fields, replace
+
+    from turnqueue.domain import QueuePolicy
+
+    sid = await new_session(store)
+    async with store.read() as tx:
+        view = await tx.view(sid)
+    assert view is not None
+    odd = {"str": "x", "int": 7, "bool": True}  # a non-default value for every field
+    changes = {
+        f.name: odd[next(k for k in odd if k in str(f.type))]
+        for f in fields(view)
+        if f.name not in ("session", "policy", "clarification")
+    }
+    view = replace(view, **changes)
+    policy = QueuePolicy(sid, False, PauseReason.USER, 9)
+    assert view.with_policy(policy) == replace(view, policy=policy)
+
+
 async def test_q1_missing_policy_reads_auto_run_true(store: SqlStore) -> None:
     sid = await new_session(store)
     async with store.transaction() as tx:

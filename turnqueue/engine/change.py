@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import replace
 from typing import Protocol
 
 from turnqueue.bus import EventKind
@@ -93,7 +92,9 @@ class Parts(Protocol):
         cancellation: CancellationStatus | None = None,
     ) -> None: ...
 
-    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus: ...
+    def status_of(
+        self, view: SessionView, entries: list[QueueEntry], revision: int | None = None
+    ) -> QueueStatus: ...
 
     def watched(self, session_id: str) -> bool: ...
 
@@ -304,16 +305,12 @@ class Change:
             if wanted or (
                 change.queue_revision is not None and self._core.watched(change.session_id)
             ):
-                view = change._view_now
-                if view is not None:
-                    bumped = change.queue_revision
-                    if bumped is not None and bumped != view.policy.revision:
-                        view = replace(view, policy=replace(view.policy, revision=bumped))
-                else:
-                    view = await self.tx.view(change.session_id)
+                view, bumped = change._view_now, change.queue_revision
+                if view is None:
+                    view, bumped = await self.tx.view(change.session_id), None
                 if view is not None:
                     entries = await self.tx.list_entries(change.session_id)
-                    change.status = self._core.status_of(view, entries)
+                    change.status = self._core.status_of(view, entries, bumped)
             if change._session_changed:
                 self._core.publish_after(
                     self.tx, EventKind.SESSION, change.session_id, change.session_revision

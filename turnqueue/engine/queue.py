@@ -21,6 +21,7 @@ from turnqueue.domain import (
     MessageSource,
     PauseReason,
     QueueEntry,
+    QueuePolicy,
     QueueStatus,
     SendNowScope,
     SendOutcome,
@@ -165,8 +166,9 @@ class QueueOps:
             view = c.view
             if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
                 await c.set_policy(auto_run=auto_run, pause_reason=reason)
-                policy = replace(view.policy, auto_run=auto_run, pause_reason=reason)
-                view = replace(view, policy=policy)
+                view = view.with_policy(
+                    QueuePolicy(session_id, auto_run, reason, view.policy.revision)
+                )
             result, turn = DrainResult.PAUSED, None
             if auto_run:
                 result, turn = await self.turns.reserve_in(c, view, automatic=True)
