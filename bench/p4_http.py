@@ -1,5 +1,6 @@
-"""P4 (re-based, issue 13): ``setAutoRun`` over HTTP with 2 concurrent clients: server CPU per
-request and requests/s, against a plain Starlette endpoint doing the same SQL.
+"""P4 (re-based, issue 13; against the job, issue 27): ``setAutoRun`` over HTTP with 2 concurrent
+clients: server CPU per request and requests/s, against a plain Starlette endpoint doing the
+same job with hand-written SQL.
 
 The server (bench/server.py) runs in a subprocess; each client has its own keep-alive connection
 (a raw HTTP/1.1 client: httpx costs more CPU than the server) and session, and alternates
@@ -7,19 +8,24 @@ OFF/ON, so every request writes the policy and bumps the queue revision (and ON 
 automatic drain of the empty queue). Server CPU is psutil's user + system time of the server
 process over the measured requests.
 
-Baseline, same server, same run: ``POST /bench/replay/set-auto-run`` (``bench/baseline.py``), a
-plain Starlette endpoint that replays **the statements the mutation itself sent**: before the
-measurement, one ``setAutoRun`` OFF and one ON are sent to turnqueue while the server records
-every statement its store sends (``bench/sqlrecord.py``); the baseline replays exactly those
-(same texts, same parameters, same transactions, the session id swapped for its own session) on
-a raw driver connection — SQLite: ``sqlite3`` on the event loop; PostgreSQL: an asyncpg pool —
-and answers JSON of the same shape. It is what a hand-written endpoint doing the same job would
-cost, and it follows the engine: when the mutation sends fewer statements, so does the baseline.
-The recording is taken twice and must agree (nothing else wrote in between).
+Baseline, same server, same run: ``POST /bench/handwritten/set-auto-run``
+(``bench/handwritten.py``), the job written by hand on the raw driver — check the caller owns
+the session, write the policy and the revision, answer the status with its entries, in one
+transaction (SQLite: ``sqlite3`` on the event loop, as the store's writer; PostgreSQL: an
+asyncpg pool, as the store's) — answering JSON of the mutation's shape. It measures what
+turnqueue adds to the job, statements it does not need included.
 
-Informative row, the old baseline (before issue 13): ``POST /bench/plain/set-auto-run``, a plain
-endpoint making the same *engine* call and queue read as the resolver (it measured GraphQL's
-share only).
+Informative rows:
+
+* ``POST /bench/replay/set-auto-run`` (``bench/baseline.py``, issue 13) replays **the
+  statements the mutation itself sent**: before the measurement, one ``setAutoRun`` OFF and one
+  ON are sent to turnqueue while the server records every statement its store sends
+  (``bench/sqlrecord.py``); the baseline replays exactly those (same texts, same parameters,
+  same transactions, the session id swapped for its own session) on a raw driver connection.
+  It follows the engine (fewer statements, cheaper baseline), so it measures what turnqueue
+  adds around its SQL, not the SQL it could spare. The recording is taken twice and must agree.
+* ``POST /bench/plain/set-auto-run``, the old baseline (before issue 13): a plain endpoint making
+  the same *engine* call and queue read as the resolver (it measures GraphQL's share only).
 """
 
 from __future__ import annotations

@@ -10,11 +10,15 @@ every watcher has read its session's last revision. Server CPU is psutil's user 
 of the server process over the window, divided by the number of events. Two untimed rounds
 first (caches, connections).
 
-Baseline, same server, same run: what the same job costs without turnqueue — the plain
-endpoint's write (P4's re-based baseline: ``/bench/replay/set-auto-run`` replays the statements
-the mutation sent, recorded in this run, on a raw driver connection) followed by a bare
-Starlette WebSocket send of a frame of the same size (a ``next`` frame of the very payload a
-watcher received) to one bare WebSocket per session (``/bench/ws?key=i``), read the same way.
+Baseline, same server, same run (issue 27): what the same job costs without turnqueue — P4's
+hand-written endpoint (``/bench/handwritten/set-auto-run``: the job's own SQL on the raw
+driver) encoding the new status once as a ``queueStatusChanged`` payload and sending it in a
+``next`` frame to the session's one bare Starlette WebSocket (``/bench/ws?key=h<i>``), read the
+same way.
+
+Informative row (issue 13's baseline): the replay of the mutation's own recorded statements
+(``/bench/replay/set-auto-run``) followed by a bare send of the very payload a watcher
+received (``/bench/ws?key=<i>``).
 """
 
 from __future__ import annotations
