@@ -47,7 +47,7 @@ class RawDatabase:
         self._pool: asyncpg.Pool | None = None
         self._lock = asyncio.Lock()
 
-    def _sqlite_conn(self) -> sqlite3.Connection:
+    def sqlite_conn(self) -> sqlite3.Connection:
         if self._conn is None:
             path = make_url(self.url).database
             conn = sqlite3.connect(str(path), isolation_level=None)
@@ -57,7 +57,9 @@ class RawDatabase:
             self._conn = conn
         return self._conn
 
-    async def _pg_pool(self) -> asyncpg.Pool:
+    async def pg_pool(self) -> asyncpg.Pool:
+        if self._pool is not None:
+            return self._pool
         async with self._lock:
             if self._pool is None:
                 dsn = make_url(self.url).set(drivername="postgresql")
@@ -71,8 +73,8 @@ class RawDatabase:
 
     async def replay(self, recording: Recording) -> int:
         if self.sqlite:
-            return replay_sqlite(self._sqlite_conn(), recording)
-        pool = self._pool or await self._pg_pool()
+            return replay_sqlite(self.sqlite_conn(), recording)
+        pool = self._pool or await self.pg_pool()
         async with pool.acquire() as conn:
             return await replay_pg(conn, recording)
 

@@ -11,7 +11,10 @@ serves until SIGTERM. Extra routes, all under ``/bench``:
   engine call and queue read as the ``setAutoRun`` mutation, answered as plain JSON by a
   Starlette endpoint.
 * ``/bench/record/…``, ``/bench/replay/set-auto-run``, ``/bench/bare-frame`` — P4's and P8's
-  baseline: the mutation's own SQL replayed on a raw driver connection (``bench/baseline.py``).
+  replay baseline: the mutation's own SQL replayed on a raw driver connection
+  (``bench/baseline.py``).
+* ``POST /bench/handwritten/set-auto-run`` — P4's and P8's baseline (issue 27): the job done with
+  hand-written SQL on the raw driver (``bench/handwritten.py``).
 * ``WS /bench/ws`` and ``POST /bench/broadcast`` — P3/P5's baseline: bare Starlette WebSockets;
   the broadcast sends the posted payload as a graphql-transport-ws ``next`` frame to every one.
   ``/bench/ws?key=k`` also makes the socket addressable as ``k`` (P8's baseline).
@@ -51,6 +54,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bench import sqlrecord
 from bench.baseline import replay_routes
+from bench.handwritten import handwritten_routes
 from bench.pacer import pace_routes
 from turnqueue.agents import build_agents
 from turnqueue.agents.scripted import ScriptedAgent
@@ -259,6 +263,7 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
 
     return [
         *replay_routes(database_url, keyed),
+        *handwritten_routes(database_url, keyed),
         *pace_routes(engine),
         Route("/bench/events", events, methods=["POST"]),
         Route("/bench/bare-events", bare_events, methods=["POST"]),

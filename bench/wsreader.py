@@ -54,6 +54,7 @@ class Spec:
     query: str | None = None
     sessions: list[str] = field(default_factory=list)  # connection i subscribes sessions[i % n]
     keyed: bool = False  # bare sockets: ``?key=<i>`` (P8 addresses them one by one)
+    key_prefix: str = ""  # keyed sockets: ``?key=<key_prefix><i>`` (two keyed sets at once)
 
 
 @dataclass(slots=True)
@@ -109,7 +110,9 @@ class Client(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Not an isinstance check: uvloop's transports are not asyncio.Transport subclasses.
         self.transport = cast(asyncio.Transport, transport)
-        path = self.spec.path + (f"?key={self.index}" if self.spec.keyed else "")
+        path = self.spec.path + (
+            f"?key={self.spec.key_prefix}{self.index}" if self.spec.keyed else ""
+        )
         key = base64.b64encode(os.urandom(16)).decode()
         protocol = "Sec-WebSocket-Protocol: graphql-transport-ws\r\n" if self.spec.query else ""
         self.transport.write(

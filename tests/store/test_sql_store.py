@@ -121,6 +121,28 @@ async def test_lock_and_view_of_unknown_session(store: SqlStore) -> None:
         assert await tx.view("00000000-0000-0000-0000-000000000000") is None
 
 
+async def test_q1_view_with_policy_keeps_every_other_field(store: SqlStore) -> None:
+    """``SessionView.with_policy`` (the hot path's copy) passes on every field but the
+    policy: a field added to the view and forgotten there would fail here."""
+    from dataclasses import fields, replace
+
+    from turnqueue.domain import QueuePolicy
+
+    sid = await new_session(store)
+    async with store.read() as tx:
+        view = await tx.view(sid)
+    assert view is not None
+    odd = {"str": "x", "int": 7, "bool": True}  # a non-default value for every field
+    changes = {
+        f.name: odd[next(k for k in odd if k in str(f.type))]
+        for f in fields(view)
+        if f.name not in ("session", "policy", "clarification")
+    }
+    view = replace(view, **changes)
+    policy = QueuePolicy(sid, False, PauseReason.USER, 9)
+    assert view.with_policy(policy) == replace(view, policy=policy)
+
+
 async def test_q1_missing_policy_reads_auto_run_true(store: SqlStore) -> None:
     sid = await new_session(store)
     async with store.transaction() as tx:
@@ -147,6 +169,31 @@ async def test_q13_queue_revision_changes_only_through_bump(store: SqlStore) -> 
         assert await bump(tx, sid) == 1
     async with store.read() as tx:
         assert (await tx.view(sid)).policy.revision == 1  # type: ignore[union-attr]
+
+
+async def test_q13_q14_set_policy_bumped_writes_the_policy_and_one_revision(
+    store: SqlStore,
+) -> None:
+    """Q1, Q13, Q14: the policy and the queue revision in one step (one statement on
+    PostgreSQL); a later bump in the same transaction shares that revision, and so does a
+    second policy write."""
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        await tx.lock(sid)
+        assert await tx.set_policy_bumped(sid, auto_run=False, pause_reason=PauseReason.USER) == 1
+        assert await bump(tx, sid) == 1
+        assert await tx.set_policy_bumped(sid, auto_run=True, pause_reason=None) == 1
+        assert tx.changed_queues() == [sid]
+    async with store.read() as tx:
+        policy = (await tx.view(sid)).policy  # type: ignore[union-attr]
+    assert (policy.auto_run, policy.pause_reason, policy.revision) == (True, None, 1)
+    async with store.transaction() as tx:
+        await tx.lock(sid)
+        assert await tx.set_policy_bumped(sid, auto_run=False, pause_reason=None) == 2
+    with pytest.raises((KeyError, StoreError)):  # no lock row, or the policy's foreign key
+        async with store.transaction() as tx:
+            missing = "00000000-0000-0000-0000-000000000000"
+            await tx.set_policy_bumped(missing, auto_run=False, pause_reason=None)
 
 
 async def _queue_revision(store: SqlStore, sid: str) -> int:

@@ -22,6 +22,7 @@ Then the body runs, and the unit of work
 - reads the queue status once at the end of the body, before COMMIT, when the rule wants it
   (:meth:`Change.want_status`: a mutation's payload) or when a subscriber here watches the
   session's queue: the queue event then carries it, so no subscriber reads it again (P8);
+  only its entries when the rule vouched for the view (:meth:`Change.view_now`);
 - tracks the session's revision through the operations that move it (:meth:`Change.start_turn`,
   :meth:`Change.end_turn`, ...) and publishes one session event carrying the revision the
   transaction commits;
@@ -56,6 +57,7 @@ from turnqueue.domain import (
     Clarification,
     HoldReason,
     MessageSource,
+    PauseReason,
     QueueEntry,
     QueueStatus,
     Session,
@@ -90,7 +92,9 @@ class Parts(Protocol):
         cancellation: CancellationStatus | None = None,
     ) -> None: ...
 
-    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus: ...
+    def status_of(
+        self, view: SessionView, entries: list[QueueEntry], revision: int | None = None
+    ) -> QueueStatus: ...
 
     def watched(self, session_id: str) -> bool: ...
 
@@ -111,6 +115,7 @@ class Change:
         #: the queue status at the end of the body, when it was read (``want_status``)
         self.status: QueueStatus | None = None
         self._status_wanted = False
+        self._view_now: SessionView | None = None
         self._session_changed = False
         self._joined: list[Change] = []
         self._on_commit: list[Callable[[], object]] = []
@@ -127,17 +132,41 @@ class Change:
         process knows (and reserves) and reads back what others stored (``Core.bump_queue``);
         a second call raises it again when this process has learnt more meanwhile."""
         revision = await self._core.bump_queue(self.tx, self.session_id)
+        self._queue_bumped(revision)
+        return revision
+
+    async def set_policy(self, *, auto_run: bool, pause_reason: PauseReason | None) -> None:
+        """Q1, Q14: write the policy; the queue status changed (:meth:`queue_changed`), and
+        both go in one statement where the store can (PostgreSQL)."""
+        if self.queue_revision is not None:
+            await self.tx.set_policy(self.session_id, auto_run=auto_run, pause_reason=pause_reason)
+            return
+        revision = await self.tx.set_policy_bumped(
+            self.session_id, auto_run=auto_run, pause_reason=pause_reason
+        )
+        self._queue_bumped(revision)
+
+    def _queue_bumped(self, revision: int) -> None:
         if self.queue_revision is None:
             self.queue_revision = revision
             self._core.publish_after(
                 self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
             )
-        return revision
 
     def want_status(self) -> None:
         """Read the queue status at the end of the body (``status``), in this transaction:
         what a mutation answers, changed or not."""
         self._status_wanted = True
+
+    def view_now(self, view: SessionView) -> None:
+        """The rule vouches that ``view`` is the session as this transaction leaves it, its
+        queue revision aside (the unit of work knows that one): the status at the end then
+        reads only the entries, not the view again (P4, P8).
+
+        Hazard: call it after the body's last write. This class's own writes (the session's
+        operations, holds) forget it; a write straight through ``tx`` does not, so a rule that
+        writes that way after calling this would answer a stale status."""
+        self._view_now = view
 
     # -- the session revision: the operations that move it ----------------------------------
     def session_changed(self, revision: int | None = None) -> None:
@@ -145,6 +174,7 @@ class Change:
         if revision is not None:
             self.session_revision = revision
         self._session_changed = True
+        self._view_now = None
 
     async def start_turn(
         self,
@@ -219,6 +249,7 @@ class Change:
     async def change_hold(self, kind: HoldReason, delta: int) -> None:
         """``delta`` more (or fewer) holds of ``kind`` by this instance; a CANCELLING hold
         that makes the session pending, or the release that clears it, is a transition."""
+        self._view_now = None
         held = await self.tx.change_hold(self.session_id, self._core.instance, kind, delta)
         if kind is HoldReason.CANCELLING:
             await self._cancelling_is(held)
@@ -226,6 +257,7 @@ class Change:
     async def drop_orphaned_holds(self, live: set[int]) -> None:
         """M6: the holds of instances not in ``live`` end (C5: the owner dying releases its
         references)."""
+        self._view_now = None
         if await self.tx.drop_orphaned_holds(self.session_id, live):
             view = await self.tx.view(self.session_id)
             await self._cancelling_is(view is not None and view.cancelling)
@@ -273,10 +305,12 @@ class Change:
             if wanted or (
                 change.queue_revision is not None and self._core.watched(change.session_id)
             ):
-                view = await self.tx.view(change.session_id)
+                view, bumped = change._view_now, change.queue_revision
+                if view is None:
+                    view, bumped = await self.tx.view(change.session_id), None
                 if view is not None:
                     entries = await self.tx.list_entries(change.session_id)
-                    change.status = self._core.status_of(view, entries)
+                    change.status = self._core.status_of(view, entries, bumped)
             if change._session_changed:
                 self._core.publish_after(
                     self.tx, EventKind.SESSION, change.session_id, change.session_revision

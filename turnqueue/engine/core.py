@@ -220,7 +220,11 @@ class Core:
             except Exception:
                 delay = min(delay * 2, 2.0)
 
-    def status_of(self, view: SessionView, entries: list[QueueEntry]) -> QueueStatus:
+    def status_of(
+        self, view: SessionView, entries: list[QueueEntry], revision: int | None = None
+    ) -> QueueStatus:
+        """The queue status ``view`` and ``entries`` show; at ``revision`` when given (the
+        unit of work's bump, newer than the view's)."""
         return QueueStatus(
             session_id=view.session.id,
             auto_run=view.policy.auto_run,
@@ -228,7 +232,7 @@ class Core:
             held_by=held_by(view),
             entries=tuple(entries),
             max=self.settings.queue_limit,
-            revision=view.policy.revision,
+            revision=view.policy.revision if revision is None else revision,
         )
 
     async def queue_status(self, session_id: str) -> QueueStatus:

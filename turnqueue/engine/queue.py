@@ -21,6 +21,7 @@ from turnqueue.domain import (
     MessageSource,
     PauseReason,
     QueueEntry,
+    QueuePolicy,
     QueueStatus,
     SendNowScope,
     SendOutcome,
@@ -164,13 +165,15 @@ class QueueOps:
             reason = None if auto_run else PauseReason.USER
             view = c.view
             if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
-                await c.tx.set_policy(session_id, auto_run=auto_run, pause_reason=reason)
-                await c.queue_changed()
-                policy = replace(view.policy, auto_run=auto_run, pause_reason=reason)
-                view = replace(view, policy=policy)
+                await c.set_policy(auto_run=auto_run, pause_reason=reason)
+                view = view.with_policy(
+                    QueuePolicy(session_id, auto_run, reason, view.policy.revision)
+                )
             result, turn = DrainResult.PAUSED, None
             if auto_run:
                 result, turn = await self.turns.reserve_in(c, view, automatic=True)
+            if turn is None:  # no reservation: nothing written but the policy
+                c.view_now(view)
         if auto_run:
             self.core.metrics.reservation("automatic", result.value)
         return Applied(turn, _status(c))
@@ -183,8 +186,7 @@ class QueueOps:
             async with self.core.change(session_id, expected_revision, session_lock=False) as c:
                 _check_promptable(c.view)
                 if not c.view.policy.auto_run:
-                    await c.tx.set_policy(session_id, auto_run=True, pause_reason=None)
-                    await c.queue_changed()
+                    await c.set_policy(auto_run=True, pause_reason=None)
             return await self.turns.targeted_head(session_id)
 
     # -- Send Now (Q5) --------------------------------------------------------------------------
@@ -315,8 +317,7 @@ class QueueOps:
             claimed = await c.tx.claim_entries(session_id, ids, owner=self.core.instance)
             if [e.id for e in claimed] != ids:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
-            await c.tx.set_policy(session_id, auto_run=True, pause_reason=None)
-            await c.queue_changed()
+            await c.set_policy(auto_run=True, pause_reason=None)
         return claimed
 
     async def _deliver(self, session_id: str, claimed: list[QueueEntry]) -> Turn | None:

@@ -34,7 +34,12 @@ from turnqueue.store.conn import Buffered, Params, Shortcuts
 from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
+from turnqueue.store.queuestate import (
+    DialectInsert,
+    add_hold_statement,
+    set_policy_bumped_statement,
+    set_policy_statement,
+)
 from turnqueue.store.rows import Prefixed, session_from, turn_from
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import Statement, plan_for
@@ -146,6 +151,7 @@ def _rowcount(status: str) -> int:
 class PostgresTx(SqlTx):
     _insert: ClassVar[DialectInsert] = postgresql.insert
     _set_policy: ClassVar[Statement] = set_policy_statement(postgresql.insert)
+    _set_policy_bumped: ClassVar[Statement | None] = set_policy_bumped_statement(postgresql.insert)
     _add_hold: ClassVar[Statement] = add_hold_statement(postgresql.insert)
 
     def __init__(self, conn: DriverConn) -> None:

@@ -43,12 +43,13 @@ locks = queue_session_locks
 #: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
 DialectInsert = Callable[[Table], Any]
 
-_BUMP_QUEUE = Statement(
+_BUMP_QUEUE_CLAUSE = (
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
     .values(revision=locks.c.revision + 1)
     .returning(locks.c.revision)
 )
+_BUMP_QUEUE = Statement(_BUMP_QUEUE_CLAUSE)
 _BUMP_CANCELLATION = Statement(
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
@@ -108,30 +109,41 @@ def add_hold_statement(insert: DialectInsert) -> Statement:
     )
 
 
+def _policy_upsert(insert: DialectInsert) -> Insert:
+    return upsert(
+        insert,
+        queue_session_state,
+        ["session_id"],
+        session_id=bindparam("p_session_id", type_=String),
+        auto_run=bindparam("p_auto_run", type_=Boolean),
+        pause_reason=bindparam("p_pause_reason", type_=String),
+    )
+
+
 def set_policy_statement(insert: DialectInsert) -> Statement:
     """Q1, Q14: the policy row, upserted (one prebuilt statement per dialect)."""
-    return Statement(
-        upsert(
-            insert,
-            queue_session_state,
-            ["session_id"],
-            session_id=bindparam("p_session_id", type_=String),
-            auto_run=bindparam("p_auto_run", type_=Boolean),
-            pause_reason=bindparam("p_pause_reason", type_=String),
-        )
-    )
+    return Statement(_policy_upsert(insert))
+
+
+def set_policy_bumped_statement(insert: DialectInsert) -> Statement:
+    """Q1, Q13, Q14: the policy upserted and the queue revision bumped, in one statement
+    (PostgreSQL's data-modifying ``WITH``: both see the transaction's snapshot and write
+    different tables); answers the new revision."""
+    return Statement(_BUMP_QUEUE_CLAUSE.add_cte(_policy_upsert(insert).cte("policy")))
 
 
 class QueueStateStatements:
     """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
     transaction, empty at its start), ``self._bump_session`` and the dialect's ``_insert``,
-    ``_set_policy`` and ``_add_hold``."""
+    ``_set_policy`` and ``_add_hold`` (``_set_policy_bumped`` where the dialect can write
+    the policy and bump the revision in one statement)."""
 
     _conn: Conn
     _queue_revisions: dict[str, int]
     _touched: dict[str, None]
     _insert: ClassVar[DialectInsert]
     _set_policy: ClassVar[Statement]
+    _set_policy_bumped: ClassVar[Statement | None] = None
     _add_hold: ClassVar[Statement]
 
     async def _bump_session(self, session_id: str) -> int:
@@ -181,6 +193,25 @@ class QueueStateStatements:
         }
         await self._conn.execute(self._set_policy, params)
         self._touched[session_id] = None
+
+    async def set_policy_bumped(
+        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
+    ) -> int:
+        statement = self._set_policy_bumped
+        if statement is None or session_id in self._queue_revisions:
+            await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
+            return await self.bump_queue(session_id)
+        params = {
+            "p_session_id": session_id,
+            "p_auto_run": auto_run,
+            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
+        }
+        revision = await self._conn.scalar(statement, params)
+        if revision is None:
+            raise KeyError(session_id)
+        self._touched[session_id] = None
+        bumped = self._queue_revisions[session_id] = int(revision)
+        return bumped
 
     async def delete_policy(self, session_id: str) -> None:
         await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
