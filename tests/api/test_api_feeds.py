@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from conftest import Api
+from api_helpers import Api
 from graphql import GraphQLError
 
 from turnqueue.bus import Event, EventKind, Watch

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import CREATE, Api, ApiFactory
+from api_helpers import CREATE, Api, ApiFactory
 
 TASKS = """query($first: Int, $after: String, $last: Int, $before: String) {
   tasksConnection(first: $first, after: $after, last: $last, before: $before) {

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import Api, ApiFactory
+from api_helpers import Api, ApiFactory
 
 from turnqueue.plans import Plans
 

@@ -47,7 +47,7 @@ async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhi
     async def off_first() -> None:  # after the drain's policy write, before its start
         await engine.set_auto_run(PRINCIPAL, sid, False, None)
 
-    with faults_of(engine).after_commit("set_policy", off_first):
+    with faults_of(engine).after_commit("set_policy_bumped", off_first):
         turn = await engine.drain(PRINCIPAL, sid, None)
     assert turn is not None and turn.prompt == "a"
     assert (await agent.next_run()).prompt == "a"
