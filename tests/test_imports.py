@@ -27,7 +27,7 @@ LAYERS = (
     {"resolvers"},
     {"engine"},
     {"store"},
-    {"bus", "schema", "agents", "auth", "contract"},
+    {"bus", "schema", "agents", "auth", "contract", "graphql_internals"},
     {"domain", "errors", "settings", "logs", "timeouts", "client_documents", ""},
 )
 #: A layer skipped on purpose: the resolvers read through the engine, never the store.
@@ -115,3 +115,54 @@ def test_layout_sql_stays_in_the_store_and_graphql_above_the_engine() -> None:
             if b in {"strawberry", "graphql", "starlette"} and layer(a) in NO_GRAPHQL:
                 wrong.append(f"{a} -> {b}")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+#: Strawberry's and graphql-core's public modules: the packages' own faces and the modules their
+#: documentation imports from (graphql-core documents each subpackage of ``graphql``).
+PUBLIC_GRAPHQL = {
+    "strawberry",
+    "strawberry.asgi",
+    "strawberry.dataloader",
+    "strawberry.exceptions",
+    "strawberry.extensions",
+    "strawberry.http",
+    "strawberry.permission",
+    "strawberry.relay",
+    "strawberry.scalars",
+    "strawberry.schema",
+    "strawberry.schema.config",
+    "strawberry.schema.name_converter",
+    "strawberry.subscriptions",
+    "strawberry.types",
+    "graphql",
+    "graphql.error",
+    "graphql.execution",
+    "graphql.language",
+    "graphql.pyutils",
+    "graphql.type",
+    "graphql.utilities",
+    "graphql.validation",
+}
+#: The one module that takes names from their other modules, and says why for each.
+GRAPHQL_DOOR = "turnqueue.graphql_internals"
+
+
+def test_g_only_one_module_reaches_into_strawberry_and_graphql_core_internals() -> None:
+    """issue 24: an upgrade of Strawberry or graphql-core starts in one module; every other
+    module imports only their public modules (TYPE_CHECKING imports included)."""
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                foreign = target.partition(".")[0] in {"strawberry", "graphql"}
+                if foreign and target not in PUBLIC_GRAPHQL and module != GRAPHQL_DOOR:
+                    wrong.append(f"{module} -> {target}")
+    assert not wrong, f"import these through {GRAPHQL_DOOR}:\n" + "\n".join(sorted(wrong))

@@ -16,19 +16,22 @@ from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import (
     AddValidationRules,
     MaskErrors,
+    MaxAliasesLimiter,
     MaxTokensLimiter,
     ParserCache,
+    QueryDepthLimiter,
     SchemaExtension,
     ValidationCache,
 )
-from strawberry.extensions.max_aliases import create_validator as max_aliases_rule
-from strawberry.extensions.query_depth_limiter import create_validator as max_depth_rule
 from strawberry.schema.config import StrawberryConfig
-from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
-from strawberry.types.graphql import OperationType
 
 from turnqueue.execution import TurnqueueExecutionContext
+from turnqueue.graphql_internals import (
+    CannotGetOperationTypeError,
+    InvalidOperationTypeError,
+    OperationType,
+)
 from turnqueue.resolvers.context import Context, FreshReads
 from turnqueue.resolvers.mutations import Mutation
 from turnqueue.resolvers.queries import Query
@@ -92,13 +95,13 @@ def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
     """The rules every operation is validated with besides graphql-core's own: the depth and
     alias limits (S3) and, when introspection is off, the rule that refuses it. The fan-out
     checks the operations it renders itself against the same list (``turnqueue.fanout``)."""
-    # The depth and alias rules (S3) are built once per schema. Strawberry's QueryDepthLimiter
-    # and MaxAliasesLimiter build a new rule *class* per operation: it stays alive as long as
-    # the operation (every idle subscription kept one, bench P5), and it made every
-    # ValidationCache key new, so that cache never hit.
+    # The depth and alias rules (S3) are built once per schema and given to AddValidationRules.
+    # Used as extensions, Strawberry's QueryDepthLimiter and MaxAliasesLimiter are built per
+    # operation, each with a new rule *class*: it stays alive as long as the operation (every
+    # idle subscription kept one, bench P5), and it made every ValidationCache key new.
     rules: list[type[ASTValidationRule]] = [
-        max_depth_rule(settings.max_query_depth, should_ignore=None),
-        max_aliases_rule(settings.max_aliases),
+        *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
+        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
     ]
     if not settings.introspection:
         rules.append(NoSchemaIntrospectionCustomRule)  # what DisableIntrospection adds

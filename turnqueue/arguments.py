@@ -1,5 +1,5 @@
 """A root field's arguments converted and its resolver called as Strawberry calls it, with the
-per-type work done once (issue 13: bench P4).
+per-type work done once (bench P4).
 
 Strawberry converts a resolver's arguments on every call (``strawberry.types.arguments.
 convert_arguments``): graphql-core's coerced values, keyed by GraphQL names, become input-type
@@ -24,22 +24,24 @@ from dataclasses import MISSING
 from typing import Any
 
 from graphql import GraphQLResolveInfo
-from strawberry import Schema
-from strawberry.relay.types import GlobalID
+from strawberry import UNSET, Schema
+from strawberry.relay import GlobalID
 from strawberry.scalars import is_scalar
 from strawberry.schema.name_converter import NameConverter
-from strawberry.types.base import (
+from strawberry.types import has_object_definition
+
+from turnqueue.graphql_internals import (
+    LazyType,
+    ScalarDefinition,
+    ScalarWrapper,
+    StrawberryEnumDefinition,
+    StrawberryField,
     StrawberryList,
     StrawberryMaybe,
     StrawberryOptional,
     StrawberryType,
-    has_object_definition,
+    has_enum_definition,
 )
-from strawberry.types.enum import StrawberryEnumDefinition, has_enum_definition
-from strawberry.types.field import StrawberryField
-from strawberry.types.lazy_type import LazyType
-from strawberry.types.scalar import ScalarDefinition, ScalarWrapper
-from strawberry.types.unset import UNSET
 
 Convert = Callable[[Any], Any]
 Registry = Mapping[object, ScalarWrapper | ScalarDefinition]

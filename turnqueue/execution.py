@@ -1,5 +1,5 @@
 """The graphql-core executor turnqueue runs operations on: Strawberry's, with a fresh
-sub-field memo for every subscription event (issue 13, bench P7).
+sub-field memo for every subscription event (bench P7).
 
 Hazard (graphql-core 3.3, Strawberry 0.341; pyproject.toml's ranges end before the next minor
 release of each, and scripts/newest_graphql.py tests the newest they allow): every event of a
@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from graphql.execution import Executor
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from turnqueue.graphql_internals import StrawberryGraphQLCoreExecutionContext
 
 
 class TurnqueueExecutionContext(StrawberryGraphQLCoreExecutionContext):

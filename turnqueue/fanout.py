@@ -1,8 +1,8 @@
 """Multiplexed subscription fan-out: identical snapshot subscriptions share one execution.
 
 Without it every WebSocket subscriber of a session runs its own GraphQL subscription: its own bus
-subscription, snapshot reads, GraphQL execution and JSON encoding of every event (bench P3:
-0.01x a bare broadcast with 1,000 subscribers). Here the subscriptions that are identical —
+subscription, snapshot reads, GraphQL execution and JSON encoding of every event (bench P3
+measures the difference: bench/results/). Here the subscriptions that are identical —
 same normalised document, variables, operation name and principal — form a *group*. The group
 executes once (its *lead*, a task owned by :class:`FanOut`) and every *member* is sent the same
 encoded payload, framed with its own operation id. Clients still speak plain
@@ -50,10 +50,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from graphql import ASTValidationRule, GraphQLError, parse, print_ast
 from graphql.error import GraphQLFormattedError
 from strawberry import Schema
-from strawberry.types.execution import ExecutionResult, PreExecutionError
+from strawberry.types import ExecutionResult
 
 from turnqueue.api import MASKED_MESSAGE
 from turnqueue.fanout_members import Member, encode_payload
+from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.render import Compiled, Root, bind, compile_subscription, validated
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
@@ -61,9 +62,8 @@ from turnqueue.resolvers.revisions import groupable
 from turnqueue.resolvers.subscriptions import FEEDS, SNAPSHOTS, STREAMS
 
 if TYPE_CHECKING:
-    from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
-
     from turnqueue.engine import Engine
+    from turnqueue.graphql_internals import Operation
 
 log = logging.getLogger(__name__)
 

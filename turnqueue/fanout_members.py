@@ -11,17 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from graphql.error import GraphQLFormattedError
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from strawberry.http.exceptions import WebSocketDisconnected
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
-    CompleteMessage,
-    ErrorMessage,
-)
-from strawberry.types.execution import ExecutionResult
+from strawberry.types import ExecutionResult
 
+from turnqueue.graphql_internals import CompleteMessage, ErrorMessage, WebSocketDisconnected
 from turnqueue.resolvers.context import Context
 
 if TYPE_CHECKING:
-    from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
+    from turnqueue.graphql_internals import Operation
 
 
 def next_prefix(operation_id: str) -> str:
@@ -76,8 +72,8 @@ class Member:
     def __init__(self, operation: Operation[Context, None]) -> None:
         self.operation = operation
         self.prefix = next_prefix(operation.id)  # framed once, not per payload
-        # Strawberry's ASGI adapter's Starlette WebSocket (Strawberry is pinned; the frames are
-        # compared with its own, tests/api/test_api_fanout.py)
+        # Strawberry's ASGI adapter's Starlette WebSocket (an internal attribute, listed in
+        # turnqueue.graphql_internals; the frames are compared with its own, test_api_fanout.py)
         websocket = getattr(operation.handler.websocket, "ws", None)
         assert isinstance(websocket, WebSocket)
         self.websocket = websocket

@@ -1,4 +1,4 @@
-"""Structured logs (issue 7): JSON lines on request, with the session and turn a record is about.
+"""Structured logs: JSON lines on request, with the session and turn a record is about.
 
 ``configure_logging(settings)`` is called by ``turnqueue serve``: one handler on the root logger,
 JSON lines when ``settings.log_json`` (plain text otherwise), at ``settings.log_level``; uvicorn's

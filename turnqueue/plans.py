@@ -1,5 +1,5 @@
 """Compiled HTTP mutations: the root field's own resolver called directly, its payload rendered
-without GraphQL execution (issue 13: bench P4).
+without GraphQL execution (bench P4).
 
 Over HTTP a mutation used to cost several times its engine work in GraphQL machinery: the
 per-request extension pipeline, graphql-core's execution context, field collection and

@@ -1,5 +1,5 @@
 """Compiled snapshot payloads: a subscription's selection rendered straight from the value its
-stream yields, without running GraphQL for every event (issue 13: bench P3, P5b, P8).
+stream yields, without running GraphQL for every event (bench P3, P5b, P8).
 
 A snapshot stream (``resolvers/subscriptions.py``) yields one Strawberry object per new state,
 and graphql-core executes the operation's selection on it for every event: a resolver call,
@@ -54,10 +54,10 @@ from graphql import (
     parse,
     specified_rules,
 )
-from graphql.execution.values import VariableValues, get_argument_values, get_directive_values
-from graphql.execution.values import get_variable_values as coerce_variables
-from strawberry.schema.schema import validate_document
-from strawberry.types.field import StrawberryField
+from graphql.execution import VariableValues, get_argument_values, get_directive_values
+from graphql.execution import get_variable_values as coerce_variables
+
+from turnqueue.graphql_internals import StrawberryField, validate_document
 
 #: Strawberry's back-reference from a graphql-core field to its StrawberryField.
 DEFINITION = "strawberry-definition"

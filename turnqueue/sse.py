@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from strawberry.http import GraphQLHTTPResponse
-from strawberry.http.streaming import JSONEncoder, SSETransport
+
+from turnqueue.graphql_internals import JSONEncoder, SSETransport
 
 #: The private response key that carries an event's SSE id from the view to the transport.
 EVENT_ID_KEY = "__turnqueue_sse_id"

@@ -1,4 +1,4 @@
-"""What ``turnqueue serve`` tells its user once it listens (issue 26, M1): one log record.
+"""What ``turnqueue serve`` tells its user once it listens (M1): one log record.
 
 ::
 

@@ -32,21 +32,9 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse
-from strawberry.http.base import BaseView
-from strawberry.http.exceptions import WebSocketDisconnected
-from strawberry.http.streaming import HTTPStreamTransport
-from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema import BaseSchema
-from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import CompleteMessage
 from strawberry.types import ExecutionResult
-from strawberry.types.graphql import OperationType
-from strawberry.types.unset import UnsetType
 
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
 from turnqueue.auth import AuthenticationFailed
@@ -54,6 +42,19 @@ from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
 from turnqueue.fanout import FanOut
 from turnqueue.graphiql import page_html
+from turnqueue.graphql_internals import (
+    BaseGraphQLTransportWSHandler,
+    BaseView,
+    CompleteMessage,
+    HTTPStreamTransport,
+    InvalidOperationTypeError,
+    Operation,
+    OperationType,
+    UnsetType,
+    WebSocketDisconnected,
+    is_same_origin,
+    normalize_origin,
+)
 from turnqueue.plans import Plans
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
@@ -191,8 +192,9 @@ class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
     Only ``run_operation`` (the task of one subscribe message) is overridden: the handshake,
     pings, ``max_subscriptions_per_connection``, ``complete`` (which cancels this task) and the
-    cleanup on disconnect stay Strawberry's. ``run_operation`` is not a documented hook:
-    Strawberry is pinned, and tests/api/test_api_fanout.py compares the frames of both paths.
+    cleanup on disconnect stay Strawberry's. ``run_operation`` is not a documented hook
+    (see :mod:`turnqueue.graphql_internals`); tests/api/test_api_fanout.py compares the frames of
+    both paths.
     """
 
     async def run_operation(self, operation: Operation[Context, None]) -> None:

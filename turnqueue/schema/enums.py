@@ -12,9 +12,9 @@ from __future__ import annotations
 from enum import Enum
 
 import strawberry
-from strawberry.types.enum import StrawberryEnumDefinition
 
 from turnqueue import domain, errors
+from turnqueue.graphql_internals import StrawberryEnumDefinition
 
 DESCRIPTIONS: dict[type[Enum], tuple[str, dict[str, str]]] = {
     domain.SessionState: (

@@ -12,7 +12,8 @@ from typing import NewType
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.types.scalar import ScalarDefinition
+
+from turnqueue.graphql_internals import ScalarDefinition
 
 MAX_REVISION = 2**53 - 1
 

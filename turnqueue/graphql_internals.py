@@ -1,0 +1,98 @@
+"""The one door to Strawberry's and graphql-core's non-public modules: every name turnqueue takes
+from them, and why.
+
+Everything else in turnqueue imports only their public modules (``strawberry``,
+``strawberry.types``, ``strawberry.http``, ``strawberry.extensions``, …; ``graphql`` and its
+subpackages), and ``tests/test_imports.py`` keeps it so. An upgrade of either library therefore
+starts here: the names below are the whole surface that may move without notice. pyproject.toml's
+ranges end before the next minor release of each; ``scripts/newest_graphql.py`` (run by
+``.ci/run``) tests the API on the newest versions they allow, and the tests named beside each group
+compare turnqueue's answer with Strawberry's own.
+
+- **graphql-transport-ws** (``transport.FanOutTransportWSHandler``, ``fanout``,
+  ``fanout_members``): identical snapshot subscriptions share one execution, so the handler's
+  ``run_operation`` hands such an operation to the fan-out, which frames the shared payload for each
+  ``Operation`` with Strawberry's own message types. A client gone while being sent to raises
+  ``WebSocketDisconnected``. Two reaches are attributes, not imports: ``run_operation`` itself
+  (not a documented hook) and the Starlette WebSocket under Strawberry's adapter
+  (``operation.handler.websocket.ws``), which a member writes its frames to. Frames compared with
+  Strawberry's path: tests/api/test_api_fanout.py.
+- **HTTP streams** (``sse``, ``transport``): graphql-sse events carry an ``id:`` line (O3), so the
+  view registers a subclass of Strawberry's ``SSETransport`` in its transports by protocol
+  (``BaseView.stream_transport_classes_by_protocol``). tests/ops/test_output_sse_resume.py.
+- **Request refusals** (``api``, ``transport``): a subscription over a plain POST and an
+  operation of the wrong type are refused as Strawberry refuses them (``InvalidOperationTypeError``,
+  ``CannotGetOperationTypeError``, ``OperationType``); the HTTP origin check is Strawberry's
+  WebSocket one (``is_same_origin``, ``normalize_origin``, S4).
+- **The executor** (``execution``): Strawberry's execution context, with graphql-core's per-event
+  memo reset (docs/upstream/graphql-core-subscription-memo.md; canary:
+  tests/api/test_api_subscription_memory.py).
+- **Compiled operations** (``render``, ``arguments``, ``plans``): a plain-field operation is
+  rendered from the resolver's value and a mutation's arguments converted once per field, so they
+  read Strawberry's type definitions (fields, lists, optionals, enums, scalars, lazy types) and
+  validate with Strawberry's own rules (``validate_document``). Compared with Strawberry's and
+  graphql-core's answers: tests/api/test_api_render.py, test_api_arguments.py, test_api_plans.py.
+- **Type annotations** (``schema.scalars``, ``schema.enums``, ``transport``): what
+  ``strawberry.scalar`` and ``strawberry.enum`` return, and ``on_ws_connect``'s ``UnsetType``.
+"""
+
+from __future__ import annotations
+
+from strawberry.http.base import BaseView
+from strawberry.http.exceptions import WebSocketDisconnected
+from strawberry.http.streaming import HTTPStreamTransport, JSONEncoder, SSETransport
+from strawberry.http.websocket_origin import is_same_origin, normalize_origin
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext, validate_document
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    CompleteMessage,
+    ErrorMessage,
+)
+from strawberry.types.base import (
+    StrawberryList,
+    StrawberryMaybe,
+    StrawberryOptional,
+    StrawberryType,
+)
+from strawberry.types.enum import StrawberryEnumDefinition, has_enum_definition
+from strawberry.types.execution import PreExecutionError
+from strawberry.types.field import StrawberryField
+from strawberry.types.graphql import OperationType
+from strawberry.types.lazy_type import LazyType
+from strawberry.types.scalar import ScalarDefinition, ScalarWrapper
+from strawberry.types.unset import UnsetType
+
+__all__ = [
+    "BaseGraphQLTransportWSHandler",
+    "BaseView",
+    "CannotGetOperationTypeError",
+    "CompleteMessage",
+    "ErrorMessage",
+    "HTTPStreamTransport",
+    "InvalidOperationTypeError",
+    "JSONEncoder",
+    "LazyType",
+    "Operation",
+    "OperationType",
+    "PreExecutionError",
+    "SSETransport",
+    "ScalarDefinition",
+    "ScalarWrapper",
+    "StrawberryEnumDefinition",
+    "StrawberryField",
+    "StrawberryGraphQLCoreExecutionContext",
+    "StrawberryList",
+    "StrawberryMaybe",
+    "StrawberryOptional",
+    "StrawberryType",
+    "UnsetType",
+    "WebSocketDisconnected",
+    "has_enum_definition",
+    "is_same_origin",
+    "normalize_origin",
+    "validate_document",
+]
