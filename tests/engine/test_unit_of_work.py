@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
+from faults import faults_of
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancelKind, HoldReason, MessageSource, SessionState
@@ -169,6 +170,40 @@ async def test_q2_q13_a_mutation_answers_the_status_its_own_transaction_committe
         == ["b"]
         == [e.content for e in (await engine.queue_status(sid)).entries]
     )
+
+
+async def test_q13_r3_send_message_answers_the_session_and_queue_its_own_commit_left(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q13, R3: sendMessage answers, in its one engine call, the session and queue status its
+    own transaction committed, not what another client changed right after: here a
+    ``setAutoRun(false)`` that commits between the send's COMMIT and the answer (it takes no
+    session lock), once after a send that starts a turn and once after one that queues."""
+    _, session = await new_session(engine)
+    sid = session.id
+    offs: list[int] = []
+
+    async def off_right_after() -> None:
+        offs.append((await engine.set_auto_run(PRINCIPAL, sid, False, None)).queue.revision)
+
+    with faults_of(engine).after_commit("start_turn", off_right_after):
+        started = await engine.send_message(PRINCIPAL, sid, "a")
+    assert started.turn is not None and started.session is not None and started.queue is not None
+    assert started.session.state is SessionState.RUNNING
+    assert started.queue.auto_run and started.queue.revision < offs[0]
+    assert started.session == await engine.authorize_session(PRINCIPAL, sid)
+    await agent.next_run()
+
+    await engine.set_auto_run(PRINCIPAL, sid, True, None)
+    with faults_of(engine).after_commit("add_entry", off_right_after):
+        queued = await engine.send_message(PRINCIPAL, sid, "b", "key-b")
+    assert queued.entry is not None and queued.queue is not None and queued.session is not None
+    assert queued.queue.auto_run and queued.queue.revision == offs[1] - 1
+    assert [e.content for e in queued.queue.entries] == ["b"]
+    now = await engine.queue_status(sid)
+    assert not now.auto_run and now.entries == queued.queue.entries
+    replayed = await engine.send_message(PRINCIPAL, sid, "b", "key-b")  # Q15: a retry
+    assert replayed.entry == queued.entry and replayed.queue == now
 
 
 async def test_q9_w1_a_step_change_ending_does_not_release_another_ones_hold(

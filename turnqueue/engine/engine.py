@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
 from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
@@ -366,13 +366,20 @@ class Engine:
         steer: bool = False,
     ) -> Admission:
         """Start a turn or queue the message; with ``client_message_id``, idempotent (Q15);
-        ``steer``: offer it to the running turn first (Q16)."""
+        ``steer``: offer it to the running turn first (Q16). The answer carries the session
+        and its queue status: as the send committed them, or, once a steered message is
+        decided, as read then."""
         await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         _check_client_message_id(client_message_id)
-        if steer:
-            return await self.steering.send(session_id, content, client_message_id)
-        return await self.turns.send_message(session_id, content, client_message_id)
+        if not steer:
+            return await self.turns.send_message(session_id, content, client_message_id)
+        admission = await self.steering.send(session_id, content, client_message_id)
+        return replace(
+            admission,
+            session=await self.access.session(principal, session_id),
+            queue=await self.core.queue_status(session_id),
+        )
 
     async def enqueue(
         self,

@@ -10,7 +10,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import (
@@ -20,8 +20,10 @@ from turnqueue.domain import (
     MessageSource,
     OutputChunk,
     QueueEntry,
+    QueueStatus,
     SendOutcome,
     SentMessage,
+    Session,
     SessionState,
     Turn,
     utcnow,
@@ -49,11 +51,15 @@ __all__ = ["Admission", "DrainResult", "Turns"]  # DrainResult is turn_end's, na
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """What a send did (Q16): started ``turn``, queued ``entry``, or steered into ``turn``."""
+    """What a send did (Q16): started ``turn``, queued ``entry``, or steered into ``turn``;
+    ``session`` and ``queue``: the state the send left, as its own transaction committed it
+    (``Engine.send_message`` always sets them: a mutation's whole answer, R3)."""
 
     turn: Turn | None = None
     entry: QueueEntry | None = None
     outcome: SendOutcome = SendOutcome.STARTED
+    session: Session | None = None
+    queue: QueueStatus | None = None
 
 
 class Turns:
@@ -157,16 +163,20 @@ class Turns:
         self, session_id: str, content: str, client_message_id: str | None = None
     ) -> Admission:
         """Start a turn when the session is free (targeted), queue it when busy. A send whose
-        ``client_message_id`` was sent before answers that send's outcome (Q15)."""
+        ``client_message_id`` was sent before answers that send's outcome (Q15). The answer
+        carries the session and queue status this transaction committed."""
         async with self.core.change(session_id) as c:
+            c.want_status()
+            replayed = None
             if client_message_id is not None:
                 replayed = await replay(c, client_message_id, content)
-                if replayed is not None:
-                    return replayed
-            admission = await self.admit(c, content, client_message_id)
-            if client_message_id is not None:
-                await record(c, client_message_id, content, admission)
-            return admission
+            admission = replayed
+            if admission is None:
+                admission = await self.admit(c, content, client_message_id)
+                if client_message_id is not None:
+                    await record(c, client_message_id, content, admission)
+            session = await c.tx.get_session(session_id)  # after the body's last write
+        return replace(admission, session=session, queue=c.status)
 
     async def admit(self, c: Change, content: str, key: str | None) -> Admission:
         """In ``c``: start a turn when the session is free (targeted), queue when busy."""

@@ -84,10 +84,10 @@ class Mutation:
                 input.client_message_id,
                 steer=input.delivery is domain.Delivery.STEER,
             )
-            session = await ctx.engine.authorize_session(principal, input.session_id)
         except UserFacingError as e:
             return p.SendMessagePayload(user_errors=_errors(e))
-        queue = await ctx.engine.queue_status(input.session_id)
+        session, queue = admission.session, admission.queue
+        assert session is not None and queue is not None  # Engine.send_message sets both
         return p.SendMessagePayload(
             session=Session.from_domain(session),
             turn=_turn(admission.turn),
