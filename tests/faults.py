@@ -33,6 +33,9 @@ class FaultyStore:
         self._hooks: dict[str, Hook] = {}
         self._after: dict[str, Callable[[], Awaitable[None]]] = {}
         self._gated = False
+        #: the Tx methods each write transaction opened so far called, in order of opening:
+        #: how many units of work a rule takes, and what each did
+        self.writes: list[set[str]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -82,13 +85,15 @@ class FaultyStore:
 
     # -- the engine's side (the Store protocol) ----------------------------------------------
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return self._wrap(self.store.transaction())
+        called: set[str] = set()
+        self.writes.append(called)
+        return self._wrap(self.store.transaction(), called)
 
     def read(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return self._wrap(self.store.read())
+        return self._wrap(self.store.read(), set())
 
     def lease(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return self._wrap(self.store.lease())
+        return self._wrap(self.store.lease(), set())
 
     def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
         def gated(payload: str) -> None:
@@ -99,9 +104,8 @@ class FaultyStore:
 
     @contextlib.asynccontextmanager
     async def _wrap(
-        self, opened: contextlib.AbstractAsyncContextManager[Any]
+        self, opened: contextlib.AbstractAsyncContextManager[Any], called: set[str]
     ) -> AsyncIterator[Any]:
-        called: set[str] = set()
         async with opened as tx:
             yield _FaultyTx(tx, self._hooks, called)
         for method in called & self._after.keys():  # committed: the after-commit hooks, once

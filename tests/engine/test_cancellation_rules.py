@@ -9,11 +9,12 @@ from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event
 from faults import faults_of
 
 from turnqueue.agents import Signal
-from turnqueue.bus import EventKind
+from turnqueue.bus import Event, EventKind
 from turnqueue.domain import (
     CancelKind,
     CancellationStatus,
     CancelOutcome,
+    HoldReason,
     PauseReason,
     SendNowScope,
     TurnStatus,
@@ -362,3 +363,39 @@ async def crash(engine: Engine) -> None:
     engine.core.runners.clear()
     if engine.core.cluster is not None:
         await engine.core.cluster.aclose()
+
+
+async def test_c1_q7_a_cancel_with_a_backlog_is_three_transactions(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C1, Q7: an explicit cancel of a running turn with entries queued writes three
+    transactions: the acceptance (the durable mark and the reference: pending from its commit
+    on), the stopped turn's end, and the finish, which parks the backlog and releases the
+    reference in one commit, so no moment shows the reference gone and the backlog not
+    parked."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "first")
+    await agent.next_run()
+    await engine.enqueue(PRINCIPAL, sid, "B", None)
+    faults = faults_of(engine)
+    seen: list[Event] = []
+    engine.bus.add_listener(lambda e: seen.append(e) if e.session_id == sid else None)
+    first = len(faults.writes)
+    result = await engine.cancel(PRINCIPAL, sid)
+    # Units of work on a session begin with its lock row; the cluster's own sweeps do not.
+    writes = [sorted(called) for called in faults.writes[first:] if "lock" in called]
+    assert len(writes) == 3, writes
+    assert {"set_cancel_mark", "change_hold"} <= set(writes[0]) and "end_turn" in writes[1]
+    assert {"set_policy", "change_hold", "set_cancel_mark"} <= set(writes[2])
+    assert result.outcome is CancelOutcome.STOPPED and not result.cancellation.pending
+    pending = [e.cancellation.pending for e in seen if e.cancellation is not None]
+    assert pending == [True, False]
+    status = await engine.queue_status(sid)
+    assert (status.auto_run, status.pause_reason) == (False, PauseReason.CANCEL)
+    assert [e.content for e in status.entries] == ["B"] and HoldReason.CANCELLING not in (
+        status.held_by
+    )
+    assert status.revision == max(e.revision for e in seen if e.kind is EventKind.QUEUE)
+    await settle(engine, sid)
+    assert agent.no_new_run()

@@ -6,7 +6,8 @@ import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
 from faults import faults_of
 
-from turnqueue.domain import MessageSource, PauseReason, SendNowScope, TurnStatus
+from turnqueue.bus import Event
+from turnqueue.domain import HoldReason, MessageSource, PauseReason, SendNowScope, TurnStatus
 from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode, UserFacingError
 
@@ -107,6 +108,32 @@ async def test_q5_send_now_runs_the_entry_first_then_fifo(
         order.append(run.prompt)
         run.complete()
     assert order == ["B", "A", "C"]
+
+
+async def test_q5_c1_send_now_over_a_running_turn_is_three_transactions(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q5, C1, Q9: Send Now over a running turn writes three transactions: the claim, which
+    takes the replacement's CANCELLING hold with it (the session is cancellation-pending from
+    the claim's commit on); the stopped turn's end; the delivery, which ends the hold with it.
+    Watched from the bus: pending turns true in the claim's queue revision and false in the
+    delivery's, and nothing else starts between them."""
+    sid, _run = await busy_session(engine, agent)
+    (b,) = await enqueue(engine, sid, "B")
+    faults = faults_of(engine)
+    seen: list[Event] = []
+    engine.bus.add_listener(lambda e: seen.append(e) if e.session_id == sid else None)
+    first = len(faults.writes)
+    result = await engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, b, None)
+    # Units of work on a session begin with its lock row; the cluster's own sweeps do not.
+    writes = [sorted(called) for called in faults.writes[first:] if "lock" in called]
+    assert len(writes) == 3, writes
+    assert result.turn is not None and result.turn.prompt == "B"
+    pending = [e.cancellation.pending for e in seen if e.cancellation is not None]
+    assert pending == [True, False]
+    status = await engine.queue_status(sid)
+    assert status.held_by == (HoldReason.BUSY,) and not (await engine.cancellation(sid)).pending
+    assert (await agent.next_run()).prompt == "B"
 
 
 async def test_q5_send_now_all_joins_entries_with_blank_lines(

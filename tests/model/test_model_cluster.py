@@ -888,13 +888,14 @@ async def test_n1_c5_q13_a_survivor_serves_no_cancelling_hold_after_a_mid_cancel
         await a.store.close()
 
 
-@pytest.mark.parametrize("held_in", ["_park_backlog", "moves_on_cancel"])
+@pytest.mark.parametrize("read_live", [True, False])
 async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_the_turn_end(
-    pg_database_url: str, held_in: str
+    pg_database_url: str, read_live: bool
 ) -> None:
     """Found by the model (N2): B's cancel has stopped its turn (the end is committed) and is
-    still under way — held in its Q7 park (its durable mark still set), or after it (the mark
-    cleared, W2's question not answered yet) — when B dies; A relayed ``pending: true``.
+    still under way — held before its finish (W2's question not answered yet, its durable mark
+    still set, the reference held) — when B dies; A read ``pending: true``, with B read live
+    by A's heartbeat or only heard from (``read_live``).
     Nothing is orphaned (no RUNNING turn, nothing in flight), yet A must stop relaying the dead
     owner's pending and tell its subscribers so above what it relayed (C5: the owning instance
     dying releases the reference; C7: a relay that may have missed a transition forgets it)."""
@@ -925,7 +926,7 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
         sid = session.id
         await b.engine.send_message(PRINCIPAL, sid, "working")
         await b.agent.next_run()
-        setattr(b.engine.cancels, held_in, park_held)
+        b.engine.cancels.moves_on_cancel = park_held  # the cancel's W2 question: a seam
         cancel = asyncio.ensure_future(b.engine.cancel(PRINCIPAL, sid))
         await within(parking.wait(), QUIET_SECONDS)
         await _poll_async_or_fail(_pending(a, sid, True), "A to read pending")
@@ -939,7 +940,7 @@ async def test_n2_c5_c7_a_relay_forgets_the_pending_of_an_owner_that_died_after_
                 seen.append(event.cancellation)
 
         a.engine.core.bus.add_listener(on_event)
-        if held_in == "moves_on_cancel":
+        if not read_live:
             # As if B had started and died between two of A's heartbeats: A never read B as
             # live, it only heard from it (the model met this by timing). A heartbeat of A
             # before the kill below reads B again and takes the other path: both must clear.

@@ -3,8 +3,8 @@ the runner's (``TurnRunner.stop``).
 
 An accepted cancellation is a task owned by the engine, not by the request that asked for it (C4):
 the caller awaits it through ``asyncio.shield`` and may go away. Concurrent explicit cancels of one
-session join the same task (C3). The reference that makes ``cancellationPending`` true is held by a
-context manager for the whole operation, so every exit releases it (C5).
+session join the same task (C3). The reference that makes ``cancellationPending`` true is taken with
+the cancel's acceptance and released with its finish, or on its own on any other exit (C5).
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from typing import Any
 
 from turnqueue.domain import (
-    CancelKind,
     CancelOutcome,
     HoldReason,
     PauseReason,
@@ -99,48 +97,54 @@ class Cancels:
         return outcome
 
     async def _explicit_stop(self, session_id: str) -> CancelOutcome:
+        """Three transactions: the acceptance (the durable cancel mark, Q7, and the explicit
+        reference, C1: the session is cancellation-pending from its commit on); the stopped
+        turn's end; the finish (the backlog parked, Q7, and the reference released, in one
+        commit). The reference is released on every exit: by the finish, or on its own when
+        the stop or the finish fails (``Core.release_hold``, retried until it commits, C5)."""
+        async with self.core.session_lock(session_id):
+            runner = self.core.runners.get(session_id)
+            if runner is not None and not runner.ending:
+                await self._accept(session_id, runner.turn.id)
+            elif runner is not None or not await self._end_agent_gone(session_id):
+                return await self._nothing_running(session_id)
+        released = asyncio.Event()  # set when the finish, which releases the reference, commits
         moving = False
-        # The explicit reference (CANCELLING, C5) is released on every exit of this block, and
-        # the queue revision bumped when it starts and ends (``Core.hold``).
-        async with AsyncExitStack() as stack:
-            async with self.core.session_lock(session_id):
-                runner = self.core.runners.get(session_id)
-                if runner is not None and not runner.ending:
-                    await self._mark_accepted(session_id, runner.turn.id)  # Q7, durable first
-                    await stack.enter_async_context(self.core.hold(session_id, CancelKind.EXPLICIT))
-                elif runner is not None or not await self._end_agent_gone(session_id, stack):
-                    return await self._nothing_running(session_id)
+        try:
             outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
             if runner is not None:
                 outcome = await self.stop(runner)
             cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
-            await self._park_backlog(session_id)  # Q7: before the reference is released
-            # W2: a step change the cancel triggers holds the queue from before the reference
-            # is released until it has committed, so no prompt that arrives meanwhile (another
-            # client's enqueueMessage) starts on the step being left. The hold is handed to the
-            # step change (``on_cancelled`` releases it), so it is no ``Core.hold`` block.
             if cancelled and self.moves_on_cancel is not None:
                 moving = await self.moves_on_cancel(session_id)
-                if moving:
-                    await self.core.add_hold(session_id, HoldReason.WORKFLOW_TRANSITION)
+            await self._finish(session_id, moving, released)
+        finally:
+            if not released.is_set():
+                await self.core.release_hold(session_id, HoldReason.CANCELLING)
         if moving and self.on_cancelled is not None:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
-            return outcome
-        async with self.core.session_lock(session_id):
-            await self.turns.auto_drain(session_id)  # obeys the policy Q7 may just have set
         return outcome
 
-    async def _end_agent_gone(self, session_id: str, stack: AsyncExitStack) -> bool:
+    async def _accept(self, session_id: str, turn_id: str) -> None:
+        """Q7, C1: record the explicit cancel of ``turn_id`` durably (the mark: recovery parks
+        the backlog if this instance dies before :meth:`_finish`, which clears it) and take the
+        explicit reference, in one transaction. If it cannot be written, the cancel fails with
+        the store's error and nothing was accepted. Called under the session lock."""
+        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            await c.tx.set_cancel_mark(session_id, turn_id)
+            await c.change_hold(HoldReason.CANCELLING, 1)
+
+    async def _end_agent_gone(self, session_id: str) -> bool:
         """C5: a RUNNING turn whose agent is gone (no runner here, no live owner elsewhere)
-        ends here as a cancelled one, under an explicit reference that ``stack`` releases after
-        the Q7 park, like every other explicit cancel. False when there is no such turn.
-        Called under the session lock, with no runner for the session."""
+        ends here as a cancelled one, under an explicit reference taken in the same
+        transaction and released by the finish, like every other explicit cancel. False when
+        there is no such turn. Called under the session lock, with no runner for the session."""
         async with self.core.store.read() as tx:
             view = await tx.view(session_id)
         if view is None or view.running_turn_id is None:
             return False
-        await stack.enter_async_context(self.core.hold(session_id, CancelKind.EXPLICIT))
         async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
+            await c.change_hold(HoldReason.CANCELLING, 1)
             turn_id = c.view.running_turn_id
             if turn_id is not None:  # else recovery ended it meanwhile
                 await c.end_turn(
@@ -166,24 +170,24 @@ class Cancels:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
-    async def _mark_accepted(self, session_id: str, turn_id: str) -> None:
-        """Q7: record the explicit cancel of ``turn_id`` durably before it is accepted, so that
-        recovery parks the backlog if this instance dies before ``_park_backlog`` (which clears
-        the mark in the transaction that parks). If it cannot be written, the cancel fails
-        with the store's error and nothing was accepted. Called under the session lock."""
-        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
-            await c.tx.set_cancel_mark(session_id, turn_id)
-
-    async def _park_backlog(self, session_id: str) -> None:
-        """Q7: park what is queued. Under no session lock: it decides nothing about a turn
-        (the policy it writes is read under the lock row by every start)."""
-        async with self.core.change(session_id, session_lock=False) as c:
+    async def _finish(self, session_id: str, moving: bool, released: asyncio.Event) -> None:
+        """The end of an explicit cancel, in one transaction: Q7 parks what is queued (and
+        clears the mark, decided here), W2 hands the step change its WORKFLOW_TRANSITION hold
+        when the cancel moves the task (released by ``on_cancelled``), and the explicit
+        reference ends (C1, C5). Parking and releasing in one commit leaves no moment in which
+        the reference is gone and the backlog not parked; nor can anything be queued between
+        them, so no automatic drain follows: entries left queued are parked, and with none
+        there is nothing to start."""
+        async with self.core.change(session_id) as c:
             if c.view.cancel_mark is not None:
-                await c.tx.set_cancel_mark(session_id, None)  # decided here, atomically
-            if c.view.queued == 0:
-                return
-            await c.tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
-            await c.queue_changed()
+                await c.tx.set_cancel_mark(session_id, None)
+            if c.view.queued:
+                await c.tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
+                await c.queue_changed()
+            if moving:
+                await c.change_hold(HoldReason.WORKFLOW_TRANSITION, 1)
+            await c.change_hold(HoldReason.CANCELLING, -1)
+            c.tx.after_commit(released.set)
 
     async def stop(self, runner: TurnRunner) -> CancelOutcome:
         """Stop ``runner``'s agent with the ladder the settings give (``TurnRunner.stop``)."""

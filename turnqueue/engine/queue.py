@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
-    CancelKind,
+    HoldReason,
     MessageSource,
     PauseReason,
     QueueEntry,
@@ -32,6 +31,7 @@ from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import Change
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
+from turnqueue.engine.runner import TurnRunner
 from turnqueue.engine.turn_end import DrainResult
 from turnqueue.engine.turns import Admission, Turns, record, replay
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
@@ -261,24 +261,31 @@ class QueueOps:
         expected_revision: int | None,
         observed_turn: str | None,
     ) -> SendNowResult:
-        async with AsyncExitStack() as stack:
-            async with self.core.session_lock(session_id):
-                claimed = await self._claim(
-                    session_id, scope, entry_id, expected_revision, observed_turn
-                )
-                runner = self.core.runners.get(session_id)
-                if runner is not None:
-                    # Held until the replacement is delivered: CANCELLING holds every other
-                    # start (Q9), so nothing slips in between the stop and the delivery. The
-                    # replacement reference ends with the delivery, on every exit (C5).
-                    await stack.enter_async_context(
-                        self.core.hold(session_id, CancelKind.REPLACEMENT)
-                    )
+        """Three transactions when a turn runs: the claim, which also takes the
+        replacement's CANCELLING hold (C1: a cancellation reference, REPLACEMENT); the stopped
+        turn's end; the delivery, which also ends the hold. With no turn running, the claim
+        and the delivery.
+
+        The hold is taken with the claim, under the session lock and the lock row, so nothing
+        starts between the claim and the delivery (Q9). It ends with the delivery or, when the
+        stop or the delivery fails, on its own (``Core.release_hold``: retried until it
+        commits, C5): on every exit."""
+        async with self.core.session_lock(session_id):
+            claimed, runner = await self._claim(
+                session_id, scope, entry_id, expected_revision, observed_turn
+            )
+        released = asyncio.Event()  # set when a transaction that ended the hold commits
+        try:
             if runner is not None:
                 await self.cancels.stop(runner)
             async with self.core.session_lock(session_id):
-                turn = await self._deliver(session_id, claimed)
+                turn = await self._deliver(
+                    session_id, claimed, released if runner is not None else None
+                )
             return SendNowResult(turn, len(claimed))
+        finally:
+            if runner is not None and not released.is_set():
+                await self.core.release_hold(session_id, HoldReason.CANCELLING)
 
     async def _claim(
         self,
@@ -287,8 +294,10 @@ class QueueOps:
         entry_id: str | None,
         expected: int | None,
         observed_turn: str | None,
-    ) -> list[QueueEntry]:
-        """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10).
+    ) -> tuple[list[QueueEntry], TurnRunner | None]:
+        """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10); with a
+        turn running here, take the replacement's CANCELLING hold in it too. Answers the
+        entries and that turn's runner.
 
         Every refusal is raised before this transaction writes anything, so it rolls back
         whole: the queue keeps its order, its policy and its pause reason (Q5). That includes
@@ -318,11 +327,16 @@ class QueueOps:
             if [e.id for e in claimed] != ids:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
             await c.set_policy(auto_run=True, pause_reason=None)
-        return claimed
+            if runner is not None:
+                await c.change_hold(HoldReason.CANCELLING, 1)
+        return claimed, runner
 
-    async def _deliver(self, session_id: str, claimed: list[QueueEntry]) -> Turn | None:
-        """Start the claimed entries as one turn; on any failure they go back (Q10). Called
-        under the session lock."""
+    async def _deliver(
+        self, session_id: str, claimed: list[QueueEntry], release: asyncio.Event | None
+    ) -> Turn | None:
+        """Start the claimed entries as one turn, ending the replacement's hold in the same
+        transaction when there is one (``release`` is set once that commits); on any failure
+        the entries go back (Q10). Called under the session lock."""
         prompt = "\n\n".join(e.content for e in claimed)
         source = claimed[0].source if len(claimed) == 1 else MessageSource.USER
         ids = [e.id for e in claimed]
@@ -344,7 +358,11 @@ class QueueOps:
                         "the entry moved to the task's new session with a workflow step change",
                     )
                 one = claimed[0] if len(claimed) == 1 else None  # Q16: the entry it runs
-                return await self.turns.start_in(c, prompt, source, ids, one)
+                turn = await self.turns.start_in(c, prompt, source, ids, one)
+                if release is not None:
+                    await c.change_hold(HoldReason.CANCELLING, -1)
+                    c.tx.after_commit(release.set)
+                return turn
         except BaseException:
             async with self.core.change(session_id, session_lock=False) as c:
                 if await c.tx.release_entries(session_id, ids):
