@@ -20,7 +20,7 @@ from turnqueue.domain import (
     TurnStatus,
 )
 from turnqueue.engine import Engine
-from turnqueue.errors import ErrorCode, UserFacingError
+from turnqueue.errors import ErrorCode, StoreError, UserFacingError
 from turnqueue.timeouts import within
 
 
@@ -399,3 +399,24 @@ async def test_c1_q7_a_cancel_with_a_backlog_is_three_transactions(
     assert status.revision == max(e.revision for e in seen if e.kind is EventKind.QUEUE)
     await settle(engine, sid)
     assert agent.no_new_run()
+
+
+async def test_c5_a_cancel_whose_finish_cannot_commit_still_releases_its_reference(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C5: the explicit reference is taken with the acceptance and ended by the finish; when
+    the finish cannot commit (the database away while it parks the backlog), the cancel
+    answers the store's error and the reference is released on its own: the session does not
+    stay cancellation-pending, and the turn was stopped."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "first")
+    await agent.next_run()
+    await engine.enqueue(PRINCIPAL, sid, "B", None)
+    with faults_of(engine).failing("set_policy"), pytest.raises(StoreError):
+        await engine.cancel(PRINCIPAL, sid)
+    assert not (await engine.cancellation(sid)).pending
+    status = await engine.queue_status(sid)
+    assert HoldReason.CANCELLING not in status.held_by
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.CANCELLED

@@ -293,6 +293,26 @@ async def test_q10_send_now_delivery_failure_returns_entries_with_their_ids(
     assert status.auto_run is True  # Q5: from the claim on, auto-run stays ON
 
 
+async def test_c5_q10_a_failed_replacement_releases_the_reference_it_took_with_its_claim(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """C5, Q10: Send Now over a running turn takes its CANCELLING reference with the claim;
+    when the delivery then fails (its transaction rolls back, so it ends nothing), the
+    entries come back and the reference is released on its own: nothing stays pending."""
+    sid, _run = await busy_session(engine, agent)
+    (b,) = await enqueue(engine, sid, "B")
+
+    async def failing(session_id: str, entry_ids: list[str]) -> None:
+        raise RuntimeError("delivery failed")
+
+    with faults_of(engine).before("count_in_flight", failing), pytest.raises(RuntimeError):
+        await engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, b, None)
+    status = await engine.queue_status(sid)
+    assert [e.id for e in status.entries] == [b]
+    assert HoldReason.CANCELLING not in status.held_by
+    assert not (await engine.cancellation(sid)).pending
+
+
 async def test_q10_in_flight_entries_come_back_after_a_crash(
     engine: Engine, open_engine, agent: ManualAgent
 ) -> None:

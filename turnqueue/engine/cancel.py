@@ -22,6 +22,7 @@ from turnqueue.domain import (
     SessionState,
     TurnStatus,
 )
+from turnqueue.engine.change import Reference
 from turnqueue.engine.core import Core
 from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.runner import StopLadder, TurnRunner
@@ -101,40 +102,36 @@ class Cancels:
         reference, C1: the session is cancellation-pending from its commit on); the stopped
         turn's end; the finish (the backlog parked, Q7, and the reference released, in one
         commit). The reference is released on every exit: by the finish, or on its own when
-        the stop or the finish fails (``Core.release_hold``, retried until it commits, C5)."""
-        async with self.core.session_lock(session_id):
-            runner = self.core.runners.get(session_id)
-            if runner is not None and not runner.ending:
-                await self._accept(session_id, runner.turn.id)
-            elif runner is not None or not await self._end_agent_gone(session_id):
-                return await self._nothing_running(session_id)
-        released = asyncio.Event()  # set when the finish, which releases the reference, commits
+        the stop or the finish fails (``Core.reference``, C5)."""
         moving = False
-        try:
+        async with self.core.reference(session_id, HoldReason.CANCELLING) as reference:
+            async with self.core.session_lock(session_id):
+                runner = self.core.runners.get(session_id)
+                if runner is not None and not runner.ending:
+                    await self._accept(session_id, runner.turn.id, reference)
+                elif runner is not None or not await self._end_agent_gone(session_id, reference):
+                    return await self._nothing_running(session_id)
             outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
             if runner is not None:
                 outcome = await self.stop(runner)
             cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
             if cancelled and self.moves_on_cancel is not None:
                 moving = await self.moves_on_cancel(session_id)
-            await self._finish(session_id, moving, released)
-        finally:
-            if not released.is_set():
-                await self.core.release_hold(session_id, HoldReason.CANCELLING)
+            await self._finish(session_id, moving, reference)
         if moving and self.on_cancelled is not None:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
         return outcome
 
-    async def _accept(self, session_id: str, turn_id: str) -> None:
+    async def _accept(self, session_id: str, turn_id: str, reference: Reference) -> None:
         """Q7, C1: record the explicit cancel of ``turn_id`` durably (the mark: recovery parks
         the backlog if this instance dies before :meth:`_finish`, which clears it) and take the
         explicit reference, in one transaction. If it cannot be written, the cancel fails with
         the store's error and nothing was accepted. Called under the session lock."""
         async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
             await c.tx.set_cancel_mark(session_id, turn_id)
-            await c.change_hold(HoldReason.CANCELLING, 1)
+            await reference.take_in(c)
 
-    async def _end_agent_gone(self, session_id: str) -> bool:
+    async def _end_agent_gone(self, session_id: str, reference: Reference) -> bool:
         """C5: a RUNNING turn whose agent is gone (no runner here, no live owner elsewhere)
         ends here as a cancelled one, under an explicit reference taken in the same
         transaction and released by the finish, like every other explicit cancel. False when
@@ -144,7 +141,7 @@ class Cancels:
         if view is None or view.running_turn_id is None:
             return False
         async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
-            await c.change_hold(HoldReason.CANCELLING, 1)
+            await reference.take_in(c)
             turn_id = c.view.running_turn_id
             if turn_id is not None:  # else recovery ended it meanwhile
                 await c.end_turn(
@@ -170,15 +167,16 @@ class Cancels:
             await self.turns.auto_drain(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
-    async def _finish(self, session_id: str, moving: bool, released: asyncio.Event) -> None:
+    async def _finish(self, session_id: str, moving: bool, reference: Reference) -> None:
         """The end of an explicit cancel, in one transaction: Q7 parks what is queued (and
         clears the mark, decided here), W2 hands the step change its WORKFLOW_TRANSITION hold
         when the cancel moves the task (released by ``on_cancelled``), and the explicit
         reference ends (C1, C5). Parking and releasing in one commit leaves no moment in which
         the reference is gone and the backlog not parked; nor can anything be queued between
         them, so no automatic drain follows: entries left queued are parked, and with none
-        there is nothing to start."""
-        async with self.core.change(session_id) as c:
+        there is nothing to start. It decides nothing about a turn, so it takes no session
+        lock (every start reads the policy under the lock row, Q3)."""
+        async with self.core.change(session_id, session_lock=False) as c:
             if c.view.cancel_mark is not None:
                 await c.tx.set_cancel_mark(session_id, None)
             if c.view.queued:
@@ -186,8 +184,7 @@ class Cancels:
                 await c.queue_changed()
             if moving:
                 await c.change_hold(HoldReason.WORKFLOW_TRANSITION, 1)
-            await c.change_hold(HoldReason.CANCELLING, -1)
-            c.tx.after_commit(released.set)
+            await reference.end_in(c)
 
     async def stop(self, runner: TurnRunner) -> CancelOutcome:
         """Stop ``runner``'s agent with the ladder the settings give (``TurnRunner.stop``)."""

@@ -339,6 +339,30 @@ async def change(
         c._after_commit()
 
 
+class Reference:
+    """A runtime hold that one unit of work takes (:meth:`take_in`) and a later one ends
+    (:meth:`end_in`), so a rule whose hold spans a wait (a cancel's stop) spends no transaction
+    of its own on it. ``held`` follows the commits; ``Core.reference`` releases a reference
+    still held when its block exits (C5: on every exit)."""
+
+    __slots__ = ("held", "reason")
+
+    def __init__(self, reason: HoldReason) -> None:
+        self.reason = reason
+        self.held = False  # as the last committed take or end left it
+
+    async def take_in(self, c: Change) -> None:
+        await c.change_hold(self.reason, 1)
+        c.tx.after_commit(lambda: self._committed(True))
+
+    async def end_in(self, c: Change) -> None:
+        await c.change_hold(self.reason, -1)
+        c.tx.after_commit(lambda: self._committed(False))
+
+    def _committed(self, held: bool) -> None:
+        self.held = held
+
+
 def check_expected(view: SessionView, expected_revision: int | None) -> None:
     """Q13: a stale ``expectedRevision`` changes nothing."""
     if expected_revision is not None and expected_revision != view.policy.revision:

@@ -38,7 +38,7 @@ from turnqueue.domain import (
     QueueStatus,
     Workflow,
 )
-from turnqueue.engine.change import Change, change
+from turnqueue.engine.change import Change, Reference, change
 from turnqueue.engine.peers import Peers
 from turnqueue.engine.stats import NULL_METRICS, Metrics
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
@@ -186,6 +186,18 @@ class Core:
             yield
         finally:
             await self.release_hold(session_id, reason)
+
+    @asynccontextmanager
+    async def reference(self, session_id: str, reason: HoldReason) -> AsyncIterator[Reference]:
+        """A hold the block's units of work take and end themselves (:class:`Reference`), so
+        each commits with the rule's own changes; one still held when the block exits is
+        released then (C5), whatever ended the block."""
+        reference = Reference(reason)
+        try:
+            yield reference
+        finally:
+            if reference.held:
+                await self.release_hold(session_id, reason)
 
     async def add_hold(self, session_id: str, reason: HoldReason) -> None:
         """One more hold of ``reason`` by this instance, committed now (Q9, Q13). A hold that

@@ -28,7 +28,7 @@ from turnqueue.domain import (
     TurnStatus,
 )
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.change import Change
+from turnqueue.engine.change import Change, Reference
 from turnqueue.engine.core import Core, check_capacity
 from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.runner import TurnRunner
@@ -268,24 +268,17 @@ class QueueOps:
 
         The hold is taken with the claim, under the session lock and the lock row, so nothing
         starts between the claim and the delivery (Q9). It ends with the delivery or, when the
-        stop or the delivery fails, on its own (``Core.release_hold``: retried until it
-        commits, C5): on every exit."""
-        async with self.core.session_lock(session_id):
-            claimed, runner = await self._claim(
-                session_id, scope, entry_id, expected_revision, observed_turn
-            )
-        released = asyncio.Event()  # set when a transaction that ended the hold commits
-        try:
+        stop or the delivery fails, on its own (``Core.reference``, C5): on every exit."""
+        async with self.core.reference(session_id, HoldReason.CANCELLING) as reference:
+            async with self.core.session_lock(session_id):
+                claimed, runner = await self._claim(
+                    session_id, scope, entry_id, expected_revision, observed_turn, reference
+                )
             if runner is not None:
                 await self.cancels.stop(runner)
             async with self.core.session_lock(session_id):
-                turn = await self._deliver(
-                    session_id, claimed, released if runner is not None else None
-                )
+                turn = await self._deliver(session_id, claimed, reference)
             return SendNowResult(turn, len(claimed))
-        finally:
-            if runner is not None and not released.is_set():
-                await self.core.release_hold(session_id, HoldReason.CANCELLING)
 
     async def _claim(
         self,
@@ -294,6 +287,7 @@ class QueueOps:
         entry_id: str | None,
         expected: int | None,
         observed_turn: str | None,
+        reference: Reference,
     ) -> tuple[list[QueueEntry], TurnRunner | None]:
         """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10); with a
         turn running here, take the replacement's CANCELLING hold in it too. Answers the
@@ -328,15 +322,15 @@ class QueueOps:
                 raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
             await c.set_policy(auto_run=True, pause_reason=None)
             if runner is not None:
-                await c.change_hold(HoldReason.CANCELLING, 1)
+                await reference.take_in(c)
         return claimed, runner
 
     async def _deliver(
-        self, session_id: str, claimed: list[QueueEntry], release: asyncio.Event | None
+        self, session_id: str, claimed: list[QueueEntry], reference: Reference
     ) -> Turn | None:
-        """Start the claimed entries as one turn, ending the replacement's hold in the same
-        transaction when there is one (``release`` is set once that commits); on any failure
-        the entries go back (Q10). Called under the session lock."""
+        """Start the claimed entries as one turn, ending the replacement's reference in the
+        same transaction when it is held; on any failure the entries go back (Q10). Called
+        under the session lock."""
         prompt = "\n\n".join(e.content for e in claimed)
         source = claimed[0].source if len(claimed) == 1 else MessageSource.USER
         ids = [e.id for e in claimed]
@@ -359,9 +353,8 @@ class QueueOps:
                     )
                 one = claimed[0] if len(claimed) == 1 else None  # Q16: the entry it runs
                 turn = await self.turns.start_in(c, prompt, source, ids, one)
-                if release is not None:
-                    await c.change_hold(HoldReason.CANCELLING, -1)
-                    c.tx.after_commit(release.set)
+                if reference.held:
+                    await reference.end_in(c)
                 return turn
         except BaseException:
             async with self.core.change(session_id, session_lock=False) as c:
