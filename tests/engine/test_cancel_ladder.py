@@ -86,7 +86,7 @@ async def test_c3_a_cancel_during_a_send_now_replacement_is_refused_with_its_rea
     SEND_NOW_CONFLICT and a message that says why; the replacement runs on."""
     sid = await busy(engine, agent, "/stubborn")
     run = agent.runs[-1]
-    entry, _ = await engine.enqueue(PRINCIPAL, sid, "replacement", None)
+    entry, _, _ = await engine.enqueue(PRINCIPAL, sid, "replacement", None)
     send_now = asyncio.create_task(
         engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
     )

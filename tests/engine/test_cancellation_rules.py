@@ -91,7 +91,7 @@ async def test_c3_explicit_cancel_does_not_join_a_send_now_replacement(
     engine: Engine, agent: ManualAgent
 ) -> None:
     sid, run = await busy(engine, agent, "/stubborn")
-    entry, _ = await engine.enqueue(PRINCIPAL, sid, "replacement", None)
+    entry, _, _ = await engine.enqueue(PRINCIPAL, sid, "replacement", None)
     send_now = asyncio.create_task(
         engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
     )

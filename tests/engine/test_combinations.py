@@ -187,7 +187,7 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
     task, session = await new_session(flow)
     await flow.send_message(PRINCIPAL, session.id, "/stubborn")
     stubborn = await agent.next_run()
-    entry, _ = await flow.enqueue(PRINCIPAL, session.id, "B", None)
+    entry, _, _ = await flow.enqueue(PRINCIPAL, session.id, "B", None)
     await flow.enqueue(PRINCIPAL, session.id, "C", None)
 
     moved = asyncio.Event()
@@ -237,7 +237,7 @@ async def test_w3_send_now_delivered_before_a_transfer_runs_once_on_the_source(
     task, session = await new_session(flow)
     await flow.send_message(PRINCIPAL, session.id, "first")
     await agent.next_run()
-    entry, _ = await flow.enqueue(PRINCIPAL, session.id, "B", None)
+    entry, _, _ = await flow.enqueue(PRINCIPAL, session.id, "B", None)
     result = await flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
     assert result.turn is not None
     b = await agent.next_run()

@@ -61,12 +61,12 @@ async def test_q15_an_enqueue_retried_after_a_restart_queues_nothing_more(
     engine: Engine, open_engine: Any, agent: ManualAgent
 ) -> None:
     sid, _ = await busy_session(engine, agent)
-    entry, turn = await engine.enqueue(PRINCIPAL, sid, "queued once", None, "key-3")
+    entry, turn, _ = await engine.enqueue(PRINCIPAL, sid, "queued once", None, "key-3")
     assert turn is None and entry.client_message_id == "key-3"
     await engine.set_auto_run(PRINCIPAL, sid, False, None)  # it stays queued over the restart
     await engine.aclose()  # a restart: the key is durable
     restarted = await open_engine(agent_=ManualAgent())
-    again, again_turn = await restarted.enqueue(PRINCIPAL, sid, "queued once", None, "key-3")
+    again, again_turn, _ = await restarted.enqueue(PRINCIPAL, sid, "queued once", None, "key-3")
     assert again.id == entry.id and again_turn is None
     status = await restarted.queue_status(sid)
     assert [e.id for e in status.entries] == [entry.id]
@@ -103,7 +103,7 @@ async def test_q15_two_sends_racing_with_one_key_run_once(
     queued = await asyncio.gather(
         *(engine.enqueue(PRINCIPAL, session.id, "racing too", None, "key-6") for _ in range(5))
     )
-    assert len({entry.id for entry, _ in queued}) == 1
+    assert len({entry.id for entry, _, _ in queued}) == 1
     assert [e.content for e in (await engine.queue_status(session.id)).entries] == ["racing too"]
 
 

@@ -86,7 +86,7 @@ async def test_q12_refusals_of_edit_and_reorder_name_the_field(engine: Engine) -
     _, session = await new_session(engine)
     sid = session.id
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
-    agent_entry, _ = await engine.queue.enqueue(sid, "from the agent", None, MessageSource.AGENT)
+    agent_entry, _, _ = await engine.queue.enqueue(sid, "from the agent", None, MessageSource.AGENT)
     (user_entry,) = await enqueue(engine, sid, "mine")
     assert await refusal(engine.update_entry(PRINCIPAL, sid, agent_entry.id, "x", None)) == (
         ErrorCode.NOT_EDITABLE,
@@ -139,7 +139,7 @@ async def test_q5_send_now_keeps_the_source_of_one_entry_and_all_is_user(
     _, session = await new_session(engine)
     sid = session.id
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
-    one, _ = await engine.queue.enqueue(sid, "from the workflow", None, MessageSource.WORKFLOW)
+    one, _, _ = await engine.queue.enqueue(sid, "from the workflow", None, MessageSource.WORKFLOW)
     result = await engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, one.id, None)
     assert result.turn is not None and result.turn.source is MessageSource.WORKFLOW
     (await agent.next_run()).complete()
@@ -223,13 +223,13 @@ async def test_q3_enqueue_on_a_free_session_starts_it_in_the_same_transaction(
     ON, and answers the turn; with auto-run OFF it stays queued (PAUSED)."""
     _, session = await new_session(engine)
     sid = session.id
-    _, turn = await engine.enqueue(PRINCIPAL, sid, "now", None)
+    _, turn, _ = await engine.enqueue(PRINCIPAL, sid, "now", None)
     assert turn is not None and turn.prompt == "now"
     assert (await agent.next_run()).prompt == "now"
     assert (await engine.queue_status(sid)).entries == ()
     assert [t.prompt for t in await engine.turns_of(sid, 5)] == ["now"]
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
-    _, held = await engine.enqueue(PRINCIPAL, sid, "later", None)
+    _, held, _ = await engine.enqueue(PRINCIPAL, sid, "later", None)
     assert held is None
 
 

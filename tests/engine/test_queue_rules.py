@@ -34,7 +34,7 @@ async def assert_first_completed_and_second_held(
 async def enqueue(engine: Engine, sid: str, *contents: str) -> list[str]:
     ids = []
     for content in contents:
-        entry, _ = await engine.enqueue(PRINCIPAL, sid, content, None)
+        entry, _, _ = await engine.enqueue(PRINCIPAL, sid, content, None)
         ids.append(entry.id)
     return ids
 
@@ -200,12 +200,13 @@ async def test_q6_drain_sets_auto_run_and_starts_one_head(
 ) -> None:
     _, session = await new_session(engine)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
-    assert await engine.drain(PRINCIPAL, session.id, None) is None  # empty: not drained
+    assert (await engine.drain(PRINCIPAL, session.id, None)).turn is None  # empty: not drained
     assert (await engine.queue_status(session.id)).auto_run is True
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
     await enqueue(engine, session.id, "a", "b")
-    turn = await engine.drain(PRINCIPAL, session.id, None)
+    turn, queue = await engine.drain(PRINCIPAL, session.id, None)
     assert turn is not None and turn.prompt == "a"
+    assert queue.auto_run and [e.content for e in queue.entries] == ["b"]
     with pytest.raises(UserFacingError) as info:
         await engine.drain(PRINCIPAL, session.id, None)
     assert info.value.code is ErrorCode.SESSION_BUSY
@@ -378,7 +379,9 @@ async def test_q12_managing_entries(engine: Engine) -> None:
 async def test_q12_only_user_entries_are_editable(engine: Engine) -> None:
     _, session = await new_session(engine)
     await engine.set_auto_run(PRINCIPAL, session.id, False, None)
-    entry, _ = await engine.queue.enqueue(session.id, "from the agent", None, MessageSource.AGENT)
+    entry, _, _ = await engine.queue.enqueue(
+        session.id, "from the agent", None, MessageSource.AGENT
+    )
     with pytest.raises(UserFacingError) as info:
         await engine.update_entry(PRINCIPAL, session.id, entry.id, "edited", None)
     assert info.value.code is ErrorCode.NOT_EDITABLE

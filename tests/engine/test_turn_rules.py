@@ -48,8 +48,9 @@ async def test_q3_q6_a_drain_starts_the_head_even_when_auto_run_went_off_meanwhi
         await engine.set_auto_run(PRINCIPAL, sid, False, None)
 
     with faults_of(engine).after_commit("set_policy_bumped", off_first):
-        turn = await engine.drain(PRINCIPAL, sid, None)
+        turn, answered = await engine.drain(PRINCIPAL, sid, None)
     assert turn is not None and turn.prompt == "a"
+    assert not answered.auto_run  # its last commit's status: the start, after the pause
     assert (await agent.next_run()).prompt == "a"
     status = await engine.queue_status(sid)
     assert (status.auto_run, status.pause_reason) == (False, PauseReason.USER)
@@ -242,7 +243,7 @@ async def test_w1_q9_a_prompt_between_a_completion_and_its_step_change_waits_for
     seen: dict[str, Any] = {}
 
     async def prompt_first(session_id: str) -> None:
-        _, seen["turn"] = await flow.enqueue(PRINCIPAL, session_id, "late", None)
+        _, seen["turn"], _ = await flow.enqueue(PRINCIPAL, session_id, "late", None)
         seen["status"] = await flow.queue_status(session_id)
         await on_completed(session_id)
 

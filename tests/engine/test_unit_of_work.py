@@ -6,10 +6,12 @@ import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
 from faults import faults_of
 
+from turnqueue.api import build_schema
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import CancelKind, HoldReason, MessageSource, SessionState
 from turnqueue.engine import Engine
 from turnqueue.errors import Conflict, ErrorCode
+from turnqueue.resolvers.context import Context
 from turnqueue.timeouts import within
 
 
@@ -136,15 +138,20 @@ async def test_q13_a_watched_queue_event_carries_the_status_its_transaction_comm
     assert (await agent.next_run()).prompt == "first"
 
 
-async def test_q13_an_unwatched_queue_event_carries_no_status(engine: Engine) -> None:
-    """P8: nobody here watches the queue (a turn end, a workflow action): the unit of work
-    reads no status it would throw away, and the event is thin."""
+async def test_q13_an_unwatched_queue_event_carries_no_status(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """P8: nobody here watches the queue and nobody asks for its status (a turn's end): the
+    unit of work reads no status it would throw away, and the event is thin. (A mutation
+    answers the status, so its event carries the one it read.)"""
     _, session = await new_session(engine)
     sid = session.id
+    await engine.send_message(PRINCIPAL, sid, "x")
+    run = await agent.next_run()
     with engine.subscribe(sid, [EventKind.SESSION]) as sub:  # the session, not its queue
         seen: list[Event] = []
         engine.bus.add_listener(seen.append)
-        await engine.enqueue(PRINCIPAL, sid, "x", None)
+        run.complete()
         await next_event(sub, EventKind.SESSION)
     queue_events = [e for e in seen if e.kind is EventKind.QUEUE and e.session_id == sid]
     assert queue_events and all(e.queue is None for e in queue_events)
@@ -159,7 +166,7 @@ async def test_q2_q13_a_mutation_answers_the_status_its_own_transaction_committe
     sid = session.id
     off = await engine.set_auto_run(PRINCIPAL, sid, False, None)
     assert off.queue == await engine.queue_status(sid) and not off.queue.auto_run
-    entry, _ = await engine.enqueue(PRINCIPAL, sid, "a", None)
+    entry, _, _ = await engine.enqueue(PRINCIPAL, sid, "a", None)
     again = await engine.set_auto_run(PRINCIPAL, sid, False, None)  # no change
     assert again.queue.revision == off.queue.revision + 1  # the enqueue's
     assert again.queue == await engine.queue_status(sid)
@@ -220,3 +227,50 @@ async def test_q9_w1_a_step_change_ending_does_not_release_another_ones_hold(
     assert transition in (await engine.queue_status(sid)).held_by
     await engine.core.release_hold(sid, transition)
     assert (await engine.queue_status(sid)).held_by == ()
+
+
+QUEUE_ANSWERS = {
+    "enqueueMessage": (
+        'enqueueMessage(input: {sessionId: $s, content: "b"})',
+        "add_entry",
+    ),
+    "drain": ("drain(input: {sessionId: $s})", "start_turn"),  # its second, last commit
+    "sendNow": ("sendNow(input: {sessionId: $s, scope: ALL})", "start_turn"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(QUEUE_ANSWERS))
+async def test_q13_r3_queue_mutations_answer_the_queue_their_own_commit_left(
+    engine: Engine, agent: ManualAgent, mutation: str
+) -> None:
+    """Q13, R3: enqueueMessage, drain and sendNow answer the queue status their own last
+    transaction committed, not a read after it: here a ``setAutoRun(false)`` (it takes no
+    session lock) commits right after the mutation's commit, before its answer. The answer
+    shows auto-run still on, at a revision below the pause's; a read after it would not."""
+    settings = engine.core.settings
+    _, session = await new_session(engine)
+    sid = session.id
+    if mutation != "drain":
+        await engine.enqueue(PRINCIPAL, sid, "a", None)  # runs: the queue holds what follows
+        await agent.next_run()
+    if mutation != "enqueueMessage":  # "b" waits, auto-run off, for the drain or Send Now
+        await engine.set_auto_run(PRINCIPAL, sid, False, None)
+        await engine.enqueue(PRINCIPAL, sid, "b", None)
+    field, method = QUEUE_ANSWERS[mutation]
+    offs: list[int] = []
+
+    async def off_right_after() -> None:
+        offs.append((await engine.set_auto_run(PRINCIPAL, sid, False, None)).queue.revision)
+
+    answer = "userErrors { code } queue { autoRun revision }"
+    document = f"mutation($s: ID!) {{ m: {field} {{ {answer} }} }}"
+    with faults_of(engine).after_commit(method, off_right_after):
+        result = await build_schema(settings).execute(
+            document, variable_values={"s": sid}, context_value=Context(engine, PRINCIPAL)
+        )
+    assert result.errors is None, result.errors
+    answer = result.data["m"]  # type: ignore[index]
+    assert answer["userErrors"] == [] and offs, (answer, offs)
+    assert answer["queue"]["autoRun"] is True
+    assert answer["queue"]["revision"] < offs[-1]
+    assert not (await engine.queue_status(sid)).auto_run

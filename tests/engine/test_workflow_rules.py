@@ -87,7 +87,7 @@ async def test_w2_send_now_replacement_never_runs_the_turn_complete_action(
     task, session = await new_session(flow)
     await flow.send_message(PRINCIPAL, session.id, "plan it")
     await agent.next_run()
-    entry, _ = await flow.enqueue(PRINCIPAL, session.id, "instead", None)
+    entry, _, _ = await flow.enqueue(PRINCIPAL, session.id, "instead", None)
     await flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
     still = await flow.task(PRINCIPAL, task.id)
     assert still is not None and still.workflow_step == "PLAN"

@@ -474,7 +474,7 @@ class EngineMachine(RuleBasedStateMachine):
             lambda: self.engine_.drain(PRINCIPAL, self.sid, expected),
             lambda _r: self.model.drain(stale),
         )
-        self.same_start("drain", result.prompt if result else None, started)
+        self.same_start("drain", result.turn.prompt if result and result.turn else None, started)
 
     @rule()
     def cancel(self) -> None:

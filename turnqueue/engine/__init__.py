@@ -7,7 +7,7 @@ What is public is what this module exports; the rest of the package is the engin
 """
 
 from turnqueue.engine.engine import CancelResult, Engine
-from turnqueue.engine.queue import Applied, SendNowResult
+from turnqueue.engine.queue import Applied, Enqueued, SendNowResult
 from turnqueue.engine.stats import NULL_METRICS, EngineStats, Metrics, QueueDepth
 from turnqueue.engine.turns import Admission
 
@@ -18,6 +18,7 @@ __all__ = [
     "CancelResult",
     "Engine",
     "EngineStats",
+    "Enqueued",
     "Metrics",
     "QueueDepth",
     "SendNowResult",

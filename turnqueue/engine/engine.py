@@ -23,7 +23,6 @@ from turnqueue.domain import (
     MessageSource,
     OutputChunk,
     OutputRecord,
-    QueueEntry,
     QueueStatus,
     SendNowScope,
     Session,
@@ -41,7 +40,7 @@ from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.membership import join_cluster
-from turnqueue.engine.queue import Applied, QueueOps, SendNowResult
+from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import Reads
 from turnqueue.engine.recovery import recover
 from turnqueue.engine.replay import EventReads, check_request, output_since, records_since
@@ -388,7 +387,7 @@ class Engine:
         content: str,
         expected_revision: int | None,
         client_message_id: str | None = None,
-    ) -> tuple[QueueEntry, Turn | None]:
+    ) -> Enqueued:
         """Queue the message, then an automatic drain; idempotent with a key (Q15)."""
         await self.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
@@ -449,7 +448,7 @@ class Engine:
             _check_entry_id(entry_id)
         return await self.queue.send_now(session_id, scope, entry_id, expected)
 
-    async def drain(self, principal: str, session_id: str, expected: int | None) -> Turn | None:
+    async def drain(self, principal: str, session_id: str, expected: int | None) -> Applied:
         await self.check_session(principal, session_id)
         return await self.queue.drain(session_id, expected)
 

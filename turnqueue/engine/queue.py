@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from turnqueue.domain import (
     BUSY,
@@ -40,11 +40,19 @@ from turnqueue.store import SessionView
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
+class Applied(NamedTuple):
     """A queue mutation's outcome: the turn it started, if any, and the queue status its
     transaction committed (read before COMMIT, ``Change.want_status``)."""
 
+    turn: Turn | None
+    queue: QueueStatus
+
+
+class Enqueued(NamedTuple):
+    """An enqueue's outcome: the entry, the turn its automatic drain started (Q3), and the
+    queue status its transaction committed."""
+
+    entry: QueueEntry
     turn: Turn | None
     queue: QueueStatus
 
@@ -57,8 +65,12 @@ def _status(c: Change) -> QueueStatus:
 
 @dataclass(frozen=True, slots=True)
 class SendNowResult:
+    """Send Now's outcome: the turn it started, how many entries it sent, and the queue
+    status its last transaction committed (None when another instance ran it: read it)."""
+
     turn: Turn | None
     sent_count: int
+    queue: QueueStatus | None = None
 
 
 class QueueOps:
@@ -74,35 +86,44 @@ class QueueOps:
         expected_revision: int | None,
         source: MessageSource = MessageSource.USER,
         client_message_id: str | None = None,
-    ) -> tuple[QueueEntry, Turn | None]:
+    ) -> Enqueued:
         """Always queue, then one automatic drain (Q3). An enqueue whose ``client_message_id``
         was sent before answers that send's outcome and queues nothing (Q15)."""
         async with self.core.change(session_id, expected_revision) as c:
+            c.want_status()
+            replayed, result = None, None
             if client_message_id is not None:
                 replayed = await replay(c, client_message_id, content)
-                if replayed is not None:
-                    if replayed.entry is None:  # a sendMessage of this key started a turn
-                        raise Conflict(
-                            ErrorCode.IDEMPOTENCY_CONFLICT,
-                            f"clientMessageId {client_message_id!r} started a turn: it queued "
-                            "nothing to answer with",
-                            ["clientMessageId"],
-                        )
-                    return replayed.entry, replayed.turn
-            check_capacity(c.view, self.core.settings.queue_limit)
-            entry = await c.tx.add_entry(
-                session_id, content=content, source=source, client_message_id=client_message_id
-            )
-            # The drain after enqueueMessage (Q3, automatic) runs in this same transaction:
-            # one lock row, one commit, one queue revision for "queued and started".
-            view = replace(c.view, queued=c.view.queued + 1)
-            result, turn = await self.turns.reserve_in(c, view, automatic=True)
-            await c.queue_changed()  # the same revision as the start's, if one started
-            if client_message_id is not None:
-                admission = Admission(turn, entry, SendOutcome.QUEUED)
-                await record(c, client_message_id, content, admission)
-        self.core.metrics.reservation("automatic", result.value)
-        return entry, turn
+            if replayed is not None:
+                if replayed.entry is None:  # a sendMessage of this key started a turn
+                    raise Conflict(
+                        ErrorCode.IDEMPOTENCY_CONFLICT,
+                        f"clientMessageId {client_message_id!r} started a turn: it queued "
+                        "nothing to answer with",
+                        ["clientMessageId"],
+                    )
+                entry, turn = replayed.entry, replayed.turn
+            else:
+                entry, turn, result = await self._add(c, content, source, client_message_id)
+        if result is not None:
+            self.core.metrics.reservation("automatic", result.value)
+        return Enqueued(entry, turn, _status(c))
+
+    async def _add(
+        self, c: Change, content: str, source: MessageSource, client_message_id: str | None
+    ) -> tuple[QueueEntry, Turn | None, DrainResult]:
+        check_capacity(c.view, self.core.settings.queue_limit)
+        entry = await c.tx.add_entry(
+            c.session_id, content=content, source=source, client_message_id=client_message_id
+        )
+        # The drain after enqueueMessage (Q3, automatic) runs in this same transaction:
+        # one lock row, one commit, one queue revision for "queued and started".
+        view = replace(c.view, queued=c.view.queued + 1)
+        result, turn = await self.turns.reserve_in(c, view, automatic=True)
+        await c.queue_changed()  # the same revision as the start's, if one started
+        if client_message_id is not None:
+            await record(c, client_message_id, content, Admission(turn, entry, SendOutcome.QUEUED))
+        return entry, turn, result
 
     async def update_entry(
         self, session_id: str, entry_id: str, content: str, expected_revision: int | None
@@ -178,16 +199,18 @@ class QueueOps:
             self.core.metrics.reservation("automatic", result.value)
         return Applied(turn, _status(c))
 
-    async def drain(self, session_id: str, expected_revision: int | None) -> Turn | None:
+    async def drain(self, session_id: str, expected_revision: int | None) -> Applied:
         """Q6: needs a promptable session without a clarification; sets auto-run ON first."""
         async with self.core.session_lock(session_id):
             # Two units of work under one session lock: the policy commits even when the
-            # targeted start that follows finds the session held (Q6).
+            # targeted start that follows finds the session held or fails (Q6).
             async with self.core.change(session_id, expected_revision, session_lock=False) as c:
+                c.want_status()
                 _check_promptable(c.view)
                 if not c.view.policy.auto_run:
                     await c.set_policy(auto_run=True, pause_reason=None)
-            return await self.turns.targeted_head(session_id)
+            turn, status = await self.turns.targeted_head(session_id)
+            return Applied(turn, status or _status(c))  # the last commit's status
 
     # -- Send Now (Q5) --------------------------------------------------------------------------
     async def send_now(
@@ -277,8 +300,8 @@ class QueueOps:
             if runner is not None:
                 await self.cancels.stop(runner)
             async with self.core.session_lock(session_id):
-                turn = await self._deliver(session_id, claimed, reference)
-            return SendNowResult(turn, len(claimed))
+                applied = await self._deliver(session_id, claimed, reference)
+            return SendNowResult(applied.turn, len(claimed), applied.queue)
 
     async def _claim(
         self,
@@ -327,7 +350,7 @@ class QueueOps:
 
     async def _deliver(
         self, session_id: str, claimed: list[QueueEntry], reference: Reference
-    ) -> Turn | None:
+    ) -> Applied:
         """Start the claimed entries as one turn, ending the replacement's reference in the
         same transaction when it is held; on any failure the entries go back (Q10). Called
         under the session lock."""
@@ -336,6 +359,7 @@ class QueueOps:
         ids = [e.id for e in claimed]
         try:
             async with self.core.change(session_id, session_lock=False) as c:
+                c.want_status()
                 view = c.view
                 if (
                     view.session.state not in PROMPTABLE
@@ -355,7 +379,7 @@ class QueueOps:
                 turn = await self.turns.start_in(c, prompt, source, ids, one)
                 if reference.held:
                     await reference.end_in(c)
-                return turn
+            return Applied(turn, _status(c))
         except BaseException:
             async with self.core.change(session_id, session_lock=False) as c:
                 if await c.tx.release_entries(session_id, ids):

@@ -120,28 +120,29 @@ class Turns:
 
     async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
         """An *automatic* reservation (Q3): obeys auto-run. Caller holds the session lock."""
-        return await self._reserve(session_id, automatic=True)
-
-    async def targeted_head(self, session_id: str) -> Turn | None:
-        """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds.
-        Caller holds the session lock."""
-        _, turn = await self._reserve(session_id, automatic=False)
-        return turn
-
-    async def _reserve(
-        self, session_id: str, *, automatic: bool
-    ) -> tuple[DrainResult, Turn | None]:
-        result, turn = await self._reserve_head(session_id, automatic)
-        self.core.metrics.reservation("automatic" if automatic else "targeted", result.value)
+        result, turn, _ = await self._reserve(session_id, automatic=True)
         return result, turn
 
-    async def _reserve_head(
-        self, session_id: str, automatic: bool
-    ) -> tuple[DrainResult, Turn | None]:
+    async def targeted_head(self, session_id: str) -> tuple[Turn | None, QueueStatus | None]:
+        """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds.
+        Answers the turn and the queue status its transaction committed (None when the
+        instance is closing: no transaction). Caller holds the session lock."""
+        _, turn, status = await self._reserve(session_id, automatic=False, answer=True)
+        return turn, status
+
+    async def _reserve(
+        self, session_id: str, *, automatic: bool, answer: bool = False
+    ) -> tuple[DrainResult, Turn | None, QueueStatus | None]:
+        kind = "automatic" if automatic else "targeted"
         if self.core.closing:
-            return DrainResult.HELD, None
+            self.core.metrics.reservation(kind, DrainResult.HELD.value)
+            return DrainResult.HELD, None, None
         async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
-            return await self.reserve_in(c, c.view, automatic=automatic)
+            if answer:
+                c.want_status()
+            result, turn = await self.reserve_in(c, c.view, automatic=automatic)
+        self.core.metrics.reservation(kind, result.value)
+        return result, turn, c.status
 
     async def reserve_in(
         self, c: Change, view: SessionView, *, automatic: bool, ending: TurnRunner | None = None

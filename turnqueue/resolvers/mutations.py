@@ -111,7 +111,7 @@ class Mutation:
     ) -> p.EnqueueMessagePayload:
         ctx = info.context
         try:
-            entry, turn = await ctx.engine.enqueue(
+            entry, turn, queue = await ctx.engine.enqueue(
                 ctx.require_principal(),
                 input.session_id,
                 input.content,
@@ -120,7 +120,6 @@ class Mutation:
             )
         except UserFacingError as e:
             return p.EnqueueMessagePayload(user_errors=_errors(e))
-        queue = await ctx.engine.queue_status(input.session_id)
         return p.EnqueueMessagePayload(
             queue=QueueStatus.from_domain(queue),
             entry=QueueEntry.from_domain(entry),
@@ -260,7 +259,8 @@ class Mutation:
             )
         except UserFacingError as e:
             return p.SendNowPayload(user_errors=_errors(e))
-        queue = await ctx.engine.queue_status(input.session_id)
+        # The status the delivery committed; read when another instance ran the Send Now.
+        queue = result.queue or await ctx.engine.queue_status(input.session_id)
         return p.SendNowPayload(
             queue=QueueStatus.from_domain(queue),
             turn=_turn(result.turn),
@@ -275,12 +275,11 @@ class Mutation:
     async def drain(self, info: Info, input: Input[i.DrainInput]) -> p.DrainPayload:
         ctx = info.context
         try:
-            turn = await ctx.engine.drain(
+            turn, queue = await ctx.engine.drain(
                 ctx.require_principal(), input.session_id, input.expected_revision
             )
         except UserFacingError as e:
             return p.DrainPayload(user_errors=_errors(e))
-        queue = await ctx.engine.queue_status(input.session_id)
         return p.DrainPayload(
             queue=QueueStatus.from_domain(queue), turn=_turn(turn), drained=turn is not None
         )
