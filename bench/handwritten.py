@@ -40,7 +40,7 @@ from starlette.routing import Route
 from starlette.websockets import WebSocket
 
 from bench.baseline import RawDatabase
-from turnqueue.transport import LOCAL_PRINCIPAL
+from turnqueue.api.view import LOCAL_PRINCIPAL
 
 _HOLDS = """
   EXISTS (SELECT 1 FROM clarifications c WHERE c.session_id = l.session_id) AS clarification,

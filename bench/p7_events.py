@@ -23,7 +23,7 @@ turn (one per turn per stream would be FOLLOWERS).
 Baseline, same run: as many bare Starlette WebSockets (``/bench/ws``) sent as many ``next``
 frames of a payload of the same size (``/bench/bare-events``). The target is absolute: at most
 0.05 KiB per event after warm-up (graphql-core 3.3.2's per-event memo alone was ~3 KiB per event
-per subscription; turnqueue/execution.py).
+per subscription; turnqueue/api/execution.py).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from turnqueue.api.view import LOCAL_PRINCIPAL
 from turnqueue.engine import Engine
-from turnqueue.transport import LOCAL_PRINCIPAL
 
 LEAD = 0.5  # seconds between the answer and the first event
 

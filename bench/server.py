@@ -58,13 +58,13 @@ from bench.handwritten import handwritten_routes
 from bench.pacer import pace_routes
 from turnqueue.agents import build_agents
 from turnqueue.agents.scripted import ScriptedAgent
+from turnqueue.api.view import LOCAL_PRINCIPAL
 from turnqueue.app import create_app
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.domain import CancellationStatus, OutputChunk, TurnStatus
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.timeouts import within
-from turnqueue.transport import LOCAL_PRINCIPAL
 
 #: The agent profile whose turns last a week (P7's ``output`` events stream on one).
 HOLD = "hold"

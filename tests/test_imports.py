@@ -14,16 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "turnqueue"
 LAYERS = (
     {"__main__", "cli", "startup"},
     {"app"},
-    {"transport", "sse", "graphiql", "webui", "prometheus"},  # the HTTP edge
-    {
-        "api",
-        "arguments",
-        "execution",
-        "fanout",
-        "fanout_members",
-        "plans",
-        "render",
-    },  # the schema, its executions
+    {"prometheus"},
+    {"api"},  # the GraphQL edge: the view, the schema, its executions
     {"resolvers"},
     {"engine"},
     {"store"},

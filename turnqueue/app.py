@@ -19,16 +19,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from turnqueue.agents import Agent
-from turnqueue.api import build_schema, validation_rules
+from turnqueue.api import (
+    FanOut,
+    Plans,
+    TurnqueueGraphQL,
+    build_schema,
+    graphiql_routes,
+    validation_rules,
+    web_ui_routes,
+)
 from turnqueue.bus import EventBus
 from turnqueue.engine import Engine
-from turnqueue.fanout import FanOut
-from turnqueue.graphiql import graphiql_routes
-from turnqueue.plans import Plans
 from turnqueue.prometheus import CONTENT_TYPE_LATEST, PrometheusMetrics
 from turnqueue.settings import Settings
-from turnqueue.transport import TurnqueueGraphQL
-from turnqueue.webui import web_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
         if settings.subscription_fanout
         else None
     )
-    # Mutations answered without GraphQL execution (the same answers; turnqueue.plans).
+    # Mutations answered without GraphQL execution (the same answers; turnqueue.api.plans).
     plans = Plans(schema, rules, settings.max_tokens) if settings.compiled_operations else None
     view = TurnqueueGraphQL(schema, settings, runtime.get_engine, fanout, plans)
     metrics = PrometheusMetrics()  # a registry of its own per app (U3)

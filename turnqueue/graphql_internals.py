@@ -9,30 +9,31 @@ ranges end before the next minor release of each; ``scripts/newest_graphql.py`` 
 ``.ci/run``) tests the API on the newest versions they allow, and the tests named beside each group
 compare turnqueue's answer with Strawberry's own.
 
-- **graphql-transport-ws** (``transport.FanOutTransportWSHandler``, ``fanout``,
-  ``fanout_members``): identical snapshot subscriptions share one execution, so the handler's
+- **graphql-transport-ws** (``api.view.FanOutTransportWSHandler``, ``api.fanout``,
+  ``api.fanout_members``): identical snapshot subscriptions share one execution, so the handler's
   ``run_operation`` hands such an operation to the fan-out, which frames the shared payload for each
   ``Operation`` with Strawberry's own message types. A client gone while being sent to raises
   ``WebSocketDisconnected``. Two reaches are attributes, not imports: ``run_operation`` itself
   (not a documented hook) and the Starlette WebSocket under Strawberry's adapter
   (``operation.handler.websocket.ws``), which a member writes its frames to. Frames compared with
   Strawberry's path: tests/api/test_api_fanout.py.
-- **HTTP streams** (``sse``, ``transport``): graphql-sse events carry an ``id:`` line (O3), so the
-  view registers a subclass of Strawberry's ``SSETransport`` in its transports by protocol
+- **HTTP streams** (``api.sse``, ``api.view``): graphql-sse events carry an ``id:`` line (O3), so
+  the view registers a subclass of Strawberry's ``SSETransport`` in its transports by protocol
   (``BaseView.stream_transport_classes_by_protocol``). tests/ops/test_output_sse_resume.py.
-- **Request refusals** (``api``, ``transport``): a subscription over a plain POST and an
+- **Request refusals** (``api.assembly``, ``api.view``): a subscription over a plain POST and an
   operation of the wrong type are refused as Strawberry refuses them (``InvalidOperationTypeError``,
   ``CannotGetOperationTypeError``, ``OperationType``); the HTTP origin check is Strawberry's
   WebSocket one (``is_same_origin``, ``normalize_origin``, S4).
-- **The executor** (``execution``): Strawberry's execution context, with graphql-core's per-event
-  memo reset (docs/upstream/graphql-core-subscription-memo.md; canary:
+- **The executor** (``api.execution``): Strawberry's execution context, with graphql-core's
+  per-event memo reset (docs/upstream/graphql-core-subscription-memo.md; canary:
   tests/api/test_api_subscription_memory.py).
-- **Compiled operations** (``render``, ``arguments``, ``plans``): a plain-field operation is
-  rendered from the resolver's value and a mutation's arguments converted once per field, so they
-  read Strawberry's type definitions (fields, lists, optionals, enums, scalars, lazy types) and
-  validate with Strawberry's own rules (``validate_document``). Compared with Strawberry's and
-  graphql-core's answers: tests/api/test_api_render.py, test_api_arguments.py, test_api_plans.py.
-- **Type annotations** (``schema.scalars``, ``schema.enums``, ``transport``): what
+- **Compiled operations** (``api.render``, ``api.arguments``, ``api.plans``): a plain-field
+  operation is rendered from the resolver's value and a mutation's arguments converted once per
+  field, so they read Strawberry's type definitions (fields, lists, optionals, enums, scalars, lazy
+  types) and validate with Strawberry's own rules (``validate_document``). Compared with
+  Strawberry's and graphql-core's answers: tests/api/test_api_render.py, test_api_arguments.py,
+  test_api_plans.py.
+- **Type annotations** (``schema.scalars``, ``schema.enums``, ``api.view``): what
   ``strawberry.scalar`` and ``strawberry.enum`` return, and ``on_ws_connect``'s ``UnsetType``.
 """
 

@@ -18,8 +18,8 @@ Hazards:
 - Queue depth is a database fact (entries of every session, possibly written by other instances),
   so it is read with one ``COUNT`` per scrape in :meth:`refresh`, not kept as a running sum.
 - The errors counter counts ``ERROR`` log records of the ``turnqueue`` loggers (masked resolver
-  faults are logged by ``turnqueue.api``; background failures by the engine). The handler is
-  process-global, so :meth:`unbind` must be called when the app stops.
+  faults are logged by ``turnqueue.api.assembly``; background failures by the engine). The
+  handler is process-global, so :meth:`unbind` must be called when the app stops.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from prometheus_client import (
 from prometheus_client.process_collector import ProcessCollector
 
 if TYPE_CHECKING:
+    from turnqueue.api.fanout import FanOut
     from turnqueue.bus import Event
     from turnqueue.engine import Engine
-    from turnqueue.fanout import FanOut
 
 __all__ = ["CONTENT_TYPE_LATEST", "PrometheusMetrics"]
 
@@ -98,7 +98,7 @@ class PrometheusMetrics:
         )
         self.errors = Counter(
             "turnqueue_errors",
-            "Errors logged by the server (masked faults are logger turnqueue.api)",
+            "Errors logged by the server (masked faults are logger turnqueue.api.assembly)",
             ["logger"],
             registry=r,
         )

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
-from turnqueue import graphiql, webui
+from turnqueue.api import graphiql, webui
 from turnqueue.settings import Settings
 
 log = logging.getLogger("turnqueue")

@@ -1,7 +1,7 @@
-"""``turnqueue.arguments``: a compiled call converts a resolver's arguments exactly as Strawberry's
-``convert_arguments`` does, for every mutation's input, on random values of every shape the
-schema allows (fields given, omitted or null; enums; lists); and passes the resolver what
-Strawberry's ``get_arguments`` passes (P4)."""
+"""``turnqueue.api.arguments``: a compiled call converts a resolver's arguments exactly as
+Strawberry's ``convert_arguments`` does, for every mutation's input, on random values of every
+shape the schema allows (fields given, omitted or null; enums; lists); and passes the resolver
+what Strawberry's ``get_arguments`` passes (P4)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from strawberry.types.arguments import convert_arguments
 from strawberry.types.field import StrawberryField
 
 from turnqueue.api import build_schema
-from turnqueue.arguments import compile_call
-from turnqueue.render import DEFINITION
+from turnqueue.api.arguments import compile_call
+from turnqueue.api.render import DEFINITION
 from turnqueue.settings import Settings
 
 SCHEMA = build_schema(Settings())

@@ -1,4 +1,4 @@
-"""The executor workaround itself (turnqueue/execution.py, issue 13, P7), on bare graphql-core.
+"""The executor workaround itself (turnqueue/api/execution.py, issue 13, P7), on bare graphql-core.
 
 A subscription over a small schema: each event's executor gets a memo of its own (the
 subscription's stays empty), the memo still serves the items of a list within one event, and the
@@ -16,7 +16,7 @@ from graphql import ExecutionResult, Executor, GraphQLSchema, build_schema, pars
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from turnqueue.api import build_schema as build_turnqueue_schema
-from turnqueue.execution import TurnqueueExecutionContext
+from turnqueue.api.execution import TurnqueueExecutionContext
 from turnqueue.settings import Settings
 
 SDL = """
@@ -103,7 +103,7 @@ async def test_p7_each_event_has_a_memo_of_its_own_and_results_are_unchanged() -
 
 async def test_p7_canary_graphql_core_still_shares_one_growing_memo() -> None:
     """When this fails after an upgrade, graphql-core no longer shares the memo across events:
-    check docs/upstream/graphql-core-subscription-memo.md and drop turnqueue/execution.py."""
+    check docs/upstream/graphql-core-subscription-memo.md and drop turnqueue/api/execution.py."""
     await run(RecordingUpstream)
     subscription = Recording.subscription
     assert subscription is not None

@@ -1,4 +1,4 @@
-"""Multiplexed subscription fan-out (turnqueue/fanout.py) against the real server.
+"""Multiplexed subscription fan-out (turnqueue/api/fanout.py) against the real server.
 
 Identical snapshot subscriptions (same document, variables and principal) share one execution.
 What clients see must not change: R3 (snapshot first, then newer revisions; a subscriber that
@@ -26,8 +26,8 @@ from clients import poll
 from gql.transport.exceptions import TransportQueryError
 from websockets.asyncio.client import ClientConnection, connect
 
+from turnqueue.api.fanout import FanOut
 from turnqueue.bus import Event, EventKind, Watch
-from turnqueue.fanout import FanOut
 from turnqueue.resolvers.feeds import RESYNC_MESSAGE
 from turnqueue.timeouts import within
 
@@ -40,7 +40,7 @@ CANCELLATION = """subscription($s: ID!) { cancellationChanged(sessionId: $s) {
 SESSION = """subscription($s: ID!) { sessionChanged(sessionId: $s) {
   id state revision promptable cancellationPending cancellationRevision
   cancellation { pending revision } clarification { question } currentTurn { status } } }"""
-#: only basic fields (no resolver): rendered without execution (turnqueue.render)
+#: only basic fields (no resolver): rendered without execution (turnqueue.api.render)
 PLAIN_SESSION = """subscription($s: ID!) { sessionChanged(sessionId: $s) {
   id taskId agent state revision promptable createdAt updatedAt } }"""
 BIG = "subscription($s: ID!) { queueStatusChanged(sessionId: $s) { revision entries { content } } }"
@@ -431,7 +431,7 @@ async def test_r3_s2_fanout_frames_are_those_of_the_ordinary_path(start_api: Any
     assert ordinary.app.state.fanout is None
     got, rendered = await _frames_of_a_script(multiplexed)
     assert got == (await _frames_of_a_script(ordinary))[0]
-    # queue, cancellation and the plain session rendered (turnqueue.render); SESSION's
+    # queue, cancellation and the plain session rendered (turnqueue.api.render); SESSION's
     # cancellation fields have resolvers: executed; the unknown session: refused (S2).
     assert rendered == 3
     assert [json.loads(f)["type"] for f in got["unknown"]] == ["error"]

@@ -1,7 +1,7 @@
-"""``turnqueue.fanout_members``: a fan-out member is sent a payload at once when it is idle (no task
-switch, bench P3); a send that suspends (the client's buffer full) is finished by the member's
-own task, with every payload offered meanwhile after it, in order, at most one kept (R3); a
-client gone during a send ends the member quietly (WebSocketDisconnected)."""
+"""``turnqueue.api.fanout_members``: a fan-out member is sent a payload at once when it is idle (no
+task switch, bench P3); a send that suspends (the client's buffer full) is finished by the
+member's own task, with every payload offered meanwhile after it, in order, at most one kept
+(R3); a client gone during a send ends the member quietly (WebSocketDisconnected)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 
-from turnqueue.fanout_members import Member
+from turnqueue.api.fanout_members import Member
 from turnqueue.timeouts import within
 
 

@@ -1,4 +1,4 @@
-"""``turnqueue.plans``: a planned mutation answers exactly what Strawberry's execution answers
+"""``turnqueue.api.plans``: a planned mutation answers exactly what Strawberry's execution answers
 (P4), against real servers: the same script of every queue mutation, its refusals, bad
 variables, aliases and fragments, a fault, with plans on and off, gives the same responses."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from api_helpers import Api, ApiFactory
 
-from turnqueue.plans import Plans
+from turnqueue.api.plans import Plans
 
 QUEUE = "queue { revision autoRun pauseReason heldBy count entries { id content position } }"
 ERRORS = "userErrors { code message field }"
@@ -138,7 +138,7 @@ async def test_s3_a_fault_in_a_planned_mutation_is_masked_located_and_logged(
         raise RuntimeError("secret internals")
 
     monkeypatch.setattr(api.engine, "set_auto_run", broken)
-    with caplog.at_level(logging.ERROR, logger="turnqueue.api"):
+    with caplog.at_level(logging.ERROR, logger="turnqueue.api.assembly"):
         body = (await api.post(SET_AUTO_RUN, {"s": sid, "on": False})).json()
     assert body == {
         "data": None,

@@ -1,5 +1,5 @@
-"""``turnqueue.render``: a compiled selection renders exactly what graphql-core's execution of it
-returns, for random selections (aliases, repeated keys, fragments, ``@skip``/``@include``,
+"""``turnqueue.api.render``: a compiled selection renders exactly what graphql-core's execution of
+it returns, for random selections (aliases, repeated keys, fragments, ``@skip``/``@include``,
 ``__typename``) of every snapshot payload, on random values (P8: the fan-out sends rendered
 payloads instead of executed ones; the frames must not change).
 
@@ -22,7 +22,7 @@ from strawberry.schema.config import StrawberryConfig
 
 from turnqueue import domain
 from turnqueue.api import build_schema
-from turnqueue.render import Compiled, Unrenderable, bind, compile_subscription
+from turnqueue.api.render import Compiled, Unrenderable, bind, compile_subscription
 from turnqueue.schema.scalars import SCALAR_MAP
 from turnqueue.schema.types import CancellationStatus, QueueStatus, Session
 from turnqueue.settings import Settings

@@ -197,7 +197,7 @@ async def test_s3_unexpected_errors_are_masked_and_logged(
         raise RuntimeError("db password is hunter2")
 
     monkeypatch.setattr(api.engine, "tasks", broken)
-    with caplog.at_level(logging.ERROR, logger="turnqueue.api"):
+    with caplog.at_level(logging.ERROR, logger="turnqueue.api.assembly"):
         response = await api.post("{ tasks { id } }")
     assert "hunter2" not in response.text
     assert response.json()["errors"][0]["message"] == "Unexpected error."

@@ -2,7 +2,7 @@
 field, with fan-out on and off, against the real server (uvicorn, raw graphql-transport-ws).
 
 graphql-core 3.3.2 executes each event on a shallow copy of the subscription's executor, and the
-copies share a memo that gains entries on every event (turnqueue/execution.py). The tests count
+copies share a memo that gains entries on every event (turnqueue/api/execution.py). The tests count
 the live objects the garbage collector tracks after a warm-up, then after each of two windows of
 ``EVENTS`` more events. A retained memo entry is several objects (lists, tuples, dicts,
 FieldDetails) per event; the allowance is less than one object per event, and one clean window

@@ -1,7 +1,7 @@
 """A REAL ``turnqueue serve`` subprocess on a free port with a fresh SQLite database, and a small
 HTTP GraphQL helper to arrange state (for the frontend examples' tests).
 
-The server serves the built web page at ``/`` when it exists (``turnqueue.webui``;
+The server serves the built web page at ``/`` when it exists (``turnqueue.api.webui``;
 ``TURNQUEUE_WEB_DIST`` points it at a build).
 """
 

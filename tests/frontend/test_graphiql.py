@@ -1,6 +1,6 @@
 """GraphiQL served by ``turnqueue serve`` itself, working without internet access (SPEC G2).
 
-``graphiql/`` bundles GraphiQL 5 with Vite; ``turnqueue/graphiql.py`` serves its page at a
+``graphiql/`` bundles GraphiQL 5 with Vite; ``turnqueue/api/graphiql.py`` serves its page at a
 browser's ``GET /graphql`` and its assets under ``/graphiql/assets/``. The browser tests drive
 Debian's ``/usr/bin/chromium`` (Playwright's Python package, no downloaded browser) against a REAL
 ``turnqueue serve``, with every name but loopback unresolvable and every request leaving
@@ -24,7 +24,7 @@ import pytest
 from clients import TLS
 from frontend_server import CHROMIUM, CHROMIUM_FLAGS, REPO, Server, build_lock, run_server
 
-from turnqueue.graphiql import ASSETS_PATH, CONFIG_ELEMENT_ID, graphiql_routes, page_html
+from turnqueue.api.graphiql import ASSETS_PATH, CONFIG_ELEMENT_ID, graphiql_routes, page_html
 
 GRAPHIQL = REPO / "graphiql"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -67,7 +67,7 @@ def test_g2_unbuilt_page_is_none_and_the_log_says_so(
 ) -> None:
     """G2: without a build there is no page (the view keeps Strawberry's) and a warning says
     why GraphiQL will need internet access."""
-    with caplog.at_level(logging.WARNING, logger="turnqueue.graphiql"):
+    with caplog.at_level(logging.WARNING, logger="turnqueue.api.graphiql"):
         assert page_html(auth_required=False, dist=tmp_path / "missing") is None
     assert "GraphiQL is not built" in caplog.text and "needs internet access" in caplog.text
 

@@ -37,7 +37,7 @@ from web_page import (
     wait_ready,
 )
 
-from turnqueue.webui import ENV_VAR, web_ui_routes
+from turnqueue.api.webui import ENV_VAR, web_ui_routes
 
 TURN_SECONDS = "2"
 LONG = 20_000  # ms: a few 2 s turns in a row

@@ -199,7 +199,7 @@ async def test_u3_s3_masked_faults_are_counted_as_errors(
         body = await server.client.gql("{ tasks { id } }")
         assert body["errors"][0]["message"] == "Unexpected error."
         after = await scrape(server)
-        key = ("turnqueue_errors_total", "turnqueue.api")
+        key = ("turnqueue_errors_total", "turnqueue.api.assembly")
         assert after.value(key[0], logger=key[1]) == before.value(key[0], logger=key[1]) + 1
 
 

@@ -24,8 +24,8 @@ from ops_helpers import REPO, ProcServer, inproc_server
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from turnqueue.api.view import Authenticator
 from turnqueue.timeouts import within
-from turnqueue.transport import Authenticator
 
 TOKENS = {"alice": "tok-a", "bob": "tok-b", "carol": "tok-c"}
 SECRET = "secret-internal-detail"

@@ -128,12 +128,12 @@ class Context:
 
     engine: Engine
     principal: str | None
-    #: None for the shared executions of turnqueue.fanout, which belong to no connection
+    #: None for the shared executions of turnqueue.api.fanout, which belong to no connection
     request: Request | WebSocket | None = None
     response: Response | WebSocket | None = None
     #: set by Strawberry from the ``connection_init`` payload (WebSocket only)
     connection_params: dict[str, object] | None = field(default=None)
-    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.sse)
+    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.api.sse)
     event_id: str | None = None
     #: an HTTP request that asks for no stream (no graphql-sse ``Accept``): it cannot run a
     #: subscription (S3; ``turnqueue.api.SubscriptionsNeedAStream``)

@@ -1,7 +1,7 @@
 """What a snapshot subscription's revisions cover: the fields that move with them, and the rest.
 
 A snapshot stream (R3) yields a full state each time a revision it watches grows. The fan-out
-(:mod:`turnqueue.fanout`) runs identical subscriptions once and sends a member that joins late
+(:mod:`turnqueue.api.fanout`) runs identical subscriptions once and sends a member that joins late
 the group's newest payload. That replay is the current state only if every value the operation
 selects changes with a revision the stream watches: ``currentTurn { output }`` grows with no
 revision at all (R1), so a replayed one could be older than a fresh read.

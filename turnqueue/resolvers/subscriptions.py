@@ -224,7 +224,7 @@ async def open_cancellation_stream(
 
 #: Each snapshot subscription's stream, by root field, opened for a session (authorised first:
 #: a refusal raises the ``NOT_FOUND`` GraphQLError, S2): what its resolver returns, and what the
-#: fan-out runs for an operation it renders itself (``turnqueue.render``).
+#: fan-out runs for an operation it renders itself (``turnqueue.api.render``).
 StreamOpener = Callable[[Context, str], Awaitable[AsyncIterator[object]]]
 STREAMS: Mapping[str, StreamOpener] = {
     QUEUE_SNAPSHOT.root: open_queue_stream,

@@ -19,7 +19,7 @@ unchanged (``transport.FanOutTransportWSHandler``).
 
 A group's source is one of three, cheapest first:
 
-- *fed*: an operation that selects only plain fields (``turnqueue.render``) of a pushed stream
+- *fed*: an operation that selects only plain fields (``turnqueue.api.render``) of a pushed stream
   (``queueStatusChanged``, ``cancellationChanged``: ``resolvers/feeds.py``). A short task opens
   the feed (authorisation, the snapshot); from then on the bus calls the feed inside
   ``publish``, and each state is rendered and offered at once. The group holds no task.
@@ -52,10 +52,10 @@ from graphql.error import GraphQLFormattedError
 from strawberry import Schema
 from strawberry.types import ExecutionResult
 
-from turnqueue.api import MASKED_MESSAGE
-from turnqueue.fanout_members import Member, encode_payload
+from turnqueue.api.assembly import MASKED_MESSAGE
+from turnqueue.api.fanout_members import Member, encode_payload
+from turnqueue.api.render import Compiled, Root, bind, compile_subscription, validated
 from turnqueue.graphql_internals import PreExecutionError
-from turnqueue.render import Compiled, Root, bind, compile_subscription, validated
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
 from turnqueue.resolvers.revisions import groupable
@@ -88,7 +88,7 @@ class _Group:
 
     def __init__(self, key: GroupKey, rendered: bool) -> None:
         self.key = key
-        self.rendered = rendered  # compiled (turnqueue.render), not executed
+        self.rendered = rendered  # compiled (turnqueue.api.render), not executed
         self.members: dict[Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
         #: the task that runs the group's source (or, for a fed group, opens its feed)
@@ -170,7 +170,7 @@ class FanOut:
         except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
             return None  # Strawberry's own path answers it (close 4400 or an error message)
 
-    # -- which groups are rendered here (turnqueue.render) ----------------------------------------
+    # -- which groups are rendered here (turnqueue.api.render) ----------------------------------
     def compiled(self, key: GroupKey) -> Compiled | None:
         """The group's operation compiled (its payloads rendered without GraphQL execution), or
         None: its lead runs the ordinary execution."""
@@ -234,7 +234,7 @@ class FanOut:
             lead = self._lead(group, executed())
         group.lead = asyncio.create_task(
             lead,
-            name=f"turnqueue.fanout lead {key.variables[:120]}",
+            name=f"turnqueue.api.fanout lead {key.variables[:120]}",
             context=contextvars.Context(),  # nothing inherited from the first member's task
         )
         self._leads.add(group.lead)
@@ -370,7 +370,7 @@ class FanOut:
         self, compiled: Compiled, context: Context, executed: Callable[[], Payloads]
     ) -> Payloads:
         """The payloads of a compiled operation: its stream's values rendered without GraphQL
-        execution (``turnqueue.render``), with the frames the ordinary execution sends."""
+        execution (``turnqueue.api.render``), with the frames the ordinary execution sends."""
         try:
             stream = await STREAMS[compiled.root.name](context, compiled.arguments["sessionId"])
         except GraphQLError:

@@ -16,7 +16,7 @@ response under :data:`EVENT_ID_KEY`, and :class:`IdentifiedSSETransport` writes 
 event's ``id:`` line and drops it from the JSON.
 
 The request passes the same checks as any GraphQL HTTP request before it gets here
-(``turnqueue.transport``: the ``Authorization`` header, S1; the ``Origin``, S4). A browser's
+(``turnqueue.api.view``: the ``Authorization`` header, S1; the ``Origin``, S4). A browser's
 ``EventSource`` cannot send headers, so with tokens configured a page uses a fetch-based SSE
 client (such as the ``graphql-sse`` package); without tokens (local use) ``EventSource`` works.
 """

@@ -13,7 +13,7 @@ WebSocket: the token comes in the ``connection_init`` payload ``{"authorization"
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
 handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
 Every message is held to the HTTP body limit before anything parses it (:class:`MessageLimit`).
-Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turnqueue.fanout`).
+Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turnqueue.api.fanout`).
 """
 
 from __future__ import annotations
@@ -36,12 +36,14 @@ from strawberry.schema import BaseSchema
 from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
 
+from turnqueue.api.fanout import FanOut
+from turnqueue.api.graphiql import page_html
+from turnqueue.api.plans import Plans
+from turnqueue.api.sse import IdentifiedSSETransport, attach_event_id
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
 from turnqueue.auth import AuthenticationFailed
 from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
-from turnqueue.fanout import FanOut
-from turnqueue.graphiql import page_html
 from turnqueue.graphql_internals import (
     BaseGraphQLTransportWSHandler,
     BaseView,
@@ -55,10 +57,8 @@ from turnqueue.graphql_internals import (
     is_same_origin,
     normalize_origin,
 )
-from turnqueue.plans import Plans
 from turnqueue.resolvers.context import Context
 from turnqueue.settings import Settings
-from turnqueue.sse import IdentifiedSSETransport, attach_event_id
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
 class TurnqueueGraphQL(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = FanOutTransportWSHandler
-    #: O3: graphql-sse events carry an ``id`` (turnqueue.sse)
+    #: O3: graphql-sse events carry an ``id`` (turnqueue.api.sse)
     stream_transport_classes_by_protocol = {
         **BaseView.stream_transport_classes_by_protocol,
         GRAPHQL_SSE_PROTOCOL: IdentifiedSSETransport,
@@ -269,7 +269,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
         self.fanout = fanout
-        #: None: every HTTP operation is executed by Strawberry (turnqueue.plans)
+        #: None: every HTTP operation is executed by Strawberry (turnqueue.api.plans)
         self.plans = plans
         #: The bundled GraphiQL (G2); None when unbuilt: Strawberry's CDN page, with a warning
         self.ide_html = page_html(auth_required=self.auth.enabled)
@@ -336,7 +336,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             return graphql_error(e.reason, e.status_code, "BAD_REQUEST")
 
     async def _planned(self, request: Request, data: object) -> Response | None:
-        """A JSON POST of a mutation that has a plan (``turnqueue.plans``), answered without
+        """A JSON POST of a mutation that has a plan (``turnqueue.api.plans``), answered without
         GraphQL execution; None: anything else, which Strawberry's view answers."""
         if self.plans is None or _media_type(request) != "application/json":
             return None

@@ -1,4 +1,4 @@
-"""A member of a fan-out group (:mod:`turnqueue.fanout`): one client operation, sent its group's
+"""A member of a fan-out group (:mod:`turnqueue.api.fanout`): one client operation, sent its group's
 payloads from a one-payload slot, framed as graphql-transport-ws ``next`` messages encoded once.
 """
 

@@ -26,7 +26,7 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from turnqueue.execution import TurnqueueExecutionContext
+from turnqueue.api.execution import TurnqueueExecutionContext
 from turnqueue.graphql_internals import (
     CannotGetOperationTypeError,
     InvalidOperationTypeError,
@@ -40,7 +40,7 @@ from turnqueue.schema.items import ITEM_TYPES
 from turnqueue.schema.scalars import SCALAR_MAP
 from turnqueue.settings import Settings
 
-log = logging.getLogger("turnqueue.api")
+log = logging.getLogger("turnqueue.api.assembly")
 
 MASKED_MESSAGE = "Unexpected error."
 
@@ -94,7 +94,7 @@ class SubscriptionsNeedAStream(SchemaExtension):
 def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
     """The rules every operation is validated with besides graphql-core's own: the depth and
     alias limits (S3) and, when introspection is off, the rule that refuses it. The fan-out
-    checks the operations it renders itself against the same list (``turnqueue.fanout``)."""
+    checks the operations it renders itself against the same list (``turnqueue.api.fanout``)."""
     # The depth and alias rules (S3) are built once per schema and given to AddValidationRules.
     # Used as extensions, Strawberry's QueryDepthLimiter and MaxAliasesLimiter are built per
     # operation, each with a new rule *class*: it stays alive as long as the operation (every

@@ -25,7 +25,7 @@ def default_dist() -> Path:
     configured = os.environ.get(ENV_VAR, "").strip()
     if configured:
         return Path(configured).expanduser()
-    return Path(__file__).resolve().parent.parent / DIST_IN_CHECKOUT
+    return Path(__file__).resolve().parents[2] / DIST_IN_CHECKOUT
 
 
 def web_ui_routes(dist: Path | None = None) -> list[BaseRoute]:

@@ -6,9 +6,9 @@ per-request extension pipeline, graphql-core's execution context, field collecti
 completion, Strawberry's argument conversion (bench P4's profile). A :class:`Plan` does once per
 distinct document what can be done once — parse (with the token limit), validate (with the
 schema's rules, :func:`turnqueue.api.validation_rules`), find the root field, compile the
-payload's renderer (:mod:`turnqueue.render`) — and per request only what must be: coerce the
+payload's renderer (:mod:`turnqueue.api.render`) — and per request only what must be: coerce the
 variables (graphql-core's ``get_variable_values``), call the root field's resolver as Strawberry
-does (its arguments converted to input types, its ``Info``: :mod:`turnqueue.arguments`), and
+does (its arguments converted to input types, its ``Info``: :mod:`turnqueue.api.arguments`), and
 render the result.
 
 Only a mutation of one root field whose payload selects basic fields is planned
@@ -38,9 +38,9 @@ from graphql import (
 from graphql.pyutils import Path, is_awaitable
 from strawberry import Schema
 
-from turnqueue.api import MASKED_MESSAGE, is_unexpected
-from turnqueue.arguments import Call, compile_call
-from turnqueue.render import DEFINITION, Root, compile_root, validated
+from turnqueue.api.arguments import Call, compile_call
+from turnqueue.api.assembly import MASKED_MESSAGE, is_unexpected
+from turnqueue.api.render import DEFINITION, Root, compile_root, validated
 
 
 @dataclass(frozen=True, slots=True)
