@@ -9,14 +9,13 @@ ranges end before the next minor release of each; ``scripts/newest_graphql.py`` 
 ``.ci/run``) tests the API on the newest versions they allow, and the tests named beside each group
 compare turnqueue's answer with Strawberry's own.
 
-- **graphql-transport-ws** (``api.view.FanOutTransportWSHandler``, ``api.fanout``,
-  ``api.fanout_members``): identical snapshot subscriptions share one execution, so the handler's
-  ``run_operation`` hands such an operation to the fan-out, which frames the shared payload for each
-  ``Operation`` with Strawberry's own message types. A client gone while being sent to raises
-  ``WebSocketDisconnected``. Two reaches are attributes, not imports: ``run_operation`` itself
-  (not a documented hook) and the Starlette WebSocket under Strawberry's adapter
-  (``operation.handler.websocket.ws``), which a member writes its frames to. Frames compared with
-  Strawberry's path: tests/api/test_api_fanout.py.
+- **graphql-transport-ws** (``api.assembly``, ``api.fanout``, ``api.fanout_members``): identical
+  snapshot subscriptions share one execution. ``TurnqueueSchema.stream`` (Strawberry's public
+  ``Schema.stream``, overridden) hands such an operation the results of its group, typed as
+  Strawberry's ``StreamResult``; a refusal is its first result, a ``PreExecutionError``, as
+  Strawberry's own stream answers it. A client gone while being sent to raises
+  ``WebSocketDisconnected``, as Strawberry's adapter does. Frames compared with Strawberry's
+  path: tests/api/test_api_fanout.py.
 - **HTTP streams** (``api.sse``, ``api.view``): graphql-sse events carry an ``id:`` line (O3), so
   the view registers a subclass of Strawberry's ``SSETransport`` in its transports by protocol
   (``BaseView.stream_transport_classes_by_protocol``). tests/ops/test_output_sse_resume.py.
@@ -44,14 +43,10 @@ from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.streaming import HTTPStreamTransport, JSONEncoder, SSETransport
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext, validate_document
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
-    CompleteMessage,
-    ErrorMessage,
+from strawberry.schema.schema import (
+    StrawberryGraphQLCoreExecutionContext,
+    StreamResult,
+    validate_document,
 )
 from strawberry.types.base import (
     StrawberryList,
@@ -68,16 +63,12 @@ from strawberry.types.scalar import ScalarDefinition, ScalarWrapper
 from strawberry.types.unset import UnsetType
 
 __all__ = [
-    "BaseGraphQLTransportWSHandler",
     "BaseView",
     "CannotGetOperationTypeError",
-    "CompleteMessage",
-    "ErrorMessage",
     "HTTPStreamTransport",
     "InvalidOperationTypeError",
     "JSONEncoder",
     "LazyType",
-    "Operation",
     "OperationType",
     "PreExecutionError",
     "SSETransport",
@@ -90,6 +81,7 @@ __all__ = [
     "StrawberryMaybe",
     "StrawberryOptional",
     "StrawberryType",
+    "StreamResult",
     "UnsetType",
     "WebSocketDisconnected",
     "has_enum_definition",

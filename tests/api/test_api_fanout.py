@@ -26,6 +26,7 @@ from clients import poll
 from gql.transport.exceptions import TransportQueryError
 from websockets.asyncio.client import ClientConnection, connect
 
+from turnqueue.api.assembly import TurnqueueSchema
 from turnqueue.api.fanout import FanOut
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.resolvers.feeds import RESYNC_MESSAGE
@@ -336,21 +337,25 @@ async def test_fanout_a_client_gone_mid_delivery_is_not_logged_as_an_error(
     not (turnOutput takes Strawberry's own path): abrupt disconnects are ordinary, and each one
     used to log an error with a traceback (scripts/soak.py: two thousand in four minutes)."""
     from strawberry.http.exceptions import WebSocketDisconnected
-    from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-        BaseGraphQLTransportWSHandler,
-    )
 
     sid = await paused_session(api)
     served = asyncio.Event()
 
-    async def gone(*_: Any) -> None:
+    async def gone() -> AsyncIterator[Any]:  # the source, as the adapter's send raises it
         served.set()
         raise WebSocketDisconnected
+        yield  # an async generator
 
+    # Through the two seams a subscription's source comes from (public methods): the group's
+    # results, or Strawberry's own stream; its run_operation catches it, logs it, re-raises it.
     if grouped:
-        monkeypatch.setattr(FanOut, "serve", gone)
-    else:  # Strawberry's own run_operation catches it, logs it and re-raises it
-        monkeypatch.setattr(BaseGraphQLTransportWSHandler, "_send_result_stream", gone)
+        monkeypatch.setattr(FanOut, "share", lambda *_: gone())
+    else:
+
+        async def stream(*_: Any, **__: Any) -> AsyncIterator[Any]:
+            return gone()
+
+        monkeypatch.setattr(TurnqueueSchema, "stream", stream)
     query = QUEUE if grouped else "subscription($s: ID!) { turnOutput(sessionId: $s) { text } }"
     with caplog.at_level(logging.ERROR):
         async with raw(api) as ws:

@@ -1,19 +1,22 @@
-"""``turnqueue.api.fanout_members``: a fan-out member is sent a payload at once when it is idle (no
-task switch, bench P3); a send that suspends (the client's buffer full) is finished by the
-member's own task, with every payload offered meanwhile after it, in order, at most one kept
-(R3); a client gone during a send ends the member quietly (WebSocketDisconnected)."""
+"""``turnqueue.api.fanout_members``: a member is the source Strawberry's handler reads; its first
+frame goes through Strawberry and teaches it its prefix; from then on a payload offered while it
+is idle is sent at once (no task switch, bench P3); a send that suspends (the client's buffer
+full) is finished by the member's own task, with every payload offered meanwhile after it, in
+order, at most one kept (R3); a client gone during a send ends the member with
+WebSocketDisconnected, as Strawberry's adapter reports it."""
 
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 
-from turnqueue.api.fanout_members import Member
+from turnqueue.api.fanout_members import Member, shared_frame
+from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.timeouts import within
 
 
@@ -34,75 +37,115 @@ class Client:
             raise WebSocketDisconnect(1006)
         self.frames.append(message.get("text", message.get("type", "")))
 
-    async def receive(self) -> dict[str, Any]:
+
+def websocket(client: Client) -> WebSocket:
+    async def receive() -> dict[str, Any]:
         await asyncio.Event().wait()
         return {}
 
-
-def member(client: Client) -> tuple[Member, list[Any]]:
-    ws = WebSocket({"type": "websocket", "path": "/", "headers": []}, client.receive, client.send)
+    ws = WebSocket({"type": "websocket", "path": "/", "headers": []}, receive, client.send)
     ws.application_state = WebSocketState.CONNECTED
-    ended: list[Any] = []
+    return ws
 
-    async def send_operation_message(message: Any) -> None:
-        ended.append(message)
 
-    operation = SimpleNamespace(
-        id="1",
-        completed=False,
-        handler=SimpleNamespace(websocket=SimpleNamespace(ws=ws)),
-        send_operation_message=send_operation_message,
-    )
-    return Member(operation), ended  # type: ignore[arg-type]
+async def strawberry(member: Member, ws: WebSocket, ended: list[str]) -> None:
+    """What Strawberry's operation task does with the source: each result as a ``next``
+    message encoded by the view (``shared_frame``), a first PreExecutionError as ``error``,
+    then ``complete``."""
+    try:
+        async for result in member.results():
+            if isinstance(result, PreExecutionError):
+                ended.append("error")
+                return
+            frame = shared_frame({"id": "1", "type": "next", "payload": {"data": result.data}})
+            assert frame is not None
+            await ws.send_text(frame)
+    except WebSocketDisconnect as gone:
+        raise WebSocketDisconnected from gone
+    ended.append("complete")
 
 
 def frame(payload: str) -> str:
     return '{"id":"1","type":"next","payload":' + payload + "}"
 
 
+async def started(client: Client, first: str = "0") -> tuple[Member, asyncio.Task[None], list[str]]:
+    """A member whose first payload Strawberry's task sent (its prefix known), now idle."""
+    ws = websocket(client)
+    m = Member(ws)
+    ended: list[str] = []
+    task = asyncio.create_task(strawberry(m, ws, ended))
+    await idle(m, task)
+    assert m.offer(first, limit=4, resync="R")
+    await idle(m, task)
+    assert client.frames == [frame(first)] and m.prefix is not None
+    return m, task, ended
+
+
 async def idle(m: Member, task: asyncio.Task[None]) -> None:
     """Until the member's task waits for work."""
-    while m.waiter is None or m.waiter.done():
+    while m.waiter is None or m.waiter.done() or m.pending is not None:
         assert not task.done(), task
         await asyncio.sleep(0)
 
 
 async def test_p3_an_idle_member_is_sent_at_once_without_its_task() -> None:
     client = Client()
-    m, ended = member(client)
-    task = asyncio.create_task(m.deliver())
-    await idle(m, task)
-    assert m.offer("1", limit=4, resync="R") and client.frames == [frame("1")]  # synchronous
-    assert m.offer("2", limit=4, resync="R") and client.frames == [frame("1"), frame("2")]
+    m, task, ended = await started(client)
+    assert m.offer("1", limit=4, resync="R") and client.frames[-1] == frame("1")  # synchronous
+    assert m.offer("2", limit=4, resync="R") and client.frames[-1] == frame("2")
     m.finish(None)
     await within(task, 5)
-    assert [e["type"] for e in ended] == ["complete"]
+    assert ended == ["complete"]
+
+
+async def test_p3_a_member_without_a_prefix_is_sent_through_its_task() -> None:
+    """Until Strawberry wrote one frame of the member, nothing is written for it directly."""
+    client = Client()
+    ws = websocket(client)
+    m = Member(ws)
+    ended: list[str] = []
+    task = asyncio.create_task(strawberry(m, ws, ended))
+    await idle(m, task)
+    assert m.offer("1", limit=4, resync="R") and client.frames == [] and m.pending == "1"
+    m.finish(None)
+    await within(task, 5)
+    assert client.frames == [frame("1")] and ended == ["complete"]
+
+
+async def test_a_member_being_cancelled_is_not_written_to() -> None:
+    """The client completed the operation (Strawberry cancels its task): an offer made before
+    the task has unwound writes nothing more on the connection."""
+    client = Client()
+    m, task, _ = await started(client)
+    task.cancel()
+    assert m.offer("1", limit=4, resync="R")
+    assert client.frames == [frame("0")]
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.frames == [frame("0")]
 
 
 async def test_r3_a_send_that_waits_is_finished_by_the_members_task_then_the_newest() -> None:
     client = Client()
-    m, _ = member(client)
-    task = asyncio.create_task(m.deliver())
-    await idle(m, task)
+    m, task, _ = await started(client)
     client.block = asyncio.get_running_loop().create_future()
     assert m.offer("1", limit=4, resync="R")  # begun, then suspended on the full buffer
-    assert client.frames == [] and m.sending is not None
+    assert client.frames == [frame("0")] and m.sending is not None
     for payload in ("2", "3", "4"):  # offered meanwhile: the newest replaces the older
         assert m.offer(payload, limit=4, resync="R")
     assert m.pending == "4" and m.skipped == 2
     client.block.set_result(None)
     client.block = None
     await idle(m, task)
-    assert client.frames == [frame("1"), frame("4")]  # the begun send first, then the newest
+    assert client.frames == [frame("0"), frame("1"), frame("4")]  # the begun send, the newest
     m.finish(None)
     await within(task, 5)
 
 
 async def test_r3_a_member_whose_send_stays_blocked_past_the_limit_is_resynced() -> None:
     client = Client()
-    m, ended = member(client)
-    task = asyncio.create_task(m.deliver())
-    await idle(m, task)
+    m, task, ended = await started(client)
     client.block = asyncio.get_running_loop().create_future()
     assert m.offer("1", limit=2, resync="RESYNC")
     assert m.offer("2", limit=2, resync="RESYNC") and m.offer("3", limit=2, resync="RESYNC")
@@ -111,16 +154,28 @@ async def test_r3_a_member_whose_send_stays_blocked_past_the_limit_is_resynced()
     client.block.set_result(None)
     client.block = None
     await within(task, 5)
-    assert client.frames == [frame("1"), frame("RESYNC")]
-    assert [e["type"] for e in ended] == ["complete"]
+    assert client.frames == [frame("0"), frame("1"), frame("RESYNC")]
+    assert ended == ["complete"]
+
+
+async def test_s2_a_refused_member_yields_the_errors_first() -> None:
+    """A refusal (NOT_FOUND) is the source's first result, a PreExecutionError: Strawberry
+    answers it with an ``error`` message, as for its own stream."""
+    client = Client()
+    ws = websocket(client)
+    m = Member(ws)
+    ended: list[str] = []
+    task = asyncio.create_task(strawberry(m, ws, ended))
+    await idle(m, task)
+    m.finish([GraphQLError("session not found")])
+    await within(task, 5)
+    assert client.frames == [] and ended == ["error"]
 
 
 @pytest.mark.parametrize("blocked_first", [False, True])
 async def test_a_client_gone_during_a_send_ends_the_member_quietly(blocked_first: bool) -> None:
     client = Client()
-    m, ended = member(client)
-    task = asyncio.create_task(m.deliver())
-    await idle(m, task)
+    m, task, ended = await started(client)
     if blocked_first:  # gone while its task finishes a send that waited
         client.block = asyncio.get_running_loop().create_future()
         m.offer("1", limit=4, resync="R")
@@ -131,18 +186,16 @@ async def test_a_client_gone_during_a_send_ends_the_member_quietly(blocked_first
         m.offer("1", limit=4, resync="R")
     with pytest.raises(WebSocketDisconnected):
         await within(task, 5)
-    assert client.frames == [] and ended == []
+    assert client.frames == [frame("0")] and ended == []
 
 
 async def test_a_member_cancelled_while_a_send_waits_abandons_it() -> None:
     client = Client()
-    m, _ = member(client)
-    task = asyncio.create_task(m.deliver())
-    await idle(m, task)
+    m, task, _ = await started(client)
     client.block = asyncio.get_running_loop().create_future()
     m.offer("1", limit=4, resync="R")
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert m.sending is None and client.frames == []
+    assert m.sending is None and client.frames == [frame("0")]

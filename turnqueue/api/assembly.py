@@ -8,7 +8,8 @@ they use are shared at module level). The printed SDL is sorted (``sort_schema``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 import strawberry
 from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
@@ -31,6 +32,7 @@ from turnqueue.graphql_internals import (
     CannotGetOperationTypeError,
     InvalidOperationTypeError,
     OperationType,
+    StreamResult,
 )
 from turnqueue.resolvers.context import Context, FreshReads
 from turnqueue.resolvers.mutations import Mutation
@@ -56,6 +58,34 @@ def is_unexpected(error: GraphQLError) -> bool:
 
 
 class TurnqueueSchema(strawberry.Schema):
+    async def stream(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+    ) -> StreamResult:
+        """A snapshot subscription over a WebSocket reads the results of the execution its
+        identical subscriptions share (``Context.share``: the app's fan-out); anything else is
+        Strawberry's own stream."""
+        context = context_value if isinstance(context_value, Context) else None
+        if context and context.share and query is not None and allowed_operation_types is None:
+            shared = context.share(context, query, variable_values, operation_name)
+            if shared is not None:
+                return cast("StreamResult", shared)
+        return await super().stream(
+            query,
+            variable_values,
+            context_value,
+            root_value,
+            operation_name,
+            operation_extensions,
+            allowed_operation_types,
+        )
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:

@@ -5,8 +5,10 @@ subscription, snapshot reads, GraphQL execution and JSON encoding of every event
 measures the difference: bench/results/). Here the subscriptions that are identical —
 same normalised document, variables, operation name and principal — form a *group*. The group
 executes once (its *lead*, a task owned by :class:`FanOut`) and every *member* is sent the same
-encoded payload, framed with its own operation id. Clients still speak plain
-graphql-transport-ws and see the frames the ordinary path would send them.
+encoded payload. A member is the source Strawberry's graphql-transport-ws handler reads for the
+operation (``TurnqueueSchema.stream`` hands it :meth:`FanOut.share`), so the handshake, pings,
+``complete``, the limits and every frame's framing stay Strawberry's; clients see the frames
+the ordinary path would send them (``fanout_members``).
 
 Only snapshot subscriptions are grouped, and only when every field they select moves with a
 revision their stream watches (each stream declares which fields do, beside itself:
@@ -15,7 +17,7 @@ is then a full state carrying a revision, so a member that joins late is first s
 newest payload, which is the current state (R3: snapshot first; anything newer is still to come
 from the lead), and a member that cannot keep up may skip states that a newer one replaces.
 ``turnOutput`` (chunks are deltas) and anything not recognised take Strawberry's own path
-unchanged (``transport.FanOutTransportWSHandler``).
+unchanged (``share`` answers None).
 
 A group's source is one of three, cheapest first:
 
@@ -48,7 +50,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from graphql import ASTValidationRule, GraphQLError, parse, print_ast
-from graphql.error import GraphQLFormattedError
+from starlette.websockets import WebSocket
 from strawberry import Schema
 from strawberry.types import ExecutionResult
 
@@ -63,7 +65,6 @@ from turnqueue.resolvers.subscriptions import FEEDS, SNAPSHOTS, STREAMS
 
 if TYPE_CHECKING:
     from turnqueue.engine import Engine
-    from turnqueue.graphql_internals import Operation
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class _Group:
 class _Refused(Exception):
     """An operation answered with an ``error`` message instead of a stream."""
 
-    def __init__(self, errors: list[GraphQLFormattedError]) -> None:
+    def __init__(self, errors: list[GraphQLError]) -> None:
         self.errors = errors
 
 
@@ -194,33 +195,56 @@ class FanOut:
         return root if root is not None and root.name in STREAMS else None
 
     # -- members ------------------------------------------------------------------------------
-    async def serve(
-        self, key: GroupKey, operation: Operation[Context, None], engine: Engine
-    ) -> None:
-        """Run one member until its group ends (or until its task is cancelled: the client sent
-        ``complete`` or went away)."""
+    def share(
+        self,
+        context: Context,
+        query: str,
+        variables: dict[str, Any] | None,
+        operation_name: str | None,
+    ) -> AsyncGenerator[ExecutionResult, None] | None:
+        """The results of a subscription served by its group (``TurnqueueSchema.stream``), or
+        None: the operation takes Strawberry's ordinary path."""
+        key = self.key(query, variables, operation_name, context.principal)
+        if key is None:
+            return None
+        websocket = context.request if isinstance(context.request, WebSocket) else None
+        return self._serve(key, Member(websocket), context.engine, query, variables)
+
+    async def _serve(
+        self,
+        key: GroupKey,
+        member: Member,
+        engine: Engine,
+        query: str,
+        variables: dict[str, Any] | None,
+    ) -> AsyncGenerator[ExecutionResult, None]:
+        """One member's results until its group ends (or until Strawberry closes the source:
+        the client sent ``complete`` or went away)."""
         group = self._groups.get(key)
         if group is None:
-            group = self._start(key, operation, engine)
-        member = Member(operation)
+            group = self._start(key, query, variables, engine)
         # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
         # happen with no await in between, so the lead cannot publish in between: everything
         # it publishes from now on is newer.
         member.pending = group.last
         group.members[member] = None
         try:
-            await member.deliver()
+            async with aclosing(member.results()) as results:
+                async for result in results:
+                    yield result
         finally:
             group.members.pop(member, None)  # the lead takes out a member that lagged
             if not group.members:
                 self._stop(group)  # nobody left to serve
 
-    def _start(self, key: GroupKey, operation: Operation[Context, None], engine: Engine) -> _Group:
+    def _start(
+        self, key: GroupKey, query: str, variables: dict[str, Any] | None, engine: Engine
+    ) -> _Group:
         compiled = self.compiled(key)
         group = _Group(key, rendered=compiled is not None)
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
-        query, variables, name = operation.query, operation.variables, operation.operation_name
+        name = key.operation_name
 
         def executed() -> Payloads:
             return self._executed(query, variables, name, context)
@@ -266,7 +290,7 @@ class FanOut:
         for member in lagged:
             del group.members[member]
 
-    def _end(self, group: _Group, errors: list[GraphQLFormattedError] | None) -> None:
+    def _end(self, group: _Group, errors: list[GraphQLError] | None) -> None:
         """The group ends: its source stopped, its members sent ``complete`` (or ``error``)."""
         self._stop(group)
         for member in group.members:
@@ -285,7 +309,7 @@ class FanOut:
     async def _lead(self, group: _Group, payloads: Payloads) -> None:
         """Offer each payload to every member; the members' ``complete`` (or ``error``) when
         the source ends."""
-        errors: list[GraphQLFormattedError] | None = None  # None: members get ``complete``
+        errors: list[GraphQLError] | None = None  # None: members get ``complete``
         try:
             async with aclosing(payloads):
                 async for payload, final in payloads:
@@ -359,10 +383,10 @@ class FanOut:
                 # from the resolver) is an ``error`` message. Those that make it close the
                 # socket (syntax, unknown operation name) never reach a group.
                 if first and isinstance(result, PreExecutionError):
-                    raise _Refused([error.formatted for error in result.errors or ()])
+                    raise _Refused(list(result.errors or ()))
                 if not isinstance(result, ExecutionResult):  # incremental delivery
                     message = "Incremental delivery is not supported over graphql-transport-ws"
-                    raise _Refused([GraphQLError(message).formatted])
+                    raise _Refused([GraphQLError(message)])
                 first = False
                 yield encode_payload(result), bool(result.errors)
 

@@ -1,28 +1,30 @@
-"""A member of a fan-out group (:mod:`turnqueue.api.fanout`): one client operation, sent its group's
-payloads from a one-payload slot, framed as graphql-transport-ws ``next`` messages encoded once.
+"""A member of a fan-out group (:mod:`turnqueue.api.fanout`): one client's subscription, read by
+Strawberry's graphql-transport-ws handler as the operation's source (``TurnqueueSchema.stream``).
+
+Strawberry writes the member's frames (``Operation.send_next``); the view's ``encode_json``
+writes the group's payload, encoded once, into each (:func:`shared_frame`). A member that is
+idle is written to at once instead (:meth:`Member.offer`), without waking its task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import AsyncGenerator, Coroutine
+from typing import Any
 
-from graphql.error import GraphQLFormattedError
+from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.types import ExecutionResult
 
-from turnqueue.graphql_internals import CompleteMessage, ErrorMessage, WebSocketDisconnected
-from turnqueue.resolvers.context import Context
-
-if TYPE_CHECKING:
-    from turnqueue.graphql_internals import Operation
+from turnqueue.graphql_internals import PreExecutionError, WebSocketDisconnected
 
 
 def next_prefix(operation_id: str) -> str:
-    """The text of a ``next`` message up to its payload: the very text ``json.dumps`` gives
-    ``{"id": …, "type": "next", "payload": …}`` (the payload's own follows, then ``}``)."""
+    """The text of a ``next`` message up to its payload: the very text the view's default
+    ``encode_json`` gives ``{"id": …, "type": "next", "payload": …}`` (the payload follows,
+    then ``}``)."""
     return '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":'
 
 
@@ -37,52 +39,98 @@ def encode_payload(result: ExecutionResult) -> str:
     return json.dumps(payload, separators=(",", ":"))
 
 
-class Member:
-    """One client operation of a group, with a one-payload slot.
+class EncodedPayload(dict[str, object]):
+    """The ``data`` of a result a member yields: the whole ``next`` payload, already encoded
+    (``text``, shared by the group). Only :func:`shared_frame` reads it."""
 
-    Hazard (slow consumers): the lead never awaits a member. A member that is idle (its task
-    waits, nothing pending) is sent the payload at once, by stepping the send's coroutine
-    synchronously: a WebSocket send suspends only when the connection's buffer is full, and
-    then the half-done send is handed to the member's own task (Strawberry's operation task) to
-    finish, like every payload it is offered meanwhile. So the common case costs no task switch
-    per member (bench P3), and a client that does not read blocks only its own task, in its
-    socket's bounded send. The price: a fed group is offered its payload inside ``publish``, so
-    the change that published it (a mutation's commit, under its session's lock) pays for the
-    sends to the group's idle members before it answers. A payload not sent yet is
-    replaced by a newer one (a full state with a revision: clients keep the highest, and the
-    ordinary streams skip intermediate revisions in the same way), so a member holds at most one
-    payload, a reference to the text its group shares. A member that had more than ``limit``
-    payloads replaced since it last took one is too slow (the ordinary path's bus buffer would
-    have overflowed by then): it leaves the group and is sent RESYNC (R3), so it resubscribes.
+    __slots__ = ("member", "text")
+
+    def __init__(self, text: str, member: Member) -> None:
+        super().__init__()
+        self.text = text
+        self.member = member
+
+
+def shared_frame(message: object) -> str | None:
+    """The frame of a ``next`` message that carries an :class:`EncodedPayload`, or None (any
+    other message: encoded as usual). Teaches the member its frames' prefix, so that it can be
+    written to at once from then on."""
+    if not isinstance(message, dict) or message.get("type") != "next":
+        return None
+    payload = message.get("payload")
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, EncodedPayload) or not isinstance(message.get("id"), str):
+        return None
+    prefix = next_prefix(message["id"])
+    data.member.prefix = prefix
+    return prefix + data.text + "}"
+
+
+def _gone(error: BaseException) -> BaseException:
+    """What Strawberry's adapter raises for a client gone while being sent to."""
+    if isinstance(error, WebSocketDisconnect):
+        gone = WebSocketDisconnected()
+        gone.__cause__ = error
+        return gone
+    return error
+
+
+class QuietDisconnects(logging.Filter):
+    """Drops the log record of an operation whose client went away while being sent to: an
+    ordinary end of a connection, with nobody left to tell. Strawberry logs every failed
+    operation on ``strawberry.ws.task`` with its traceback; a soak of abrupt disconnects of
+    busy subscribers wrote thousands."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, WebSocketDisconnected)
+
+
+QUIET_DISCONNECTS = QuietDisconnects()
+
+
+class Member:
+    """One client's subscription in a group, with a one-payload slot.
+
+    Hazard (slow consumers): the group never awaits a member. A member that is idle (its task
+    waits in :meth:`results`, nothing pending, its frame prefix known) is written the payload at
+    once on its connection, by stepping the send's coroutine synchronously: a WebSocket send
+    suspends only when the connection's buffer is full, and then the half-done send is handed
+    to the member's own task to finish. So the common case costs no task switch per member
+    (bench P3), and a client that does not read blocks only its own task. Otherwise the payload
+    waits in the slot for the member's task, which yields it to Strawberry; a payload not sent
+    yet is replaced by a newer one (a full state with a revision: clients keep the highest), so
+    a member holds at most one payload, a reference to the text its group shares. A member that
+    had more than ``limit`` payloads replaced since it last took one is too slow: it leaves the
+    group and is sent RESYNC (R3), so it resubscribes.
     """
 
     __slots__ = (
         "broken",
         "ended",
         "errors",
-        "operation",
         "pending",
         "prefix",
         "sending",
         "skipped",
+        "task",
         "waiter",
         "websocket",
     )
 
-    def __init__(self, operation: Operation[Context, None]) -> None:
-        self.operation = operation
-        self.prefix = next_prefix(operation.id)  # framed once, not per payload
-        # Strawberry's ASGI adapter's Starlette WebSocket (an internal attribute, listed in
-        # turnqueue.graphql_internals; the frames are compared with its own, test_api_fanout.py)
-        websocket = getattr(operation.handler.websocket, "ws", None)
-        assert isinstance(websocket, WebSocket)
+    def __init__(self, websocket: WebSocket | None) -> None:
+        #: the client's connection (``Context.request``), for the sends made at once
         self.websocket = websocket
+        #: the text of this member's ``next`` frames before the payload, once Strawberry wrote one
+        self.prefix: str | None = None
+        #: the operation's task (Strawberry's), which reads :meth:`results`
+        self.task: asyncio.Task[Any] | None = None
         #: a send that suspended, for the member's task to finish: (its coroutine, what it awaits)
         self.sending: tuple[Coroutine[Any, Any, None], Any] | None = None
         self.broken: BaseException | None = None  # what a send begun at once raised
         self.pending: str | None = None  # the newest payload not sent yet
-        self.ended = False  # nothing more comes: after ``pending``, ``complete`` or ``error``
-        self.errors: list[GraphQLFormattedError] | None = None  # for an ``error`` message
+        self.ended = False  # nothing more comes: after ``pending``, the end
+        self.errors: list[GraphQLError] | None = None  # the operation was refused: an ``error``
         self.skipped = 0  # payloads replaced since the member last took one
         self.waiter: asyncio.Future[None] | None = None
 
@@ -105,7 +153,7 @@ class Member:
         self._wake()
         return True
 
-    def finish(self, errors: list[GraphQLFormattedError] | None) -> None:
+    def finish(self, errors: list[GraphQLError] | None) -> None:
         if not self.ended:
             self.ended, self.errors = True, errors
             self._wake()
@@ -115,14 +163,22 @@ class Member:
             self.waiter.set_result(None)
 
     def _idle(self) -> bool:
-        """Its task waits for work, and nothing is pending or being sent."""
+        """Its task waits for work and is not being cancelled (the client's ``complete``, a
+        closed connection), nothing is pending or being sent, and its prefix is known."""
         waiting = self.waiter is not None and not self.waiter.done()
-        return waiting and self.pending is None and self.sending is None and self.broken is None
+        return (
+            waiting
+            and self.prefix is not None
+            and self.websocket is not None
+            and self.pending is None
+            and self.sending is None
+            and self.broken is None
+            and not (self.task is not None and self.task.cancelling())
+        )
 
     def _send_now(self, payload: str) -> None:
         """Begin the send here; what it suspends on (a full buffer) its task finishes."""
-        if self.operation.completed:
-            return
+        assert self.websocket is not None and self.prefix is not None
         send = self.websocket.send_text(self.prefix + payload + "}")
         try:
             awaited = send.send(None)
@@ -134,43 +190,26 @@ class Member:
             self.sending = (send, awaited)
         self._wake()
 
-    async def deliver(self) -> None:
-        """Send the slot's payloads, in order, then the end; returns after the end was sent."""
-        operation = self.operation
+    async def results(self) -> AsyncGenerator[ExecutionResult, None]:
+        """The member's results, for Strawberry to send: each payload in the slot (as an
+        :class:`EncodedPayload`), then the end; the refusal's errors as its first result."""
+        self.task = asyncio.current_task()
         while True:
             if self.broken is not None:
-                await self._raise(self.broken)
+                raise _gone(self.broken)
             if self.sending is not None:
                 await self._finish_sending()
             elif self.pending is not None:
                 payload, self.pending, self.skipped = self.pending, None, 0
-                if operation.completed:
-                    return
-                await self._send(self.prefix + payload + "}")
+                yield ExecutionResult(data=EncodedPayload(payload, self), errors=None)
             elif self.ended:
-                if self.errors is None:
-                    await operation.send_operation_message(
-                        CompleteMessage(id=operation.id, type="complete")
-                    )
-                else:
-                    await operation.send_operation_message(
-                        ErrorMessage(id=operation.id, type="error", payload=self.errors)
-                    )
+                if self.errors is not None:
+                    yield PreExecutionError(data=None, errors=self.errors)
                 return
             else:
                 self.waiter = asyncio.get_running_loop().create_future()
                 await self.waiter
                 self.waiter = None
-
-    async def _send(self, frame: str) -> None:
-        """A ``next`` frame, straight to the connection's Starlette WebSocket: what Strawberry's
-        ``send_operation_message`` ends in for a ``next`` message, without its three layers
-        per frame (bench P3: a thousand members per event). ``complete`` and ``error`` go
-        through Strawberry (they end the operation in its handler)."""
-        try:
-            await self.websocket.send_text(frame)
-        except WebSocketDisconnect as gone:  # as Strawberry's adapter reports it
-            raise WebSocketDisconnected from gone
 
     async def _finish_sending(self) -> None:
         """Drive a send begun by ``_send_now`` to its end, as a task would: wait for what it
@@ -187,16 +226,10 @@ class Member:
                     awaited = send.send(None)
                 except StopIteration:
                     return
-        except WebSocketDisconnect as gone:
+        except WebSocketDisconnect as gone:  # as Strawberry's adapter reports it
             raise WebSocketDisconnected from gone
         except BaseException:
             send.close()  # cancelled while it waited: the send is abandoned with the task
             raise
         finally:
             self.sending = None
-
-    @staticmethod
-    async def _raise(error: BaseException) -> None:
-        if isinstance(error, WebSocketDisconnect):
-            raise WebSocketDisconnected from error
-        raise error

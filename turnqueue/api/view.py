@@ -13,7 +13,10 @@ WebSocket: the token comes in the ``connection_init`` payload ``{"authorization"
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
 handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
 Every message is held to the HTTP body limit before anything parses it (:class:`MessageLimit`).
-Snapshot subscriptions are multiplexed (``FanOutTransportWSHandler``, :mod:`turnqueue.api.fanout`).
+Identical snapshot subscriptions over WebSockets share one execution: a WebSocket's context
+carries the app's fan-out (``Context.share``), which ``TurnqueueSchema.stream`` hands such an
+operation to (:mod:`turnqueue.api.fanout`); ``encode_json`` writes the payload a group encoded
+once into each member's frame (``fanout_members.shared_frame``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from typing import Any
 
 from cross_web import HTTPException
@@ -37,6 +39,7 @@ from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_
 from strawberry.types import ExecutionResult
 
 from turnqueue.api.fanout import FanOut
+from turnqueue.api.fanout_members import QUIET_DISCONNECTS, shared_frame
 from turnqueue.api.graphiql import page_html
 from turnqueue.api.plans import Plans
 from turnqueue.api.sse import IdentifiedSSETransport, attach_event_id
@@ -45,15 +48,11 @@ from turnqueue.auth import AuthenticationFailed
 from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
 from turnqueue.graphql_internals import (
-    BaseGraphQLTransportWSHandler,
     BaseView,
-    CompleteMessage,
     HTTPStreamTransport,
     InvalidOperationTypeError,
-    Operation,
     OperationType,
     UnsetType,
-    WebSocketDisconnected,
     is_same_origin,
     normalize_origin,
 )
@@ -187,53 +186,7 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-class FanOutTransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
-    """graphql-transport-ws with snapshot subscriptions served by the app's :class:`FanOut`.
-
-    Only ``run_operation`` (the task of one subscribe message) is overridden: the handshake,
-    pings, ``max_subscriptions_per_connection``, ``complete`` (which cancels this task) and the
-    cleanup on disconnect stay Strawberry's. ``run_operation`` is not a documented hook
-    (see :mod:`turnqueue.graphql_internals`); tests/api/test_api_fanout.py compares the frames of
-    both paths.
-    """
-
-    async def run_operation(self, operation: Operation[Context, None]) -> None:
-        fanout = self.view.fanout if isinstance(self.view, TurnqueueGraphQL) else None
-        key = None
-        if fanout is not None:
-            key = fanout.key(
-                operation.query,
-                operation.variables,
-                operation.operation_name,
-                self.context.principal,
-            )
-        if fanout is None or key is None:
-            await super().run_operation(operation)
-            return
-        try:
-            await fanout.serve(key, operation, self.context.engine)
-        except WebSocketDisconnected:
-            self.operations.pop(operation.id, None)  # see handle_task_exception
-        except Exception as error:
-            # As Strawberry's run_operation: log, tell the client, forget the operation.
-            await self.handle_task_exception(error)
-            with suppress(Exception):
-                await operation.send_operation_message(
-                    CompleteMessage(id=operation.id, type="complete")
-                )
-            self.operations.pop(operation.id, None)
-            raise
-
-    async def handle_task_exception(self, error: Exception) -> None:
-        """A client gone while being sent to is an ordinary end of a connection, with nobody
-        left to tell: not logged. Logged as an error, every abrupt disconnect of a busy
-        subscriber wrote a traceback (scripts/soak.py: ~2,000 in four minutes)."""
-        if not isinstance(error, WebSocketDisconnected):
-            await super().handle_task_exception(error)
-
-
 class TurnqueueGraphQL(GraphQL[Context, None]):
-    graphql_transport_ws_handler_class = FanOutTransportWSHandler
     #: O3: graphql-sse events carry an ``id`` (turnqueue.api.sse)
     stream_transport_classes_by_protocol = {
         **BaseView.stream_transport_classes_by_protocol,
@@ -269,6 +222,9 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
         self.fanout = fanout
+        # A client gone while being sent to ends its operations with WebSocketDisconnected,
+        # which Strawberry logs with a traceback: an ordinary end of a connection.
+        logging.getLogger("strawberry.ws.task").addFilter(QUIET_DISCONNECTS)
         #: None: every HTTP operation is executed by Strawberry (turnqueue.api.plans)
         self.plans = plans
         #: The bundled GraphiQL (G2); None when unbuilt: Strawberry's CDN page, with a warning
@@ -382,7 +338,15 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             request.scope.setdefault("state", {})[CONTEXT_KEY] = context
             accept = request.headers.get("accept", "")
             context.plain_http = not any(stream.accepts(accept) for stream in self._streams)
+        elif self.fanout is not None:  # a WebSocket: its snapshot subscriptions are shared
+            context.share = self.fanout.share
         return context
+
+    def encode_json(self, data: object) -> str | bytes:
+        """A shared ``next`` payload is written as its group encoded it (once for every
+        member); anything else as Strawberry encodes it."""
+        frame = shared_frame(data)
+        return super().encode_json(data) if frame is None else frame
 
     async def process_result(
         self, request: Request, result: ExecutionResult

@@ -11,11 +11,11 @@ event is served from a cache filled by an earlier one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -119,6 +119,10 @@ async def _each(fn: Callable[[K], Awaitable[V]], keys: list[K]) -> list[V]:
     return list(await asyncio.gather(*(fn(k) for k in keys)))
 
 
+#: ``FanOut.share``: (context, query, variables, operation name) -> the operation's results, or
+#: None when it is not shared
+Share = Callable[["Context", str, dict[str, Any] | None, str | None], AsyncIterator[Any] | None]
+
 _LOADERS: ContextVar[Loaders | None] = ContextVar("turnqueue_loaders", default=None)
 
 
@@ -138,6 +142,10 @@ class Context:
     #: an HTTP request that asks for no stream (no graphql-sse ``Accept``): it cannot run a
     #: subscription (S3; ``turnqueue.api.SubscriptionsNeedAStream``)
     plain_http: bool = False
+    #: a WebSocket's: the app's fan-out, which serves a snapshot subscription from the one
+    #: execution its identical subscriptions share, or answers None (``TurnqueueSchema.stream``,
+    #: turnqueue.api.fanout)
+    share: Share | None = None
 
     def require_principal(self) -> str:
         if self.principal is None:  # unreachable: the transport refuses such requests
