@@ -17,6 +17,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from turnqueue.api.assembly import TurnqueueSchema
 from turnqueue.api.fanout import FanOut
+from turnqueue.api.view import MessageLimit
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.resolvers.feeds import RESYNC_MESSAGE
 from turnqueue.timeouts import within
@@ -371,6 +373,43 @@ async def test_fanout_a_client_gone_mid_delivery_is_not_logged_as_an_error(
     async with raw(api) as ws:  # and the server serves on
         await subscribe(ws, "q", QUEUE, s=sid)
         assert (await recv(ws))["type"] == "next"
+
+
+async def test_p3_r3_a_publishing_task_pays_for_no_members_send(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fed group's state is published inside ``publish``, in the task that committed it (a
+    mutation's, under its session's lock): that task only schedules the rendering and the
+    sends; no member's frame is written in it, idle members included (the sends made at
+    once), and every member still gets the state."""
+    sid = await paused_session(api)
+    writers: list[asyncio.Task[Any] | None] = []
+    send = MessageLimit.send
+
+    async def recording(self: MessageLimit, message: Any) -> None:
+        if '"next"' in message.get("text", ""):
+            writers.append(asyncio.current_task())
+        await send(self, message)
+
+    monkeypatch.setattr(MessageLimit, "send", recording)  # observes every frame written
+    async with raw(api) as one, raw(api) as two:
+        for ws in (one, two):
+            await subscribe(ws, "q", QUEUE, s=sid)
+            assert (await recv(ws))["type"] == "next"  # the snapshot: prefixes learnt
+        await enqueue(api, sid, "warm")  # both idle members are written to at once
+        for ws in (one, two):
+            assert (await recv(ws))["type"] == "next"
+        assert fanout_of(api).stats().rendered == 1
+        status = await api.engine.queue_status(sid)
+        later = replace(status, revision=status.revision + 1)
+        writers.clear()
+        api.engine.bus.publish(Event(EventKind.QUEUE, sid, later.revision, queue=later))
+        publisher = asyncio.current_task()
+        assert writers == []  # nothing written while publish ran
+        for ws in (one, two):
+            frame = await recv(ws)
+            assert frame["payload"]["data"]["queueStatusChanged"]["revision"] == later.revision
+        assert len(writers) == 2 and publisher not in writers
 
 
 async def _frames_of_a_script(api: Any) -> tuple[dict[str, list[str]], int | None]:

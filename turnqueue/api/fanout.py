@@ -85,7 +85,7 @@ class FanOutStats(NamedTuple):
 
 
 class _Group:
-    __slots__ = ("feed", "key", "last", "lead", "members", "rendered")
+    __slots__ = ("feed", "key", "last", "lead", "members", "rendered", "stopped")
 
     def __init__(self, key: GroupKey, rendered: bool) -> None:
         self.key = key
@@ -96,6 +96,7 @@ class _Group:
         self.lead: asyncio.Task[None] | None = None
         #: a fed group's source once open (resolvers/feeds.py): it runs in ``publish``
         self.feed: Feed[Any] | None = None
+        self.stopped = False  # its source stopped: nothing more is offered to its members
 
 
 class _Refused(Exception):
@@ -274,6 +275,7 @@ class FanOut:
     def _stop(self, group: _Group) -> None:
         """The group's source stops: forgotten, its lead cancelled, its feed closed."""
         self._forget(group)
+        group.stopped = True
         if group.lead is not None:
             group.lead.cancel()
         if group.feed is not None:
@@ -334,17 +336,37 @@ class FanOut:
         executed: Callable[[], Payloads],
     ) -> None:
         """Open a compiled group's feed (``resolvers/feeds.py``) and return: from then on the
-        feed pushes each state from inside ``publish``, rendered and offered at once, and the
-        group holds no task (bench P5b, P8)."""
+        feed pushes each state from inside ``publish``, and the group holds no task (bench P5b,
+        P8).
 
-        def emit(value: object) -> None:
-            self._deliver(group, compiled.payload(value), final=False)
+        Hazard: ``publish`` runs in the task that committed the change (a mutation's, under its
+        session's lock). ``emit`` and ``fail`` therefore only schedule the state's rendering and
+        its sends (``call_soon``: in the order published), so that task pays for no member's
+        send; a group stopped meanwhile offers nothing more."""
+        loop = asyncio.get_running_loop()
+
+        def offer(value: object) -> None:
+            if group.stopped:
+                return
+            try:
+                payload = compiled.payload(value)
+            except Exception as error:  # a state that cannot be rendered: as the stream's fault
+                end(error)
+                return
+            self._deliver(group, payload, final=False)
             if not group.members:
                 self._stop(group)  # every member was too slow: nobody left to serve
 
+        def end(error: Exception) -> None:
+            if not group.stopped:
+                self._deliver(group, self._failure(error), final=True)
+                self._end(group, None)
+
+        def emit(value: object) -> None:
+            loop.call_soon(offer, value)
+
         def fail(error: Exception) -> None:
-            self._deliver(group, self._failure(error), final=True)
-            self._end(group, None)
+            loop.call_soon(end, error)
 
         try:
             opener = FEEDS[compiled.root.name]
@@ -354,7 +376,7 @@ class FanOut:
             # locations and path as Strawberry sends them.
             await self._lead(group, executed())
         except Exception as error:  # the snapshot read failed: as the executed stream's fault
-            fail(error)
+            end(error)
         else:
             if group.members and self._groups.get(group.key) is not group:
                 group.feed.close()  # it ended while it opened (a RESYNC): nothing more comes
