@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, ManualRun, new_session
+from faults import faults_of
 
 from turnqueue.bus import Event, EventKind, Subscription
 from turnqueue.domain import ItemKind, OutputChunk, TurnItem, TurnStatus
@@ -241,27 +242,22 @@ async def test_o1_running_turns_share_one_write(
     started = [await _start(engine, agent, f"turn {i}") for i in range(3)]
     watches = [engine.subscribe(sid, [EventKind.OUTPUT]) for sid, _ in started]
     logs = [engine.core.runners[sid].log for sid, _ in started]
-    flusher = outputlog.flusher_of(engine.store)
     for _, run in started:
         run.emit("-shared")
     for _ in range(1000):  # bounded: the runner tasks add the chunks on their next steps
-        if all(
-            o is not None and o._pending and o._pending[-1].text.endswith("-shared") for o in logs
-        ):
+        if all(o.text.endswith("-shared") for o in logs):
             break
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0)
     writes: list[int] = []
-    original = flusher._write
 
-    async def counting(batches: Any) -> None:
+    async def counting(batches: dict[str, Any]) -> None:
         writes.append(len(batches))
-        await original(batches)
 
-    monkeypatch.setattr(flusher, "_write", counting)
-    flusher._start()
-    for watch in watches:
-        await _published(watch, "-shared")
-        watch.close()
+    with faults_of(engine).before("append_output", counting):
+        outputlog.flusher_of(engine.store).want(logs[0], full=True)  # a full batch: write now
+        for watch in watches:
+            await _published(watch, "-shared")
+            watch.close()
     assert writes == [3]
     for _, run in started:
         run.complete()
