@@ -82,3 +82,23 @@ async def test_q16_agents_say_whether_a_steer_send_may_be_taken(api: Any) -> Non
         {"name": "scripted", "type": "SCRIPTED", "steering": True},
         {"name": "slow", "type": "SCRIPTED", "steering": True},
     ]
+
+
+async def test_s3_a_field_error_that_cancels_its_siblings_spares_the_reads_they_share(
+    api: Any,
+) -> None:
+    """graphql-core cancels the sibling fields of a field whose error reaches their parent
+    (``gather_with_cancel``). A read those siblings share with fields elsewhere in the
+    operation (one DataLoader future per key) must not be cancelled with them: the other
+    fields get their answer and the request its error, never a 500 (the schema fuzz found it;
+    docs/upstream/graphql-core-gather-cancels-dataloader.md)."""
+    sid = await api.create_session()
+    query = """query($s: ID!) {
+      a: session(id: $s) { cancellationRevision }
+      b: session(id: $s) { cancellationRevision turns(last: -1) { status } }
+      c: session(id: $s) { cancellationRevision } }"""
+    response = await api.post(query, {"s": sid})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["data"]["b"] is None and body["errors"]  # the error reached b
+    assert body["data"]["a"] == body["data"]["c"] == {"cancellationRevision": 0}

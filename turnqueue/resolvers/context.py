@@ -123,6 +123,15 @@ async def _each(fn: Callable[[K], Awaitable[V]], keys: list[K]) -> list[V]:
 #: None when it is not shared
 Share = Callable[["Context", str, dict[str, Any] | None, str | None], AsyncIterator[Any] | None]
 
+
+def _shared(loaded: Awaitable[V]) -> Awaitable[V]:
+    """A DataLoader answers every field of the operation that reads one key with one future.
+    graphql-core cancels the sibling fields of a field whose error reaches their parent
+    (``gather_with_cancel``): shielded, that cancels the sibling's wait, not the future every
+    other reader of the key awaits (docs/upstream/graphql-core-gather-cancels-dataloader.md)."""
+    return asyncio.shield(loaded)
+
+
 _LOADERS: ContextVar[Loaders | None] = ContextVar("turnqueue_loaders", default=None)
 
 
@@ -167,31 +176,31 @@ class Context:
 
     # -- Reads (the interface the schema types use) ---------------------------------------------
     async def task(self, task_id: str) -> domain.Task | None:
-        return await self.loaders.task.load(task_id)
+        return await _shared(self.loaders.task.load(task_id))
 
     async def session(self, session_id: str) -> domain.Session | None:
-        return await self.loaders.session.load(session_id)
+        return await _shared(self.loaders.session.load(session_id))
 
     async def sessions_of_task(self, task_id: str) -> list[domain.Session]:
-        return await self.loaders.sessions_of_task.load(task_id)
+        return await _shared(self.loaders.sessions_of_task.load(task_id))
 
     async def queue_status(self, session_id: str) -> domain.QueueStatus:
-        return await self.loaders.queue_status.load(session_id)
+        return await _shared(self.loaders.queue_status.load(session_id))
 
     async def cancellation(self, session_id: str) -> domain.CancellationStatus:
-        return await self.loaders.cancellation.load(session_id)
+        return await _shared(self.loaders.cancellation.load(session_id))
 
     async def turn(self, turn_id: str) -> domain.Turn | None:
-        return await self.loaders.turn.load(turn_id)
+        return await _shared(self.loaders.turn.load(turn_id))
 
     async def approval(self, approval_id: str) -> domain.Approval | None:
-        return await self.loaders.approval.load(approval_id)
+        return await _shared(self.loaders.approval.load(approval_id))
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
-        return await self.loaders.turns.load((session_id, last))
+        return await _shared(self.loaders.turns.load((session_id, last)))
 
     async def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]:
-        return await self.loaders.turn_items.load(turn_id)
+        return await _shared(self.loaders.turn_items.load(turn_id))
 
     def agent_error(self, session_id: str) -> str | None:
         return self.engine.agent_error(session_id)
