@@ -109,8 +109,8 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
                 held[session.id] = await _hold(session.id)
             entries = []
             for k in range(int(body.get("entries", 0))):
-                entry, _ = await engine().enqueue(LOCAL_PRINCIPAL, session.id, f"entry {k}", None)
-                entries.append(entry.id)
+                queued = await engine().enqueue(LOCAL_PRINCIPAL, session.id, f"entry {k}", None)
+                entries.append(queued.entry.id)
             created.append({"id": session.id, "entries": entries})
         return JSONResponse({"sessions": created})
 
