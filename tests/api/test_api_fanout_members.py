@@ -15,7 +15,7 @@ from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 
-from turnqueue.api.fanout_members import Member, shared_frame
+from turnqueue.api.fanout_members import EncodedPayload, Member, shared_frame
 from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.timeouts import within
 
@@ -48,12 +48,27 @@ def websocket(client: Client) -> WebSocket:
     return ws
 
 
+class Group:
+    """A group of one: what a member joins and leaves."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.members: dict[Member, None] = {}
+        self.left: list[Member] = []
+
+    def leave(self, member: Member) -> None:
+        del self.members[member]
+        self.left.append(member)
+
+
 async def strawberry(member: Member, ws: WebSocket, ended: list[str]) -> None:
     """What Strawberry's operation task does with the source: each result as a ``next``
     message encoded by the view (``shared_frame``), a first PreExecutionError as ``error``,
     then ``complete``."""
     try:
-        async for result in member.results():
+        group = Group()
+        async for result in member.results(lambda: group):
+            assert group.members == {member: None}
             if isinstance(result, PreExecutionError):
                 ended.append("error")
                 return
@@ -199,3 +214,32 @@ async def test_a_member_cancelled_while_a_send_waits_abandons_it() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert m.sending is None and client.frames == [frame("0")]
+
+
+@pytest.mark.parametrize("end", ["finish", "cancel"])
+async def test_r3_a_member_joins_with_the_groups_newest_payload_and_leaves_on_every_exit(
+    end: str,
+) -> None:
+    """R3: a member that joins is first given the group's newest payload (the current state);
+    it leaves the group when its results end and when Strawberry's task is cancelled."""
+    m = Member(websocket(Client()))
+    group = Group()
+    group.last = "newest"
+    taken: list[str] = []
+
+    async def read() -> None:
+        async for result in m.results(lambda: group):
+            assert isinstance(result.data, EncodedPayload)
+            taken.append(result.data.text)
+
+    task = asyncio.create_task(read())
+    await idle(m, task)
+    assert taken == ["newest"] and group.members == {m: None}
+    if end == "finish":
+        m.finish(None)
+        await within(task, 5)
+    else:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert group.left == [m] and group.members == {}

@@ -85,10 +85,11 @@ class FanOutStats(NamedTuple):
 
 
 class _Group:
-    __slots__ = ("feed", "key", "last", "lead", "members", "rendered", "stopped")
+    __slots__ = ("feed", "key", "last", "lead", "members", "on_empty", "rendered", "stopped")
 
-    def __init__(self, key: GroupKey, rendered: bool) -> None:
+    def __init__(self, key: GroupKey, rendered: bool, on_empty: Callable[[_Group], None]) -> None:
         self.key = key
+        self.on_empty = on_empty  # its last member left: the source stops
         self.rendered = rendered  # compiled (turnqueue.api.render), not executed
         self.members: dict[Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
@@ -97,6 +98,11 @@ class _Group:
         #: a fed group's source once open (resolvers/feeds.py): it runs in ``publish``
         self.feed: Feed[Any] | None = None
         self.stopped = False  # its source stopped: nothing more is offered to its members
+
+    def leave(self, member: Member) -> None:
+        self.members.pop(member, None)  # the lead takes out a member that lagged
+        if not self.members:
+            self.on_empty(self)  # nobody left to serve
 
 
 class _Refused(Exception):
@@ -209,40 +215,18 @@ class FanOut:
         if key is None:
             return None
         websocket = context.request if isinstance(context.request, WebSocket) else None
-        return self._serve(key, Member(websocket), context.engine, query, variables)
+        engine = context.engine
 
-    async def _serve(
-        self,
-        key: GroupKey,
-        member: Member,
-        engine: Engine,
-        query: str,
-        variables: dict[str, Any] | None,
-    ) -> AsyncGenerator[ExecutionResult, None]:
-        """One member's results until its group ends (or until Strawberry closes the source:
-        the client sent ``complete`` or went away)."""
-        group = self._groups.get(key)
-        if group is None:
-            group = self._start(key, query, variables, engine)
-        # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
-        # happen with no await in between, so the lead cannot publish in between: everything
-        # it publishes from now on is newer.
-        member.pending = group.last
-        group.members[member] = None
-        try:
-            async with aclosing(member.results()) as results:
-                async for result in results:
-                    yield result
-        finally:
-            group.members.pop(member, None)  # the lead takes out a member that lagged
-            if not group.members:
-                self._stop(group)  # nobody left to serve
+        def join() -> _Group:
+            return self._groups.get(key) or self._start(key, query, variables, engine)
+
+        return Member(websocket).results(join)
 
     def _start(
         self, key: GroupKey, query: str, variables: dict[str, Any] | None, engine: Engine
     ) -> _Group:
         compiled = self.compiled(key)
-        group = _Group(key, rendered=compiled is not None)
+        group = _Group(key, compiled is not None, self._stop)
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
         name = key.operation_name

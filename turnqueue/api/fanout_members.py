@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Coroutine
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from typing import Any, Protocol
 
 from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -87,6 +87,19 @@ class QuietDisconnects(logging.Filter):
 
 
 QUIET_DISCONNECTS = QuietDisconnects()
+
+
+class Group(Protocol):
+    """What a member joins (``fanout._Group``)."""
+
+    @property
+    def last(self) -> str | None:
+        """The group's newest payload, replayed to a member that joins."""
+
+    @property
+    def members(self) -> dict[Member, None]: ...
+
+    def leave(self, member: Member) -> None: ...
 
 
 class Member:
@@ -190,26 +203,38 @@ class Member:
             self.sending = (send, awaited)
         self._wake()
 
-    async def results(self) -> AsyncGenerator[ExecutionResult, None]:
-        """The member's results, for Strawberry to send: each payload in the slot (as an
-        :class:`EncodedPayload`), then the end; the refusal's errors as its first result."""
+    async def results(self, join: Callable[[], Group]) -> AsyncGenerator[ExecutionResult, None]:
+        """The member's results, for Strawberry to send, from when it joins the group ``join``
+        answers until it leaves it (the end, or Strawberry closing the source: the client's
+        ``complete``, a closed connection): each payload in the slot (as an
+        :class:`EncodedPayload`), then the end; the refusal's errors as its first result.
+        One generator per member, which is most of what an idle subscription holds (bench P5)."""
+        group = join()
         self.task = asyncio.current_task()
-        while True:
-            if self.broken is not None:
-                raise _gone(self.broken)
-            if self.sending is not None:
-                await self._finish_sending()
-            elif self.pending is not None:
-                payload, self.pending, self.skipped = self.pending, None, 0
-                yield ExecutionResult(data=EncodedPayload(payload, self), errors=None)
-            elif self.ended:
-                if self.errors is not None:
-                    yield PreExecutionError(data=None, errors=self.errors)
-                return
-            else:
-                self.waiter = asyncio.get_running_loop().create_future()
-                await self.waiter
-                self.waiter = None
+        # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
+        # happen with no await in between, so the group cannot publish in between: everything
+        # it publishes from now on is newer.
+        self.pending = group.last
+        group.members[self] = None
+        try:
+            while True:
+                if self.broken is not None:
+                    raise _gone(self.broken)
+                if self.sending is not None:
+                    await self._finish_sending()
+                elif self.pending is not None:
+                    payload, self.pending, self.skipped = self.pending, None, 0
+                    yield ExecutionResult(data=EncodedPayload(payload, self), errors=None)
+                elif self.ended:
+                    if self.errors is not None:
+                        yield PreExecutionError(data=None, errors=self.errors)
+                    return
+                else:
+                    self.waiter = asyncio.get_running_loop().create_future()
+                    await self.waiter
+                    self.waiter = None
+        finally:
+            group.leave(self)
 
     async def _finish_sending(self) -> None:
         """Drive a send begun by ``_send_now`` to its end, as a task would: wait for what it
