@@ -66,9 +66,7 @@ async def strawberry(member: Member, ws: WebSocket, ended: list[str]) -> None:
     message encoded by the view (``shared_frame``), a first PreExecutionError as ``error``,
     then ``complete``."""
     try:
-        group = Group()
-        async for result in member.results(lambda: group):
-            assert group.members == {member: None}
+        async for result in member:
             if isinstance(result, PreExecutionError):
                 ended.append("error")
                 return
@@ -77,6 +75,8 @@ async def strawberry(member: Member, ws: WebSocket, ended: list[str]) -> None:
             await ws.send_text(frame)
     except WebSocketDisconnect as gone:
         raise WebSocketDisconnected from gone
+    finally:
+        await member.aclose()  # Strawberry's aclosing
     ended.append("complete")
 
 
@@ -87,7 +87,7 @@ def frame(payload: str) -> str:
 async def started(client: Client, first: str = "0") -> tuple[Member, asyncio.Task[None], list[str]]:
     """A member whose first payload Strawberry's task sent (its prefix known), now idle."""
     ws = websocket(client)
-    m = Member(ws)
+    m = Member(ws, Group())
     ended: list[str] = []
     task = asyncio.create_task(strawberry(m, ws, ended))
     await idle(m, task)
@@ -118,7 +118,7 @@ async def test_p3_a_member_without_a_prefix_is_sent_through_its_task() -> None:
     """Until Strawberry wrote one frame of the member, nothing is written for it directly."""
     client = Client()
     ws = websocket(client)
-    m = Member(ws)
+    m = Member(ws, Group())
     ended: list[str] = []
     task = asyncio.create_task(strawberry(m, ws, ended))
     await idle(m, task)
@@ -178,7 +178,7 @@ async def test_s2_a_refused_member_yields_the_errors_first() -> None:
     answers it with an ``error`` message, as for its own stream."""
     client = Client()
     ws = websocket(client)
-    m = Member(ws)
+    m = Member(ws, Group())
     ended: list[str] = []
     task = asyncio.create_task(strawberry(m, ws, ended))
     await idle(m, task)
@@ -222,15 +222,18 @@ async def test_r3_a_member_joins_with_the_groups_newest_payload_and_leaves_on_ev
 ) -> None:
     """R3: a member that joins is first given the group's newest payload (the current state);
     it leaves the group when its results end and when Strawberry's task is cancelled."""
-    m = Member(websocket(Client()))
     group = Group()
     group.last = "newest"
+    m = Member(websocket(Client()), group)
     taken: list[str] = []
 
     async def read() -> None:
-        async for result in m.results(lambda: group):
-            assert isinstance(result.data, EncodedPayload)
-            taken.append(result.data.text)
+        try:
+            async for result in m:
+                assert isinstance(result.data, EncodedPayload)
+                taken.append(result.data.text)
+        finally:
+            await m.aclose()
 
     task = asyncio.create_task(read())
     await idle(m, task)

@@ -100,9 +100,10 @@ class _Group:
         self.stopped = False  # its source stopped: nothing more is offered to its members
 
     def leave(self, member: Member) -> None:
-        self.members.pop(member, None)  # the lead takes out a member that lagged
-        if not self.members:
-            self.on_empty(self)  # nobody left to serve
+        if member in self.members:  # not taken out already (a member that lagged)
+            del self.members[member]
+            if not self.members:
+                self.on_empty(self)  # the last one left: nobody to serve
 
 
 class _Refused(Exception):
@@ -208,19 +209,20 @@ class FanOut:
         query: str,
         variables: dict[str, Any] | None,
         operation_name: str | None,
-    ) -> AsyncGenerator[ExecutionResult, None] | None:
-        """The results of a subscription served by its group (``TurnqueueSchema.stream``), or
-        None: the operation takes Strawberry's ordinary path."""
+    ) -> Member | None:
+        """A subscription served by its group: a new member, the source Strawberry reads and
+        then closes (``TurnqueueSchema.stream``); None: the operation takes Strawberry's
+        ordinary path.
+
+        Hazard: the member joins its group here, and leaves it when Strawberry closes it. The
+        handler enters its ``aclosing`` right after ``Schema.stream`` answers, with no await in
+        between, so no member is left in a group unclosed."""
         key = self.key(query, variables, operation_name, context.principal)
         if key is None:
             return None
         websocket = context.request if isinstance(context.request, WebSocket) else None
-        engine = context.engine
-
-        def join() -> _Group:
-            return self._groups.get(key) or self._start(key, query, variables, engine)
-
-        return Member(websocket).results(join)
+        group = self._groups.get(key) or self._start(key, query, variables, context.engine)
+        return Member(websocket, group)
 
     def _start(
         self, key: GroupKey, query: str, variables: dict[str, Any] | None, engine: Engine

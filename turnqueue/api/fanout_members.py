@@ -1,5 +1,6 @@
 """A member of a fan-out group (:mod:`turnqueue.api.fanout`): one client's subscription, read by
-Strawberry's graphql-transport-ws handler as the operation's source (``TurnqueueSchema.stream``).
+Strawberry's graphql-transport-ws handler as the operation's source (``TurnqueueSchema.stream``):
+an async iterator of results that it closes with ``aclose()``.
 
 Strawberry writes the member's frames (``Operation.send_next``); the view's ``encode_json``
 writes the group's payload, encoded once, into each (:func:`shared_frame`). A member that is
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from graphql import GraphQLError
@@ -122,6 +123,7 @@ class Member:
         "broken",
         "ended",
         "errors",
+        "group",
         "pending",
         "prefix",
         "sending",
@@ -131,7 +133,8 @@ class Member:
         "websocket",
     )
 
-    def __init__(self, websocket: WebSocket | None) -> None:
+    def __init__(self, websocket: WebSocket | None, group: Group) -> None:
+        """Joins ``group``: its results begin with the group's newest payload (R3)."""
         #: the client's connection (``Context.request``), for the sends made at once
         self.websocket = websocket
         #: the text of this member's ``next`` frames before the payload, once Strawberry wrote one
@@ -146,6 +149,12 @@ class Member:
         self.errors: list[GraphQLError] | None = None  # the operation was refused: an ``error``
         self.skipped = 0  # payloads replaced since the member last took one
         self.waiter: asyncio.Future[None] | None = None
+        self.group = group
+        # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
+        # happen with no await in between, so the group cannot publish in between: everything
+        # it publishes from now on is newer.
+        self.pending = group.last
+        group.members[self] = None
 
     def offer(self, payload: str, limit: int, resync: str) -> bool:
         """Send ``payload`` now if the member is idle, else put it in the slot; False when the
@@ -203,38 +212,42 @@ class Member:
             self.sending = (send, awaited)
         self._wake()
 
-    async def results(self, join: Callable[[], Group]) -> AsyncGenerator[ExecutionResult, None]:
-        """The member's results, for Strawberry to send, from when it joins the group ``join``
-        answers until it leaves it (the end, or Strawberry closing the source: the client's
-        ``complete``, a closed connection): each payload in the slot (as an
-        :class:`EncodedPayload`), then the end; the refusal's errors as its first result.
-        One generator per member, which is most of what an idle subscription holds (bench P5)."""
-        group = join()
-        self.task = asyncio.current_task()
-        # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
-        # happen with no await in between, so the group cannot publish in between: everything
-        # it publishes from now on is newer.
-        self.pending = group.last
-        group.members[self] = None
-        try:
-            while True:
-                if self.broken is not None:
-                    raise _gone(self.broken)
-                if self.sending is not None:
-                    await self._finish_sending()
-                elif self.pending is not None:
-                    payload, self.pending, self.skipped = self.pending, None, 0
-                    yield ExecutionResult(data=EncodedPayload(payload, self), errors=None)
-                elif self.ended:
-                    if self.errors is not None:
-                        yield PreExecutionError(data=None, errors=self.errors)
-                    return
-                else:
-                    self.waiter = asyncio.get_running_loop().create_future()
+    # -- the source Strawberry reads (an async iterator it closes) --------------------------
+    # Not an async generator: an idle member waits in one ``__anext__``, and a generator would
+    # add its own frame and asyncio's registration of it to every idle subscription (bench P5).
+    def __aiter__(self) -> Member:
+        return self
+
+    async def __anext__(self) -> ExecutionResult:
+        """The next result for Strawberry to send: each payload in the slot (as an
+        :class:`EncodedPayload`), then the end; a refusal's errors as the first result."""
+        if self.task is None:
+            self.task = asyncio.current_task()
+        while True:
+            if self.broken is not None:
+                raise _gone(self.broken)
+            if self.sending is not None:
+                await self._finish_sending()
+            elif self.pending is not None:
+                payload, self.pending, self.skipped = self.pending, None, 0
+                return ExecutionResult(data=EncodedPayload(payload, self), errors=None)
+            elif self.ended:
+                if self.errors is not None:
+                    errors, self.errors = self.errors, None
+                    return PreExecutionError(data=None, errors=errors)
+                raise StopAsyncIteration
+            else:
+                self.waiter = asyncio.get_running_loop().create_future()
+                try:
                     await self.waiter
+                finally:
                     self.waiter = None
-        finally:
-            group.leave(self)
+
+    async def aclose(self) -> None:
+        """Leave the group (Strawberry closes the source on every exit: the end, the client's
+        ``complete``, a closed connection)."""
+        self.ended = True
+        self.group.leave(self)
 
     async def _finish_sending(self) -> None:
         """Drive a send begun by ``_send_now`` to its end, as a task would: wait for what it
