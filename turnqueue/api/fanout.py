@@ -113,6 +113,48 @@ class _Refused(Exception):
         self.errors = errors
 
 
+class _Feeding:
+    """A fed group's side of its feed: each state the feed pushes (inside ``publish``, in the
+    task that committed it) is rendered and offered to the members in a loop callback
+    (``call_soon``: in the order published), so that task pays for no member's send; a group
+    stopped meanwhile is offered nothing more. A class, not closures: one per group, which is
+    most of what a shared subscription of its own session holds (bench P5b)."""
+
+    __slots__ = ("compiled", "fanout", "group", "loop")
+
+    def __init__(self, fanout: FanOut, group: _Group, compiled: Compiled) -> None:
+        self.fanout = fanout
+        self.group = group
+        self.compiled = compiled
+        self.loop = asyncio.get_running_loop()
+
+    def emit(self, value: object) -> None:
+        self.loop.call_soon(self._offer, value)
+
+    def fail(self, error: Exception) -> None:
+        self.loop.call_soon(self.end, error)
+
+    def _offer(self, value: object) -> None:
+        group = self.group
+        if group.stopped:
+            return
+        try:
+            payload = self.compiled.payload(value)
+        except Exception as error:  # a state that cannot be rendered: as the stream's fault
+            self.end(error)
+            return
+        self.fanout._deliver(group, payload, final=False)
+        if not group.members:
+            self.fanout._stop(group)  # every member was too slow: nobody left to serve
+
+    def end(self, error: Exception) -> None:
+        """The feed failed (or its state could not be rendered): its members are sent the
+        failure, then ``complete``."""
+        if not self.group.stopped:
+            self.fanout._deliver(self.group, self.fanout._failure(error), final=True)
+            self.fanout._end(self.group, None)
+
+
 #: A lead's source: each payload's JSON text, and whether it is the last (an error result)
 Payloads = AsyncGenerator[tuple[str, bool], None]
 
@@ -326,43 +368,18 @@ class FanOut:
         P8).
 
         Hazard: ``publish`` runs in the task that committed the change (a mutation's, under its
-        session's lock). ``emit`` and ``fail`` therefore only schedule the state's rendering and
-        its sends (``call_soon``: in the order published), so that task pays for no member's
-        send; a group stopped meanwhile offers nothing more."""
-        loop = asyncio.get_running_loop()
-
-        def offer(value: object) -> None:
-            if group.stopped:
-                return
-            try:
-                payload = compiled.payload(value)
-            except Exception as error:  # a state that cannot be rendered: as the stream's fault
-                end(error)
-                return
-            self._deliver(group, payload, final=False)
-            if not group.members:
-                self._stop(group)  # every member was too slow: nobody left to serve
-
-        def end(error: Exception) -> None:
-            if not group.stopped:
-                self._deliver(group, self._failure(error), final=True)
-                self._end(group, None)
-
-        def emit(value: object) -> None:
-            loop.call_soon(offer, value)
-
-        def fail(error: Exception) -> None:
-            loop.call_soon(end, error)
-
+        session's lock): the feed's ``emit`` and ``fail`` only schedule (:class:`_Feeding`)."""
+        feeding = _Feeding(self, group, compiled)
         try:
             opener = FEEDS[compiled.root.name]
-            group.feed = await opener(context, compiled.arguments["sessionId"], emit, fail)
+            session_id = compiled.arguments["sessionId"]
+            group.feed = await opener(context, session_id, feeding.emit, feeding.fail)
         except GraphQLError:
             # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
             # locations and path as Strawberry sends them.
             await self._lead(group, executed())
         except Exception as error:  # the snapshot read failed: as the executed stream's fault
-            end(error)
+            feeding.end(error)
         else:
             if group.members and self._groups.get(group.key) is not group:
                 group.feed.close()  # it ended while it opened (a RESYNC): nothing more comes
