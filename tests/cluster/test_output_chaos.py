@@ -64,14 +64,15 @@ async def test_o1_o2_m6_clients_resuming_at_random_offsets_through_a_sigkill_mat
         own = random.Random(rng.random())
         transcript, status = "", None
         for attempt in range(300):  # bounded
-            server = own.choice([s for s in (a, b) if _alive(s)])
+            # Even clients start on A, the owner, which is killed before the turn ends and so
+            # never sends its end: each of them must resume (on B) to see it.
+            first = a if index % 2 == 0 else b
+            server = first if attempt == 0 else own.choice([s for s in (a, b) if _alive(s)])
             after = own.randint(0, len(transcript))
             transcript = transcript[:after]
             try:
                 async with Subscriber(server, SUB, s=sid, t=turn_id, a=after) as sub:
-                    # The first connection (made while the turn runs, before the kill) takes one
-                    # chunk, which cannot be the end: every client resumes at least once.
-                    for _ in range(1 if attempt == 0 else own.randint(1, 3)):
+                    for _ in range(own.randint(1, 3)):
                         chunk = (await sub.next(timeout=WAIT))["turnOutput"]
                         assert chunk["offset"] == len(transcript), (index, chunk, len(transcript))
                         transcript += chunk["text"]
@@ -117,7 +118,9 @@ async def test_o1_o2_m6_clients_resuming_at_random_offsets_through_a_sigkill_mat
     for transcript, status in results:
         assert status == "FAILED"
         assert transcript == log  # 0 lost, 0 duplicated
-    assert all(resumes), resumes  # every client did resume
+    # Every client that started on A resumed; one on B may have been sent the log and its end
+    # in one message (its first chunk still to come when A died, the end from B's recovery).
+    assert all(resumes[0::2]), resumes
 
 
 async def test_o2_m6_a_resume_at_the_end_of_the_log_gets_the_done_of_a_recovered_turn(
