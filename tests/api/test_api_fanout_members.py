@@ -84,13 +84,20 @@ def frame(payload: str) -> str:
     return '{"id":"1","type":"next","payload":' + payload + "}"
 
 
-async def started(client: Client, first: str = "0") -> tuple[Member, asyncio.Task[None], list[str]]:
-    """A member whose first payload Strawberry's task sent (its prefix known), now idle."""
+async def reading(client: Client) -> tuple[Member, asyncio.Task[None], list[str]]:
+    """A member that Strawberry's task reads, idle, its prefix still unknown; and how its
+    operation ended."""
     ws = websocket(client)
     m = Member(ws, Group())
     ended: list[str] = []
     task = asyncio.create_task(strawberry(m, ws, ended))
     await idle(m, task)
+    return m, task, ended
+
+
+async def started(client: Client, first: str = "0") -> tuple[Member, asyncio.Task[None], list[str]]:
+    """A member whose first payload Strawberry's task sent (its prefix known), now idle."""
+    m, task, ended = await reading(client)
     assert m.offer(first, limit=4, resync="R")
     await idle(m, task)
     assert client.frames == [frame(first)] and m.prefix is not None
@@ -117,11 +124,7 @@ async def test_p3_an_idle_member_is_sent_at_once_without_its_task() -> None:
 async def test_p3_a_member_without_a_prefix_is_sent_through_its_task() -> None:
     """Until Strawberry wrote one frame of the member, nothing is written for it directly."""
     client = Client()
-    ws = websocket(client)
-    m = Member(ws, Group())
-    ended: list[str] = []
-    task = asyncio.create_task(strawberry(m, ws, ended))
-    await idle(m, task)
+    m, task, ended = await reading(client)
     assert m.offer("1", limit=4, resync="R") and client.frames == [] and m.pending == "1"
     m.finish(None)
     await within(task, 5)
@@ -177,11 +180,7 @@ async def test_s2_a_refused_member_yields_the_errors_first() -> None:
     """A refusal (NOT_FOUND) is the source's first result, a PreExecutionError: Strawberry
     answers it with an ``error`` message, as for its own stream."""
     client = Client()
-    ws = websocket(client)
-    m = Member(ws, Group())
-    ended: list[str] = []
-    task = asyncio.create_task(strawberry(m, ws, ended))
-    await idle(m, task)
+    m, task, ended = await reading(client)
     m.finish([GraphQLError("session not found")])
     await within(task, 5)
     assert client.frames == [] and ended == ["error"]

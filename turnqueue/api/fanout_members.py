@@ -107,7 +107,7 @@ class Member:
     """One client's subscription in a group, with a one-payload slot.
 
     Hazard (slow consumers): the group never awaits a member. A member that is idle (its task
-    waits in :meth:`results`, nothing pending, its frame prefix known) is written the payload at
+    waits in ``__anext__``, nothing pending, its frame prefix known) is written the payload at
     once on its connection, by stepping the send's coroutine synchronously: a WebSocket send
     suspends only when the connection's buffer is full, and then the half-done send is handed
     to the member's own task to finish. So the common case costs no task switch per member
@@ -139,12 +139,11 @@ class Member:
         self.websocket = websocket
         #: the text of this member's ``next`` frames before the payload, once Strawberry wrote one
         self.prefix: str | None = None
-        #: the operation's task (Strawberry's), which reads :meth:`results`
+        #: the operation's task (Strawberry's), which reads the member (``__anext__``)
         self.task: asyncio.Task[Any] | None = None
         #: a send that suspended, for the member's task to finish: (its coroutine, what it awaits)
         self.sending: tuple[Coroutine[Any, Any, None], Any] | None = None
         self.broken: BaseException | None = None  # what a send begun at once raised
-        self.pending: str | None = None  # the newest payload not sent yet
         self.ended = False  # nothing more comes: after ``pending``, the end
         self.errors: list[GraphQLError] | None = None  # the operation was refused: an ``error``
         self.skipped = 0  # payloads replaced since the member last took one
@@ -153,7 +152,7 @@ class Member:
         # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
         # happen with no await in between, so the group cannot publish in between: everything
         # it publishes from now on is newer.
-        self.pending = group.last
+        self.pending: str | None = group.last  # the newest payload not sent yet
         group.members[self] = None
 
     def offer(self, payload: str, limit: int, resync: str) -> bool:
@@ -264,8 +263,8 @@ class Member:
                     awaited = send.send(None)
                 except StopIteration:
                     return
-        except WebSocketDisconnect as gone:  # as Strawberry's adapter reports it
-            raise WebSocketDisconnected from gone
+        except WebSocketDisconnect as gone:
+            raise _gone(gone) from gone
         except BaseException:
             send.close()  # cancelled while it waited: the send is abandoned with the task
             raise

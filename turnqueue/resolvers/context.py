@@ -34,6 +34,17 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+class SharedLoader(DataLoader[K, V]):
+    """A DataLoader answers every field of an operation that reads one key with one future.
+    graphql-core 3.3 cancels the sibling fields of a field whose error reaches their parent
+    (``gather_with_cancel``); each load is shielded, so that cancels that field's wait, not the
+    future every other reader of the key awaits
+    (docs/upstream/graphql-core-gather-cancels-dataloader.md)."""
+
+    def load(self, key: K) -> Awaitable[V]:
+        return asyncio.shield(super().load(key))
+
+
 class Loaders:
     """One operation's DataLoaders (batched and cached for that operation only).
 
@@ -47,41 +58,41 @@ class Loaders:
 
     @cached_property
     def task(self) -> DataLoader[str, domain.Task | None]:
-        return DataLoader(load_fn=self._tasks)
+        return SharedLoader(load_fn=self._tasks)
 
     @cached_property
     def session(self) -> DataLoader[str, domain.Session | None]:
-        return DataLoader(load_fn=self._sessions)
+        return SharedLoader(load_fn=self._sessions)
 
     @cached_property
     def sessions_of_task(self) -> DataLoader[str, list[domain.Session]]:
-        return DataLoader(load_fn=self._sessions_of_tasks)
+        return SharedLoader(load_fn=self._sessions_of_tasks)
 
     @cached_property
     def queue_status(self) -> DataLoader[str, domain.QueueStatus]:
-        return DataLoader(load_fn=self._queue_statuses)
+        return SharedLoader(load_fn=self._queue_statuses)
 
     @cached_property
     def turn(self) -> DataLoader[str, domain.Turn | None]:
-        return DataLoader(load_fn=self._turns_by_id)
+        return SharedLoader(load_fn=self._turns_by_id)
 
     @cached_property
     def approval(self) -> DataLoader[str, domain.Approval | None]:
-        return DataLoader(load_fn=self._approvals)
+        return SharedLoader(load_fn=self._approvals)
 
     @cached_property
     def turns(self) -> DataLoader[tuple[str, int], list[domain.Turn]]:
-        return DataLoader(load_fn=self._turns)
+        return SharedLoader(load_fn=self._turns)
 
     @cached_property
     def cancellation(self) -> DataLoader[str, domain.CancellationStatus]:
         # Read once per operation so pending and its revision agree across fields (C2).
-        return DataLoader(load_fn=self._cancellations)
+        return SharedLoader(load_fn=self._cancellations)
 
     @cached_property
     def turn_items(self) -> DataLoader[str, tuple[domain.TurnItem, ...]]:
         # A3: folded from the output log, once per turn per operation (items and its pages).
-        return DataLoader(load_fn=self._turn_items)
+        return SharedLoader(load_fn=self._turn_items)
 
     async def _tasks(self, ids: list[str]) -> list[domain.Task | None]:
         found = await self.engine.reads.tasks(ids)
@@ -122,14 +133,6 @@ async def _each(fn: Callable[[K], Awaitable[V]], keys: list[K]) -> list[V]:
 #: ``FanOut.share``: (context, query, variables, operation name) -> the operation's results, or
 #: None when it is not shared
 Share = Callable[["Context", str, dict[str, Any] | None, str | None], AsyncIterator[Any] | None]
-
-
-def _shared(loaded: Awaitable[V]) -> Awaitable[V]:
-    """A DataLoader answers every field of the operation that reads one key with one future.
-    graphql-core cancels the sibling fields of a field whose error reaches their parent
-    (``gather_with_cancel``): shielded, that cancels the sibling's wait, not the future every
-    other reader of the key awaits (docs/upstream/graphql-core-gather-cancels-dataloader.md)."""
-    return asyncio.shield(loaded)
 
 
 _LOADERS: ContextVar[Loaders | None] = ContextVar("turnqueue_loaders", default=None)
@@ -176,31 +179,31 @@ class Context:
 
     # -- Reads (the interface the schema types use) ---------------------------------------------
     async def task(self, task_id: str) -> domain.Task | None:
-        return await _shared(self.loaders.task.load(task_id))
+        return await self.loaders.task.load(task_id)
 
     async def session(self, session_id: str) -> domain.Session | None:
-        return await _shared(self.loaders.session.load(session_id))
+        return await self.loaders.session.load(session_id)
 
     async def sessions_of_task(self, task_id: str) -> list[domain.Session]:
-        return await _shared(self.loaders.sessions_of_task.load(task_id))
+        return await self.loaders.sessions_of_task.load(task_id)
 
     async def queue_status(self, session_id: str) -> domain.QueueStatus:
-        return await _shared(self.loaders.queue_status.load(session_id))
+        return await self.loaders.queue_status.load(session_id)
 
     async def cancellation(self, session_id: str) -> domain.CancellationStatus:
-        return await _shared(self.loaders.cancellation.load(session_id))
+        return await self.loaders.cancellation.load(session_id)
 
     async def turn(self, turn_id: str) -> domain.Turn | None:
-        return await _shared(self.loaders.turn.load(turn_id))
+        return await self.loaders.turn.load(turn_id)
 
     async def approval(self, approval_id: str) -> domain.Approval | None:
-        return await _shared(self.loaders.approval.load(approval_id))
+        return await self.loaders.approval.load(approval_id)
 
     async def turns(self, session_id: str, last: int) -> list[domain.Turn]:
-        return await _shared(self.loaders.turns.load((session_id, last)))
+        return await self.loaders.turns.load((session_id, last))
 
     async def turn_items(self, turn_id: str) -> tuple[domain.TurnItem, ...]:
-        return await _shared(self.loaders.turn_items.load(turn_id))
+        return await self.loaders.turn_items.load(turn_id)
 
     def agent_error(self, session_id: str) -> str | None:
         return self.engine.agent_error(session_id)
