@@ -982,7 +982,8 @@ async def test_sqlite_writer_gives_up_after_the_timeout_and_changes_nothing(
 
 
 class _BusyFile:
-    """A ``sqlite3`` connection stand-in whose reads answer BUSY ``times`` times."""
+    """A ``sqlite3`` connection stand-in whose BEGIN IMMEDIATE, or the read that takes a read's
+    snapshot, answers BUSY ``times`` times."""
 
     def __init__(self, times: int, code: int) -> None:
         self.times = times
@@ -994,30 +995,35 @@ class _BusyFile:
         import sqlite3
 
         self.statements.append(sql)
-        if sql == "BEGIN":
-            self.in_transaction = True
-        elif sql == "ROLLBACK":
+        if sql == "ROLLBACK":
             self.in_transaction = False
-        elif self.times > 0:
+        elif sql != "BEGIN" and self.times > 0:
             self.times -= 1
             error = sqlite3.OperationalError("database is locked")
             error.sqlite_errorcode = self.code
             raise error
+        elif sql.startswith("BEGIN"):
+            self.in_transaction = True
         return self
 
     def fetchall(self) -> list[object]:
         return []
 
 
-async def test_sqlite_a_read_waits_for_a_busy_file_without_blocking_the_loop() -> None:
-    """SQLite reads run on the event loop: when SQLite answers BUSY as a read transaction takes
-    its snapshot (another process holding the file), it waits with ``asyncio.sleep`` (the loop
-    goes on), rolls back between attempts, and gives up after the store's timeout; any other
-    error is raised at once."""
+@pytest.mark.parametrize(("kind", "rollbacks"), [("READ", 4), ("WRITE", 0)])
+async def test_sqlite_a_transaction_waits_for_a_busy_file_without_blocking_the_loop(
+    kind: str, rollbacks: int
+) -> None:
+    """SQLite statements run on the event loop: when SQLite answers BUSY as a transaction
+    begins (another process holding the file: a write's BEGIN IMMEDIATE, a read's snapshot), it
+    waits with ``asyncio.sleep`` (the loop goes on), rolls back a read's open transaction
+    between attempts, and gives up after the store's timeout; any other error is raised at
+    once."""
     import sqlite3
 
-    from turnqueue.store.sqlite import _snapshot
+    from turnqueue.store import sqlite as module
 
+    statements = getattr(module, kind)
     busy = _BusyFile(times=4, code=sqlite3.SQLITE_BUSY)
     ticks = 0
 
@@ -1029,17 +1035,20 @@ async def test_sqlite_a_read_waits_for_a_busy_file_without_blocking_the_loop() -
 
     ticking = asyncio.create_task(tick())
     try:
-        await _snapshot(busy, timeout=5)  # type: ignore[arg-type]
+        await module.begin(busy, statements, timeout=5)  # type: ignore[arg-type]
     finally:
         ticking.cancel()
     assert busy.in_transaction and ticks >= 4
-    assert busy.statements.count("ROLLBACK") == 4 and busy.statements.count("BEGIN") == 5
+    assert busy.statements.count("ROLLBACK") == rollbacks
+    assert busy.statements.count(statements[0]) == 5
     with pytest.raises(sqlite3.OperationalError):
-        await _snapshot(_BusyFile(times=1000, code=sqlite3.SQLITE_BUSY), timeout=0.05)  # type: ignore[arg-type]
+        await module.begin(  # type: ignore[arg-type]
+            _BusyFile(times=1000, code=sqlite3.SQLITE_BUSY), statements, timeout=0.05
+        )
     corrupt = _BusyFile(times=1, code=sqlite3.SQLITE_CORRUPT)
     with pytest.raises(sqlite3.OperationalError):
-        await _snapshot(corrupt, timeout=5)  # type: ignore[arg-type]
-    assert corrupt.statements.count("BEGIN") == 1
+        await module.begin(corrupt, statements, timeout=5)  # type: ignore[arg-type]
+    assert corrupt.statements.count(statements[0]) == 1
 
 
 async def test_sqlite_read_transactions_in_flight_together_each_have_their_own_snapshot(

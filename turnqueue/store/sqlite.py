@@ -283,7 +283,7 @@ class SqliteStore(SqlStore):
 
     async def ping(self) -> None:
         async with self.read():
-            pass  # beginning it read the file (``_snapshot``)
+            pass  # beginning it read the file (``READ``)
 
     def transaction(self) -> _SqliteWrite:
         return _SqliteWrite(self._writer, self._write_lock, self._timeout)
@@ -316,7 +316,7 @@ class _SqliteWrite:
         await self._lock.acquire()
         try:
             self._conn = conn = self._writer.connection()
-            await self._begin_immediate(conn)
+            await begin(conn, WRITE, self._timeout)
         except BaseException as exc:
             self._lock.release()
             if isinstance(exc, DATABASE_ERRORS):
@@ -347,22 +347,6 @@ class _SqliteWrite:
         if kind is None:  # committed; callbacks run outside the writer lock
             await self._tx.run_after_commit()
 
-    async def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        """BEGIN IMMEDIATE, waiting (without blocking the loop) while another process writes."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        delay = 0.001
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
-                if not busy or loop.time() >= deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
 
 class _SqliteRead:
     """``SqliteStore.read()``: a read transaction on the event loop (see the hazards above)."""
@@ -378,7 +362,7 @@ class _SqliteRead:
         self._pooled = await self._readers.acquire()
         conn: sqlite3.Connection = self._pooled.driver_connection
         try:
-            await _snapshot(conn, self._timeout)
+            await begin(conn, READ, self._timeout)
         except BaseException as exc:
             finish(conn, commit=False)
             self._readers.release(self._pooled)
@@ -400,22 +384,27 @@ class _SqliteRead:
             raise StoreError(f"database error: {error}") from error
 
 
-async def _snapshot(conn: sqlite3.Connection, timeout: float) -> None:
-    """BEGIN and take the read snapshot now (a read of the schema), waiting without blocking
-    the loop in the rare case SQLite answers BUSY; the transaction's statements then never
-    wait."""
+#: BEGIN a write: take the write lock now, so the transaction's statements never wait for it.
+WRITE = ("BEGIN IMMEDIATE",)
+#: BEGIN a read and take its snapshot now (a read of the schema).
+READ = ("BEGIN", "SELECT 1 FROM sqlite_schema LIMIT 1")
+
+
+async def begin(conn: sqlite3.Connection, statements: tuple[str, ...], timeout: float) -> None:
+    """Run ``statements`` (:data:`WRITE` or :data:`READ`), waiting without blocking the loop
+    while SQLite answers BUSY (another process holds the file), rolled back between attempts,
+    up to ``timeout``: the transaction's later statements then never wait."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     delay = 0.001
     while True:
         try:
-            conn.execute("BEGIN")
-            conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+            for statement in statements:
+                conn.execute(statement).fetchall()
             return
         except sqlite3.OperationalError as exc:
             finish(conn, commit=False)
-            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
-            if not busy or loop.time() >= deadline:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or loop.time() >= deadline:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.05)
