@@ -11,6 +11,7 @@ from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
 from test_queue_refusals import refusal
 from test_queue_rules import busy_session
 
+from turnqueue.domain import SendNowScope, SendOutcome
 from turnqueue.engine import Engine
 from turnqueue.errors import ErrorCode
 
@@ -70,6 +71,53 @@ async def test_q15_an_enqueue_retried_after_a_restart_queues_nothing_more(
     assert again.id == entry.id and again_turn is None
     status = await restarted.queue_status(sid)
     assert [e.id for e in status.entries] == [entry.id]
+
+
+async def test_q15_an_enqueue_retried_after_its_drain_started_a_turn_answers_that_turn(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15: an enqueue on a free session queues and its automatic drain starts the entry at
+    once (Q3). Its retry answers the same entry and the same turn, and a sendMessage with the
+    key answers the enqueue's outcome (QUEUED) with both; nothing runs twice."""
+    _, session = await new_session(engine)
+    entry, turn, _ = await engine.enqueue(PRINCIPAL, session.id, "at once", None, "key-e")
+    assert turn is not None
+    run = await agent.next_run()
+    again_entry, again_turn, _ = await engine.enqueue(
+        PRINCIPAL, session.id, "at once", None, "key-e"
+    )
+    assert again_entry.id == entry.id
+    assert again_turn is not None and again_turn.id == turn.id
+    sent = await engine.send_message(PRINCIPAL, session.id, "at once", "key-e")
+    assert sent.outcome is SendOutcome.QUEUED
+    assert sent.entry is not None and sent.entry.id == entry.id
+    assert sent.turn is not None and sent.turn.id == turn.id
+    assert agent.no_new_run()
+    run.complete()
+
+
+async def test_q15_q16_a_send_now_of_one_entry_starts_a_turn_that_carries_its_entry_and_key(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15, Q16: Send Now of one keyed entry starts a turn that records that entry and carries
+    its key; a Send Now of two entries runs them as one prompt, which comes from no one entry."""
+    sid, run = await busy_session(engine, agent)
+    entry, _, _ = await engine.enqueue(PRINCIPAL, sid, "now", None, "key-now")
+    one = await engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry.id, None)
+    assert one.turn is not None
+    assert (one.turn.entry_id, one.turn.client_message_id) == (entry.id, "key-now")
+    assert run.signals  # the running turn was stopped
+    run = await agent.next_run()
+    for content, key in (("a", "key-a"), ("b", "key-b")):
+        await engine.enqueue(PRINCIPAL, sid, content, None, key)
+    both = await engine.send_now(PRINCIPAL, sid, SendNowScope.ALL, None, None)
+    assert both.turn is not None and both.sent_count == 2
+    assert (both.turn.prompt, both.turn.entry_id, both.turn.client_message_id) == (
+        "a\n\nb",
+        None,
+        None,
+    )
+    (await agent.next_run()).complete()
 
 
 async def test_q15_the_same_key_with_other_content_is_a_conflict_and_changes_nothing(
