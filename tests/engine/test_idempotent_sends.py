@@ -96,6 +96,25 @@ async def test_q15_an_enqueue_retried_after_its_drain_started_a_turn_answers_tha
     run.complete()
 
 
+async def test_q15_an_enqueue_with_the_key_of_a_send_that_started_a_turn_is_a_conflict(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15: a sendMessage that started a turn queued nothing, so an enqueueMessage with its key
+    has no entry to answer with: IDEMPOTENCY_CONFLICT on the key, and nothing is queued."""
+    _, session = await new_session(engine)
+    sent = await engine.send_message(PRINCIPAL, session.id, "go", "key-s")
+    assert sent.turn is not None
+    run = await agent.next_run()
+    before = await engine.queue_status(session.id)
+    assert await refusal(engine.enqueue(PRINCIPAL, session.id, "go", None, "key-s")) == (
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        "clientMessageId 'key-s' started a turn: it queued nothing to answer with",
+        ["clientMessageId"],
+    )
+    assert await engine.queue_status(session.id) == before
+    run.complete()
+
+
 async def test_q15_q16_a_send_now_of_one_entry_starts_a_turn_that_carries_its_entry_and_key(
     engine: Engine, agent: ManualAgent
 ) -> None:
