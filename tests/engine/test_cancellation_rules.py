@@ -58,6 +58,41 @@ async def test_c5_a_reference_is_released_when_its_block_raises(engine: Engine) 
     assert (await engine.cancellation(session.id)).pending is False
 
 
+async def test_c5_a_release_that_cannot_commit_is_retried_until_it_does(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """C5: the database refuses a reference's release once. The failure is logged, the release
+    is retried in the background, and once it commits the session is no longer
+    cancellation-pending and its queue no longer held (a hold is never kept for good)."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.core.add_hold(sid, HoldReason.CANCELLING)
+    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        with faults_of(engine).failing("change_hold") as left:
+            await engine.core.release_hold(sid, HoldReason.CANCELLING)  # refused, not raised
+            assert left() == 0
+        cleared = await next_event(sub, EventKind.CANCELLATION)
+    assert cleared.cancellation.pending is False  # type: ignore[attr-defined]
+    assert await engine.cancellation(sid) == cleared.cancellation  # type: ignore[attr-defined]
+    assert "CANCELLING" not in (await engine.queue_status(sid)).held_by
+    assert f"could not release the CANCELLING hold of session {sid}" in caplog.messages
+
+
+async def test_shutdown_cancels_background_work_that_outlives_its_bound(engine: Engine) -> None:
+    """Every background task has one shutdown path: ``drain_tasks`` waits for background work
+    at most its bound, then cancels what is left and returns."""
+    started = asyncio.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = engine.core.spawn(forever(), "test:forever")
+    await started.wait()
+    await within(engine.core.drain_tasks(0.05), WAIT)
+    assert task.cancelled()
+
+
 async def test_c1_c2_cancel_publishes_one_true_false_pair_in_order(
     engine: Engine, agent: ManualAgent
 ) -> None:
