@@ -84,3 +84,22 @@ async def test_m4_q5_a_send_now_refused_by_the_owner_is_refused_where_it_was_ask
     assert run.signals == []
     assert await a.queue_status(sid) == before
     run.complete()
+
+
+async def test_m4_q13_a_send_now_asked_of_another_instance_keeps_its_expected_revision(
+    database_url: str, open_engine, agent: ManualAgent
+) -> None:
+    """M4, Q13: the expectedRevision given to B travels with the request: the owner refuses a
+    stale one (QUEUE_CHANGED, nothing changed), and runs the Send Now at the current one."""
+    _pg_only(database_url)
+    a, b, _, sid, run = await _running_on_a(open_engine, agent)
+    await b.enqueue(PRINCIPAL, sid, "now", None)
+    current = (await b.queue_status(sid)).revision
+    with pytest.raises(UserFacingError) as refused:
+        await within(b.send_now(PRINCIPAL, sid, SendNowScope.ALL, None, current - 1), WAIT)
+    assert refused.value.code is ErrorCode.QUEUE_CHANGED
+    assert run.signals == []
+    assert (await a.queue_status(sid)).revision == current
+    result = await within(b.send_now(PRINCIPAL, sid, SendNowScope.ALL, None, current), WAIT)
+    assert result.sent_count == 1 and run.signals == [Signal.INTERRUPT]
+    (await agent.next_run()).complete()
