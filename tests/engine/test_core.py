@@ -1,0 +1,69 @@
+"""The engine's core (``engine/core.py``): what the queue status says about itself, the checks
+every rule shares, and the background work it owns."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from engine_helpers import PRINCIPAL, new_session
+from test_queue_refusals import refusal
+
+from turnqueue.domain import HoldReason, SessionState
+from turnqueue.engine import Engine
+from turnqueue.errors import Conflict, ErrorCode
+
+
+async def test_q11_q13_a_queue_status_names_its_session_and_its_capacity(engine: Engine) -> None:
+    _, session = await new_session(engine)
+    status = await engine.queue_status(session.id)
+    assert (status.session_id, status.max) == (session.id, engine.core.settings.queue_limit)
+    assert status.max is not None
+
+
+async def test_q9_a_session_that_cannot_take_a_prompt_holds_its_queue_as_not_promptable(
+    engine: Engine,
+) -> None:
+    _, session = await new_session(engine)
+    async with engine.core.store.transaction() as tx:  # a session whose agent failed for good
+        await tx.set_session_state(session.id, SessionState.FAILED)
+    status = await engine.queue_status(session.id)
+    assert status.held_by == (HoldReason.NOT_PROMPTABLE,)
+
+
+async def test_s3_content_over_the_limit_is_refused_on_its_field(engine: Engine) -> None:
+    _, session = await new_session(engine)
+    limit = engine.core.settings.max_content_bytes
+    before = await engine.queue_status(session.id)
+    assert await refusal(engine.send_message(PRINCIPAL, session.id, "é" * limit)) == (
+        ErrorCode.INVALID_INPUT,
+        f"content is {2 * limit} bytes; the limit is {limit}",
+        ["content"],
+    )
+    assert await engine.queue_status(session.id) == before
+
+
+async def test_a_background_tasks_fault_is_logged_under_its_name_and_a_refusal_is_not(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Background work is owned by the core: a fault of a task nobody awaits is logged with
+    the task's name (not lost); an expected refusal (a UserFacingError: its caller's answer)
+    is not a fault."""
+
+    async def fails() -> None:
+        raise RuntimeError("boom")
+
+    async def refuses() -> None:
+        raise Conflict(ErrorCode.QUEUE_FULL, "full")
+
+    with caplog.at_level(logging.ERROR, logger="turnqueue.engine.core"):
+        tasks = [
+            engine.core.spawn(fails(), "test:fails"),
+            engine.core.spawn(refuses(), "test:refuses"),
+        ]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # one turn of the loop: the done callbacks have run
+    faults = [r for r in caplog.records if r.name == "turnqueue.engine.core"]
+    assert [r.getMessage() for r in faults] == ["background task test:fails failed"]
+    assert faults[0].exc_info is not None and str(faults[0].exc_info[1]) == "boom"
