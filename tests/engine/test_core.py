@@ -32,13 +32,30 @@ async def test_q9_a_session_that_cannot_take_a_prompt_holds_its_queue_as_not_pro
     assert status.held_by == (HoldReason.NOT_PROMPTABLE,)
 
 
-async def test_s3_content_over_the_limit_is_refused_on_its_field(engine: Engine) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (" \n\t", "content must not be empty"),
+        ("a\x00b", "content must not contain NUL characters"),
+        (None, "content is {size} bytes; the limit is {limit}"),
+    ],
+    ids=["blank", "nul", "oversized"],
+)
+async def test_s3_content_that_cannot_be_a_prompt_is_refused_on_its_field(
+    engine: Engine, content: str | None, message: str
+) -> None:
+    """S3: blank content, a NUL character (PostgreSQL text cannot hold it: refused alike on
+    both stores) or more UTF-8 bytes than the limit is INVALID_INPUT on ``content``, and
+    nothing changes."""
     _, session = await new_session(engine)
     limit = engine.core.settings.max_content_bytes
+    if content is None:
+        content = "é" * limit  # two bytes each
+        message = message.format(size=2 * limit, limit=limit)
     before = await engine.queue_status(session.id)
-    assert await refusal(engine.send_message(PRINCIPAL, session.id, "é" * limit)) == (
+    assert await refusal(engine.send_message(PRINCIPAL, session.id, content)) == (
         ErrorCode.INVALID_INPUT,
-        f"content is {2 * limit} bytes; the limit is {limit}",
+        message,
         ["content"],
     )
     assert await engine.queue_status(session.id) == before
