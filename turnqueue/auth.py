@@ -27,6 +27,7 @@ from typing import Any
 
 import jwt
 
+from turnqueue.errors import AuthenticationError
 from turnqueue.settings import Settings
 
 LOCAL_PRINCIPAL = "local"
@@ -39,10 +40,6 @@ _KEY_ALGORITHMS: dict[tuple[object, object], str] = {
 
 
 _REQUIRED = "authentication required: send Authorization: Bearer <token>"
-
-
-class AuthenticationFailed(Exception):
-    """A refused credential; ``str(error)`` is the reason, fit to show the client."""
 
 
 class AuthConfigError(ValueError):
@@ -130,18 +127,18 @@ class JwtVerifier:
             return self._secret
         kid = header.get("kid")
         if not isinstance(kid, str) or kid not in self._jwks:
-            raise AuthenticationFailed("token names no known signing key (kid)")
+            raise AuthenticationError("token names no known signing key (kid)")
         return self._jwks[kid]
 
     def principal(self, token: str) -> str:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as error:
-            raise AuthenticationFailed("token is not a valid JWT") from error
+            raise AuthenticationError("token is not a valid JWT") from error
         key = self._key_for(header)
         if header.get("alg") != key.algorithm:
             # PyJWT would refuse it too; saying which algorithm is expected is clearer.
-            raise AuthenticationFailed(
+            raise AuthenticationError(
                 f"token algorithm {header.get('alg')!r} is not accepted (expected {key.algorithm})"
             )
         try:
@@ -155,24 +152,24 @@ class JwtVerifier:
                 options={"require": ["exp", "sub"]},
             )
         except jwt.ExpiredSignatureError as error:
-            raise AuthenticationFailed("token has expired") from error
+            raise AuthenticationError("token has expired") from error
         except jwt.InvalidSignatureError as error:
-            raise AuthenticationFailed("token signature is invalid") from error
+            raise AuthenticationError("token signature is invalid") from error
         except jwt.MissingRequiredClaimError as error:
-            raise AuthenticationFailed(f"token has no {error.claim!r} claim") from error
+            raise AuthenticationError(f"token has no {error.claim!r} claim") from error
         except jwt.InvalidAudienceError as error:
-            raise AuthenticationFailed("token audience is not accepted") from error
+            raise AuthenticationError("token audience is not accepted") from error
         except jwt.InvalidIssuerError as error:
-            raise AuthenticationFailed("token issuer is not accepted") from error
+            raise AuthenticationError("token issuer is not accepted") from error
         except jwt.ImmatureSignatureError as error:
-            raise AuthenticationFailed("token is not valid yet") from error
+            raise AuthenticationError("token is not valid yet") from error
         except jwt.PyJWTError as error:
-            raise AuthenticationFailed(f"token is invalid: {error}") from error
+            raise AuthenticationError(f"token is invalid: {error}") from error
         except (TypeError, ValueError) as error:  # a malformed part PyJWT does not wrap
-            raise AuthenticationFailed("token is invalid") from error
+            raise AuthenticationError("token is invalid") from error
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
-            raise AuthenticationFailed("token has no 'sub' claim")
+            raise AuthenticationError("token has no 'sub' claim")
         return subject
 
 
@@ -193,13 +190,11 @@ class Authenticator:
         return bool(self._tokens) or self._verifier is not None
 
     def authenticate(self, authorization: object) -> str:
-        """The principal, or :class:`AuthenticationFailed` with the reason."""
+        """The principal, or :class:`AuthenticationError` with the reason."""
         if not self.enabled:
             return LOCAL_PRINCIPAL
         if not isinstance(authorization, str) or not authorization.strip():
-            raise AuthenticationFailed(
-                "authentication required: send Authorization: Bearer <token>"
-            )
+            raise AuthenticationError("authentication required: send Authorization: Bearer <token>")
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip()
         presented = token.encode()
@@ -210,16 +205,14 @@ class Authenticator:
         if found is not None:
             return found
         if scheme.lower() != "bearer" or not token:
-            raise AuthenticationFailed(
-                "authentication required: send Authorization: Bearer <token>"
-            )
+            raise AuthenticationError("authentication required: send Authorization: Bearer <token>")
         if self._verifier is not None and token.count(".") == 2:
             return self._verifier.principal(token)
-        raise AuthenticationFailed("invalid token")
+        raise AuthenticationError("invalid token")
 
     def principal(self, authorization: object) -> str | None:
         """The principal for an ``Authorization`` value, or None when it is refused."""
         try:
             return self.authenticate(authorization)
-        except AuthenticationFailed:
+        except AuthenticationError:
             return None

@@ -5,7 +5,7 @@
   becomes a ``userErrors`` entry of the mutation payload; it never changes stored state (the engine
   raises it before committing, or inside the transaction so that it rolls back).
     ``NotFound``, ``InvalidInput``, ``Conflict`` (every other code) — thin conveniences.
-  ``AuthenticationError`` — missing or wrong credentials; a top-level GraphQL error.
+  ``AuthenticationError`` — missing or wrong credentials; refused before any GraphQL runs.
   ``StoreError`` — the database failed; unexpected, masked to clients and logged.
 
 Anything else raised inside a request is a fault: masked to clients and logged with detail.
@@ -67,7 +67,8 @@ class Conflict(UserFacingError):
 
 
 class AuthenticationError(TurnqueueError):
-    """Missing or wrong credentials. Never a ``userErrors`` entry."""
+    """Missing or wrong credentials: HTTP 401 (a WebSocket is closed 4403), never a ``userErrors``
+    entry. ``str(error)`` is the reason, fit to show the client."""
 
 
 class StoreError(TurnqueueError):

@@ -172,10 +172,6 @@ class Settings(BaseSettings):
         return async_database_url(self.database_url)
 
     @property
-    def is_sqlite(self) -> bool:
-        return self.async_database_url.startswith("sqlite")
-
-    @property
     def queue_limit(self) -> int | None:
         return self.queue_max or None
 

@@ -10,7 +10,13 @@ import pytest
 
 from turnqueue.agents import AGENT_NAMES, CommandAgent, ScriptedAgent, Signal, build_agent
 from turnqueue.agents.base import AgentRun, AgentStartError
-from turnqueue.agents.scripted import CHUNKS, reply_for
+from turnqueue.agents.scripted import (
+    CHUNKS,
+    STUBBORN_FACTOR,
+    STUBBORN_MIN_SECONDS,
+    plan,
+    reply_for,
+)
 from turnqueue.errors import ErrorCode, InvalidInput
 from turnqueue.settings import Settings
 from turnqueue.timeouts import within
@@ -142,12 +148,14 @@ async def test_scripted_stubborn_bang_needs_kill(agent: ScriptedAgent) -> None:
     assert (await run.wait()).error == "killed"
 
 
-async def test_scripted_stubborn_lasts_at_least_its_minimum(agent: ScriptedAgent) -> None:
-    run = await start(agent, "/stubborn", seconds=0.0)
-    await asyncio.sleep(0.05)
-    assert not run.done  # still running though turn_seconds is 0
-    await run.signal(Signal.KILL)
-    assert (await run.wait()).error == "killed"
+def test_scripted_stubborn_lasts_at_least_its_minimum() -> None:
+    """A ``/stubborn`` turn outlives a short cancel timeout whatever ``turn_seconds`` is: it
+    lasts ten times that, and never less than its minimum (read off its plan, not a clock)."""
+    assert plan("/stubborn", 0.0).seconds == STUBBORN_MIN_SECONDS
+    assert plan("/stubborn", 0.5).seconds == 0.5 * STUBBORN_FACTOR
+    assert plan("/stubborn", 0.0).ignores == {Signal.INTERRUPT}
+    assert plan("/stubborn!", 0.0).ignores == {Signal.INTERRUPT, Signal.TERMINATE}
+    assert plan("hello", 0.0).seconds == 0.0
 
 
 async def collect_rest(stream: AsyncIterator[str]) -> list[str]:

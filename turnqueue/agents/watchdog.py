@@ -49,10 +49,6 @@ class Watchdog:
         self._last = self._loop.time()
         self._wake = asyncio.Event()
 
-    @property
-    def active(self) -> bool:
-        return self._active
-
     def arm(self) -> None:
         """The prompt has reached the agent: its clock starts now, for its first sign of life."""
         self._armed = True

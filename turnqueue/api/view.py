@@ -44,9 +44,9 @@ from turnqueue.api.graphiql import page_html
 from turnqueue.api.plans import Plans
 from turnqueue.api.sse import IdentifiedSSETransport, attach_event_id
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
-from turnqueue.auth import AuthenticationFailed
 from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
+from turnqueue.errors import AuthenticationError
 from turnqueue.graphql_internals import (
     BaseView,
     HTTPStreamTransport,
@@ -72,7 +72,7 @@ def graphql_error(
     return JSONResponse(body, status_code=status_code, headers=headers)
 
 
-def _www_authenticate(request: Request, refused: AuthenticationFailed) -> str:
+def _www_authenticate(request: Request, refused: AuthenticationError) -> str:
     """RFC 6750 §3: ``invalid_token`` with the reason when a token was presented."""
     if not request.headers.get("authorization"):
         return "Bearer"
@@ -255,7 +255,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         if not self._is_ide_request(request):
             try:
                 principal = self.auth.authenticate(request.headers.get("authorization"))
-            except AuthenticationFailed as refused:
+            except AuthenticationError as refused:
                 return graphql_error(
                     str(refused),
                     401,
@@ -363,7 +363,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         params = context.connection_params or {}
         try:
             principal = self.auth.authenticate(params.get("authorization"))
-        except AuthenticationFailed as refused:
+        except AuthenticationError as refused:
             # graphql-transport-ws closes with 4403 "Forbidden" and carries no reason: log it.
             log.info("refused a WebSocket: %s", refused)
             raise ConnectionRejectionError({"message": str(refused)}) from None

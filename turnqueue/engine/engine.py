@@ -237,10 +237,6 @@ class Engine:
             return await read()
         return await self.event_reads.read(event, ("next", session_id, after_turn_id), read)
 
-    async def output_snapshot(self, session_id: str) -> OutputChunk | None:
-        """The current turn's output so far (turnOutput's first message without afterOffset)."""
-        return await output_since(self.core, session_id, None, 0)
-
     async def output_since(
         self, session_id: str, turn_id: str | None, after: int, *, event: Event | None = None
     ) -> OutputChunk | None:
