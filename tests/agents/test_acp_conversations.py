@@ -5,29 +5,27 @@ the session's records keep can continue the conversation: ``/count`` counts on w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import pytest
+from engine_waits import ME, finished, send, started, until
 
 from turnqueue.agents import Agent
 from turnqueue.agents.acp import AcpAgent
 from turnqueue.agents.profiles import Profile
 from turnqueue.bus import EventBus
-from turnqueue.domain import AgentType, ConversationStart, ItemKind, SessionState, Turn
+from turnqueue.domain import AgentType, ConversationStart, ItemKind, Turn
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
 from turnqueue.store.protocol import Store
 from turnqueue.store.sql import open_store
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
-ME = "local"
 WORKFLOW = """
 [[steps]]
 name = "PLAN"
@@ -101,44 +99,13 @@ async def world(database_url: str, tmp_path: Path) -> AsyncIterator[World]:
         await store.close()
 
 
-async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not (value := await check()):
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-    return value
-
-
-async def ready(engine: Engine, agent: str) -> tuple[str, str]:
-    """A new task's session, once its agent has started: (task id, session id)."""
-    task, session = await engine.create_task(ME, "t", agent)
-
-    async def started() -> bool:
-        found = await engine.session(ME, session.id)
-        return found is not None and found.state is SessionState.WAITING_FOR_INPUT
-
-    await until(started, "the agent to start")
-    return task.id, session.id
-
-
 async def prompt(engine: Engine, session_id: str, text: str) -> Turn:
-    admission = await engine.send_message(ME, session_id, text)
-    assert admission.turn is not None
-    turn_id = admission.turn.id
-
-    async def ended() -> Turn | None:
-        turns = await engine.turns_of(session_id, 10)
-        turn = next((t for t in turns if t.id == turn_id), None)
-        return turn if turn is not None and turn.ended_at is not None else None
-
-    turn: Turn = await until(ended, "the turn to end")
-    return turn
+    return await finished(engine, session_id, (await send(engine, session_id, text)).id)
 
 
 async def test_a8_a_restarted_server_resumes_the_agent_session(world: World) -> None:
     async with world.engine() as engine:
-        _, session_id = await ready(engine, "resumer")
+        _, session_id = await started(engine, "resumer")
         assert (await prompt(engine, session_id, "remember 42")).output == "echo: remember 42"
         first = await engine.agent_conversation(session_id)
         assert first is not None and first.resumed is ConversationStart.NEW
@@ -156,7 +123,7 @@ async def test_a8_a_loaded_session_keeps_its_replayed_history_out_of_the_turn(
     world: World,
 ) -> None:
     async with world.engine() as engine:
-        _, session_id = await ready(engine, "loader")
+        _, session_id = await started(engine, "loader")
         await prompt(engine, session_id, "remember 42")
     async with world.engine() as engine:
         turn = await prompt(engine, session_id, "/count")
@@ -172,7 +139,7 @@ async def test_a8_a_resume_the_agent_refuses_falls_back_to_a_new_session_and_say
     world: World,
 ) -> None:
     async with world.engine() as engine:
-        _, session_id = await ready(engine, "resumer")
+        _, session_id = await started(engine, "resumer")
         await prompt(engine, session_id, "remember 42")
         first = await engine.agent_conversation(session_id)
         assert first is not None
@@ -190,7 +157,7 @@ async def test_a8_a_resume_the_agent_refuses_falls_back_to_a_new_session_and_say
 
 async def test_a8_an_agent_that_offers_neither_opens_a_new_session(world: World) -> None:
     async with world.engine() as engine:
-        _, session_id = await ready(engine, "forgetful")
+        _, session_id = await started(engine, "forgetful")
         await prompt(engine, session_id, "remember 42")
     async with world.engine() as engine:
         assert (await prompt(engine, session_id, "/count")).output == "count=1"
@@ -201,7 +168,7 @@ async def test_a8_an_agent_that_offers_neither_opens_a_new_session(world: World)
 
 async def test_a8_an_agent_crash_resumes_the_session_on_the_next_prompt(world: World) -> None:
     async with world.engine() as engine:
-        _, session_id = await ready(engine, "resumer")
+        _, session_id = await started(engine, "resumer")
         await prompt(engine, session_id, "remember 42")
         assert (await prompt(engine, session_id, "/crash")).status.value == "FAILED"
         assert (await prompt(engine, session_id, "/count")).output == "count=3"
@@ -212,7 +179,7 @@ async def test_a8_an_agent_crash_resumes_the_session_on_the_next_prompt(world: W
 async def test_a8_ending_the_session_closes_the_agent_session(world: World) -> None:
     """A8 with W3: the session a transfer completes closes its agent's session."""
     async with world.engine() as engine:
-        task_id, session_id = await ready(engine, "resumer")
+        task_id, session_id = await started(engine, "resumer")
         await prompt(engine, session_id, "remember 42")
         conversation = await engine.agent_conversation(session_id)
         assert conversation is not None
@@ -230,7 +197,7 @@ async def test_a8_an_agent_stopped_when_idle_resumes_the_session_on_the_next_pro
     world: World,
 ) -> None:
     async with world.engine() as engine:
-        _, session_id = await ready(engine, "sleepy")
+        _, session_id = await started(engine, "sleepy")
         agent = engine.core.agents["sleepy"]
         assert isinstance(agent, AcpAgent)
 

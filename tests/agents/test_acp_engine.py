@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_waits import ME, finished, started, until
 from faults import FaultyStore, faults_of
 
 from turnqueue.agents import Agent, ScriptedAgent
@@ -22,6 +23,7 @@ from turnqueue.bus import EventBus
 from turnqueue.domain import (
     AgentErrorKind,
     AgentType,
+    Approval,
     ApprovalOutcome,
     AuthState,
     CancelOutcome,
@@ -36,7 +38,6 @@ from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
-ME = "local"
 
 
 WORKFLOW = """
@@ -84,39 +85,14 @@ async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         await store.close()
 
 
-async def until(check, what: str, timeout: float = 60):  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (value := await check()):
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-    return value
-
-
 async def ready(engine: Engine, agent: str = "fake") -> str:
-    _, session = await engine.create_task(ME, "t", agent)
-    assert session.state is SessionState.STARTING
-
-    async def started() -> bool:
-        found = await engine.session(ME, session.id)
-        return found is not None and found.state is SessionState.WAITING_FOR_INPUT
-
-    await until(started, "the agent to start")
-    return session.id
+    return (await started(engine, agent))[1]
 
 
-async def finished(engine: Engine, session_id: str, turn_id: str):  # type: ignore[no-untyped-def]
-    async def check():  # type: ignore[no-untyped-def]
-        turns = await engine.turns_of(session_id, 10)
-        turn = next((t for t in turns if t.id == turn_id), None)
-        return turn if turn is not None and turn.ended_at is not None else None
-
-    return await until(check, "the turn to end")
-
-
-async def asked(engine: Engine, session_id: str):  # type: ignore[no-untyped-def]
+async def asked(engine: Engine, session_id: str) -> Approval:
     """The approval the session's agent asks for, once it is pending."""
 
-    async def pending():  # type: ignore[no-untyped-def]
+    async def pending() -> Approval | None:
         return await engine.pending_approval(session_id)
 
     return await until(pending, "the approval")

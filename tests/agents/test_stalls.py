@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_waits import ME, finished, send, started, until
 from faults import FaultyStore, faults_of
 
 from turnqueue.agents import Agent, CommandAgent, ProfileError, ScriptedAgent, build_agents
@@ -35,7 +36,6 @@ from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
-ME = "local"
 #: A9 bounds small enough for a test, large enough for a loaded machine to show activity.
 STALL = 0.6
 
@@ -74,39 +74,8 @@ async def engine(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         await store.close()
 
 
-async def until(check, what: str, timeout: float = 60):  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (value := await check()):
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-    return value
-
-
 async def ready(engine: Engine, agent: str) -> str:
-    _, session = await engine.create_task(ME, "t", agent)
-
-    async def started() -> bool:
-        found = await engine.session(ME, session.id)
-        return found is not None and found.state is SessionState.WAITING_FOR_INPUT
-
-    await until(started, "the agent to start")
-    return session.id
-
-
-async def finished(engine: Engine, session_id: str, turn_id: str) -> Turn:
-    async def check() -> Turn | None:
-        turns = await engine.turns_of(session_id, 10)
-        turn = next((t for t in turns if t.id == turn_id), None)
-        return turn if turn is not None and turn.ended_at is not None else None
-
-    turn: Turn = await until(check, "the turn to end")
-    return turn
-
-
-async def send(engine: Engine, session_id: str, prompt: str) -> Turn:
-    admission = await engine.send_message(ME, session_id, prompt)
-    assert admission.turn is not None
-    return admission.turn
+    return (await started(engine, agent))[1]
 
 
 def alive(pid: int) -> bool:
