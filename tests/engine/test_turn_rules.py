@@ -397,3 +397,44 @@ async def test_c4_c5_the_whole_stop_is_bounded_even_when_a_signal_never_returns(
     assert run.signals[0] is Signal.INTERRUPT and Signal.TERMINATE not in run.signals
     assert (await bounded.cancellation(sid)).pending is False
     stuck.set()
+
+
+async def test_q6_q10_a_drain_when_the_shutdown_begins_after_its_policy_starts_nothing(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q6/Q10: ``drain`` commits auto-run ON, then starts the head in a second unit of work.
+    When the instance begins shutting down between the two, the start is held: no turn, no
+    transaction, the entry still queued, and the drain answers the policy's commit."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    (head,) = await enqueue(engine, sid, "waits")
+
+    async def shutdown() -> None:  # after the drain's policy commit, before its start
+        await engine.aclose()
+
+    with faults_of(engine).after_commit("set_policy_bumped", shutdown):
+        turn, answered = await engine.drain(PRINCIPAL, sid, None)
+    assert turn is None and agent.runs == []
+    assert answered.auto_run and [e.id for e in answered.entries] == [head]
+    assert answered == await engine.queue_status(sid)
+
+
+async def test_a11_a_turns_end_and_a_failures_reason_are_in_the_server_log(
+    engine: Engine, agent: ManualAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A11 (the server's side): every turn's end is logged with its turn and status, and a
+    failure with its reason, the agent's own words."""
+    sid, run = await busy_session(engine, agent)
+    failed = run.turn_id
+    await enqueue(engine, sid, "next")
+    with caplog.at_level("INFO", logger="turnqueue.engine.turns"):
+        run.fail("the provider is unreachable")
+        nxt = await agent.next_run()
+        nxt.complete()
+        await settle(engine, sid)
+    ends = [r.getMessage() for r in caplog.records if r.name == "turnqueue.engine.turns"]
+    assert ends == [
+        f"turn {failed} ended FAILED: the provider is unreachable",
+        f"turn {nxt.turn_id} ended COMPLETED",
+    ]
