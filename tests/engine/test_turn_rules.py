@@ -17,8 +17,9 @@ from test_queue_rules import busy_session, enqueue
 from test_recovery import crash
 from test_workflow_rules import WORKFLOW
 
-from turnqueue.agents import Signal
+from turnqueue.agents import AgentResult, Signal
 from turnqueue.domain import (
+    AgentErrorKind,
     CancelOutcome,
     MessageSource,
     PauseReason,
@@ -438,3 +439,28 @@ async def test_a11_a_turns_end_and_a_failures_reason_are_in_the_server_log(
         f"turn {failed} ended FAILED: the provider is unreachable",
         f"turn {nxt.turn_id} ended COMPLETED",
     ]
+
+
+async def test_a11_a_failed_turn_keeps_its_classification_and_the_agents_stderr_apart(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """A11: a turn the agent failed ends FAILED with the agent's reason, its classification,
+    and what the agent wrote to stderr, kept apart from the reason."""
+    sid, run = await busy_session(engine, agent)
+    run.finish(
+        AgentResult(
+            ok=False,
+            error="429: slow down",
+            error_kind=AgentErrorKind.RATE_LIMIT,
+            stderr="warning: quota\n",
+        )
+    )
+    await settle(engine, sid)
+    turn = await engine.current_turn(sid)
+    assert turn is not None
+    assert (turn.status, turn.error, turn.error_kind, turn.agent_stderr) == (
+        TurnStatus.FAILED,
+        "429: slow down",
+        AgentErrorKind.RATE_LIMIT,
+        "warning: quota\n",
+    )
