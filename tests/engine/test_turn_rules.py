@@ -18,10 +18,12 @@ from test_recovery import crash
 from test_workflow_rules import WORKFLOW
 
 from turnqueue.agents import AgentResult, Signal
+from turnqueue.bus import EventKind
 from turnqueue.domain import (
     AgentErrorKind,
     CancelOutcome,
     MessageSource,
+    OutputChunk,
     PauseReason,
     SessionState,
     TurnStatus,
@@ -463,4 +465,21 @@ async def test_a11_a_failed_turn_keeps_its_classification_and_the_agents_stderr_
         "429: slow down",
         AgentErrorKind.RATE_LIMIT,
         "warning: quota\n",
+    )
+
+
+async def test_o2_the_live_end_of_a_turns_output_names_its_session_and_turn(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """O2: the live ``done`` chunk a turn's end publishes names the session and the turn it
+    ends (a client following one turn tells it from the next), after the turn's last text."""
+    sid, run = await busy_session(engine, agent)
+    with engine.subscribe(sid, [EventKind.OUTPUT]) as sub:
+        run.complete()
+        while not (event := await within(sub.get(), WAIT)).chunk or not event.chunk.done:
+            pass
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.id == run.turn_id
+    assert event.chunk == OutputChunk(
+        sid, run.turn_id, len(turn.output), "", True, TurnStatus.COMPLETED
     )
