@@ -483,3 +483,23 @@ async def test_o2_the_live_end_of_a_turns_output_names_its_session_and_turn(
     assert event.chunk == OutputChunk(
         sid, run.turn_id, len(turn.output), "", True, TurnStatus.COMPLETED
     )
+
+
+async def test_q10_an_end_that_cannot_commit_is_logged_with_its_turn_and_retried(
+    engine: Engine, agent: ManualAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Q10/M6: each attempt at a turn's end that cannot commit is in the server log with the
+    turn's id (what an operator looks for while the database is away), and the end is
+    retried until it commits."""
+    sid, run = await busy_session(engine, agent)
+    with (
+        faults_of(engine).failing("end_turn", times=2) as left,
+        caplog.at_level("ERROR", logger="turnqueue.engine.turns"),
+    ):
+        run.complete()
+        await settle(engine, sid)
+        assert left() == 0
+    logged = [r.getMessage() for r in caplog.records if r.name == "turnqueue.engine.turns"]
+    assert logged == [f"could not record the end of turn {run.turn_id}"] * 2
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.COMPLETED
