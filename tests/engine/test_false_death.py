@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session
 from test_cancellation_rules import _pg_only
 
@@ -24,8 +25,9 @@ from turnqueue.timeouts import within
 
 
 async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_database_kept(
-    database_url: str, engine_settings: Any, open_engine: Any
+    database_url: str, engine_settings: Any, open_engine: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """M6, and A11 on the slow owner: it logs the end the database kept, with its reason."""
     _pg_only(database_url)
     slow = engine_settings.model_copy(update={"lease_seconds": 120})  # no heartbeat recovery
     agent_a = ManualAgent()
@@ -35,7 +37,10 @@ async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_dat
     sid = session.id
     sent = await a.send_message(PRINCIPAL, sid, "work")
     run = await agent_a.next_run()
-    with a.subscribe(sid, [EventKind.OUTPUT]) as sub:
+    with (
+        a.subscribe(sid, [EventKind.OUTPUT]) as sub,
+        caplog.at_level("INFO", logger="turnqueue.engine.turns"),
+    ):
         # B found A's heartbeat older than a lease: a false death. A's turn is recovered.
         await recover(b.core, b.turns, sweep=False, live={b.core.instance})
         run.complete()  # A's agent answers after all
@@ -47,3 +52,5 @@ async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_dat
     assert event.chunk is not None
     assert event.chunk.status is turn.status  # the end A publishes is the one recorded
     assert event.chunk.offset == len(turn.output)
+    logged = [r.getMessage() for r in caplog.records if r.name == "turnqueue.engine.turns"]
+    assert logged == [f"turn {turn.id} ended FAILED: {turn.error}"] and turn.error

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, settle
 from test_queue_refusals import refusal
-from test_queue_rules import busy_session
+from test_queue_rules import busy_session, enqueue
 
 from turnqueue.domain import SendNowScope, SendOutcome
 from turnqueue.engine import Engine
@@ -245,3 +245,60 @@ async def test_q15_m4_a_retry_on_another_instance_answers_the_first_send(
     ids = {x.entry.id for x in (*answers, again) if x.entry is not None}
     assert len(ids) == 1
     assert [e.content for e in (await b.queue_status(sid)).entries] == ["once"]
+
+
+async def test_q15_a_retry_after_the_entry_ran_answers_it_as_it_was_queued(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15: once a keyed send's entry has run it is no longer in the queue; a retry answers
+    it as it was queued: its place in the queue then (not the head) and when it was queued."""
+    sid, run = await busy_session(engine, agent)
+    await engine.send_message(PRINCIPAL, sid, "ahead")
+    queued = await engine.send_message(PRINCIPAL, sid, "behind", "key-q")
+    assert queued.entry is not None and queued.entry.position > 1
+    run.complete()
+    (await agent.next_run()).complete()  # "ahead"
+    became = await agent.next_run()
+    assert became.prompt == "behind"
+    assert (await engine.queue_status(sid)).entries == ()
+    retried = await engine.send_message(PRINCIPAL, sid, "behind", "key-q")
+    assert retried.outcome is SendOutcome.QUEUED and retried.turn is None
+    assert retried.entry == queued.entry
+    assert agent.no_new_run()
+    became.complete()
+
+
+async def test_q15_a_retry_with_content_that_cannot_be_stored_is_a_conflict(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15: the same key with other content is IDEMPOTENCY_CONFLICT whatever that content is,
+    even a lone surrogate (which no store can keep): the digest of the retry's content is
+    taken as S3 measures content, never refused by the encoder."""
+    sid, _ = await busy_session(engine, agent)
+    await engine.send_message(PRINCIPAL, sid, "stored", "key-u")
+    before = await engine.queue_status(sid)
+    assert await refusal(engine.send_message(PRINCIPAL, sid, "half \ud800", "key-u")) == (
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        "clientMessageId 'key-u' was already sent in this session with other content",
+        ["clientMessageId"],
+    )
+    assert await engine.queue_status(sid) == before
+
+
+async def test_q15_a_retry_while_the_entry_waits_answers_it_as_it_is_now(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q15, Q12: while a keyed send's entry is queued, a retry (with the content first sent)
+    answers the entry as it is now: edited and moved since, not as it was queued."""
+    sid, run = await busy_session(engine, agent)
+    queued = await engine.send_message(PRINCIPAL, sid, "as sent", "key-n")
+    assert queued.entry is not None
+    (ahead,) = await enqueue(engine, sid, "ahead")
+    await engine.update_entry(PRINCIPAL, sid, queued.entry.id, "as edited", None)
+    status = await engine.reorder_queue(PRINCIPAL, sid, [ahead, queued.entry.id], None)
+    now = status.entries[1]
+    assert (now.id, now.content) == (queued.entry.id, "as edited") and now != queued.entry
+    retried = await engine.send_message(PRINCIPAL, sid, "as sent", "key-n")
+    assert retried.outcome is SendOutcome.QUEUED and retried.entry == now
+    assert [e.id for e in (await engine.queue_status(sid)).entries] == [ahead, queued.entry.id]
+    run.complete()

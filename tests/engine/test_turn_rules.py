@@ -17,10 +17,13 @@ from test_queue_rules import busy_session, enqueue
 from test_recovery import crash
 from test_workflow_rules import WORKFLOW
 
-from turnqueue.agents import Signal
+from turnqueue.agents import AgentResult, Signal
+from turnqueue.bus import EventKind
 from turnqueue.domain import (
+    AgentErrorKind,
     CancelOutcome,
     MessageSource,
+    OutputChunk,
     PauseReason,
     SessionState,
     TurnStatus,
@@ -397,3 +400,106 @@ async def test_c4_c5_the_whole_stop_is_bounded_even_when_a_signal_never_returns(
     assert run.signals[0] is Signal.INTERRUPT and Signal.TERMINATE not in run.signals
     assert (await bounded.cancellation(sid)).pending is False
     stuck.set()
+
+
+async def test_q6_q10_a_drain_when_the_shutdown_begins_after_its_policy_starts_nothing(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """Q6/Q10: ``drain`` commits auto-run ON, then starts the head in a second unit of work.
+    When the instance begins shutting down between the two, the start is held: no turn, no
+    transaction, the entry still queued, and the drain answers the policy's commit."""
+    _, session = await new_session(engine)
+    sid = session.id
+    await engine.set_auto_run(PRINCIPAL, sid, False, None)
+    (head,) = await enqueue(engine, sid, "waits")
+
+    async def shutdown() -> None:  # after the drain's policy commit, before its start
+        await engine.aclose()
+
+    with faults_of(engine).after_commit("set_policy_bumped", shutdown):
+        turn, answered = await engine.drain(PRINCIPAL, sid, None)
+    assert turn is None and agent.runs == []
+    assert answered.auto_run and [e.id for e in answered.entries] == [head]
+    assert answered == await engine.queue_status(sid)
+
+
+async def test_a11_a_turns_end_and_a_failures_reason_are_in_the_server_log(
+    engine: Engine, agent: ManualAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A11 (the server's side): every turn's end is logged with its turn and status, and a
+    failure with its reason, the agent's own words."""
+    sid, run = await busy_session(engine, agent)
+    failed = run.turn_id
+    await enqueue(engine, sid, "next")
+    with caplog.at_level("INFO", logger="turnqueue.engine.turns"):
+        run.fail("the provider is unreachable")
+        nxt = await agent.next_run()
+        nxt.complete()
+        await settle(engine, sid)
+    ends = [r.getMessage() for r in caplog.records if r.name == "turnqueue.engine.turns"]
+    assert ends == [
+        f"turn {failed} ended FAILED: the provider is unreachable",
+        f"turn {nxt.turn_id} ended COMPLETED",
+    ]
+
+
+async def test_a11_a_failed_turn_keeps_its_classification_and_the_agents_stderr_apart(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """A11: a turn the agent failed ends FAILED with the agent's reason, its classification,
+    and what the agent wrote to stderr, kept apart from the reason."""
+    sid, run = await busy_session(engine, agent)
+    run.finish(
+        AgentResult(
+            ok=False,
+            error="429: slow down",
+            error_kind=AgentErrorKind.RATE_LIMIT,
+            stderr="warning: quota\n",
+        )
+    )
+    await settle(engine, sid)
+    turn = await engine.current_turn(sid)
+    assert turn is not None
+    assert (turn.status, turn.error, turn.error_kind, turn.agent_stderr) == (
+        TurnStatus.FAILED,
+        "429: slow down",
+        AgentErrorKind.RATE_LIMIT,
+        "warning: quota\n",
+    )
+
+
+async def test_o2_the_live_end_of_a_turns_output_names_its_session_and_turn(
+    engine: Engine, agent: ManualAgent
+) -> None:
+    """O2: the live ``done`` chunk a turn's end publishes names the session and the turn it
+    ends (a client following one turn tells it from the next), after the turn's last text."""
+    sid, run = await busy_session(engine, agent)
+    with engine.subscribe(sid, [EventKind.OUTPUT]) as sub:
+        run.complete()
+        while not (event := await within(sub.get(), WAIT)).chunk or not event.chunk.done:
+            pass
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.id == run.turn_id
+    assert event.chunk == OutputChunk(
+        sid, run.turn_id, len(turn.output), "", True, TurnStatus.COMPLETED
+    )
+
+
+async def test_q10_an_end_that_cannot_commit_is_logged_with_its_turn_and_retried(
+    engine: Engine, agent: ManualAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Q10/M6: each attempt at a turn's end that cannot commit is in the server log with the
+    turn's id (what an operator looks for while the database is away), and the end is
+    retried until it commits."""
+    sid, run = await busy_session(engine, agent)
+    with (
+        faults_of(engine).failing("end_turn", times=2) as left,
+        caplog.at_level("ERROR", logger="turnqueue.engine.turns"),
+    ):
+        run.complete()
+        await settle(engine, sid)
+        assert left() == 0
+    logged = [r.getMessage() for r in caplog.records if r.name == "turnqueue.engine.turns"]
+    assert logged == [f"could not record the end of turn {run.turn_id}"] * 2
+    turn = await engine.current_turn(sid)
+    assert turn is not None and turn.status is TurnStatus.COMPLETED
