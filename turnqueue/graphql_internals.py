@@ -26,6 +26,10 @@ compare turnqueue's answer with Strawberry's own.
 - **The executor** (``api.execution``): Strawberry's execution context, with graphql-core's
   per-event memo reset (docs/upstream/graphql-core-subscription-memo.md; canary:
   tests/api/test_api_subscription_memory.py).
+- **Cancelled fields** (``api.execution``): graphql-core's executor gathers sibling fields and
+  list items with ``gather_with_cancel``, a name its module ``graphql.execution.executor`` binds
+  at import; turnqueue rebinds it there to a version that lets every task start before it is
+  cancelled (docs/upstream/graphql-core-cancel-before-start.md). tests/api/test_api_execution.py.
 - **Compiled operations** (``api.render``, ``api.arguments``, ``api.plans``): a plain-field
   operation is rendered from the resolver's value and a mutation's arguments converted once per
   field, so they read Strawberry's type definitions (fields, lists, optionals, enums, scalars, lazy
@@ -38,6 +42,7 @@ compare turnqueue's answer with Strawberry's own.
 
 from __future__ import annotations
 
+from graphql.execution import executor as graphql_executor
 from strawberry.http.base import BaseView
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.streaming import HTTPStreamTransport, JSONEncoder, SSETransport
@@ -84,6 +89,7 @@ __all__ = [
     "StreamResult",
     "UnsetType",
     "WebSocketDisconnected",
+    "graphql_executor",
     "has_enum_definition",
     "is_same_origin",
     "normalize_origin",

@@ -8,15 +8,30 @@ there: when it fails after an upgrade, graphql-core fixed it and the workaround 
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import warnings
 from collections.abc import AsyncIterator
 from inspect import isawaitable
-from typing import Any
+from typing import Any, cast
 
-from graphql import ExecutionResult, Executor, GraphQLSchema, build_schema, parse, subscribe
+import pytest
+from graphql import (
+    ExecutionResult,
+    Executor,
+    GraphQLObjectType,
+    GraphQLSchema,
+    build_schema,
+    graphql,
+    parse,
+    subscribe,
+)
+from graphql.pyutils import gather_with_cancel
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from turnqueue.api import build_schema as build_turnqueue_schema
-from turnqueue.api.execution import TurnqueueExecutionContext
+from turnqueue.api.execution import TurnqueueExecutionContext, gather_started_then_cancel
+from turnqueue.graphql_internals import graphql_executor
 from turnqueue.settings import Settings
 
 SDL = """
@@ -108,3 +123,94 @@ async def test_p7_canary_graphql_core_still_shares_one_growing_memo() -> None:
     subscription = Recording.subscription
     assert subscription is not None
     assert len(subscription._relevant_sub_fields) == 3 * EVENTS
+
+
+# -- a field error that cancels a subtree whose tasks have not started (docs/upstream/
+# graphql-core-cancel-before-start.md) ----------------------------------------------------------
+TREE_SDL = """
+type Query { node: Node }
+type Node { value: Int node: Node plain: Node nodes: [Node] fails: Int! }
+"""
+
+
+def tree_schema() -> GraphQLSchema:
+    async def node(_source: object, _info: object) -> dict[str, Any]:
+        return {}
+
+    async def value(_source: object, _info: object) -> int:
+        return 1
+
+    async def fails(_source: object, _info: object) -> int:
+        raise ValueError("refused")
+
+    schema = build_schema(TREE_SDL)
+    assert schema.query_type is not None
+    schema.query_type.fields["node"].resolve = node
+    fields = cast("GraphQLObjectType", schema.get_type("Node")).fields
+    fields["value"].resolve = value
+    fields["node"].resolve = node
+    fields["plain"].resolve = lambda _source, _info: {}  # sync: its sub-fields complete later
+    fields["nodes"].resolve = lambda _source, _info: [{}, {}]
+    fields["fails"].resolve = fails
+    return schema
+
+
+def tree(depth: int) -> str:
+    """A selection whose async fields nest ``depth`` levels deep in objects and lists."""
+    if depth == 0:
+        return "value"
+    below = tree(depth - 1)
+    return f"value node {{ {below} }} plain {{ {below} }} nodes {{ {below} }}"
+
+
+Answer = tuple[dict[str, Any] | None, list[list[str | int] | None]]
+
+#: ``fails`` (non-null) nulls the top ``node``: its siblings' subtrees are cancelled mid-flight.
+TREE_QUERIES = [f"{{ node {{ fails {tree(3)} }} }}", f"{{ node {{ {tree(3)} fails }} }}"]
+
+
+def execute_counting_unawaited(query: str) -> tuple[Answer, list[str]]:
+    """The answer to ``query`` on the tree schema (its data and its errors' paths) and the
+    "never awaited" warnings it left. A coroutine dropped unawaited warns when it is collected,
+    and the cancelled tasks' tracebacks keep it until their loop is gone: the query runs on a
+    loop of its own, closed and let go before the count."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop = asyncio.new_event_loop()
+        try:
+            result = loop.run_until_complete(graphql(tree_schema(), query))
+        finally:
+            loop.close()
+        answer = (result.data, [e.path for e in result.errors or ()])
+        del result, loop
+        gc.collect()
+    return answer, [str(w.message) for w in caught if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("query", TREE_QUERIES)
+def test_s3_a_cancelled_subtree_leaves_no_coroutine_unawaited(query: str) -> None:
+    """A non-null field's error nulls its object and cancels the fields still running beside
+    it; no resolver's coroutine is left unawaited (the schema fuzz's RuntimeWarning on
+    PostgreSQL), and the answer is graphql-core's."""
+    assert vars(graphql_executor)["gather_with_cancel"] is gather_started_then_cancel
+    answer, unawaited = execute_counting_unawaited(query)
+    assert unawaited == []
+    assert answer == ({"node": None}, [["node", "fails"]])
+
+
+def test_s3_the_served_schema_gathers_with_the_workaround() -> None:
+    build_turnqueue_schema(Settings())
+    assert vars(graphql_executor)["gather_with_cancel"] is gather_started_then_cancel
+
+
+def test_s3_canary_graphql_core_still_drops_coroutines_it_cancels_before_they_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When this fails after an upgrade, graphql-core no longer cancels tasks before they
+    start: check docs/upstream/graphql-core-cancel-before-start.md and drop
+    ``gather_started_then_cancel`` from turnqueue/api/execution.py."""
+    monkeypatch.setattr(graphql_executor, "gather_with_cancel", gather_with_cancel)
+    for query in TREE_QUERIES:
+        answer, unawaited = execute_counting_unawaited(query)
+        assert answer == ({"node": None}, [["node", "fails"]])
+        assert unawaited  # e.g. "coroutine 'tree_schema.<locals>.value' was never awaited"

@@ -6,7 +6,8 @@
 - the shared execution of identical snapshot subscriptions (``fanout``, ``fanout_members``);
 - the compiled path: plain-field operations rendered and mutations' arguments converted
   without GraphQL execution (``render``, ``arguments``, ``plans``), and the executor with
-  graphql-core's per-event memo reset (``execution``).
+  graphql-core's per-event memo reset and its gather that cancels no field before it
+  starts (``execution``).
 
 What the rest of turnqueue (the composition root, the CLI) uses is exported here; tests reach
 the modules themselves. Strawberry's and graphql-core's non-public names come through
