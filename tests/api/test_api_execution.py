@@ -192,13 +192,15 @@ def test_s3_a_cancelled_subtree_leaves_no_coroutine_unawaited(query: str) -> Non
     """A non-null field's error nulls its object and cancels the fields still running beside
     it; no resolver's coroutine is left unawaited (the schema fuzz's RuntimeWarning on
     PostgreSQL), and the answer is graphql-core's."""
+    build_turnqueue_schema(Settings())  # installs the workaround, as serving does
     assert vars(graphql_executor)["gather_with_cancel"] is gather_started_then_cancel
     answer, unawaited = execute_counting_unawaited(query)
     assert unawaited == []
     assert answer == ({"node": None}, [["node", "fails"]])
 
 
-def test_s3_the_served_schema_gathers_with_the_workaround() -> None:
+def test_s3_the_served_schema_gathers_with_the_workaround(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graphql_executor, "gather_with_cancel", gather_with_cancel)
     build_turnqueue_schema(Settings())
     assert vars(graphql_executor)["gather_with_cancel"] is gather_started_then_cancel
 

@@ -27,7 +27,7 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from turnqueue.api.execution import TurnqueueExecutionContext
+from turnqueue.api.execution import TurnqueueExecutionContext, install
 from turnqueue.graphql_internals import (
     CannotGetOperationTypeError,
     InvalidOperationTypeError,
@@ -162,6 +162,7 @@ def build_schema(
     members (``scope is SendNowScope.ENTRY`` fails). The served schema is therefore not sorted;
     only the printed SDL is (``print_schema_sdl``), which is what needs to be deterministic.
     """
+    install()  # graphql-core's gather cancels no field before it starts (api/execution.py)
     return TurnqueueSchema(
         query=Query,
         mutation=Mutation,

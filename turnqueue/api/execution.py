@@ -89,12 +89,11 @@ def _retrieve(future: Future[Any]) -> None:
 
 
 def install() -> None:
-    """Make graphql-core's executor gather with :func:`gather_started_then_cancel` (once; a
-    graphql-core whose executor no longer binds its own ``gather_with_cancel`` is left as it
-    is, and tests/api/test_api_execution.py fails)."""
+    """Make graphql-core's executor gather with :func:`gather_started_then_cancel`. Called by
+    the schema's assembly (``build_schema``), not at import; idempotent. A graphql-core whose
+    executor no longer binds its own ``gather_with_cancel`` is left as it is, and
+    tests/api/test_api_execution.py fails. Hazard: the executor module is global, so every
+    graphql-core execution in the process gathers this way from then on."""
     namespace = vars(graphql_executor)  # the executor's globals, where its methods look it up
     if namespace.get("gather_with_cancel") is gather_with_cancel:
         namespace["gather_with_cancel"] = gather_started_then_cancel
-
-
-install()
