@@ -37,16 +37,17 @@ async def test_q9_a_session_that_cannot_take_a_prompt_holds_its_queue_as_not_pro
     [
         (" \n\t", "content must not be empty"),
         ("a\x00b", "content must not contain NUL characters"),
+        ("x\ud800y", "content must be valid Unicode (it holds a lone surrogate)"),
         (None, "content is {size} bytes; the limit is {limit}"),
     ],
-    ids=["blank", "nul", "oversized"],
+    ids=["blank", "nul", "lone-surrogate", "oversized"],
 )
 async def test_s3_content_that_cannot_be_a_prompt_is_refused_on_its_field(
     engine: Engine, content: str | None, message: str
 ) -> None:
     """S3: blank content, a NUL character (PostgreSQL text cannot hold it: refused alike on
-    both stores) or more UTF-8 bytes than the limit is INVALID_INPUT on ``content``, and
-    nothing changes."""
+    both stores), a lone surrogate (no UTF-8 for it) or more UTF-8 bytes than the limit is
+    INVALID_INPUT on ``content``, and nothing changes."""
     _, session = await new_session(engine)
     limit = engine.core.settings.max_content_bytes
     if content is None:

@@ -268,16 +268,21 @@ async def test_q15_a_retry_after_the_entry_ran_answers_it_as_it_was_queued(
     became.complete()
 
 
-async def test_q15_a_retry_with_content_that_cannot_be_stored_is_a_conflict(
+async def test_q15_s3_a_retry_with_content_that_cannot_be_stored_is_refused_as_input(
     engine: Engine, agent: ManualAgent
 ) -> None:
-    """Q15: the same key with other content is IDEMPOTENCY_CONFLICT whatever that content is,
-    even a lone surrogate (which no store can keep): the digest of the retry's content is
-    taken as S3 measures content, never refused by the encoder."""
+    """S3 before Q15: a retry of a keyed send with a lone surrogate (which no store can keep)
+    is INVALID_INPUT on its content, checked before the key is looked up; other content that
+    can be stored is IDEMPOTENCY_CONFLICT. Neither changes anything."""
     sid, _ = await busy_session(engine, agent)
     await engine.send_message(PRINCIPAL, sid, "stored", "key-u")
     before = await engine.queue_status(sid)
     assert await refusal(engine.send_message(PRINCIPAL, sid, "half \ud800", "key-u")) == (
+        ErrorCode.INVALID_INPUT,
+        "content must be valid Unicode (it holds a lone surrogate)",
+        ["content"],
+    )
+    assert await refusal(engine.send_message(PRINCIPAL, sid, "other", "key-u")) == (
         ErrorCode.IDEMPOTENCY_CONFLICT,
         "clientMessageId 'key-u' was already sent in this session with other content",
         ["clientMessageId"],

@@ -293,7 +293,11 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
         raise InvalidInput(f"{field} must not be empty", [field])
     if "\x00" in content:  # PostgreSQL text cannot hold it: refused alike on both stores (M3)
         raise InvalidInput(f"{field} must not contain NUL characters", [field])
-    size = len(content.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): no store can hold it
+        message = f"{field} must be valid Unicode (it holds a lone surrogate)"
+        raise InvalidInput(message, [field]) from None
     if size > limit:
         raise InvalidInput(f"{field} is {size} bytes; the limit is {limit}", [field])
     return content
