@@ -40,7 +40,7 @@ from turnqueue.store.queuestate import (
     set_policy_bumped_statement,
     set_policy_statement,
 )
-from turnqueue.store.rows import Prefixed, session_from, turn_from
+from turnqueue.store.rows import RowMap
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import Statement, plan_for
 from turnqueue.store.tables import epoch_seq, queue_session_locks
@@ -88,6 +88,8 @@ _END_TURN = Statement(
         *(c.label(f"session_{c.key}") for c in _ended_session.c),
     ).select_from(_ended.join(_ended_session, true()))
 )
+_ENDED_TURN = RowMap(Turn, prefix="turn_")
+_ENDED_SESSION = RowMap(Session, prefix="session_", skip=("parts",))
 #: ``add_entry`` in one round trip; the visible count before the insert.
 _tail = tail_select.cte("tail")
 _ADD_ENTRY = Statement(
@@ -192,7 +194,7 @@ class PostgresTx(SqlTx):
         both = (await self._conn.execute(_END_TURN, params)).one_or_none()
         if both is None:
             return await self._ended_turn(turn_id, params)
-        return turn_from(Prefixed(both, "turn_")), session_from(Prefixed(both, "session_"))
+        return _ENDED_TURN(both), _ENDED_SESSION(both)
 
     async def _insert_entry(self, params: dict[str, Any]) -> int | None:
         visible = await self._conn.scalar(_ADD_ENTRY, params)
