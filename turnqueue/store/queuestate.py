@@ -31,6 +31,7 @@ from sqlalchemy import (
 
 from turnqueue.domain import Clarification, HoldReason, PauseReason, new_id, utcnow
 from turnqueue.store.conn import Conn
+from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
     clarifications,
@@ -81,6 +82,7 @@ _HELD = Statement(
         )
     )
 )
+_CLARIFICATION = RowMap(Clarification)
 _DELETE_POLICY = Statement(
     delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
 )
@@ -154,13 +156,7 @@ class QueueStateStatements:
         self, session_id: str, *, turn_id: str | None, question: str
     ) -> Clarification:
         clarification = Clarification(new_id(), session_id, turn_id, question, utcnow())
-        values = {
-            "id": clarification.id,
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "question": question,
-            "asked_at": clarification.asked_at,
-        }
+        values = values_of(clarification)
         await self._conn.execute(
             upsert(type(self)._insert, clarifications, ["session_id"], **values)
         )
@@ -179,8 +175,7 @@ class QueueStateStatements:
             return None
         await self._bump_session(session_id)
         self._touched[session_id] = None
-        m = row._mapping
-        return Clarification(m["id"], session_id, m["turn_id"], m["question"], m["asked_at"])
+        return _CLARIFICATION(row)
 
     # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
     async def set_policy(
