@@ -118,16 +118,12 @@ async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, 
     return Page(items=items, has_previous=has_previous, has_next=has_next)
 
 
-def _task_key(row: Record) -> TaskKey:
-    return (row._mapping["created_at"], row._mapping["id"])
-
-
-def _session_key(row: Record) -> SessionKey:
-    return (row._mapping["created_at"], row._mapping["id"])
+def _created_key(row: Record) -> TaskKey | SessionKey:
+    return (row.created_at, row.id)
 
 
 def _turn_key(row: Record) -> TurnKey:
-    return int(row._mapping["seq"])
+    return int(row.seq)
 
 
 async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
@@ -136,7 +132,7 @@ async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[Tas
         select(tasks).where(tasks.c.owner == owner),
         (tasks.c.created_at, tasks.c.id),
         newest_first=True,
-        key_of=_task_key,
+        key_of=_created_key,
         item_of=task_from,
     )
     return await _page(tx, listing, window)
@@ -150,7 +146,7 @@ async def sessions_page(
         select_sessions().where(sessions.c.task_id == task_id),
         (sessions.c.created_at, sessions.c.id),
         newest_first=False,
-        key_of=_session_key,
+        key_of=_created_key,
         item_of=session_from,
     )
     return await _page(tx, listing, window)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
 import asyncpg
@@ -276,15 +277,11 @@ class PostgresStore(SqlStore):
         # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
 
-    @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[PostgresTx]:
-        async with self._pg(read_only=True) as tx:
-            yield tx
+    def read(self) -> AbstractAsyncContextManager[PostgresTx]:
+        return self._pg(read_only=True)
 
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[PostgresTx]:
-        async with self._pg(lease=True) as tx:
-            yield tx
+    def lease(self) -> AbstractAsyncContextManager[PostgresTx]:
+        return self._pg(lease=True)
 
     async def _pool(self, *, lease: bool) -> asyncpg.Pool:
         """The asyncpg pool (``lease``: the instance lease's own one-connection pool).

@@ -134,6 +134,14 @@ def set_policy_bumped_statement(insert: DialectInsert) -> Statement:
     return Statement(_BUMP_QUEUE_CLAUSE.add_cte(_policy_upsert(insert).cte("policy")))
 
 
+def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -> dict[str, Any]:
+    return {
+        "p_session_id": session_id,
+        "p_auto_run": auto_run,
+        "p_pause_reason": pause_reason.value if pause_reason is not None else None,
+    }
+
+
 class QueueStateStatements:
     """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
     transaction, empty at its start), ``self._bump_session`` and the dialect's ``_insert``,
@@ -181,12 +189,7 @@ class QueueStateStatements:
     async def set_policy(
         self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
     ) -> None:
-        params = {
-            "p_session_id": session_id,
-            "p_auto_run": auto_run,
-            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
-        }
-        await self._conn.execute(self._set_policy, params)
+        await self._conn.execute(self._set_policy, _policy(session_id, auto_run, pause_reason))
         self._touched[session_id] = None
 
     async def set_policy_bumped(
@@ -196,12 +199,7 @@ class QueueStateStatements:
         if statement is None or session_id in self._queue_revisions:
             await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
             return await self.bump_queue(session_id)
-        params = {
-            "p_session_id": session_id,
-            "p_auto_run": auto_run,
-            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
-        }
-        revision = await self._conn.scalar(statement, params)
+        revision = await self._conn.scalar(statement, _policy(session_id, auto_run, pause_reason))
         if revision is None:
             raise KeyError(session_id)
         self._touched[session_id] = None

@@ -38,7 +38,7 @@ _DECIDE = Statement(
 )
 
 
-_request = RowMap(SteerRequest)
+_REQUEST = RowMap(SteerRequest)
 
 
 class SteerStatements:
@@ -59,11 +59,11 @@ class SteerStatements:
 
     async def steer_request(self, request_id: str) -> SteerRequest | None:
         row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        return _request(row) if row is not None else None
+        return _REQUEST(row) if row is not None else None
 
     async def pending_steers(self, session_id: str) -> list[SteerRequest]:
         rows = await self._conn.execute(_PENDING_OF, {"p_session_id": session_id})
-        return [_request(row) for row in rows.all()]
+        return [_REQUEST(row) for row in rows.all()]
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
         """Decide a PENDING request (``state``: a SendOutcome); False when already decided."""
