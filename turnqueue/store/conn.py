@@ -2,8 +2,8 @@ r"""How :class:`~turnqueue.store.tx.SqlTx` reaches the database: :class:`Conn`.
 
 Every statement returns a :class:`Buffered` result: its rows already fetched, each a
 :class:`~turnqueue.store.statement.Record`, whichever backend ran it. The executors are the
-backends' own (``DriverConn`` in ``turnqueue.store.postgres``; ``SqliteConn`` and
-``SqliteReadConn`` in ``turnqueue.store.sqlite``); all run the same compiled
+backends' own (``DriverConn`` in ``turnqueue.store.postgres``, ``SqliteConn`` in
+``turnqueue.store.sqlite``); all run the same compiled
 :class:`~turnqueue.store.statement.CompiledSql`\ s, so the row converters (``turnqueue.store.rows``)
 see one row type.
 """

@@ -62,9 +62,8 @@ def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
     readers: ``turnqueue.store.sqlite``), with the same pragmas.
 
     Hazard: it makes connections and pools none (``NullPool``). The store keeps its own (one
-    writer, a bounded set of readers) and takes them on the event loop, where a pool's limit
-    would block the loop until its timeout: with SQLAlchemy's default pool (5 + 10) the 15th
-    read transaction in flight waited there for 30 s, and nothing could give one back."""
+    writer, a bounded set of readers) and takes them on the event loop, where waiting for a
+    pool's limit would block the loop (and so whoever could give a connection back)."""
     busy_timeout_ms = _busy_timeout_ms(timeout)
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),

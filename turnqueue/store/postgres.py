@@ -2,10 +2,8 @@ r"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg di
 
 * Transactions run on an asyncpg pool (opened by the first transaction) in asyncpg's transaction
   blocks; statements are :class:`~turnqueue.store.statement.CompiledSql`\ s compiled by a bare
-  SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). SQLAlchemy's
-  pool crossed a greenlet on every checkout and return (about 14% of the CPU of a turn, bench
-  P2), and a connection whose BEGIN, COMMIT or ROLLBACK failed had to be invalidated by hand;
-  asyncpg's pool rolls back or closes such a connection on release.
+  SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). asyncpg's
+  pool rolls back or closes a connection whose BEGIN, COMMIT or ROLLBACK failed on release.
 * Serialisation (Q3) is the ``FOR UPDATE`` lock row taken by :meth:`PostgresTx.lock`.
 * The instance lease (M6) has a pool of its own, so a heartbeat never waits behind request
   traffic; LISTEN (M4) has a connection of its own (:meth:`PostgresStore.listen`).

@@ -81,7 +81,7 @@ class RowMap(Generic[T]):
             enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
             if enum is not None:
                 self._enums.append((name, column, enum))
-        #: By row class (each statement has its own): the row's values in field order.
+        #: By row class (one per column list): the row's values in field order.
         self._getters: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
 
     def __call__(self, row: Record, **given: Any) -> T:
@@ -230,7 +230,7 @@ def _select_view() -> Select[Any]:
             state.c.auto_run,
             state.c.pause_reason,
             *_CLARIFICATION_COLUMNS,
-            # Kept by triggers (tables.py): counting the queue here made a lock O(queue length).
+            # Kept by triggers (migration 0004), so the view never counts the queue.
             locks.c.queued,
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),

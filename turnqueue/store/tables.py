@@ -88,9 +88,8 @@ class UtcDateTime(TypeDecorator[datetime]):
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
 
-    # SQLite: the text written and read in one step each, with the same format as SQLAlchemy's
-    # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff"), instead of its format string and a second
-    # processor (bench P1: timestamps are bound and read in every reservation).
+    # SQLite: the text written and read in one step each, in the format of SQLAlchemy's
+    # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff") (timestamps are bound and read on the hot path).
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
