@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
 from turnqueue.store.conn import Conn
@@ -57,7 +57,7 @@ class ApprovalStatements:
         """Answer a PENDING approval; False when it was already answered (or does not exist)."""
         stmt = (
             update(approvals)
-            .where(and_(approvals.c.id == approval_id, approvals.c.outcome == _PENDING))
+            .where(approvals.c.id == approval_id, approvals.c.outcome == _PENDING)
             .values(
                 outcome=outcome.value, option_id=option_id, answered_by=answered_by, answered_at=at
             )
@@ -73,7 +73,7 @@ class ApprovalStatements:
         """Every PENDING approval of the turn becomes CANCELLED (its turn ended, M6)."""
         stmt = (
             update(approvals)
-            .where(and_(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING))
+            .where(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING)
             .values(
                 outcome=ApprovalOutcome.CANCELLED.value, answered_by=answered_by, answered_at=at
             )
@@ -95,11 +95,9 @@ class ApprovalStatements:
             select(approvals)
             .join(turns, turns.c.id == approvals.c.turn_id)
             .where(
-                and_(
-                    approvals.c.session_id == session_id,
-                    approvals.c.outcome == _PENDING,
-                    turns.c.status == RUNNING,
-                )
+                approvals.c.session_id == session_id,
+                approvals.c.outcome == _PENDING,
+                turns.c.status == RUNNING,
             )
             .order_by(approvals.c.requested_at.desc())
             .limit(1)
