@@ -11,7 +11,7 @@ see one row type.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Executable
 from sqlalchemy.exc import MultipleResultsFound, NoResultFound
@@ -58,20 +58,9 @@ class Buffered:
         return [row[0] for row in self._rows]
 
 
-class Conn(Protocol):
-    async def execute(
-        self, statement: Statement | Executable, params: Params = None
-    ) -> Buffered: ...
-
-    async def scalar(self, statement: Statement | Executable, params: Params = None) -> Any: ...
-
-    async def scalars(
-        self, statement: Statement | Executable, params: Params = None
-    ) -> list[Any]: ...
-
-
-class Shortcuts:
-    """``scalar`` and ``scalars`` of a :class:`Conn`, from its ``execute``."""
+class Conn:
+    """A transaction's connection: ``execute`` is the backend's, ``scalar`` and ``scalars``
+    come from it."""
 
     __slots__ = ()
 

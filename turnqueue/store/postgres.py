@@ -29,7 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, Session, Turn
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Params, Shortcuts
+from turnqueue.store.conn import Buffered, Conn, Params
 from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
@@ -125,7 +125,7 @@ _NOTIFY_ALL = Statement(
 )
 
 
-class DriverConn(Shortcuts):
+class DriverConn(Conn):
     """:class:`~turnqueue.store.conn.Conn` on an asyncpg connection, inside a transaction its
     owner started."""
 

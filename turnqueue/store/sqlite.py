@@ -58,7 +58,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Params, Shortcuts
+from turnqueue.store.conn import Buffered, Conn, Params
 from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
@@ -206,7 +206,7 @@ def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
         raise
 
 
-class SqliteConn(Shortcuts):
+class SqliteConn(Conn):
     """:class:`~turnqueue.store.conn.Conn` of one write transaction: statements run
     synchronously on the event loop (see above for why and for the hazards)."""
 
