@@ -18,10 +18,12 @@ from typing import Any, ClassVar
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Column,
     Insert,
     Integer,
     String,
     Table,
+    Update,
     bindparam,
     delete,
     exists,
@@ -44,19 +46,16 @@ locks = queue_session_locks
 #: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
 DialectInsert = Callable[[Table], Any]
 
-_BUMP_QUEUE_CLAUSE = (
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(revision=locks.c.revision + 1)
-    .returning(locks.c.revision)
-)
+
+def _bump(column: Column[int]) -> Update:
+    """The lock row's ``column`` counted up, returning its new value."""
+    where = locks.c.session_id == bindparam("p_session_id")
+    return update(locks).where(where).values({column: column + 1}).returning(column)
+
+
+_BUMP_QUEUE_CLAUSE = _bump(locks.c.revision)
 _BUMP_QUEUE = Statement(_BUMP_QUEUE_CLAUSE)
-_BUMP_CANCELLATION = Statement(
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(cancel_revision=locks.c.cancel_revision + 1)
-    .returning(locks.c.cancel_revision)
-)
+_BUMP_CANCELLATION = Statement(_bump(locks.c.cancel_revision))
 _SET_CANCEL_MARK = Statement(
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
