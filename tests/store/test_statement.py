@@ -105,3 +105,11 @@ def test_p1_the_bare_postgresql_dialect_compiles_what_an_engine_s_would() -> Non
                 assert (ours.results is None) == (theirs.results is None)
                 compared += 1
     assert compared > 20
+
+
+def test_statements_with_one_column_list_share_their_row_class() -> None:
+    """A statement built per call is compiled per call: its rows must not get a new class each
+    time (the row mappers cache by row class)."""
+    first = CompiledSql.compile(select(queue_entries).where(queue_entries.c.id == "a"), SQLITE)
+    second = CompiledSql.compile(select(queue_entries).limit(3), PG)
+    assert first.record is not None and first.record is second.record

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
 from turnqueue.store.conn import Conn
-from turnqueue.store.rows import RUNNING
+from turnqueue.store.rows import RUNNING, RowMap, values_of
 from turnqueue.store.statement import Record
 from turnqueue.store.tables import approvals, turns
 
 _PENDING = ApprovalOutcome.PENDING.value
+
+
+_APPROVAL = RowMap(Approval, skip=("options",))
 
 
 def approval_from(row: Record) -> Approval:
@@ -27,19 +29,7 @@ def approval_from(row: Record) -> Approval:
         ApprovalOption(str(o["id"]), str(o["name"]), str(o["kind"]))
         for o in json.loads(row.options)
     )
-    return Approval(
-        id=row.id,
-        session_id=row.session_id,
-        turn_id=row.turn_id,
-        title=row.title,
-        tool_call_id=row.tool_call_id,
-        options=options,
-        requested_at=row.requested_at,
-        outcome=ApprovalOutcome(row.outcome),
-        option_id=row.option_id,
-        answered_by=row.answered_by,
-        answered_at=row.answered_at,
-    )
+    return _APPROVAL(row, options=options)
 
 
 class ApprovalStatements:
@@ -50,19 +40,7 @@ class ApprovalStatements:
 
     async def add_approval(self, approval: Approval) -> None:
         options = [{"id": o.id, "name": o.name, "kind": o.kind} for o in approval.options]
-        values: dict[str, Any] = {
-            "id": approval.id,
-            "session_id": approval.session_id,
-            "turn_id": approval.turn_id,
-            "title": approval.title,
-            "tool_call_id": approval.tool_call_id,
-            "options": json.dumps(options),
-            "requested_at": approval.requested_at,
-            "outcome": approval.outcome.value,
-            "option_id": approval.option_id,
-            "answered_by": approval.answered_by,
-            "answered_at": approval.answered_at,
-        }
+        values = {**values_of(approval), "options": json.dumps(options)}
         await self._conn.execute(insert(approvals).values(**values))
         if approval.outcome is ApprovalOutcome.PENDING:
             self._touched[approval.session_id] = None  # APPROVAL holds its queue (Q9)
@@ -79,7 +57,7 @@ class ApprovalStatements:
         """Answer a PENDING approval; False when it was already answered (or does not exist)."""
         stmt = (
             update(approvals)
-            .where(and_(approvals.c.id == approval_id, approvals.c.outcome == _PENDING))
+            .where(approvals.c.id == approval_id, approvals.c.outcome == _PENDING)
             .values(
                 outcome=outcome.value, option_id=option_id, answered_by=answered_by, answered_at=at
             )
@@ -95,7 +73,7 @@ class ApprovalStatements:
         """Every PENDING approval of the turn becomes CANCELLED (its turn ended, M6)."""
         stmt = (
             update(approvals)
-            .where(and_(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING))
+            .where(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING)
             .values(
                 outcome=ApprovalOutcome.CANCELLED.value, answered_by=answered_by, answered_at=at
             )
@@ -117,11 +95,9 @@ class ApprovalStatements:
             select(approvals)
             .join(turns, turns.c.id == approvals.c.turn_id)
             .where(
-                and_(
-                    approvals.c.session_id == session_id,
-                    approvals.c.outcome == _PENDING,
-                    turns.c.status == RUNNING,
-                )
+                approvals.c.session_id == session_id,
+                approvals.c.outcome == _PENDING,
+                turns.c.status == RUNNING,
             )
             .order_by(approvals.c.requested_at.desc())
             .limit(1)

@@ -2,8 +2,8 @@ r"""How :class:`~turnqueue.store.tx.SqlTx` reaches the database: :class:`Conn`.
 
 Every statement returns a :class:`Buffered` result: its rows already fetched, each a
 :class:`~turnqueue.store.statement.Record`, whichever backend ran it. The executors are the
-backends' own (``DriverConn`` in ``turnqueue.store.postgres``; ``SqliteConn`` and
-``SqliteReadConn`` in ``turnqueue.store.sqlite``); all run the same compiled
+backends' own (``DriverConn`` in ``turnqueue.store.postgres``, ``SqliteConn`` in
+``turnqueue.store.sqlite``); all run the same compiled
 :class:`~turnqueue.store.statement.CompiledSql`\ s, so the row converters (``turnqueue.store.rows``)
 see one row type.
 """
@@ -11,7 +11,7 @@ see one row type.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Executable
 from sqlalchemy.exc import MultipleResultsFound, NoResultFound
@@ -58,20 +58,9 @@ class Buffered:
         return [row[0] for row in self._rows]
 
 
-class Conn(Protocol):
-    async def execute(
-        self, statement: Statement | Executable, params: Params = None
-    ) -> Buffered: ...
-
-    async def scalar(self, statement: Statement | Executable, params: Params = None) -> Any: ...
-
-    async def scalars(
-        self, statement: Statement | Executable, params: Params = None
-    ) -> list[Any]: ...
-
-
-class Shortcuts:
-    """``scalar`` and ``scalars`` of a :class:`Conn`, from its ``execute``."""
+class Conn:
+    """A transaction's connection: ``execute`` is the backend's, ``scalar`` and ``scalars``
+    come from it."""
 
     __slots__ = ()
 

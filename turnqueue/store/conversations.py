@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from sqlalchemy import String, bindparam, delete, insert, select
 
-from turnqueue.domain import AgentConversation, ConversationStart
+from turnqueue.domain import AgentConversation
 from turnqueue.store.conn import Conn
+from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, agent_conversations
 
@@ -32,6 +33,7 @@ _RECORD = Statement(
         updated_at=bindparam("p_updated_at", type_=UtcDateTime),
     )
 )
+_CONVERSATION = RowMap(AgentConversation)
 
 
 class ConversationStatements:
@@ -41,33 +43,8 @@ class ConversationStatements:
 
     async def conversation(self, session_id: str) -> AgentConversation | None:
         row = (await self._conn.execute(_FIND, {"p_session_id": session_id})).one_or_none()
-        if row is None:
-            return None
-        m = row._mapping
-        return AgentConversation(
-            session_id=m["session_id"],
-            profile=m["profile"],
-            agent_session_id=m["agent_session_id"],
-            can_resume=bool(m["can_resume"]),
-            can_load=bool(m["can_load"]),
-            can_close=bool(m["can_close"]),
-            resumed=ConversationStart(m["resumed"]),
-            resume_error=m["resume_error"],
-            updated_at=m["updated_at"],
-        )
+        return _CONVERSATION(row) if row is not None else None
 
     async def record_conversation(self, conversation: AgentConversation) -> None:
-        c = conversation
-        await self._conn.execute(_FORGET, {"p_session_id": c.session_id})
-        params = {
-            "p_session_id": c.session_id,
-            "p_profile": c.profile,
-            "p_agent_session_id": c.agent_session_id,
-            "p_can_resume": c.can_resume,
-            "p_can_load": c.can_load,
-            "p_can_close": c.can_close,
-            "p_resumed": c.resumed.value,
-            "p_resume_error": c.resume_error,
-            "p_updated_at": c.updated_at,
-        }
-        await self._conn.execute(_RECORD, params)
+        await self._conn.execute(_FORGET, {"p_session_id": conversation.session_id})
+        await self._conn.execute(_RECORD, values_of(conversation, "p_"))

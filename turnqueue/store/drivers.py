@@ -35,26 +35,21 @@ IMMEDIATE = "turnqueue_begin_immediate"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def create_engine_for_url(url: str, *, pool_size: int = 5, timeout: float = 30.0) -> AsyncEngine:
+def create_engine_for_url(url: str) -> AsyncEngine:
+    """The migrations' engine (timeouts of 30 s)."""
     url = async_database_url(url)
     if url.startswith("sqlite"):
-        return _sqlite_engine(url, busy_timeout_ms=_busy_timeout_ms(timeout))
+        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        _configure_sqlite(engine.sync_engine, busy_timeout_ms=SQLITE_BUSY_TIMEOUT_MS)
+        return engine
     return create_async_engine(
         url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_timeout=timeout,
-        # No pool_pre_ping: it costs a round trip per checkout on the hot path; a dead
-        # connection surfaces as a StoreError and the pool replaces it.
+        pool_size=5,
+        max_overflow=5,
+        pool_timeout=30,
         pool_recycle=1800,
-        connect_args={"timeout": timeout, "command_timeout": timeout},
+        connect_args={"timeout": 30, "command_timeout": 30},
     )
-
-
-def _sqlite_engine(url: str, *, busy_timeout_ms: int) -> AsyncEngine:
-    engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
-    _configure_sqlite(engine.sync_engine, busy_timeout_ms=busy_timeout_ms)
-    return engine
 
 
 def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
@@ -62,9 +57,8 @@ def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
     readers: ``turnqueue.store.sqlite``), with the same pragmas.
 
     Hazard: it makes connections and pools none (``NullPool``). The store keeps its own (one
-    writer, a bounded set of readers) and takes them on the event loop, where a pool's limit
-    would block the loop until its timeout: with SQLAlchemy's default pool (5 + 10) the 15th
-    read transaction in flight waited there for 30 s, and nothing could give one back."""
+    writer, a bounded set of readers) and takes them on the event loop, where waiting for a
+    pool's limit would block the loop (and so whoever could give a connection back)."""
     busy_timeout_ms = _busy_timeout_ms(timeout)
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),

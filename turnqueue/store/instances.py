@@ -48,7 +48,7 @@ class InstanceStatements:
 
     async def register_instance(self, instance: int) -> None:
         now = utcnow()
-        await self._conn.execute(delete(instances).where(instances.c.id == instance))
+        await self.unregister_instance(instance)
         await self._conn.execute(
             instances.insert().values(id=instance, started_at=now, heartbeat_at=now)
         )
@@ -128,8 +128,7 @@ class InstanceStatements:
     async def record_process(
         self, host: str, pgid: int, instance: int, session_id: str | None
     ) -> None:
-        key = (agent_processes.c.host == host) & (agent_processes.c.pgid == pgid)
-        await self._conn.execute(delete(agent_processes).where(key))  # a reused id: ours now
+        await self.forget_process(host, pgid)  # a reused id: ours now
         await self._conn.execute(
             agent_processes.insert().values(
                 host=host, pgid=pgid, instance=instance, session_id=session_id, started_at=utcnow()

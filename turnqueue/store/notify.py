@@ -25,6 +25,8 @@ from turnqueue.timeouts import within
 log = logging.getLogger(__name__)
 
 CHANNEL = "turnqueue"
+#: Between a lost LISTEN connection and the next attempt.
+RETRY_SECONDS = 0.5
 #: ``application_name`` of every listener connection (``pg_stat_activity``).
 LISTENER_NAME = "turnqueue-listen"
 #: NOTIFY payloads must stay below 8000 bytes: callers never build a larger one (what could
@@ -43,15 +45,10 @@ class Listener:
         dsn: str,
         on_message: Callable[[str], None],
         on_resync: Callable[[], None],
-        *,
-        channel: str = CHANNEL,
-        retry_seconds: float = 0.5,
     ) -> None:
         self._dsn = dsn
         self._on_message = on_message
         self._on_resync = on_resync
-        self._channel = channel
-        self._retry = retry_seconds
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self.reconnects = 0
@@ -78,7 +75,7 @@ class Listener:
                     self._dsn, server_settings={"application_name": LISTENER_NAME}
                 )
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
-                await conn.add_listener(self._channel, self._deliver)
+                await conn.add_listener(CHANNEL, self._deliver)
                 self._connected.set()
                 if not first:
                     self.reconnects += 1
@@ -100,7 +97,7 @@ class Listener:
                     conn.terminate()
             # Subscribers are told to resync once LISTEN is back (above): telling them now
             # would let them resubscribe into the outage and miss what it loses.
-            await asyncio.sleep(self._retry)
+            await asyncio.sleep(RETRY_SECONDS)
 
     def _deliver(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:

@@ -23,40 +23,29 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import BigInteger, Integer, bindparam, func, select
+from sqlalchemy import BigInteger, ColumnElement, Integer, bindparam, func, select
 
 from turnqueue.domain import ItemKind, OutputRecord
 from turnqueue.store.conn import Conn
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import turn_output
 
-_COLUMNS = (
-    turn_output.c.seq,
-    turn_output.c.offset,
-    turn_output.c.kind,
-    turn_output.c.item_key,
-    turn_output.c.text,
-    turn_output.c.data,
+_o = turn_output
+
+
+def _records(*where: ColumnElement[bool]) -> Statement:
+    """A turn's records (``p_turn_id``) that match ``where``, in order."""
+    columns = (_o.c.seq, _o.c.offset, _o.c.kind, _o.c.item_key, _o.c.text, _o.c.data)
+    turn = _o.c.turn_id == bindparam("p_turn_id")
+    return Statement(select(*columns).where(turn, *where).order_by(_o.c.seq))
+
+
+#: The MESSAGE records that end after ``p_after`` characters (O2's replay).
+_TEXT_AFTER = _records(
+    _o.c.kind == ItemKind.MESSAGE.value,
+    _o.c.offset + func.length(_o.c.text) > bindparam("p_after", type_=BigInteger),
 )
-#: The MESSAGE records that end after ``p_after`` characters, in order (O2's replay).
-_TEXT_AFTER = Statement(
-    select(*_COLUMNS)
-    .where(
-        turn_output.c.turn_id == bindparam("p_turn_id"),
-        turn_output.c.kind == ItemKind.MESSAGE.value,
-        turn_output.c.offset + func.length(turn_output.c.text)
-        > bindparam("p_after", type_=BigInteger),
-    )
-    .order_by(turn_output.c.seq)
-)
-_RECORDS_AFTER = Statement(
-    select(*_COLUMNS)
-    .where(
-        turn_output.c.turn_id == bindparam("p_turn_id"),
-        turn_output.c.seq > bindparam("p_after_seq", type_=Integer),
-    )
-    .order_by(turn_output.c.seq)
-)
+_RECORDS_AFTER = _records(_o.c.seq > bindparam("p_after_seq", type_=Integer))
 
 
 def _record(turn_id: str, row: Record) -> OutputRecord:

@@ -20,6 +20,7 @@ read transaction, so the page and its "is there more" checks see the same snapsh
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select
@@ -44,23 +45,15 @@ def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> Colum
     return or_(strict, and_(column == value, _beyond(columns[1:], key[1:], later=later)))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Listing:
     """One listing: its base SELECT, key columns, direction and row conversion."""
 
-    def __init__(
-        self,
-        base: Select[Any],
-        columns: Sequence[Any],
-        *,
-        newest_first: bool,
-        key_of: Callable[[Record], Any],
-        item_of: Callable[[Record], Any],
-    ) -> None:
-        self.base = base
-        self.columns = list(columns)
-        self.descending = newest_first
-        self.key_of = key_of
-        self.item_of = item_of
+    base: Select[Any]
+    columns: Sequence[Any]
+    descending: bool  # newest first
+    key_of: Callable[[Record], Any]
+    item_of: Callable[[Record], Any]
 
     def _key(self, key: Any) -> Sequence[Any]:
         return key if isinstance(key, tuple) else (key,)
@@ -118,25 +111,21 @@ async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, 
     return Page(items=items, has_previous=has_previous, has_next=has_next)
 
 
-def _task_key(row: Record) -> TaskKey:
-    return (row._mapping["created_at"], row._mapping["id"])
-
-
-def _session_key(row: Record) -> SessionKey:
-    return (row._mapping["created_at"], row._mapping["id"])
+def _created_key(row: Record) -> TaskKey | SessionKey:
+    return (row.created_at, row.id)
 
 
 def _turn_key(row: Record) -> TurnKey:
-    return int(row._mapping["seq"])
+    return int(row.seq)
 
 
 async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
     """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
     listing = _Listing(
-        select(tasks).where(tasks.c.owner == owner),
-        (tasks.c.created_at, tasks.c.id),
-        newest_first=True,
-        key_of=_task_key,
+        base=select(tasks).where(tasks.c.owner == owner),
+        columns=(tasks.c.created_at, tasks.c.id),
+        descending=True,
+        key_of=_created_key,
         item_of=task_from,
     )
     return await _page(tx, listing, window)
@@ -147,10 +136,10 @@ async def sessions_page(
 ) -> Page[SessionKey, Session]:
     """The task's sessions, oldest first."""
     listing = _Listing(
-        select_sessions().where(sessions.c.task_id == task_id),
-        (sessions.c.created_at, sessions.c.id),
-        newest_first=False,
-        key_of=_session_key,
+        base=select_sessions().where(sessions.c.task_id == task_id),
+        columns=(sessions.c.created_at, sessions.c.id),
+        descending=False,
+        key_of=_created_key,
         item_of=session_from,
     )
     return await _page(tx, listing, window)
@@ -159,9 +148,9 @@ async def sessions_page(
 async def turns_page(tx: SqlTx, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
     """The session's turns, oldest first."""
     listing = _Listing(
-        select(turns).where(turns.c.session_id == session_id),
-        (turns.c.seq,),
-        newest_first=False,
+        base=select(turns).where(turns.c.session_id == session_id),
+        columns=(turns.c.seq,),
+        descending=False,
         key_of=_turn_key,
         item_of=turn_from,
     )

@@ -2,10 +2,8 @@ r"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg di
 
 * Transactions run on an asyncpg pool (opened by the first transaction) in asyncpg's transaction
   blocks; statements are :class:`~turnqueue.store.statement.CompiledSql`\ s compiled by a bare
-  SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). SQLAlchemy's
-  pool crossed a greenlet on every checkout and return (about 14% of the CPU of a turn, bench
-  P2), and a connection whose BEGIN, COMMIT or ROLLBACK failed had to be invalidated by hand;
-  asyncpg's pool rolls back or closes such a connection on release.
+  SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). asyncpg's
+  pool rolls back or closes a connection whose BEGIN, COMMIT or ROLLBACK failed on release.
 * Serialisation (Q3) is the ``FOR UPDATE`` lock row taken by :meth:`PostgresTx.lock`.
 * The instance lease (M6) has a pool of its own, so a heartbeat never waits behind request
   traffic; LISTEN (M4) has a connection of its own (:meth:`PostgresStore.listen`).
@@ -19,6 +17,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
 import asyncpg
@@ -30,7 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, Session, Turn
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Params, Shortcuts
+from turnqueue.store.conn import Buffered, Conn, Params
 from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
@@ -40,7 +39,7 @@ from turnqueue.store.queuestate import (
     set_policy_bumped_statement,
     set_policy_statement,
 )
-from turnqueue.store.rows import Prefixed, session_from, turn_from
+from turnqueue.store.rows import RowMap
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import Statement, plan_for
 from turnqueue.store.tables import epoch_seq, queue_session_locks
@@ -88,6 +87,8 @@ _END_TURN = Statement(
         *(c.label(f"session_{c.key}") for c in _ended_session.c),
     ).select_from(_ended.join(_ended_session, true()))
 )
+_ENDED_TURN = RowMap(Turn, prefix="turn_")
+_ENDED_SESSION = RowMap(Session, prefix="session_", skip=("parts",))
 #: ``add_entry`` in one round trip; the visible count before the insert.
 _tail = tail_select.cte("tail")
 _ADD_ENTRY = Statement(
@@ -124,7 +125,7 @@ _NOTIFY_ALL = Statement(
 )
 
 
-class DriverConn(Shortcuts):
+class DriverConn(Conn):
     """:class:`~turnqueue.store.conn.Conn` on an asyncpg connection, inside a transaction its
     owner started."""
 
@@ -192,7 +193,7 @@ class PostgresTx(SqlTx):
         both = (await self._conn.execute(_END_TURN, params)).one_or_none()
         if both is None:
             return await self._ended_turn(turn_id, params)
-        return turn_from(Prefixed(both, "turn_")), session_from(Prefixed(both, "session_"))
+        return _ENDED_TURN(both), _ENDED_SESSION(both)
 
     async def _insert_entry(self, params: dict[str, Any]) -> int | None:
         visible = await self._conn.scalar(_ADD_ENTRY, params)
@@ -274,15 +275,11 @@ class PostgresStore(SqlStore):
         # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
 
-    @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[PostgresTx]:
-        async with self._pg(read_only=True) as tx:
-            yield tx
+    def read(self) -> AbstractAsyncContextManager[PostgresTx]:
+        return self._pg(read_only=True)
 
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[PostgresTx]:
-        async with self._pg(lease=True) as tx:
-            yield tx
+    def lease(self) -> AbstractAsyncContextManager[PostgresTx]:
+        return self._pg(lease=True)
 
     async def _pool(self, *, lease: bool) -> asyncpg.Pool:
         """The asyncpg pool (``lease``: the instance lease's own one-connection pool).

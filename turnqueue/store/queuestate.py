@@ -18,10 +18,12 @@ from typing import Any, ClassVar
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Column,
     Insert,
     Integer,
     String,
     Table,
+    Update,
     bindparam,
     delete,
     exists,
@@ -31,6 +33,7 @@ from sqlalchemy import (
 
 from turnqueue.domain import Clarification, HoldReason, PauseReason, new_id, utcnow
 from turnqueue.store.conn import Conn
+from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
     clarifications,
@@ -43,19 +46,16 @@ locks = queue_session_locks
 #: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
 DialectInsert = Callable[[Table], Any]
 
-_BUMP_QUEUE_CLAUSE = (
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(revision=locks.c.revision + 1)
-    .returning(locks.c.revision)
-)
+
+def _bump(column: Column[int]) -> Update:
+    """The lock row's ``column`` counted up, returning its new value."""
+    where = locks.c.session_id == bindparam("p_session_id")
+    return update(locks).where(where).values({column: column + 1}).returning(column)
+
+
+_BUMP_QUEUE_CLAUSE = _bump(locks.c.revision)
 _BUMP_QUEUE = Statement(_BUMP_QUEUE_CLAUSE)
-_BUMP_CANCELLATION = Statement(
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(cancel_revision=locks.c.cancel_revision + 1)
-    .returning(locks.c.cancel_revision)
-)
+_BUMP_CANCELLATION = Statement(_bump(locks.c.cancel_revision))
 _SET_CANCEL_MARK = Statement(
     update(locks)
     .where(locks.c.session_id == bindparam("p_session_id"))
@@ -81,6 +81,7 @@ _HELD = Statement(
         )
     )
 )
+_CLARIFICATION = RowMap(Clarification)
 _DELETE_POLICY = Statement(
     delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
 )
@@ -132,6 +133,14 @@ def set_policy_bumped_statement(insert: DialectInsert) -> Statement:
     return Statement(_BUMP_QUEUE_CLAUSE.add_cte(_policy_upsert(insert).cte("policy")))
 
 
+def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -> dict[str, Any]:
+    return {
+        "p_session_id": session_id,
+        "p_auto_run": auto_run,
+        "p_pause_reason": pause_reason.value if pause_reason is not None else None,
+    }
+
+
 class QueueStateStatements:
     """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
     transaction, empty at its start), ``self._bump_session`` and the dialect's ``_insert``,
@@ -154,13 +163,7 @@ class QueueStateStatements:
         self, session_id: str, *, turn_id: str | None, question: str
     ) -> Clarification:
         clarification = Clarification(new_id(), session_id, turn_id, question, utcnow())
-        values = {
-            "id": clarification.id,
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "question": question,
-            "asked_at": clarification.asked_at,
-        }
+        values = values_of(clarification)
         await self._conn.execute(
             upsert(type(self)._insert, clarifications, ["session_id"], **values)
         )
@@ -179,19 +182,13 @@ class QueueStateStatements:
             return None
         await self._bump_session(session_id)
         self._touched[session_id] = None
-        m = row._mapping
-        return Clarification(m["id"], session_id, m["turn_id"], m["question"], m["asked_at"])
+        return _CLARIFICATION(row)
 
     # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
     async def set_policy(
         self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
     ) -> None:
-        params = {
-            "p_session_id": session_id,
-            "p_auto_run": auto_run,
-            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
-        }
-        await self._conn.execute(self._set_policy, params)
+        await self._conn.execute(self._set_policy, _policy(session_id, auto_run, pause_reason))
         self._touched[session_id] = None
 
     async def set_policy_bumped(
@@ -201,12 +198,7 @@ class QueueStateStatements:
         if statement is None or session_id in self._queue_revisions:
             await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
             return await self.bump_queue(session_id)
-        params = {
-            "p_session_id": session_id,
-            "p_auto_run": auto_run,
-            "p_pause_reason": pause_reason.value if pause_reason is not None else None,
-        }
-        revision = await self._conn.scalar(statement, params)
+        revision = await self._conn.scalar(statement, _policy(session_id, auto_run, pause_reason))
         if revision is None:
             raise KeyError(session_id)
         self._touched[session_id] = None

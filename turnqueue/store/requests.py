@@ -7,35 +7,30 @@ and its requester withdrawing it exactly one wins, and a request runs at most on
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, String, Text, bindparam, delete, insert, select, update
+from sqlalchemy import BigInteger, String, Text, bindparam, select, update
 
-from turnqueue.domain import OwnerRequest, RequestState, new_id, utcnow
+from turnqueue.domain import OwnerRequest, RequestState, new_id
 from turnqueue.store.conn import Conn
-from turnqueue.store.sent import KEPT
+from turnqueue.store.rows import RowMap
+from turnqueue.store.sent import Kept
 from turnqueue.store.statement import Statement
-from turnqueue.store.tables import UtcDateTime, owner_requests
+from turnqueue.store.tables import owner_requests
 
 PENDING = RequestState.PENDING.value
 _r = owner_requests
-_ADD = Statement(
-    insert(_r).values(
-        id=bindparam("p_id", String),
-        owner=bindparam("p_owner", type_=BigInteger),
-        origin=bindparam("p_origin", type_=BigInteger),
-        op=bindparam("p_op", String),
-        args=bindparam("p_args", Text),
-        state=PENDING,
-        created_at=bindparam("p_now", type_=UtcDateTime),
-    )
-)
 #: Answered requests are read once, by their requester; a day later nobody waits for them.
-_PRUNE = Statement(
-    delete(_r).where(
-        _r.c.owner == bindparam("p_owner", type_=BigInteger),
-        _r.c.created_at < bindparam("p_before", type_=UtcDateTime),
-    )
+_ADD = Kept(
+    _r,
+    "owner",
+    id=bindparam("p_id", String),
+    owner=bindparam("p_owner", type_=BigInteger),
+    origin=bindparam("p_origin", type_=BigInteger),
+    op=bindparam("p_op", String),
+    args=bindparam("p_args", Text),
+    state=PENDING,
 )
 _GET = Statement(select(_r).where(_r.c.id == bindparam("p_id", String)))
+_REQUEST = RowMap(OwnerRequest)
 _PENDING_FOR = Statement(
     select(_r.c.id)
     .where(_r.c.owner == bindparam("p_owner", type_=BigInteger), _r.c.state == PENDING)
@@ -55,8 +50,6 @@ class RequestStatements:
     _conn: Conn
 
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
-        now = utcnow()
-        await self._conn.execute(_PRUNE, {"p_owner": owner, "p_before": now - KEPT})
         request_id = new_id()
         params = {
             "p_id": request_id,
@@ -64,25 +57,13 @@ class RequestStatements:
             "p_origin": origin,
             "p_op": op,
             "p_args": args,
-            "p_now": now,
         }
-        await self._conn.execute(_ADD, params)
+        await _ADD.add(self._conn, params)
         return request_id
 
     async def owner_request(self, request_id: str) -> OwnerRequest | None:
         row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        if row is None:
-            return None
-        m = row._mapping
-        return OwnerRequest(
-            m["id"],
-            int(m["owner"]),
-            int(m["origin"]),
-            m["op"],
-            m["args"],
-            RequestState(m["state"]),
-            m["outcome"],
-        )
+        return _REQUEST(row) if row is not None else None
 
     async def pending_requests(self, owner: int) -> list[str]:
         return list(await self._conn.scalars(_PENDING_FOR, {"p_owner": owner}))

@@ -1,15 +1,17 @@
 """Row ↔ domain conversion and the few shared SELECTs of the SQL store.
 
 Hot statements are built once at import with named ``bindparam``s (a
-:class:`~turnqueue.store.statement.Statement`) and executed with a parameter dict: building a
-SQLAlchemy statement costs more than running it (bench P1, P3). Prebuilt statements keep the
-literals that partial indexes need (``'RUNNING'``, ``in_flight = false``).
+:class:`~turnqueue.store.statement.Statement`) and executed with a parameter dict. Prebuilt
+statements keep the literals that partial indexes need (``'RUNNING'``, ``in_flight = false``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
+from enum import Enum
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_type_hints
 
 from sqlalchemy import (
     ColumnClause,
@@ -23,20 +25,16 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import (
-    AgentErrorKind,
     Clarification,
     HoldReason,
-    MessageSource,
     PauseReason,
     QueueEntry,
     QueuePolicy,
     Session,
     SessionParts,
-    SessionState,
     Task,
     Turn,
     TurnAt,
-    TurnStatus,
 )
 from turnqueue.store.protocol import SessionView
 from turnqueue.store.statement import Record, Statement
@@ -52,6 +50,11 @@ from turnqueue.store.tables import (
     turns,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
+
 #: Literal (not bound) so PostgreSQL can use the partial index ``ix_turns_running``.
 RUNNING: ColumnClause[str] = literal_column("'RUNNING'", String)
 #: Visible entries: ``false()`` renders a literal on both dialects.
@@ -59,108 +62,94 @@ VISIBLE = queue_entries.c.in_flight == false()
 ENTRY_ORDER = (queue_entries.c.position, queue_entries.c.id)
 
 
-class Mapped(Protocol):
-    """A row by column name: a :class:`~turnqueue.store.statement.Record` or a
-    :class:`Prefixed` part of one."""
+class RowMap(Generic[T]):
+    """Builds a ``kind`` dataclass from a row by column name: each field from the column of its
+    name (after ``prefix``), an enum field from its stored value (NULL stays None). ``skip``:
+    fields that are no column, given by the caller (``map(row, position=…)``) or defaulted."""
 
-    @property
-    def _mapping(self) -> Mapping[str, Any]: ...
+    __slots__ = ("_columns", "_enums", "_getters", "_kind", "_names", "_of")
+
+    def __init__(self, kind: type[T], *, prefix: str = "", skip: Sequence[str] = ()) -> None:
+        hints = get_type_hints(kind)
+        self._kind = kind
+        self._names = [f.name for f in fields(kind) if f.name not in skip]
+        self._columns = [prefix + name for name in self._names]
+        self._of = _getter(self._columns)
+        self._enums: list[tuple[str, str, type[Enum]]] = []
+        for name, column in zip(self._names, self._columns, strict=True):
+            hint = hints[name]
+            enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
+            if enum is not None:
+                self._enums.append((name, column, enum))
+        #: By row class (one per column list): the row's values in field order.
+        self._getters: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
+
+    def __call__(self, row: Record, **given: Any) -> T:
+        get = self._getters.get(type(row))
+        if get is None:
+            get = self._getters[type(row)] = _getter([row._index[c] for c in self._columns])
+        return self._build(get(row), given)
+
+    def of(self, m: Mapping[str, Any], **given: Any) -> T:
+        """From a row's ``_mapping`` (a caller that reads other columns too builds it once)."""
+        return self._build(self._of(m), given)
+
+    def _build(self, row: Sequence[Any], given: dict[str, Any]) -> T:
+        values = dict(zip(self._names, row, strict=True))
+        for name, column, enum in self._enums:
+            value = values[name]
+            if value is not None:
+                try:
+                    values[name] = enum(value)
+                except ValueError:
+                    raise ValueError(f"{column} holds {value!r}, not a {enum.__name__}") from None
+        return self._kind(**values, **given)
 
 
-class Prefixed:
-    """The columns of ``row`` whose names start with ``prefix``, without it: one table's part
-    of a row that joins two tables with the same column names."""
-
-    __slots__ = ("_mapping",)
-
-    def __init__(self, row: Record, prefix: str) -> None:
-        cut = len(prefix)
-        self._mapping = {k[cut:]: v for k, v in row._mapping.items() if k.startswith(prefix)}
+def _getter(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    get = itemgetter(*keys)
+    return get if len(keys) > 1 else lambda m: (get(m),)
 
 
-def task_from(row: Mapped) -> Task:
+def _is_enum(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, Enum)
+
+
+def values_of(obj: DataclassInstance, prefix: str = "") -> dict[str, Any]:
+    """The fields of ``obj`` by name (after ``prefix``), an enum as its stored value: the
+    parameters of an insert of it."""
+    values = {prefix + f.name: getattr(obj, f.name) for f in fields(obj)}
+    return {k: v.value if isinstance(v, Enum) else v for k, v in values.items()}
+
+
+task_from = RowMap(Task)
+turn_from = RowMap(Turn)
+_SESSION = RowMap(Session, skip=("parts",))
+_CLARIFICATION = RowMap(Clarification, prefix="clarification_")
+_CURRENT_TURN = RowMap(TurnAt, prefix="current_turn_")
+_ENTRY = RowMap(QueueEntry, skip=("position",))
+
+
+def session_from(row: Record) -> Session:
     m = row._mapping
-    return Task(
-        id=m["id"],
-        title=m["title"],
-        owner=m["owner"],
-        workflow_step=m["workflow_step"],
-        current_session_id=m["current_session_id"],
-        created_at=m["created_at"],
-    )
-
-
-def session_from(row: Mapped) -> Session:
-    m = row._mapping
-    parts = None
-    if "current_turn_id" in m:  # a read of ``select_sessions`` (a RETURNING has no parts)
-        clarification = None
-        if m["clarification_id"] is not None:
-            clarification = Clarification(
-                id=m["clarification_id"],
-                session_id=m["id"],
-                turn_id=m["clarification_turn_id"],
-                question=m["clarification_question"],
-                asked_at=m["clarification_asked_at"],
-            )
-        current = None
-        if m["current_turn_id"] is not None:
-            current = TurnAt(
-                id=m["current_turn_id"],
-                status=TurnStatus(m["current_turn_status"]),
-                error=m["current_turn_error"],
-                ended_at=m["current_turn_ended_at"],
-            )
-        parts = SessionParts(clarification, m["pending_approval_id"], current)
-    return Session(
-        id=m["id"],
-        task_id=m["task_id"],
-        owner=m["owner"],
-        agent=m["agent"],
-        state=SessionState(m["state"]),
-        revision=m["revision"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        parts=parts,
-    )
-
-
-def turn_from(row: Mapped) -> Turn:
-    m = row._mapping
-    return Turn(
-        id=m["id"],
-        session_id=m["session_id"],
-        prompt=m["prompt"],
-        source=MessageSource(m["source"]),
-        status=TurnStatus(m["status"]),
-        output=m["output"],
-        error=m["error"],
-        started_at=m["started_at"],
-        ended_at=m["ended_at"],
-        owner=m["owner"],
-        error_kind=AgentErrorKind(m["error_kind"]) if m["error_kind"] else None,
-        agent_stderr=m["agent_stderr"],
-        client_message_id=m["client_message_id"],
-        entry_id=m["entry_id"],
-    )
+    if "current_turn_id" not in m:  # not a read of ``select_sessions`` (a RETURNING, the view)
+        return _SESSION.of(m)
+    clarification = _CLARIFICATION.of(m) if m["clarification_id"] is not None else None
+    current = _CURRENT_TURN.of(m) if m["current_turn_id"] is not None else None
+    return _SESSION.of(m, parts=SessionParts(clarification, m["pending_approval_id"], current))
 
 
 def entry_from(row: Record, ordinal: int) -> QueueEntry:
     """``ordinal`` is the 1-based place among visible entries, never the stored sort key."""
-    m = row._mapping
-    return QueueEntry(
-        id=m["id"],
-        session_id=m["session_id"],
-        position=ordinal,
-        content=m["content"],
-        source=MessageSource(m["source"]),
-        queued_at=m["queued_at"],
-        client_message_id=m["client_message_id"],
-    )
+    return _ENTRY(row, position=ordinal)
 
 
 def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
-    return [entry_from(row, i) for i, row in enumerate(rows, start=1)]
+    return [_ENTRY(row, position=i) for i, row in enumerate(rows, start=1)]
+
+
+#: A session's clarification (outer-joined as ``clarifications``), read by ``_CLARIFICATION``.
+_CLARIFICATION_COLUMNS = [c.label(f"clarification_{c.key}") for c in clarifications.c]
 
 
 def select_sessions() -> Select[Any]:
@@ -192,10 +181,7 @@ def select_sessions() -> Select[Any]:
     return select(
         *sessions.c,
         tasks.c.owner,
-        clar.c.id.label("clarification_id"),
-        clar.c.turn_id.label("clarification_turn_id"),
-        clar.c.question.label("clarification_question"),
-        clar.c.asked_at.label("clarification_asked_at"),
+        *_CLARIFICATION_COLUMNS,
         pending_approval.label("pending_approval_id"),
         current.c.id.label("current_turn_id"),
         current.c.status.label("current_turn_status"),
@@ -243,11 +229,8 @@ def _select_view() -> Select[Any]:
             locks.c.revision.label("queue_revision"),
             state.c.auto_run,
             state.c.pause_reason,
-            clar.c.id.label("clarification_id"),
-            clar.c.turn_id.label("clarification_turn_id"),
-            clar.c.question.label("clarification_question"),
-            clar.c.asked_at.label("clarification_asked_at"),
-            # Kept by triggers (tables.py): counting the queue here made a lock O(queue length).
+            *_CLARIFICATION_COLUMNS,
+            # Kept by triggers (migration 0004), so the view never counts the queue.
             locks.c.queued,
             running.label("running_turn_id"),
             running_owner.label("running_turn_owner"),
@@ -281,18 +264,9 @@ SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_sessio
 
 def view_from(row: Record) -> SessionView:
     m = row._mapping
-    session = session_from(row)
+    session = _SESSION.of(m)
     auto_run = m["auto_run"]
     pause_reason = m["pause_reason"]
-    clarification = None
-    if m["clarification_id"] is not None:
-        clarification = Clarification(
-            id=m["clarification_id"],
-            session_id=session.id,
-            turn_id=m["clarification_turn_id"],
-            question=m["clarification_question"],
-            asked_at=m["clarification_asked_at"],
-        )
     return SessionView(
         session=session,
         # Q1: no policy row reads auto_run true.
@@ -302,7 +276,7 @@ def view_from(row: Record) -> SessionView:
             pause_reason=PauseReason(pause_reason) if pause_reason is not None else None,
             revision=m["queue_revision"],
         ),
-        clarification=clarification,
+        clarification=_CLARIFICATION.of(m) if m["clarification_id"] is not None else None,
         queued=m["queued"],
         running_turn_id=m["running_turn_id"],
         running_turn_owner=m["running_turn_owner"],

@@ -8,17 +8,42 @@ than :data:`KEPT` go with its next keyed send (no background task).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import String, bindparam, delete, insert, select
+from sqlalchemy import String, Table, bindparam, delete, insert, select
 
-from turnqueue.domain import SendOutcome, SentMessage, utcnow
+from turnqueue.domain import SentMessage, utcnow
 from turnqueue.store.conn import Conn
+from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, sent_messages
 
 #: Q15: keys are kept at least this long.
 KEPT = timedelta(hours=24)
+
+
+class Kept:
+    """The insert of a table whose rows are kept at least :data:`KEPT`: it first deletes the
+    rows of its ``scope`` (a column, the parameter ``p_<scope>``) created longer ago."""
+
+    def __init__(self, table: Table, scope: str, **values: Any) -> None:
+        self._scope = f"p_{scope}"
+        self._prune = Statement(
+            delete(table).where(
+                table.c[scope] == bindparam(self._scope),
+                table.c.created_at < bindparam("p_before", type_=UtcDateTime),
+            )
+        )
+        created_at = bindparam("p_now", type_=UtcDateTime)
+        self._insert = Statement(insert(table).values(**values, created_at=created_at))
+
+    async def add(self, conn: Conn, params: Mapping[str, Any]) -> None:
+        now = utcnow()
+        await conn.execute(self._prune, {self._scope: params[self._scope], "p_before": now - KEPT})
+        await conn.execute(self._insert, {**params, "p_now": now})
+
 
 _sm = sent_messages
 _FIND = Statement(
@@ -26,25 +51,19 @@ _FIND = Statement(
         _sm.c.session_id == bindparam("p_session_id"), _sm.c.key == bindparam("p_key", String)
     )
 )
-_PRUNE = Statement(
-    delete(_sm).where(
-        _sm.c.session_id == bindparam("p_session_id"),
-        _sm.c.created_at < bindparam("p_before", type_=UtcDateTime),
-    )
+_RECORD = Kept(
+    _sm,
+    "session_id",
+    session_id=bindparam("p_session_id"),
+    key=bindparam("p_key", String),
+    digest=bindparam("p_digest", String),
+    outcome=bindparam("p_outcome", String),
+    entry_id=bindparam("p_entry_id", String),
+    turn_id=bindparam("p_turn_id", String),
+    position=bindparam("p_position"),
+    queued_at=bindparam("p_queued_at", type_=UtcDateTime),
 )
-_RECORD = Statement(
-    insert(_sm).values(
-        session_id=bindparam("p_session_id"),
-        key=bindparam("p_key", String),
-        digest=bindparam("p_digest", String),
-        outcome=bindparam("p_outcome", String),
-        entry_id=bindparam("p_entry_id", String),
-        turn_id=bindparam("p_turn_id", String),
-        position=bindparam("p_position"),
-        queued_at=bindparam("p_queued_at", type_=UtcDateTime),
-        created_at=bindparam("p_now", type_=UtcDateTime),
-    )
-)
+_SENT = RowMap(SentMessage)
 
 
 class SentMessageStatements:
@@ -55,31 +74,7 @@ class SentMessageStatements:
     async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
         row = await self._conn.execute(_FIND, {"p_session_id": session_id, "p_key": key})
         found = row.one_or_none()
-        if found is None:
-            return None
-        m = found._mapping
-        return SentMessage(
-            m["key"],
-            m["digest"],
-            SendOutcome(m["outcome"]),
-            m["entry_id"],
-            m["turn_id"],
-            m["position"],
-            m["queued_at"],
-        )
+        return _SENT(found) if found is not None else None
 
     async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
-        now = utcnow()
-        await self._conn.execute(_PRUNE, {"p_session_id": session_id, "p_before": now - KEPT})
-        params = {
-            "p_session_id": session_id,
-            "p_key": sent.key,
-            "p_digest": sent.digest,
-            "p_outcome": sent.outcome.value,
-            "p_entry_id": sent.entry_id,
-            "p_turn_id": sent.turn_id,
-            "p_position": sent.position,
-            "p_queued_at": sent.queued_at,
-            "p_now": now,
-        }
-        await self._conn.execute(_RECORD, params)
+        await _RECORD.add(self._conn, {"p_session_id": session_id, **values_of(sent, "p_")})

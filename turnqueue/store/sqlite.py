@@ -7,15 +7,13 @@ Transactions (the hazards live here):
   concurrent tasks queue instead of failing with "database is locked" (Q3: the only writer, so
   :meth:`SqlTx.lock` only reads). ``read()`` is a read transaction (a WAL snapshot, in
   parallel with the writer) on a ``sqlite3`` connection of its own, run on the event loop too
-  (:class:`SqliteReaders`): handing each read to a thread and back costs more than the read
-  (the loop and the reader thread pay for every hop), and every object a reader thread
-  allocates goes to a second malloc arena (memory per standing subscription). The same compiled
-  plans as the writes. (Measured in bench P4 and P5b: ``bench/results/``.)
+  (:class:`SqliteReaders`): handing each read to a thread and back costs more than the read,
+  and a reader thread's objects go to a second malloc arena (memory per standing subscription).
 * Writes run **synchronously on the event loop**, on one ``sqlite3`` connection
   (:class:`SqliteWriter`). A write statement takes microseconds (WAL, ``synchronous=NORMAL``: a
-  COMMIT does not wait for the disk), less than handing it to a thread and back, per statement
-  or per transaction (bench P1, ``bench/results/``). Writes are serialised by the lock anyway,
-  so a thread would buy no concurrency. The hazards that come with it, and how each is handled:
+  COMMIT does not wait for the disk), less than handing it to a thread and back. Writes are
+  serialised by the lock anyway, so a thread would buy no concurrency. The hazards that come
+  with it, and how each is handled:
 
   - *Waiting for the file lock would block the loop*: the connection's busy timeout is 0, and
     ``BEGIN IMMEDIATE`` is retried with ``asyncio.sleep`` back-off until the store's timeout
@@ -60,7 +58,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Params, Shortcuts
+from turnqueue.store.conn import Buffered, Conn, Params
 from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
@@ -208,7 +206,7 @@ def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
         raise
 
 
-class SqliteConn(Shortcuts):
+class SqliteConn(Conn):
     """:class:`~turnqueue.store.conn.Conn` of one write transaction: statements run
     synchronously on the event loop (see above for why and for the hazards)."""
 
@@ -301,8 +299,7 @@ class SqliteStore(SqlStore):
 
 class _SqliteWrite:
     """``SqliteStore.transaction()``: a write transaction on the event loop (see the hazards
-    above). A class rather than a generator context manager: it is the whole overhead of a
-    write besides its statements (bench P1)."""
+    above); a class, not a generator context manager, as it is on every write's path."""
 
     __slots__ = ("_conn", "_lock", "_timeout", "_tx", "_writer")
 

@@ -110,14 +110,8 @@ class SqlStore:
         return [turn_from(row) for row in reversed(await self._all(stmt))]
 
     async def current_turn(self, session_id: str) -> Turn | None:
-        stmt = (
-            select(turns)
-            .where(turns.c.session_id == session_id)
-            .order_by(turns.c.seq.desc())
-            .limit(1)
-        )
-        rows = await self._all(stmt)
-        return turn_from(rows[0]) if rows else None
+        last = await self.last_turns(session_id, 1)
+        return last[0] if last else None
 
     async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
         stmt = select(turns).where(turns.c.session_id == session_id)

@@ -1,14 +1,10 @@
 """SQL written in SQLAlchemy Core, compiled once per dialect, run on the driver connection.
 
-Why this exists: on the hot path SQLAlchemy's execution (cache key, execution context,
-parameter and result processing through its generic machinery) costs more CPU than the
-statement itself (bench P1; the figures are in ``bench/results/``). Statements are still
-*written* with SQLAlchemy Core
-against ``tables.py`` (one schema, one way to build SQL); only their execution goes to the
-driver: a :class:`CompiledSql` is the SQL string, its positional parameter order, the values
-bound in the statement, and the dialect's own bind and result processors (the very functions
-SQLAlchemy applies: ``UtcDateTime``, SQLite's datetime text and booleans). encode/databases runs
-Core statements on asyncpg the same way.
+Statements are *written* with SQLAlchemy Core against ``tables.py``; only their execution skips
+SQLAlchemy's (which costs more CPU than the statement on the hot path): a :class:`CompiledSql`
+is the SQL string, its positional parameter order, the values bound in the statement, and the
+dialect's own bind and result processors (the very functions SQLAlchemy applies:
+``UtcDateTime``, SQLite's datetime text and booleans).
 
 * :class:`Statement` wraps a statement built once at import; its plan is compiled on first use
   per dialect and kept. Any other statement is compiled on each call (:meth:`CompiledSql.compile`).
@@ -28,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar
 
 from sqlalchemy import Executable, Select, TextClause, TextualSelect
@@ -55,11 +52,14 @@ class Record(tuple[Any, ...]):
             raise AttributeError(name) from None
 
 
-def _record_type(keys: Sequence[str]) -> type[Record]:
+@cache
+def _record_type(keys: tuple[str, ...]) -> type[Record]:
+    """The row class of a column list: one per list, whichever statements return it (a
+    statement compiled per call makes no new class, so per-class caches stay bounded)."""
     index: dict[str, int] = {}
     for i, key in enumerate(keys):
         index.setdefault(key, i)
-    return type("Record", (Record,), {"__slots__": (), "_keys": tuple(keys), "_index": index})
+    return type("Record", (Record,), {"__slots__": (), "_keys": keys, "_index": index})
 
 
 def _result_columns(clause: Executable) -> Sequence[Any] | None:
@@ -114,7 +114,7 @@ class CompiledSql:
         columns = _result_columns(clause)
         record = results = None
         if columns is not None:
-            record = _record_type([column.key for column in columns])
+            record = _record_type(tuple(column.key for column in columns))
             found = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
             results = tuple(found) if any(found) else None
         return cls(

@@ -4,31 +4,25 @@ instance running the turn, or the requester once that turn has ended: one of the
 
 from __future__ import annotations
 
-from sqlalchemy import String, bindparam, delete, insert, select, update
+from sqlalchemy import String, bindparam, select, update
 
-from turnqueue.domain import SteerRequest, new_id, utcnow
+from turnqueue.domain import SteerRequest, new_id
 from turnqueue.store.conn import Conn
-from turnqueue.store.sent import KEPT
-from turnqueue.store.statement import Record, Statement
-from turnqueue.store.tables import UtcDateTime, steer_requests
+from turnqueue.store.rows import RowMap
+from turnqueue.store.sent import Kept
+from turnqueue.store.statement import Statement
+from turnqueue.store.tables import steer_requests
 
 PENDING = "PENDING"
 _sr = steer_requests
-_ADD = Statement(
-    insert(_sr).values(
-        id=bindparam("p_id", String),
-        session_id=bindparam("p_session_id", String),
-        turn_id=bindparam("p_turn_id", String),
-        entry_id=bindparam("p_entry_id", String),
-        state=PENDING,
-        created_at=bindparam("p_now", type_=UtcDateTime),
-    )
-)
-_PRUNE = Statement(
-    delete(_sr).where(
-        _sr.c.session_id == bindparam("p_session_id"),
-        _sr.c.created_at < bindparam("p_before", type_=UtcDateTime),
-    )
+_ADD = Kept(
+    _sr,
+    "session_id",
+    id=bindparam("p_id", String),
+    session_id=bindparam("p_session_id", String),
+    turn_id=bindparam("p_turn_id", String),
+    entry_id=bindparam("p_entry_id", String),
+    state=PENDING,
 )
 _GET = Statement(select(_sr).where(_sr.c.id == bindparam("p_id", String)))
 _PENDING_OF = Statement(
@@ -44,9 +38,7 @@ _DECIDE = Statement(
 )
 
 
-def _request(row: Record) -> SteerRequest:
-    m = row._mapping
-    return SteerRequest(m["id"], m["session_id"], m["turn_id"], m["entry_id"], m["state"])
+_REQUEST = RowMap(SteerRequest)
 
 
 class SteerStatements:
@@ -55,26 +47,23 @@ class SteerStatements:
     _conn: Conn
 
     async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
-        now = utcnow()
-        await self._conn.execute(_PRUNE, {"p_session_id": session_id, "p_before": now - KEPT})
         request_id = new_id()
         params = {
             "p_id": request_id,
             "p_session_id": session_id,
             "p_turn_id": turn_id,
             "p_entry_id": entry_id,
-            "p_now": now,
         }
-        await self._conn.execute(_ADD, params)
+        await _ADD.add(self._conn, params)
         return request_id
 
     async def steer_request(self, request_id: str) -> SteerRequest | None:
         row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        return _request(row) if row is not None else None
+        return _REQUEST(row) if row is not None else None
 
     async def pending_steers(self, session_id: str) -> list[SteerRequest]:
         rows = await self._conn.execute(_PENDING_OF, {"p_session_id": session_id})
-        return [_request(row) for row in rows.all()]
+        return [_REQUEST(row) for row in rows.all()]
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
         """Decide a PENDING request (``state``: a SendOutcome); False when already decided."""

@@ -88,9 +88,8 @@ class UtcDateTime(TypeDecorator[datetime]):
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
 
-    # SQLite: the text written and read in one step each, with the same format as SQLAlchemy's
-    # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff"), instead of its format string and a second
-    # processor (bench P1: timestamps are bound and read in every reservation).
+    # SQLite: the text written and read in one step each, in the format of SQLAlchemy's
+    # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff") (timestamps are bound and read on the hot path).
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
@@ -123,6 +122,11 @@ def _column(*args: Any, **kwargs: Any) -> Any:
     return Field(sa_column=Column(*args, **kwargs))
 
 
+def _owned_by(parent: str, **kwargs: Any) -> Any:
+    """A field holding the id of its ``parent`` row (``"sessions.id"``), deleted with it."""
+    return _column(String(36), ForeignKey(parent, ondelete="CASCADE"), **kwargs)
+
+
 class TaskRow(TableModel, table=True):
     __tablename__ = "tasks"
     __table_args__ = (Index("ix_tasks_owner_created_at", "owner", "created_at"),)
@@ -141,7 +145,7 @@ class SessionRow(TableModel, table=True):
     __table_args__ = (Index("ix_sessions_task_id", "task_id"),)
 
     id: str = _column(String(36), primary_key=True)
-    task_id: str = _column(String(36), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False)
+    task_id: str = _owned_by("tasks.id", nullable=False)
     agent: str = _column(String(100), nullable=False)
     state: str = _column(String(32), nullable=False)
     revision: int = _column(BigInteger, nullable=False)
@@ -167,9 +171,7 @@ class TurnRow(TableModel, table=True):
     )
 
     id: str = _column(String(36), primary_key=True)
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
-    )
+    session_id: str = _owned_by("sessions.id", nullable=False)
     # Per-session ordinal: turns are ordered by it (timestamps can tie).
     seq: int = _column(Integer, nullable=False)
     prompt: str = _column(Text, nullable=False)
@@ -212,9 +214,7 @@ class QueueEntryRow(TableModel, table=True):
     )
 
     id: str = _column(String(36), primary_key=True)
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
-    )
+    session_id: str = _owned_by("sessions.id", nullable=False)
     # Sort key only; may go below 1 after a release (Q10). Exposed positions are ordinals.
     position: int = _column(BigInteger, nullable=False)
     content: str = _column(Text, nullable=False)
@@ -242,9 +242,7 @@ class QueueSessionLockRow(TableModel, table=True):
         ),
     )
 
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: str = _owned_by("sessions.id", primary_key=True)
     revision: int = _column(BigInteger, nullable=False)
     # Visible (not in-flight) entries of the session, so the view need not count the queue.
     # Kept by triggers on queue_entries (migration 0004), never written by the store.
@@ -261,9 +259,7 @@ class QueueSessionStateRow(TableModel, table=True):
 
     __tablename__ = "queue_session_state"
 
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: str = _owned_by("sessions.id", primary_key=True)
     auto_run: bool = _column(Boolean, nullable=False, server_default=true())
     pause_reason: str | None = _column(String(16), nullable=True)
 
@@ -272,12 +268,7 @@ class ClarificationRow(TableModel, table=True):
     __tablename__ = "clarifications"
 
     id: str = _column(String(36), primary_key=True)
-    session_id: str = _column(
-        String(36),
-        ForeignKey("sessions.id", ondelete="CASCADE"),
-        nullable=False,
-        unique=True,
-    )
+    session_id: str = _owned_by("sessions.id", nullable=False, unique=True)
     turn_id: str | None = _column(String(36), nullable=True)
     question: str = _column(Text, nullable=False)
     asked_at: datetime = _column(UtcDateTime, nullable=False)
@@ -293,10 +284,8 @@ class ApprovalRow(TableModel, table=True):
     )
 
     id: str = _column(String(36), primary_key=True)
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
-    )
-    turn_id: str = _column(String(36), ForeignKey("turns.id", ondelete="CASCADE"), nullable=False)
+    session_id: str = _owned_by("sessions.id", nullable=False)
+    turn_id: str = _owned_by("turns.id", nullable=False)
     title: str = _column(Text, nullable=False)
     tool_call_id: str | None = _column(Text, nullable=True)
     options: str = _column(Text, nullable=False)  # JSON: [{"id", "name", "kind"}]
@@ -316,9 +305,7 @@ class SessionHoldRow(TableModel, table=True):
     __tablename__ = "session_holds"
     __table_args__ = (Index("ix_session_holds_instance", "instance"),)
 
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: str = _owned_by("sessions.id", primary_key=True)
     instance: int = _column(BigInteger, primary_key=True, autoincrement=False)
     kind: str = _column(String(32), primary_key=True)
     count: int = _column(Integer, nullable=False)
@@ -346,9 +333,7 @@ class AgentConversationRow(TableModel, table=True):
 
     __tablename__ = "agent_conversations"
 
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: str = _owned_by("sessions.id", primary_key=True)
     profile: str = _column(String(255), nullable=False)
     agent_session_id: str = _column(String(255), nullable=False)
     can_resume: bool = _column(Boolean, nullable=False)
@@ -365,9 +350,7 @@ class SentMessageRow(TableModel, table=True):
 
     __tablename__ = "sent_messages"
 
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: str = _owned_by("sessions.id", primary_key=True)
     key: str = _column(String(128), primary_key=True)
     digest: str = _column(String(64), nullable=False)
     outcome: str = _column(String(16), nullable=False)  # STARTED, QUEUED or STEERED
@@ -389,9 +372,7 @@ class SteerRequestRow(TableModel, table=True):
     __table_args__ = (Index("ix_steer_requests_session_state", "session_id", "state"),)
 
     id: str = _column(String(36), primary_key=True)
-    session_id: str = _column(
-        String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
-    )
+    session_id: str = _owned_by("sessions.id", nullable=False)
     turn_id: str = _column(String(36), nullable=False)  # the running turn it is offered to
     entry_id: str = _column(String(36), nullable=False)
     state: str = _column(String(16), nullable=False)
@@ -447,7 +428,7 @@ class TurnOutputRow(TableModel, table=True):
 
     __tablename__ = "turn_output"
 
-    turn_id: str = _column(String(36), ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True)
+    turn_id: str = _owned_by("turns.id", primary_key=True)
     seq: int = _column(Integer, primary_key=True, autoincrement=False)
     offset: int = _column(BigInteger, nullable=False)
     kind: str = _column(String(16), nullable=False)

@@ -1,0 +1,91 @@
+"""``turnqueue.store.rows``: the generic row → domain mapper and its inverse."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.dialects.sqlite import pysqlite
+
+from turnqueue.domain import (
+    AgentErrorKind,
+    MessageSource,
+    QueueEntry,
+    SendOutcome,
+    SentMessage,
+    Turn,
+    TurnStatus,
+)
+from turnqueue.store.rows import RowMap, turn_from, values_of
+from turnqueue.store.statement import CompiledSql, Record
+from turnqueue.store.tables import turns
+
+AT = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+TURN = Turn(
+    id="t1",
+    session_id="s1",
+    prompt="hello",
+    source=MessageSource.USER,
+    status=TurnStatus.FAILED,
+    output="out",
+    error="boom",
+    started_at=AT,
+    ended_at=AT,
+    owner=7,
+    error_kind=AgentErrorKind.AGENT_EXITED,
+    agent_stderr="trace",
+    client_message_id="k1",
+    entry_id="e1",
+)
+
+
+def _turn_row(**changed: object) -> Record:
+    """A row of ``select(turns)`` holding what storing ``TURN`` stores (``seq`` is no field)."""
+    stored = {**values_of(TURN), "seq": 3, **changed}
+    plan = CompiledSql.compile(select(turns), pysqlite.dialect())
+    assert plan.record is not None
+    return plan.record(stored[key] for key in plan.record._keys)
+
+
+def test_a_stored_turn_reads_back_equal_with_its_enums() -> None:
+    turn = turn_from(_turn_row())
+    assert turn == TURN
+    assert type(turn.source) is MessageSource and type(turn.error_kind) is AgentErrorKind
+
+
+def test_values_of_stores_an_enum_as_its_value_under_the_prefix() -> None:
+    sent = SentMessage("k", "d", SendOutcome.QUEUED, "e1", None, 2, AT)
+    assert values_of(sent, "p_") == {
+        "p_key": "k",
+        "p_digest": "d",
+        "p_outcome": "QUEUED",
+        "p_entry_id": "e1",
+        "p_turn_id": None,
+        "p_position": 2,
+        "p_queued_at": AT,
+    }
+
+
+def test_a_null_enum_column_reads_none() -> None:
+    assert turn_from(_turn_row(error_kind=None)).error_kind is None
+
+
+def test_prefixed_columns_and_a_field_the_caller_gives() -> None:
+    entries = RowMap(QueueEntry, prefix="entry_", skip=("position",))
+    row = {
+        "entry_id": "e1",
+        "entry_session_id": "s1",
+        "entry_content": "hi",
+        "entry_source": "WORKFLOW",
+        "entry_queued_at": AT,
+        "entry_client_message_id": None,
+        "id": "another table's",
+    }
+    entry = entries.of(row, position=4)
+    assert entry == QueueEntry("e1", "s1", 4, "hi", MessageSource.WORKFLOW, AT, None)
+
+
+def test_an_unknown_enum_value_names_its_column() -> None:
+    with pytest.raises(ValueError, match="status holds 'LOST', not a TurnStatus"):
+        turn_from(_turn_row(status="LOST"))
