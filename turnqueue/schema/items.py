@@ -92,25 +92,13 @@ class AgentProfile:
 
     @classmethod
     def from_domain(cls, profile: domain.AgentProfile) -> AgentProfile:
-        auth = profile.auth
-        return cls(
-            name=profile.name,
-            type=profile.type,
-            steering=profile.steering,
-            auth=None
-            if auth is None
-            else AgentAuth(
-                state=auth.state,
-                method=auth.method,
-                methods=[
-                    AuthMethod(
-                        id=m.id, name=m.name, description=m.description, env_vars=list(m.env_vars)
-                    )
-                    for m in auth.methods
-                ],
-                message=auth.message,
-            ),
-        )
+        auth = None
+        if profile.auth is not None:
+            methods = [
+                copied(AuthMethod, m, env_vars=list(m.env_vars)) for m in profile.auth.methods
+            ]
+            auth = copied(AgentAuth, profile.auth, methods=methods)
+        return copied(cls, profile, auth=auth)
 
 
 @strawberry.interface(
