@@ -61,14 +61,10 @@ def last_event_id(ctx: Context) -> str | None:
 
 def parse_place(header: str) -> Place:
     """The place a turnOutput or turnItems event id names; INVALID_INPUT otherwise."""
-    parts = header.split(":")
-    done = len(parts) == 3 and parts[2] == DONE
-    if len(parts) not in (2, 3) or (len(parts) == 3 and not done):
-        raise invalid("Last-Event-ID is not a turnOutput or turnItems event id")
-    turn_id, end = parts[0], parts[1]
-    if not turn_id or not end.isdigit():
-        raise invalid("Last-Event-ID is not a turnOutput or turnItems event id")
-    return Place(turn_id, int(end), done)
+    match header.split(":"):
+        case [turn_id, end, *done] if turn_id and end.isdigit() and done in ([], [DONE]):
+            return Place(turn_id, int(end), bool(done))
+    raise invalid("Last-Event-ID is not a turnOutput or turnItems event id")
 
 
 def start_of(ctx: Context, turn_id: str | None, after_offset: int | None) -> Start:
