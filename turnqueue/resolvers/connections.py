@@ -85,18 +85,19 @@ def session_key(cursor: str) -> SessionKey:
     return _timestamp_key("session", cursor)
 
 
-def turn_key(cursor: str) -> TurnKey:
-    match _decode_parts("turn", cursor):
-        case [int(seq)] if not isinstance(seq, bool) and 0 <= seq <= MAX_SEQ:
-            return seq
+def _position_key(kind: str, cursor: str) -> int:
+    match _decode_parts(kind, cursor):
+        case [int(position)] if not isinstance(position, bool) and 0 <= position <= MAX_SEQ:
+            return position
     raise ValueError("a malformed cursor")
+
+
+def turn_key(cursor: str) -> TurnKey:
+    return _position_key("turn", cursor)
 
 
 def item_key(cursor: str) -> int:
-    match _decode_parts("item", cursor):
-        case [int(index)] if not isinstance(index, bool) and 0 <= index <= MAX_SEQ:
-            return index
-    raise ValueError("a malformed cursor")
+    return _position_key("item", cursor)
 
 
 def list_page(items: Sequence[D], w: Window[int]) -> Page[int, D]:
@@ -132,12 +133,7 @@ def window(args: PageArgs, key: Callable[[str], K]) -> Window[K]:
             bounds[name] = key(cursor) if cursor is not None else None
         except ValueError:
             raise invalid(f"{name} is not a cursor of this connection") from None
-    return Window(
-        first=first,
-        last=last,
-        after=bounds["after"],
-        before=bounds["before"],
-    )
+    return Window(first=first, last=last, after=bounds["after"], before=bounds["before"])
 
 
 def build(page: Page[K, D], cursor: Callable[[K], str], node: Callable[[D], N]) -> Connection[N]:

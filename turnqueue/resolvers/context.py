@@ -11,7 +11,7 @@ event is served from a cache filled by an earlier one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -58,11 +58,11 @@ class Loaders:
 
     @cached_property
     def task(self) -> DataLoader[str, domain.Task | None]:
-        return SharedLoader(load_fn=self._tasks)
+        return _found(self.engine.reads.tasks)
 
     @cached_property
     def session(self) -> DataLoader[str, domain.Session | None]:
-        return SharedLoader(load_fn=self._sessions)
+        return _found(self.engine.reads.sessions)
 
     @cached_property
     def sessions_of_task(self) -> DataLoader[str, list[domain.Session]]:
@@ -70,64 +70,55 @@ class Loaders:
 
     @cached_property
     def queue_status(self) -> DataLoader[str, domain.QueueStatus]:
-        return SharedLoader(load_fn=self._queue_statuses)
+        return _each(self.engine.queue_status)
 
     @cached_property
     def turn(self) -> DataLoader[str, domain.Turn | None]:
-        return SharedLoader(load_fn=self._turns_by_id)
+        return _each(self.engine.turn)
 
     @cached_property
     def approval(self) -> DataLoader[str, domain.Approval | None]:
-        return SharedLoader(load_fn=self._approvals)
+        return _each(self.engine.approval)
 
     @cached_property
     def turns(self) -> DataLoader[tuple[str, int], list[domain.Turn]]:
-        return SharedLoader(load_fn=self._turns)
+        return _each(self._turns)
 
     @cached_property
     def cancellation(self) -> DataLoader[str, domain.CancellationStatus]:
         # Read once per operation so pending and its revision agree across fields (C2).
-        return SharedLoader(load_fn=self._cancellations)
+        return _each(self.engine.cancellation)
 
     @cached_property
     def turn_items(self) -> DataLoader[str, tuple[domain.TurnItem, ...]]:
         # A3: folded from the output log, once per turn per operation (items and its pages).
-        return SharedLoader(load_fn=self._turn_items)
-
-    async def _tasks(self, ids: list[str]) -> list[domain.Task | None]:
-        found = await self.engine.reads.tasks(ids)
-        return [found.get(i) for i in ids]
-
-    async def _sessions(self, ids: list[str]) -> list[domain.Session | None]:
-        found = await self.engine.reads.sessions(ids)
-        return [found.get(i) for i in ids]
+        return _each(self.engine.turn_items)
 
     async def _sessions_of_tasks(self, ids: list[str]) -> list[list[domain.Session]]:
         found = await self.engine.reads.sessions_of_tasks(ids)
         return [found.get(i, []) for i in ids]
 
-    # The store has no batch reads for these; one concurrent read per distinct session.
-    async def _queue_statuses(self, ids: list[str]) -> list[domain.QueueStatus]:
-        return await _each(self.engine.queue_status, ids)
-
-    async def _turns_by_id(self, ids: list[str]) -> list[domain.Turn | None]:
-        return await _each(self.engine.turn, ids)
-
-    async def _approvals(self, ids: list[str]) -> list[domain.Approval | None]:
-        return await _each(self.engine.approval, ids)
-
-    async def _turns(self, keys: list[tuple[str, int]]) -> list[list[domain.Turn]]:
-        return list(await asyncio.gather(*(self.engine.turns_of(s, n) for s, n in keys)))
-
-    async def _turn_items(self, ids: list[str]) -> list[tuple[domain.TurnItem, ...]]:
-        return await _each(self.engine.turn_items, ids)
-
-    async def _cancellations(self, ids: list[str]) -> list[domain.CancellationStatus]:
-        return await _each(self.engine.cancellation, ids)
+    async def _turns(self, key: tuple[str, int]) -> list[domain.Turn]:
+        return await self.engine.turns_of(*key)
 
 
-async def _each(fn: Callable[[K], Awaitable[V]], keys: list[K]) -> list[V]:
-    return list(await asyncio.gather(*(fn(k) for k in keys)))
+def _found(read: Callable[[list[K]], Awaitable[Mapping[K, V]]]) -> DataLoader[K, V | None]:
+    """A loader over a batch read, which answers the rows it found by key."""
+
+    async def load(keys: list[K]) -> list[V | None]:
+        found = await read(keys)
+        return [found.get(k) for k in keys]
+
+    return SharedLoader(load_fn=load)
+
+
+def _each(read: Callable[[K], Awaitable[V]]) -> DataLoader[K, V]:
+    """A loader for reads the store has no batch of: one concurrent read per distinct key."""
+
+    async def load(keys: list[K]) -> list[V]:
+        return list(await asyncio.gather(*(read(k) for k in keys)))
+
+    return SharedLoader(load_fn=load)
 
 
 #: ``FanOut.share``: (context, query, variables, operation name) -> the operation's results, or

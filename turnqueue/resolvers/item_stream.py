@@ -46,12 +46,7 @@ def items_event_id(chunk: ItemsChunk) -> str:
 
 
 def _advance(
-    session_id: str,
-    turn_id: str,
-    place: _Place,
-    records: Iterable[OutputRecord],
-    done: bool,
-    status: TurnStatus,
+    session_id: str, place: _Place, records: Iterable[OutputRecord], done: bool, status: TurnStatus
 ) -> ItemsChunk | None:
     """Fold the records that follow the place; the chunk to send, None when nothing is new.
     Records must start at or before ``place.end`` (the caller reads the log after a gap)."""
@@ -68,9 +63,8 @@ def _advance(
         return None
     place.done = done
     offset = max(start, min(place.hide, place.end))
-    return ItemsChunk(
-        session_id, turn_id, offset, max(place.end, offset), tuple(changes), done, status
-    )
+    end = max(place.end, offset)
+    return ItemsChunk(session_id, place.turn_id, offset, end, tuple(changes), done, status)
 
 
 def _ended_turn(event: Event) -> str | None:
@@ -116,7 +110,7 @@ async def items_stream(
             return None
         turn, records = found
         ended = turn.status is not TurnStatus.RUNNING
-        return _advance(session_id, place.turn_id, place, records, ended, turn.status)
+        return _advance(session_id, place, records, ended, turn.status)
 
     async def catch_up(event: Event | None = None) -> AsyncIterator[ItemsChunk]:
         """From the place on: the rest of its turn, then (following) each later turn. ``event``:
@@ -153,7 +147,7 @@ async def items_stream(
                 turn, records = first
                 place = _Place(turn.id, hide=start.after)
                 ended = turn.status is not TurnStatus.RUNNING
-                chunk = _advance(session_id, turn.id, place, records, ended, turn.status)
+                chunk = _advance(session_id, place, records, ended, turn.status)
                 if chunk is not None:
                     yield out(chunk)
         if place is not None and (place.done or start.turn_id is not None):
@@ -167,9 +161,7 @@ async def items_stream(
                     if batch.records[0].seq <= place.end:  # this instance's, at the place
                         if batch.end > place.end:
                             running = TurnStatus.RUNNING
-                            chunk = _advance(
-                                session_id, place.turn_id, place, batch.records, False, running
-                            )
+                            chunk = _advance(session_id, place, batch.records, False, running)
                             if chunk is not None:
                                 yield out(chunk)
                         continue

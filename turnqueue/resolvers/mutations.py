@@ -1,13 +1,15 @@
 """Mutation roots (SPEC §7): one ``input``, a payload with the changed entities and ``userErrors``.
 
 Each resolver only translates: input → engine call → payload. An expected failure
-(``UserFacingError``) becomes ``userErrors`` with null entities; anything else propagates and is
-masked by the schema (S3).
+(``UserFacingError``) becomes ``userErrors`` with null entities (:func:`mutation`); anything else
+propagates and is masked by the schema (S3).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar, cast, get_type_hints
 
 import strawberry
 
@@ -35,8 +37,26 @@ T = TypeVar("T")
 Input = Annotated[T, strawberry.argument(description="What to do (see the input type's fields).")]
 
 
-def _errors(error: UserFacingError) -> list[UserError]:
-    return [UserError.from_domain(error)]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mutation(description: str) -> Callable[[F], F]:
+    """A mutation root field whose resolver's ``UserFacingError`` answers its payload type (the
+    return annotation) with only ``userErrors``."""
+
+    def decorate(resolver: F) -> F:
+        payload = get_type_hints(resolver)["return"]
+
+        @functools.wraps(resolver)
+        async def answer(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await resolver(*args, **kwargs)
+            except UserFacingError as e:
+                return payload(user_errors=[UserError.from_domain(e)])
+
+        return described.mutation(description)(cast(F, answer))
+
+    return decorate
 
 
 def _turn(turn: domain.Turn | None) -> Turn | None:
@@ -49,23 +69,20 @@ def _turn(turn: domain.Turn | None) -> Turn | None:
     "Authentication failures and faults are top-level GraphQL errors."
 )
 class Mutation:
-    @described.mutation(
+    @mutation(
         "Create a task and its first session, which is ready for a prompt. userErrors: "
         "INVALID_INPUT (title, agent)."
     )
     async def create_task(self, info: Info, input: Input[i.CreateTaskInput]) -> p.CreateTaskPayload:
         ctx = info.context
-        try:
-            task, session = await ctx.engine.create_task(
-                ctx.require_principal(), input.title, input.agent
-            )
-        except UserFacingError as e:
-            return p.CreateTaskPayload(user_errors=_errors(e))
+        task, session = await ctx.engine.create_task(
+            ctx.require_principal(), input.title, input.agent
+        )
         return p.CreateTaskPayload(
             task=Task.from_domain(task), session=Session.from_domain(session)
         )
 
-    @described.mutation(
+    @mutation(
         "Send a prompt. It starts a turn at once when the session is promptable and "
         "nothing holds it (Q9), whatever is queued and whatever auto-run says; a busy or "
         "held session queues it instead (`queuedEntry`). With a `clientMessageId` a retry "
@@ -76,16 +93,13 @@ class Mutation:
         self, info: Info, input: Input[i.SendMessageInput]
     ) -> p.SendMessagePayload:
         ctx, principal = info.context, info.context.require_principal()
-        try:
-            admission = await ctx.engine.send_message(
-                principal,
-                input.session_id,
-                input.content,
-                input.client_message_id,
-                steer=input.delivery is domain.Delivery.STEER,
-            )
-        except UserFacingError as e:
-            return p.SendMessagePayload(user_errors=_errors(e))
+        admission = await ctx.engine.send_message(
+            principal,
+            input.session_id,
+            input.content,
+            input.client_message_id,
+            steer=input.delivery is domain.Delivery.STEER,
+        )
         session, queue = admission.session, admission.queue
         assert session is not None and queue is not None  # Engine.send_message sets both
         return p.SendMessagePayload(
@@ -100,7 +114,7 @@ class Mutation:
             queue=QueueStatus.from_domain(queue),
         )
 
-    @described.mutation(
+    @mutation(
         "Queue a message at the tail, always; then, if auto-run is on and nothing holds "
         "the queue, its head starts (an automatic drain, Q3). With a `clientMessageId` a "
         "retry answers the first one's outcome (Q15). userErrors: INVALID_INPUT, NOT_FOUND, "
@@ -110,16 +124,13 @@ class Mutation:
         self, info: Info, input: Input[i.EnqueueMessageInput]
     ) -> p.EnqueueMessagePayload:
         ctx = info.context
-        try:
-            entry, turn, queue = await ctx.engine.enqueue(
-                ctx.require_principal(),
-                input.session_id,
-                input.content,
-                input.expected_revision,
-                input.client_message_id,
-            )
-        except UserFacingError as e:
-            return p.EnqueueMessagePayload(user_errors=_errors(e))
+        entry, turn, queue = await ctx.engine.enqueue(
+            ctx.require_principal(),
+            input.session_id,
+            input.content,
+            input.expected_revision,
+            input.client_message_id,
+        )
         return p.EnqueueMessagePayload(
             queue=QueueStatus.from_domain(queue),
             entry=QueueEntry.from_domain(entry),
@@ -127,7 +138,7 @@ class Mutation:
             turn=_turn(turn),
         )
 
-    @described.mutation(
+    @mutation(
         "Edit a queued USER entry's content (Q12). userErrors: INVALID_INPUT, NOT_FOUND, "
         "QUEUE_CHANGED, ENTRY_NOT_FOUND, NOT_EDITABLE."
     )
@@ -135,19 +146,16 @@ class Mutation:
         self, info: Info, input: Input[i.UpdateQueueEntryInput]
     ) -> p.QueuePayload:
         ctx = info.context
-        try:
-            queue = await ctx.engine.update_entry(
-                ctx.require_principal(),
-                input.session_id,
-                input.entry_id,
-                input.content,
-                input.expected_revision,
-            )
-        except UserFacingError as e:
-            return p.QueuePayload(user_errors=_errors(e))
+        queue = await ctx.engine.update_entry(
+            ctx.require_principal(),
+            input.session_id,
+            input.entry_id,
+            input.content,
+            input.expected_revision,
+        )
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @described.mutation(
+    @mutation(
         "Remove one queued entry (Q12). userErrors: INVALID_INPUT, NOT_FOUND, "
         "QUEUE_CHANGED, ENTRY_NOT_FOUND."
     )
@@ -155,46 +163,37 @@ class Mutation:
         self, info: Info, input: Input[i.RemoveQueueEntryInput]
     ) -> p.QueuePayload:
         ctx = info.context
-        try:
-            queue = await ctx.engine.remove_entry(
-                ctx.require_principal(), input.session_id, input.entry_id, input.expected_revision
-            )
-        except UserFacingError as e:
-            return p.QueuePayload(user_errors=_errors(e))
+        queue = await ctx.engine.remove_entry(
+            ctx.require_principal(), input.session_id, input.entry_id, input.expected_revision
+        )
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @described.mutation(
+    @mutation(
         "Remove every visible entry (Q12); entries already being delivered are not "
         "touched. userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
     )
     async def clear_queue(self, info: Info, input: Input[i.ClearQueueInput]) -> p.QueuePayload:
         ctx = info.context
-        try:
-            queue = await ctx.engine.clear_queue(
-                ctx.require_principal(), input.session_id, input.expected_revision
-            )
-        except UserFacingError as e:
-            return p.QueuePayload(user_errors=_errors(e))
+        queue = await ctx.engine.clear_queue(
+            ctx.require_principal(), input.session_id, input.expected_revision
+        )
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @described.mutation(
+    @mutation(
         "Put the queue in a new order: `orderedIds` must be exactly the visible entries "
         "(Q12). userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
     )
     async def reorder_queue(self, info: Info, input: Input[i.ReorderQueueInput]) -> p.QueuePayload:
         ctx = info.context
-        try:
-            queue = await ctx.engine.reorder_queue(
-                ctx.require_principal(),
-                input.session_id,
-                [str(x) for x in input.ordered_ids],
-                input.expected_revision,
-            )
-        except UserFacingError as e:
-            return p.QueuePayload(user_errors=_errors(e))
+        queue = await ctx.engine.reorder_queue(
+            ctx.require_principal(),
+            input.session_id,
+            [str(x) for x in input.ordered_ids],
+            input.expected_revision,
+        )
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
-    @described.mutation(
+    @mutation(
         "Stop the active turn and answer once it has stopped, with the outcome (C1-C9). "
         "Meanwhile every Session and cancellationChanged show `cancellationPending: "
         "true`. With entries still queued it also turns auto-run off (pause reason "
@@ -205,10 +204,7 @@ class Mutation:
     )
     async def cancel(self, info: Info, input: Input[i.CancelInput]) -> p.CancelPayload:
         ctx = info.context
-        try:
-            result = await ctx.engine.cancel(ctx.require_principal(), input.session_id)
-        except UserFacingError as e:
-            return p.CancelPayload(user_errors=_errors(e))
+        result = await ctx.engine.cancel(ctx.require_principal(), input.session_id)
         ctx.loaders.cancellation.prime(input.session_id, result.cancellation, force=True)
         return p.CancelPayload(
             session=Session.from_domain(result.session),
@@ -216,7 +212,7 @@ class Mutation:
             outcome=result.outcome,
         )
 
-    @described.mutation(
+    @mutation(
         "Turn auto-run on or off (Q1, Q2). Off never stops the active turn: it lets it "
         "finish and holds the rest (pause reason USER). On starts the head at once when "
         "the session is promptable and nothing holds it (`dispatched`). userErrors: "
@@ -226,19 +222,16 @@ class Mutation:
         self, info: Info, input: Input[i.SetAutoRunInput]
     ) -> p.SetAutoRunPayload:
         ctx = info.context
-        try:
-            applied = await ctx.engine.set_auto_run(
-                ctx.require_principal(), input.session_id, input.auto_run, input.expected_revision
-            )
-        except UserFacingError as e:
-            return p.SetAutoRunPayload(user_errors=_errors(e))
+        applied = await ctx.engine.set_auto_run(
+            ctx.require_principal(), input.session_id, input.auto_run, input.expected_revision
+        )
         return p.SetAutoRunPayload(
             queue=QueueStatus.from_domain(applied.queue),
             dispatched=applied.turn is not None,
             turn=_turn(applied.turn),
         )
 
-    @described.mutation(
+    @mutation(
         "Run one entry (scope ENTRY) or all of them combined (ALL) in place of the active "
         "turn (Q5): it claims them and turns auto-run on, stops the active turn without "
         "pausing the queue, then starts them; the rest follow in FIFO order. A refusal "
@@ -249,16 +242,13 @@ class Mutation:
     )
     async def send_now(self, info: Info, input: Input[i.SendNowInput]) -> p.SendNowPayload:
         ctx = info.context
-        try:
-            result = await ctx.engine.send_now(
-                ctx.require_principal(),
-                input.session_id,
-                input.scope,
-                input.entry_id,
-                input.expected_revision,
-            )
-        except UserFacingError as e:
-            return p.SendNowPayload(user_errors=_errors(e))
+        result = await ctx.engine.send_now(
+            ctx.require_principal(),
+            input.session_id,
+            input.scope,
+            input.entry_id,
+            input.expected_revision,
+        )
         # The status the delivery committed; read when another instance ran the Send Now.
         queue = result.queue or await ctx.engine.queue_status(input.session_id)
         return p.SendNowPayload(
@@ -267,24 +257,21 @@ class Mutation:
             sent_count=result.sent_count,
         )
 
-    @described.mutation(
+    @mutation(
         "Turn auto-run on and start at most one head entry (Q6, for compatibility). "
         "userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED, CLARIFICATION_PENDING, "
         "SESSION_BUSY, SESSION_NOT_PROMPTABLE."
     )
     async def drain(self, info: Info, input: Input[i.DrainInput]) -> p.DrainPayload:
         ctx = info.context
-        try:
-            turn, queue = await ctx.engine.drain(
-                ctx.require_principal(), input.session_id, input.expected_revision
-            )
-        except UserFacingError as e:
-            return p.DrainPayload(user_errors=_errors(e))
+        turn, queue = await ctx.engine.drain(
+            ctx.require_principal(), input.session_id, input.expected_revision
+        )
         return p.DrainPayload(
             queue=QueueStatus.from_domain(queue), turn=_turn(turn), drained=turn is not None
         )
 
-    @described.mutation(
+    @mutation(
         "Answer the agent's pending question: the answer runs as the next turn (source "
         "USER) and the clarification is cleared. userErrors: INVALID_INPUT, NOT_FOUND, "
         "NO_CLARIFICATION, SESSION_BUSY."
@@ -293,15 +280,12 @@ class Mutation:
         self, info: Info, input: Input[i.AnswerClarificationInput]
     ) -> p.SessionPayload:
         ctx = info.context
-        try:
-            session = await ctx.engine.answer_clarification(
-                ctx.require_principal(), input.session_id, input.answer, input.clarification_id
-            )
-        except UserFacingError as e:
-            return p.SessionPayload(user_errors=_errors(e))
+        session = await ctx.engine.answer_clarification(
+            ctx.require_principal(), input.session_id, input.answer, input.clarification_id
+        )
         return p.SessionPayload(session=Session.from_domain(session))
 
-    @described.mutation(
+    @mutation(
         "Answer the agent's pending permission request with one of its options (A6); the "
         "turn goes on. Of concurrent answers one wins. userErrors: INVALID_INPUT (a bad id, "
         "an option it does not offer), NOT_FOUND, APPROVAL_RESOLVED (already answered, or "
@@ -311,17 +295,14 @@ class Mutation:
         self, info: Info, input: Input[i.AnswerApprovalInput]
     ) -> p.AnswerApprovalPayload:
         ctx = info.context
-        try:
-            approval, session = await ctx.engine.answer_approval(
-                ctx.require_principal(), input.approval_id, input.option_id
-            )
-        except UserFacingError as e:
-            return p.AnswerApprovalPayload(user_errors=_errors(e))
+        approval, session = await ctx.engine.answer_approval(
+            ctx.require_principal(), input.approval_id, input.option_id
+        )
         return p.AnswerApprovalPayload(
             approval=Approval.from_domain(approval), session=Session.from_domain(session)
         )
 
-    @described.mutation(
+    @mutation(
         "Move the task to a workflow step (W1-W3). A step with `new_session_on_enter` "
         "creates a new session and moves the queue to it (W3); then one automatic drain "
         "runs on the task's current session. userErrors: INVALID_INPUT (taskId, unknown "
@@ -329,10 +310,7 @@ class Mutation:
     )
     async def move_task(self, info: Info, input: Input[i.MoveTaskInput]) -> p.MoveTaskPayload:
         ctx = info.context
-        try:
-            task, session = await ctx.engine.move_task(
-                ctx.require_principal(), input.task_id, input.step
-            )
-        except UserFacingError as e:
-            return p.MoveTaskPayload(user_errors=_errors(e))
+        task, session = await ctx.engine.move_task(
+            ctx.require_principal(), input.task_id, input.step
+        )
         return p.MoveTaskPayload(task=Task.from_domain(task), session=Session.from_domain(session))

@@ -9,19 +9,12 @@ import strawberry
 from turnqueue.resolvers import connections
 from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import (
-    AFTER,
-    BEFORE,
-    FIRST,
-    LAST,
-    Connection,
-    PageArgs,
-    page_count,
-)
+from turnqueue.schema.connections import Connection, PageArgs, page_count
 from turnqueue.schema.items import AgentProfile
-from turnqueue.schema.types import Session, Task
+from turnqueue.schema.types import After, Before, First, Last, Session, Task
 
 Info = strawberry.Info[Context, None]
+Id = Annotated[strawberry.ID, strawberry.argument(description="Its id.")]
 
 
 @strawberry.type(description="Reads. Everything a principal reads is its own (S2).")
@@ -30,9 +23,7 @@ class Query:
         "One of the caller's sessions; null when there is none with this id, when "
         "it belongs to another principal (S2), or when the id is malformed."
     )
-    async def session(
-        self, info: Info, id: Annotated[strawberry.ID, strawberry.argument(description="Its id.")]
-    ) -> Session | None:
+    async def session(self, info: Info, id: Id) -> Session | None:
         ctx = info.context
         session = await ctx.engine.session(ctx.require_principal(), id)
         return Session.from_domain(session) if session is not None else None
@@ -41,9 +32,7 @@ class Query:
         "One of the caller's tasks; null when there is none with this id, when it "
         "belongs to another principal (S2), or when the id is malformed."
     )
-    async def task(
-        self, info: Info, id: Annotated[strawberry.ID, strawberry.argument(description="Its id.")]
-    ) -> Task | None:
+    async def task(self, info: Info, id: Id) -> Task | None:
         ctx = info.context
         task = await ctx.engine.task(ctx.require_principal(), id)
         return Task.from_domain(task) if task is not None else None
@@ -77,10 +66,10 @@ class Query:
     async def tasks_connection(
         self,
         info: Info,
-        first: Annotated[int | None, strawberry.argument(description=FIRST)] = None,
-        after: Annotated[str | None, strawberry.argument(description=AFTER)] = None,
-        last: Annotated[int | None, strawberry.argument(description=LAST)] = None,
-        before: Annotated[str | None, strawberry.argument(description=BEFORE)] = None,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
     ) -> Connection[Task]:
         ctx = info.context
         args = PageArgs(first=first, after=after, last=last, before=before)

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphql import GraphQLError
 from starlette.requests import Request
 
-from turnqueue.errors import ErrorCode
+from turnqueue.resolvers.connections import invalid
 from turnqueue.resolvers.context import Context
 
 DONE = "done"
@@ -53,10 +52,6 @@ def event_id(turn_id: str, end: int, done: bool) -> str:
     return f"{turn_id}:{end}:{DONE}" if done else f"{turn_id}:{end}"
 
 
-def _invalid(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": ErrorCode.INVALID_INPUT.value})
-
-
 def last_event_id(ctx: Context) -> str | None:
     """A reconnect's ``Last-Event-ID`` header (SSE, O3); None on WebSocket or without one."""
     request = ctx.request
@@ -66,14 +61,10 @@ def last_event_id(ctx: Context) -> str | None:
 
 def parse_place(header: str) -> Place:
     """The place a turnOutput or turnItems event id names; INVALID_INPUT otherwise."""
-    parts = header.split(":")
-    done = len(parts) == 3 and parts[2] == DONE
-    if len(parts) not in (2, 3) or (len(parts) == 3 and not done):
-        raise _invalid("Last-Event-ID is not a turnOutput or turnItems event id")
-    turn_id, end = parts[0], parts[1]
-    if not turn_id or not end.isdigit():
-        raise _invalid("Last-Event-ID is not a turnOutput or turnItems event id")
-    return Place(turn_id, int(end), done)
+    match header.split(":"):
+        case [turn_id, end, *done] if turn_id and end.isdigit() and done in ([], [DONE]):
+            return Place(turn_id, int(end), bool(done))
+    raise invalid("Last-Event-ID is not a turnOutput or turnItems event id")
 
 
 def start_of(ctx: Context, turn_id: str | None, after_offset: int | None) -> Start:
@@ -86,7 +77,7 @@ def start_of(ctx: Context, turn_id: str | None, after_offset: int | None) -> Sta
         return Start(turn_id, after_offset or 0, follow)
     place = parse_place(header)
     if turn_id is not None and place.turn_id != turn_id:
-        raise _invalid("Last-Event-ID names another turn than turnId")
+        raise invalid("Last-Event-ID names another turn than turnId")
     return Start(place.turn_id, place.end, follow, resumed=place)
 
 
@@ -98,5 +89,5 @@ def last_revisions(ctx: Context, parts: int) -> tuple[int, ...] | None:
         return None
     values = header.split(":")
     if len(values) != parts or not all(v.isdigit() for v in values):
-        raise _invalid("Last-Event-ID is not an event id of this subscription")
+        raise invalid("Last-Event-ID is not an event id of this subscription")
     return tuple(int(v) for v in values)

@@ -189,37 +189,37 @@ FEEDS: Mapping[str, FeedOpener[Any]] = {
 }
 
 
-async def _newer(
-    stream: AsyncGenerator[T, None], revision: int, of: Callable[[T], int]
-) -> AsyncGenerator[T, None]:
+async def _newer(stream: AsyncGenerator[T, None], revision: int) -> AsyncGenerator[T, None]:
     """O3: a reconnect's states, without those it had (``Last-Event-ID``'s revision or older)."""
     try:
         async for state in stream:
-            if of(state) > revision:
+            if state.revision > revision:
                 yield state
     finally:
         await stream.aclose()
 
 
-async def open_queue_stream(ctx: Context, session_id: str) -> AsyncGenerator[QueueStatus, None]:
-    await _authorize(ctx, session_id)
-    had = last_revisions(ctx, 1)
-    stream = states(_opener(QueueFeed), ctx, session_id, ctx.engine.bus.buffer_size)
-    return stream if had is None else _newer(stream, had[0], lambda s: int(s.revision))
+def _state_stream(
+    kind: type[Feed[T]],
+) -> Callable[[Context, str], Awaitable[AsyncGenerator[T, None]]]:
+    """Opens the stream of a pushed snapshot subscription (authorised first)."""
+
+    async def open_stream(ctx: Context, session_id: str) -> AsyncGenerator[T, None]:
+        await _authorize(ctx, session_id)
+        had = last_revisions(ctx, 1)
+        stream = states(_opener(kind), ctx, session_id, ctx.engine.bus.buffer_size)
+        return stream if had is None else _newer(stream, had[0])
+
+    return open_stream
+
+
+open_queue_stream = _state_stream(QueueFeed)
+open_cancellation_stream = _state_stream(CancellationFeed)
 
 
 async def open_session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
     await _authorize(ctx, session_id)
     return _session_stream(ctx, session_id, last_revisions(ctx, 2))
-
-
-async def open_cancellation_stream(
-    ctx: Context, session_id: str
-) -> AsyncGenerator[CancellationStatus, None]:
-    await _authorize(ctx, session_id)
-    had = last_revisions(ctx, 1)
-    stream = states(_opener(CancellationFeed), ctx, session_id, ctx.engine.bus.buffer_size)
-    return stream if had is None else _newer(stream, had[0], lambda s: int(s.revision))
 
 
 #: Each snapshot subscription's stream, by root field, opened for a session (authorised first:

@@ -1,4 +1,5 @@
-"""``@field``, ``@mutation`` and ``@subscription`` with a description, typed for strict mypy.
+"""``@field``, ``@mutation`` and ``@subscription`` with a description, typed for strict mypy;
+:func:`null` for a nullable field and :func:`copied` to build a type from its domain value.
 
 Strawberry types the keyword-only form ``strawberry.field(description=…)`` as ``Any``, which
 strict mypy refuses as a decorator (``untyped-decorator``). These call the same functions with
@@ -7,12 +8,17 @@ strict mypy refuses as a decorator (``untyped-decorator``). These call the same 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import strawberry
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", bound="DataclassInstance")
 
 
 def field(description: str, *, deprecation_reason: str | None = None) -> Callable[[F], F]:
@@ -37,3 +43,22 @@ def subscription(description: str) -> Callable[[F], F]:
         return cast(F, strawberry.subscription(resolver=resolver, description=description))
 
     return decorate
+
+
+def null(description: str) -> Any:
+    """A nullable field with ``description``, null by default (a fresh field on each call)."""
+    return strawberry.field(default=None, description=description)
+
+
+#: Each type's fields set by its constructor (not those its resolvers answer).
+_INITIALISED: dict[type, tuple[str, ...]] = {}
+
+
+def copied(cls: type[S], value: object, **given: Any) -> S:
+    """``cls`` with the fields ``given``, and each other field copied from ``value``'s attribute of
+    the same name: builds a type from the domain value it shows."""
+    names = _INITIALISED.get(cls)
+    if names is None:
+        names = _INITIALISED[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    copies = {name: getattr(value, name) for name in names if name not in given}
+    return cls(**copies, **given)

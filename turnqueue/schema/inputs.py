@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from turnqueue.schema.enums import Delivery, SendNowScope
+from turnqueue.schema.fields import null
 from turnqueue.schema.scalars import Revision
 
 
@@ -16,27 +17,18 @@ def _session_id() -> strawberry.ID:
     return made
 
 
-def _expected_revision() -> Revision | None:
-    made: Revision | None = strawberry.field(
-        default=None,
-        description="The queue revision (`QueueStatus.revision`) the request assumes: when "
-        "given and not current, nothing changes and the answer is QUEUE_CHANGED (Q13).",
-    )
-    return made
-
-
-def _client_message_id() -> str | None:
-    made: str | None = strawberry.field(
-        default=None,
-        description="Q15: a key the client makes for this message (1 to 128 characters), so "
-        "that a retry is safe: a second request of the same session with the same key answers "
-        "the first one's outcome (the same turn or entry, never a second one), on any instance, "
-        "after a restart, and when the two race; the same key with other content is "
-        "IDEMPOTENCY_CONFLICT and changes nothing. Keys are kept at least 24 hours. The entry "
-        "and the turn it becomes carry it (`clientMessageId`), so a client can match its "
-        "optimistic row to the server's.",
-    )
-    return made
+EXPECTED_REVISION = (
+    "The queue revision (`QueueStatus.revision`) the request assumes: when given and not "
+    "current, nothing changes and the answer is QUEUE_CHANGED (Q13)."
+)
+CLIENT_MESSAGE_ID = (
+    "Q15: a key the client makes for this message (1 to 128 characters), so that a retry is "
+    "safe: a second request of the same session with the same key answers the first one's "
+    "outcome (the same turn or entry, never a second one), on any instance, after a restart, "
+    "and when the two race; the same key with other content is IDEMPOTENCY_CONFLICT and "
+    "changes nothing. Keys are kept at least 24 hours. The entry and the turn it becomes carry "
+    "it (`clientMessageId`), so a client can match its optimistic row to the server's."
+)
 
 
 def _content(what: str) -> str:
@@ -50,10 +42,9 @@ def _content(what: str) -> str:
 @strawberry.input(description="Input of createTask.")
 class CreateTaskInput:
     title: str = strawberry.field(description="The task's title: 1 to 500 characters.")
-    agent: str | None = strawberry.field(
-        default=None,
-        description="The agent profile of its first session; null for the server's default "
-        "(`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT.",
+    agent: str | None = null(
+        "The agent profile of its first session; null for the server's default "
+        "(`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT."
     )
 
 
@@ -61,7 +52,7 @@ class CreateTaskInput:
 class SendMessageInput:
     session_id: strawberry.ID = _session_id()
     content: str = _content("The prompt")
-    client_message_id: str | None = _client_message_id()
+    client_message_id: str | None = null(CLIENT_MESSAGE_ID)
     delivery: Delivery = strawberry.field(
         default=Delivery.AUTO,
         description="How to deliver it (Q16): AUTO (start or queue) or STEER (offer it to "
@@ -73,8 +64,8 @@ class SendMessageInput:
 class EnqueueMessageInput:
     session_id: strawberry.ID = _session_id()
     content: str = _content("The message")
-    expected_revision: Revision | None = _expected_revision()
-    client_message_id: str | None = _client_message_id()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
+    client_message_id: str | None = null(CLIENT_MESSAGE_ID)
 
 
 @strawberry.input(description="Input of updateQueueEntry.")
@@ -82,20 +73,20 @@ class UpdateQueueEntryInput:
     session_id: strawberry.ID = _session_id()
     entry_id: strawberry.ID = strawberry.field(description="The entry to edit (a USER entry).")
     content: str = _content("Its new content")
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of removeQueueEntry.")
 class RemoveQueueEntryInput:
     session_id: strawberry.ID = _session_id()
     entry_id: strawberry.ID = strawberry.field(description="The entry to remove.")
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of clearQueue.")
 class ClearQueueInput:
     session_id: strawberry.ID = _session_id()
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of reorderQueue.")
@@ -105,7 +96,7 @@ class ReorderQueueInput:
         description="Every visible entry's id, each once, in the new order (head first); "
         "anything else is QUEUE_CHANGED."
     )
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of cancel.")
@@ -120,7 +111,7 @@ class SetAutoRunInput:
         description="true: run on by itself (and start the head now if nothing holds it); "
         "false: hold the queue after the current turn (pause reason USER)."
     )
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of sendNow.")
@@ -129,28 +120,25 @@ class SendNowInput:
     scope: SendNowScope = strawberry.field(
         default=SendNowScope.ENTRY, description="One entry (default) or all of them combined."
     )
-    entry_id: strawberry.ID | None = strawberry.field(
-        default=None,
-        description="The entry to run: required with scope ENTRY, absent with ALL "
-        "(else INVALID_INPUT).",
+    entry_id: strawberry.ID | None = null(
+        "The entry to run: required with scope ENTRY, absent with ALL (else INVALID_INPUT)."
     )
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of drain.")
 class DrainInput:
     session_id: strawberry.ID = _session_id()
-    expected_revision: Revision | None = _expected_revision()
+    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of answerClarification.")
 class AnswerClarificationInput:
     session_id: strawberry.ID = _session_id()
     answer: str = _content("The answer, sent to the agent as the next turn")
-    clarification_id: strawberry.ID | None = strawberry.field(
-        default=None,
-        description="The clarification being answered; when given and not the pending one, "
-        "NO_CLARIFICATION (so a stale answer is not sent to a newer question).",
+    clarification_id: strawberry.ID | None = null(
+        "The clarification being answered; when given and not the pending one, "
+        "NO_CLARIFICATION (so a stale answer is not sent to a newer question)."
     )
 
 

@@ -21,6 +21,7 @@ from turnqueue.schema.enums import (
     ConversationStart,
     ItemKind,
 )
+from turnqueue.schema.fields import copied
 
 
 @strawberry.type(description="An authentication method an agent offers (ACP `authMethods`).")
@@ -69,15 +70,7 @@ class AgentConversation:
 
     @classmethod
     def from_domain(cls, c: domain.AgentConversation) -> AgentConversation:
-        return cls(
-            agent_session_id=c.agent_session_id,
-            resumed=c.resumed,
-            resume_error=c.resume_error,
-            can_resume=c.can_resume,
-            can_load=c.can_load,
-            can_close=c.can_close,
-            updated_at=c.updated_at,
-        )
+        return copied(cls, c)
 
 
 @strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")
@@ -99,25 +92,13 @@ class AgentProfile:
 
     @classmethod
     def from_domain(cls, profile: domain.AgentProfile) -> AgentProfile:
-        auth = profile.auth
-        return cls(
-            name=profile.name,
-            type=profile.type,
-            steering=profile.steering,
-            auth=None
-            if auth is None
-            else AgentAuth(
-                state=auth.state,
-                method=auth.method,
-                methods=[
-                    AuthMethod(
-                        id=m.id, name=m.name, description=m.description, env_vars=list(m.env_vars)
-                    )
-                    for m in auth.methods
-                ],
-                message=auth.message,
-            ),
-        )
+        auth = None
+        if profile.auth is not None:
+            methods = [
+                copied(AuthMethod, m, env_vars=list(m.env_vars)) for m in profile.auth.methods
+            ]
+            auth = copied(AgentAuth, profile.auth, methods=methods)
+        return copied(cls, profile, auth=auth)
 
 
 @strawberry.interface(
@@ -282,18 +263,9 @@ class Approval:
 
     @classmethod
     def from_domain(cls, approval: domain.Approval) -> Approval:
-        return cls(
-            id=strawberry.ID(approval.id),
-            turn_id=strawberry.ID(approval.turn_id),
-            title=approval.title,
-            tool_call_id=approval.tool_call_id,
-            options=[
-                ApprovalOption(id=strawberry.ID(o.id), name=o.name, kind=o.kind)
-                for o in approval.options
-            ],
-            requested_at=approval.requested_at,
-            outcome=approval.outcome,
+        return copied(
+            cls,
+            approval,
+            options=[copied(ApprovalOption, o) for o in approval.options],
             option_id=strawberry.ID(approval.option_id) if approval.option_id else None,
-            answered_by=approval.answered_by,
-            answered_at=approval.answered_at,
         )

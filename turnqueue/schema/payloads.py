@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from turnqueue.schema.enums import CancelOutcome, SendOutcome
+from turnqueue.schema.fields import null
 from turnqueue.schema.items import Approval
 from turnqueue.schema.types import (
     CancellationStatus,
@@ -17,7 +18,7 @@ from turnqueue.schema.types import (
 )
 
 
-# Each helper builds a fresh field (Strawberry types ``strawberry.field`` as ``Any``).
+# A fresh field each time (Strawberry types ``strawberry.field`` as ``Any``).
 def _user_errors() -> list[UserError]:
     made: list[UserError] = strawberry.field(
         default_factory=list,
@@ -27,61 +28,47 @@ def _user_errors() -> list[UserError]:
     return made
 
 
-def _queue() -> QueueStatus | None:
-    made: QueueStatus | None = strawberry.field(
-        default=None,
-        description="The session's queue after the mutation (a new `revision` if it changed).",
-    )
-    return made
-
-
-def _turn(what: str) -> Turn | None:
-    made: Turn | None = strawberry.field(default=None, description=what)
-    return made
+#: ``queue`` of the payloads that have one.
+QUEUE_AFTER = "The session's queue after the mutation (a new `revision` if it changed)."
+#: ``turn`` of the payloads whose mutation may start one.
+TURN_STARTED = "The turn that started; null when nothing did."
 
 
 @strawberry.type(description="The answer of createTask.")
 class CreateTaskPayload:
-    task: Task | None = strawberry.field(default=None, description="The new task.")
-    session: Session | None = strawberry.field(
-        default=None, description="Its first session, ready for a prompt (WAITING_FOR_INPUT)."
-    )
+    task: Task | None = null("The new task.")
+    session: Session | None = null("Its first session, ready for a prompt (WAITING_FOR_INPUT).")
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of sendMessage: either `turn` or `queuedEntry` is set.")
 class SendMessagePayload:
-    session: Session | None = strawberry.field(
-        default=None, description="The session after the message."
-    )
-    turn: Turn | None = _turn(
+    session: Session | None = null("The session after the message.")
+    turn: Turn | None = null(
         "The turn the message started, or (STEERED) the running turn it was steered into; null "
         "when it was queued."
     )
-    queued_entry: QueueEntry | None = strawberry.field(
-        default=None,
-        description="The entry the message became when the session was busy or "
-        "held; null when it started a turn or was steered.",
+    queued_entry: QueueEntry | None = null(
+        "The entry the message became when the session was busy or "
+        "held; null when it started a turn or was steered."
     )
-    outcome: SendOutcome | None = strawberry.field(
-        default=None,
-        description="What the send did (Q16): STARTED, QUEUED or STEERED; null with userErrors.",
+    outcome: SendOutcome | None = null(
+        "What the send did (Q16): STARTED, QUEUED or STEERED; null with userErrors."
     )
-    queue: QueueStatus | None = _queue()
+    queue: QueueStatus | None = null(QUEUE_AFTER)
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of enqueueMessage.")
 class EnqueueMessagePayload:
-    queue: QueueStatus | None = _queue()
-    entry: QueueEntry | None = strawberry.field(
-        default=None,
-        description="The new entry (if it started at once, it is no longer in `queue`).",
+    queue: QueueStatus | None = null(QUEUE_AFTER)
+    entry: QueueEntry | None = null(
+        "The new entry (if it started at once, it is no longer in `queue`)."
     )
     dispatched: bool = strawberry.field(
         default=False, description="Whether the automatic drain after it started a turn."
     )
-    turn: Turn | None = _turn("The turn the drain started; null when nothing started.")
+    turn: Turn | None = null("The turn the drain started; null when nothing started.")
     user_errors: list[UserError] = _user_errors()
 
 
@@ -89,38 +76,34 @@ class EnqueueMessagePayload:
     description="The answer of updateQueueEntry, removeQueueEntry, clearQueue and reorderQueue."
 )
 class QueuePayload:
-    queue: QueueStatus | None = _queue()
+    queue: QueueStatus | None = null(QUEUE_AFTER)
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of cancel, sent once the cancellation has finished.")
 class CancelPayload:
-    session: Session | None = strawberry.field(
-        default=None, description="The session after the cancellation."
+    session: Session | None = null("The session after the cancellation.")
+    cancellation: CancellationStatus | None = null(
+        "The cancellation state after it (normally not pending)."
     )
-    cancellation: CancellationStatus | None = strawberry.field(
-        default=None, description="The cancellation state after it (normally not pending)."
-    )
-    outcome: CancelOutcome | None = strawberry.field(
-        default=None, description="How the cancellation ended."
-    )
+    outcome: CancelOutcome | None = null("How the cancellation ended.")
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of setAutoRun.")
 class SetAutoRunPayload:
-    queue: QueueStatus | None = _queue()
+    queue: QueueStatus | None = null(QUEUE_AFTER)
     dispatched: bool = strawberry.field(
         default=False, description="Whether turning it on started the head entry now (Q2)."
     )
-    turn: Turn | None = _turn("The turn that started; null when nothing did.")
+    turn: Turn | None = null(TURN_STARTED)
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of sendNow.")
 class SendNowPayload:
-    queue: QueueStatus | None = _queue()
-    turn: Turn | None = _turn("The turn that now runs the entry (or entries).")
+    queue: QueueStatus | None = null(QUEUE_AFTER)
+    turn: Turn | None = null("The turn that now runs the entry (or entries).")
     sent_count: int = strawberry.field(
         default=0, description="How many entries the turn's prompt holds (1 for scope ENTRY)."
     )
@@ -129,8 +112,8 @@ class SendNowPayload:
 
 @strawberry.type(description="The answer of drain.")
 class DrainPayload:
-    queue: QueueStatus | None = _queue()
-    turn: Turn | None = _turn("The turn that started; null when nothing did.")
+    queue: QueueStatus | None = null(QUEUE_AFTER)
+    turn: Turn | None = null(TURN_STARTED)
     drained: bool = strawberry.field(
         default=False,
         description="Whether a head entry started; false with an empty queue (auto-run is on "
@@ -141,29 +124,21 @@ class DrainPayload:
 
 @strawberry.type(description="The answer of answerClarification.")
 class SessionPayload:
-    session: Session | None = strawberry.field(
-        default=None, description="The session once the answer started as its turn."
-    )
+    session: Session | None = null("The session once the answer started as its turn.")
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of answerApproval (A6).")
 class AnswerApprovalPayload:
-    approval: Approval | None = strawberry.field(
-        default=None, description="The approval as answered (outcome SELECTED)."
-    )
-    session: Session | None = strawberry.field(
-        default=None, description="The session after the answer (its turn runs on)."
-    )
+    approval: Approval | None = null("The approval as answered (outcome SELECTED).")
+    session: Session | None = null("The session after the answer (its turn runs on).")
     user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of moveTask.")
 class MoveTaskPayload:
-    task: Task | None = strawberry.field(default=None, description="The task in its new step.")
-    session: Session | None = strawberry.field(
-        default=None,
-        description="The task's current session after the move (a new one when the step "
-        "creates one, W3).",
+    task: Task | None = null("The task in its new step.")
+    session: Session | None = null(
+        "The task's current session after the move (a new one when the step creates one, W3)."
     )
     user_errors: list[UserError] = _user_errors()

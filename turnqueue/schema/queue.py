@@ -8,6 +8,7 @@ import strawberry
 
 from turnqueue import domain
 from turnqueue.schema.enums import HoldReason, MessageSource, PauseReason
+from turnqueue.schema.fields import copied
 from turnqueue.schema.scalars import Revision
 
 
@@ -25,11 +26,7 @@ class Clarification:
 
     @classmethod
     def from_domain(cls, clarification: domain.Clarification) -> Clarification:
-        return cls(
-            id=strawberry.ID(clarification.id),
-            question=clarification.question,
-            asked_at=clarification.asked_at,
-        )
+        return copied(cls, clarification)
 
 
 @strawberry.type(
@@ -57,12 +54,7 @@ class CancellationStatus:
 
     @classmethod
     def from_domain(cls, status: domain.CancellationStatus) -> CancellationStatus:
-        return cls(
-            id=strawberry.ID(f"cancellation:{status.session_id}"),
-            session_id=strawberry.ID(status.session_id),
-            pending=status.pending,
-            revision=Revision(status.revision),
-        )
+        return copied(cls, status, id=strawberry.ID(f"cancellation:{status.session_id}"))
 
 
 @strawberry.type(description="A message waiting in a session's queue.")
@@ -89,15 +81,7 @@ class QueueEntry:
 
     @classmethod
     def from_domain(cls, entry: domain.QueueEntry) -> QueueEntry:
-        return cls(
-            id=strawberry.ID(entry.id),
-            session_id=strawberry.ID(entry.session_id),
-            position=entry.position,
-            content=entry.content,
-            source=entry.source,
-            queued_at=entry.queued_at,
-            client_message_id=entry.client_message_id,
-        )
+        return copied(cls, entry)
 
 
 @strawberry.type(
@@ -140,14 +124,10 @@ class QueueStatus:
 
     @classmethod
     def from_domain(cls, status: domain.QueueStatus) -> QueueStatus:
-        return cls(
+        return copied(
+            cls,
+            status,
             id=strawberry.ID(f"queue:{status.session_id}"),
-            session_id=strawberry.ID(status.session_id),
-            auto_run=status.auto_run,
-            pause_reason=status.pause_reason,
             held_by=list(status.held_by),
             entries=[QueueEntry.from_domain(e) for e in status.entries],
-            count=status.count,
-            max=status.max,
-            revision=Revision(status.revision),
         )

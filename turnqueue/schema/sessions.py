@@ -40,13 +40,7 @@ class Task:
 
     @classmethod
     def from_domain(cls, task: domain.Task) -> Task:
-        return cls(
-            id=strawberry.ID(task.id),
-            title=task.title,
-            workflow_step=task.workflow_step,
-            created_at=task.created_at,
-            current_session_id=task.current_session_id,
-        )
+        return described.copied(cls, task)
 
     @described.field(
         "The session the task runs in now: its first session, or the newest one a "
@@ -116,17 +110,7 @@ class Session:
 
     @classmethod
     def from_domain(cls, session: domain.Session) -> Session:
-        return cls(
-            id=strawberry.ID(session.id),
-            agent=session.agent,
-            state=session.state,
-            revision=Revision(session.revision),
-            promptable=session.promptable,
-            created_at=session.created_at,
-            updated_at=session.updated_at,
-            task_id=strawberry.ID(session.task_id),
-            parts=session.parts,
-        )
+        return described.copied(cls, session)
 
     async def _parts(self, info: Info) -> domain.SessionParts | None:
         if self.parts is not None:

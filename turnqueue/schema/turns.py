@@ -62,21 +62,8 @@ class Turn:
 
     @classmethod
     def from_domain(cls, turn: domain.Turn) -> Turn:
-        return cls(
-            id=strawberry.ID(turn.id),
-            session_id=strawberry.ID(turn.session_id),
-            prompt=turn.prompt,
-            source=turn.source,
-            status=turn.status,
-            output=turn.output,
-            error=turn.error,
-            error_kind=turn.error_kind,
-            agent_stderr=turn.agent_stderr,
-            client_message_id=turn.client_message_id,
-            queue_entry_id=strawberry.ID(turn.entry_id) if turn.entry_id is not None else None,
-            started_at=turn.started_at,
-            ended_at=turn.ended_at,
-        )
+        entry_id = strawberry.ID(turn.entry_id) if turn.entry_id is not None else None
+        return described.copied(cls, turn, queue_entry_id=entry_id)
 
     @described.field(
         "The turn's structured output in order (A3): messages, thoughts, tool calls, plans "
@@ -138,14 +125,7 @@ class TurnOutputChunk:
 
     @classmethod
     def from_domain(cls, chunk: domain.OutputChunk) -> TurnOutputChunk:
-        return cls(
-            session_id=strawberry.ID(chunk.session_id),
-            turn_id=strawberry.ID(chunk.turn_id),
-            offset=chunk.offset,
-            text=chunk.text,
-            done=chunk.done,
-            status=chunk.status,
-        )
+        return described.copied(cls, chunk)
 
 
 @strawberry.type(
@@ -183,12 +163,5 @@ class TurnItemsChunk:
 
     @classmethod
     def from_domain(cls, chunk: domain.ItemsChunk) -> TurnItemsChunk:
-        return cls(
-            session_id=strawberry.ID(chunk.session_id),
-            turn_id=strawberry.ID(chunk.turn_id),
-            offset=chunk.offset,
-            next_offset=chunk.next_offset,
-            items=[item_from_domain(i, it) for i, it in chunk.changes],
-            done=chunk.done,
-            status=chunk.status,
-        )
+        items = [item_from_domain(i, it) for i, it in chunk.changes]
+        return described.copied(cls, chunk, items=items)

@@ -11,6 +11,7 @@ import strawberry
 
 from turnqueue.errors import UserFacingError
 from turnqueue.schema.enums import ErrorCode
+from turnqueue.schema.fields import copied
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueEntry, QueueStatus
 from turnqueue.schema.reads import After, Before, First, Info, Last, Reads
 from turnqueue.schema.sessions import Session, Task
@@ -53,4 +54,4 @@ class UserError:
 
     @classmethod
     def from_domain(cls, error: UserFacingError) -> UserError:
-        return cls(code=error.code, message=error.message, field=error.field)
+        return copied(cls, error)
