@@ -85,14 +85,12 @@ class AcpAgent:
 
     agent_type = AgentType.ACP
 
-    def __init__(
-        self, profile: Profile, *, workspace: Path | None = None, bounds: Bounds | None = None
-    ) -> None:
+    def __init__(self, profile: Profile, *, bounds: Bounds | None = None) -> None:
         self.name = profile.name
         self.profile = profile
         #: A9: how long a turn's agent may stay silent (the profile's, by default)
         self.bounds = bounds if bounds is not None else profile.bounds()
-        self.workspace = profile.workspace or workspace or Path.cwd() / "workspaces"
+        self.workspace = profile.workspace or Path.cwd() / "workspaces"
         #: set by the engine: asks a user about a permission request (A6)
         self.approvals: ApprovalHandler | None = None
         #: set by the engine: the task of a session (its working directory)
@@ -137,22 +135,20 @@ class AcpAgent:
         self._cwds.pop(session_id, None)
         if process is None:
             return
-        conn = process.conn
-        if process.can_close and conn is not None and process.acp_session_id is not None:
-            if not process.dead and process.proc.returncode is None:
-                try:
-                    async with asyncio.timeout(SEND_TIMEOUT):
-                        await conn.close_session(session_id=process.acp_session_id)
-                    log.info(
-                        "session %s: closed agent session %s", session_id, process.acp_session_id
-                    )
-                except Exception as exc:
-                    log.warning(
-                        "session %s: session/close of agent session %s failed: %r",
-                        session_id,
-                        process.acp_session_id,
-                        exc,
-                    )
+        conn, agent_session = process.conn, process.acp_session_id
+        alive = not process.dead and process.proc.returncode is None
+        if process.can_close and conn is not None and agent_session is not None and alive:
+            try:
+                async with asyncio.timeout(SEND_TIMEOUT):
+                    await conn.close_session(session_id=agent_session)
+                log.info("session %s: closed agent session %s", session_id, agent_session)
+            except Exception as exc:
+                log.warning(
+                    "session %s: session/close of agent session %s failed: %r",
+                    session_id,
+                    agent_session,
+                    exc,
+                )
         await self.stop(process)
 
     async def release_session(self, session_id: str) -> None:

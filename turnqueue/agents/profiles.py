@@ -159,14 +159,7 @@ def load_profiles(path: Path | None) -> Profiles:
             type=AgentType(table.type.upper()),
             command=tuple(table.command or ()),
             env={key: expand(value) for key, value in table.env.items()},
-            permissions=table.permissions,
-            workspace=table.workspace,
-            idle_timeout=table.idle_timeout,
-            start_timeout=table.start_timeout,
-            turn_seconds=table.turn_seconds,
-            auth_method=table.auth_method,
-            stall_timeout=table.stall_timeout,
-            approval_timeout=table.approval_timeout,
+            **table.model_dump(exclude={"type", "command", "env"}),  # the other fields as given
         )
     if parsed.default is not None and parsed.default not in profiles | _BUILT_IN:
         known = ", ".join(sorted(set(profiles) | set(_BUILT_IN)))
