@@ -60,7 +60,7 @@ from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, Perm
 from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
 from turnqueue.agents.profiles import Profile
 from turnqueue.agents.watchdog import Bounds
-from turnqueue.domain import AgentAuth, AgentErrorKind, AgentType, AuthMethod, AuthState
+from turnqueue.domain import AgentAuth, AgentErrorKind, AuthMethod, AuthState
 
 __all__ = [
     "SEND_TIMEOUT",
@@ -82,8 +82,6 @@ TaskLookup = Callable[[str], Awaitable[str | None]]
 
 class AcpAgent:
     """The ``acp`` profile: one agent process per session (a cache keyed by session id)."""
-
-    agent_type = AgentType.ACP
 
     def __init__(self, profile: Profile, *, bounds: Bounds | None = None) -> None:
         self.name = profile.name
