@@ -43,7 +43,6 @@ from turnqueue.agents.acp_errors import (
 )
 from turnqueue.agents.acp_process import (
     STDERR_QUIET_SECONDS,
-    STDERR_TAIL_BYTES,
     STOP_GRACE_SECONDS,
     AcpProcess,
     release,
@@ -62,16 +61,7 @@ from turnqueue.agents.profiles import Profile
 from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentAuth, AgentErrorKind, AuthMethod, AuthState
 
-__all__ = [
-    "SEND_TIMEOUT",
-    "STDERR_TAIL_BYTES",
-    "STOP_GRACE_SECONDS",
-    "AcpAgent",
-    "AcpRun",
-    "ApprovalHandler",
-    "PermissionRequest",
-    "TaskLookup",
-]
+__all__ = ["AcpAgent", "AcpRun", "ApprovalHandler", "PermissionRequest", "TaskLookup"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
