@@ -180,7 +180,8 @@ class AcpAgent:
         spawned: AcpProcess | None = None
         try:
             async with asyncio.timeout(self.profile.start_timeout):
-                spawned = await self._spawn(cwd)
+                env = {**default_environment(), **self.profile.env}
+                spawned = await spawn(self.profile.command, env, cwd)
                 if self.processes is not None:
                     await self.processes.started(session_id, spawned.pid)
                 await self._open_session(session_id, spawned, cwd)
@@ -230,10 +231,6 @@ class AcpAgent:
         except OSError as exc:
             raise AgentStartError(f"cannot create the task directory {cwd}: {exc}") from exc
         return cwd
-
-    async def _spawn(self, cwd: Path) -> AcpProcess:
-        env = {**default_environment(), **self.profile.env}
-        return await spawn(self.profile.command, env, cwd)
 
     async def _open_session(self, session_id: str, process: AcpProcess, cwd: Path) -> None:
         conn = process.conn
