@@ -71,13 +71,10 @@ class Change:
 
 
 def diff_schemas(old: GraphQLSchema, new: GraphQLSchema) -> list[Change]:
-    breaking = [
-        Change("breaking", c.type.name, c.description) for c in find_breaking_changes(old, new)
+    breaking, dangerous = find_breaking_changes(old, new), find_dangerous_changes(old, new)
+    return [Change("breaking", c.type.name, c.description) for c in breaking] + [
+        Change("dangerous", c.type.name, c.description) for c in dangerous
     ]
-    dangerous = [
-        Change("dangerous", c.type.name, c.description) for c in find_dangerous_changes(old, new)
-    ]
-    return breaking + dangerous
 
 
 def run_diff(old: Path, new: Path, *, strict: bool = False) -> int:
