@@ -38,8 +38,15 @@ _KEY_ALGORITHMS: dict[tuple[object, object], str] = {
     ("EC", "P-256"): "ES256",
 }
 
-
 _REQUIRED = "authentication required: send Authorization: Bearer <token>"
+#: PyJWT's refusals of a token, as a caller is told them (anything else: "token is invalid: …")
+_REFUSALS: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
+    (jwt.ExpiredSignatureError, "token has expired"),
+    (jwt.InvalidSignatureError, "token signature is invalid"),
+    (jwt.InvalidAudienceError, "token audience is not accepted"),
+    (jwt.InvalidIssuerError, "token issuer is not accepted"),
+    (jwt.ImmatureSignatureError, "token is not valid yet"),
+)
 
 
 class AuthConfigError(ValueError):
@@ -151,20 +158,11 @@ class JwtVerifier:
                 leeway=self._leeway,
                 options={"require": ["exp", "sub"]},
             )
-        except jwt.ExpiredSignatureError as error:
-            raise AuthenticationError("token has expired") from error
-        except jwt.InvalidSignatureError as error:
-            raise AuthenticationError("token signature is invalid") from error
         except jwt.MissingRequiredClaimError as error:
             raise AuthenticationError(f"token has no {error.claim!r} claim") from error
-        except jwt.InvalidAudienceError as error:
-            raise AuthenticationError("token audience is not accepted") from error
-        except jwt.InvalidIssuerError as error:
-            raise AuthenticationError("token issuer is not accepted") from error
-        except jwt.ImmatureSignatureError as error:
-            raise AuthenticationError("token is not valid yet") from error
         except jwt.PyJWTError as error:
-            raise AuthenticationError(f"token is invalid: {error}") from error
+            reason = next((m for t, m in _REFUSALS if isinstance(error, t)), None)
+            raise AuthenticationError(reason or f"token is invalid: {error}") from error
         except (TypeError, ValueError) as error:  # a malformed part PyJWT does not wrap
             raise AuthenticationError("token is invalid") from error
         subject = claims.get("sub")
@@ -194,7 +192,7 @@ class Authenticator:
         if not self.enabled:
             return LOCAL_PRINCIPAL
         if not isinstance(authorization, str) or not authorization.strip():
-            raise AuthenticationError("authentication required: send Authorization: Bearer <token>")
+            raise AuthenticationError(_REQUIRED)
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip()
         presented = token.encode()
@@ -205,7 +203,7 @@ class Authenticator:
         if found is not None:
             return found
         if scheme.lower() != "bearer" or not token:
-            raise AuthenticationError("authentication required: send Authorization: Bearer <token>")
+            raise AuthenticationError(_REQUIRED)
         if self._verifier is not None and token.count(".") == 2:
             return self._verifier.principal(token)
         raise AuthenticationError("invalid token")

@@ -35,10 +35,6 @@ def env_name(field: str) -> str:
     return f"{ENV_PREFIX}{field}".upper()
 
 
-def _is_bool(info: FieldInfo) -> bool:
-    return info.annotation is bool
-
-
 def _choices(info: FieldInfo) -> list[str] | None:
     if typing.get_origin(info.annotation) is typing.Literal:
         return [str(c) for c in typing.get_args(info.annotation)]
@@ -46,34 +42,23 @@ def _choices(info: FieldInfo) -> list[str] | None:
 
 
 def _help(name: str, info: FieldInfo) -> str:
-    parts = [info.description or name.replace("_", " ")]
     extra = [f"env {env_name(name)}"]
-    shown = info.default
-    if shown not in (PydanticUndefined, None, "") and not name.endswith("secret"):
-        extra.append(f"default {shown}")
-    return f"{parts[0]} ({'; '.join(extra)})".replace("%", "%%")
+    if info.default not in (PydanticUndefined, None, "") and not name.endswith("secret"):
+        extra.append(f"default {info.default}")
+    text = info.description or name.replace("_", " ")
+    return f"{text} ({'; '.join(extra)})".replace("%", "%%")
 
 
 def add_settings_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per Settings field; values stay strings (or booleans) for pydantic to parse."""
     for name, info in Settings.model_fields.items():
-        if _is_bool(info):
+        flag: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, info)}
+        if info.annotation is bool:
+            parser.add_argument(flag_name(name), action=argparse.BooleanOptionalAction, **flag)
+        else:
             parser.add_argument(
-                flag_name(name),
-                dest=name,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=_help(name, info),
+                flag_name(name), choices=_choices(info), metavar=name.upper(), **flag
             )
-            continue
-        parser.add_argument(
-            flag_name(name),
-            dest=name,
-            default=None,
-            choices=_choices(info),
-            metavar=name.upper(),
-            help=_help(name, info),
-        )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,12 +117,13 @@ def load_settings(overrides: dict[str, Any]) -> Settings:
 
 def _schema(args: argparse.Namespace) -> int:
     from turnqueue import contract
+    from turnqueue.client_documents import read_text
 
     try:
         if args.verb == "diff":
             return contract.run_diff(args.old, args.new, strict=args.strict)
         if args.schema is not None:
-            sdl = contract.read_text(args.schema)
+            sdl = read_text(args.schema)
         else:
             from turnqueue.api import print_schema_sdl
 
@@ -170,20 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(migrate(settings.async_database_url))
         print("database is up to date")
         return 0
-    from turnqueue.auth import AuthConfigError, Authenticator
+    from turnqueue.agents import agent_profile, build_agents
+    from turnqueue.auth import Authenticator
 
     try:
         settings.check_bind()
         Authenticator.from_settings(settings)  # an unusable JWKS file stops here, not per request
-    except (ValueError, AuthConfigError) as e:
-        print(f"turnqueue: {e}", file=sys.stderr)
-        return 2
-    from turnqueue.agents import ProfileError, agent_profile, build_agents
-
-    try:
         # A1: a bad agents file, or a default that cannot run, stops the server here.
         agents, default = build_agents(settings)
-    except ProfileError as e:
+    except ValueError as e:  # AuthConfigError and ProfileError are ValueErrors
         print(f"turnqueue: {e}", file=sys.stderr)
         return 2
     import uvicorn

@@ -35,7 +35,8 @@ _DOCUMENT_START = re.compile(
 
 
 class DocumentsError(Exception):
-    """A file that cannot be read (or parsed as Python)."""
+    """A file that cannot be read (or parsed as Python); :mod:`turnqueue.contract` raises it as
+    ``ContractError`` for a schema too."""
 
 
 def read_text(path: Path) -> str:

@@ -44,21 +44,15 @@ from turnqueue.client_documents import (
     Embedded,
     documents_in,
     expand_paths,
+    read_text,
 )
 
 Severity = Literal["error", "warning"]
 _RULES = [rule for rule in specified_rules if rule is not NoUnusedFragmentsRule]
 
 
-class ContractError(Exception):
-    """A file that cannot be read or parsed as SDL (exit status 2)."""
-
-
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError(f"cannot read {path}: {error}") from error
+#: A file that cannot be read, or parsed as SDL or Python (``turnqueue schema`` exits with 2).
+ContractError = DocumentsError
 
 
 def load_schema(sdl: str, name: str = "schema") -> GraphQLSchema:
@@ -77,13 +71,10 @@ class Change:
 
 
 def diff_schemas(old: GraphQLSchema, new: GraphQLSchema) -> list[Change]:
-    breaking = [
-        Change("breaking", c.type.name, c.description) for c in find_breaking_changes(old, new)
+    breaking, dangerous = find_breaking_changes(old, new), find_dangerous_changes(old, new)
+    return [Change("breaking", c.type.name, c.description) for c in breaking] + [
+        Change("dangerous", c.type.name, c.description) for c in dangerous
     ]
-    dangerous = [
-        Change("dangerous", c.type.name, c.description) for c in find_dangerous_changes(old, new)
-    ]
-    return breaking + dangerous
 
 
 def run_diff(old: Path, new: Path, *, strict: bool = False) -> int:
@@ -218,11 +209,8 @@ def check_documents(schema: GraphQLSchema, embedded: Sequence[Embedded]) -> Repo
 
 def run_check(sdl: str, paths: Sequence[Path], *, strict: bool = False) -> int:
     schema = load_schema(sdl)
-    try:
-        files = expand_paths(paths)
-        found_in = [(path, *documents_in(path)) for path in files]
-    except DocumentsError as error:
-        raise ContractError(str(error)) from error
+    files = expand_paths(paths)
+    found_in = [(path, *documents_in(path)) for path in files]
     embedded: list[Embedded] = []
     notes: list[str] = []
     for path, found, skipped in found_in:

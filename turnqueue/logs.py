@@ -66,7 +66,8 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and value is not None:
-                entry[key] = value if _is_json_scalar(value) else repr(value)
+                scalar = isinstance(value, str | int | float | bool)
+                entry[key] = value if scalar else repr(value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
@@ -84,10 +85,6 @@ class PlainFormatter(logging.Formatter):
         ]
         record.ids = f" [{' '.join(ids)}]" if ids else ""
         return super().format(record)
-
-
-def _is_json_scalar(value: object) -> bool:
-    return isinstance(value, str | int | float | bool)
 
 
 class StartChatter(logging.Filter):

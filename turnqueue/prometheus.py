@@ -12,9 +12,7 @@ Hazards:
 - Event delivery latency is measured from when the event was made (``Event.at``: events are
   made as they are published, after their commit) to the moment a subscriber receives it: the
   bus's ``on_deliver`` hook, :meth:`delivered`, which the app passes when it builds *its* bus.
-  Nothing is kept per event (an earlier cache of the last 4,096 events, kept to match a
-  delivery with its publication, held their payloads and rebuilt its table every few thousand
-  events: bench P7's bounded steps).
+  Nothing is kept per event.
 - Queue depth is a database fact (entries of every session, possibly written by other instances),
   so it is read with one ``COUNT`` per scrape in :meth:`refresh`, not kept as a running sum.
 - The errors counter counts ``ERROR`` log records of the ``turnqueue`` loggers (masked resolver

@@ -119,9 +119,7 @@ def agent_profile(name: str, agent: Agent) -> AgentProfile:
     ``acp`` profile, what its agent last said about authentication (A11); whether a STEER send
     may be taken (Q16): the scripted agent always, a command never, an ``acp`` agent until it
     answered that it has no ``_session/steering`` method (:attr:`AcpAgent.steering`)."""
-    kind = getattr(agent, "agent_type", None)
-    if not isinstance(kind, AgentType):
-        kind = AgentType.COMMAND if isinstance(agent, CommandAgent) else AgentType.SCRIPTED
     if isinstance(agent, AcpAgent):
-        return AgentProfile(name, kind, agent.auth, steering=agent.steering)
+        return AgentProfile(name, AgentType.ACP, agent.auth, steering=agent.steering)
+    kind = AgentType.COMMAND if isinstance(agent, CommandAgent) else AgentType.SCRIPTED
     return AgentProfile(name, kind, None, steering=isinstance(agent, ScriptedAgent))

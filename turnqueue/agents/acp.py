@@ -43,7 +43,6 @@ from turnqueue.agents.acp_errors import (
 )
 from turnqueue.agents.acp_process import (
     STDERR_QUIET_SECONDS,
-    STDERR_TAIL_BYTES,
     STOP_GRACE_SECONDS,
     AcpProcess,
     release,
@@ -60,18 +59,9 @@ from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, Perm
 from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
 from turnqueue.agents.profiles import Profile
 from turnqueue.agents.watchdog import Bounds
-from turnqueue.domain import AgentAuth, AgentErrorKind, AgentType, AuthMethod, AuthState
+from turnqueue.domain import AgentAuth, AgentErrorKind, AuthMethod, AuthState
 
-__all__ = [
-    "SEND_TIMEOUT",
-    "STDERR_TAIL_BYTES",
-    "STOP_GRACE_SECONDS",
-    "AcpAgent",
-    "AcpRun",
-    "ApprovalHandler",
-    "PermissionRequest",
-    "TaskLookup",
-]
+__all__ = ["AcpAgent", "AcpRun", "ApprovalHandler", "PermissionRequest", "TaskLookup"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,16 +73,12 @@ TaskLookup = Callable[[str], Awaitable[str | None]]
 class AcpAgent:
     """The ``acp`` profile: one agent process per session (a cache keyed by session id)."""
 
-    agent_type = AgentType.ACP
-
-    def __init__(
-        self, profile: Profile, *, workspace: Path | None = None, bounds: Bounds | None = None
-    ) -> None:
+    def __init__(self, profile: Profile, *, bounds: Bounds | None = None) -> None:
         self.name = profile.name
         self.profile = profile
         #: A9: how long a turn's agent may stay silent (the profile's, by default)
         self.bounds = bounds if bounds is not None else profile.bounds()
-        self.workspace = profile.workspace or workspace or Path.cwd() / "workspaces"
+        self.workspace = profile.workspace or Path.cwd() / "workspaces"
         #: set by the engine: asks a user about a permission request (A6)
         self.approvals: ApprovalHandler | None = None
         #: set by the engine: the task of a session (its working directory)
@@ -137,22 +123,20 @@ class AcpAgent:
         self._cwds.pop(session_id, None)
         if process is None:
             return
-        conn = process.conn
-        if process.can_close and conn is not None and process.acp_session_id is not None:
-            if not process.dead and process.proc.returncode is None:
-                try:
-                    async with asyncio.timeout(SEND_TIMEOUT):
-                        await conn.close_session(session_id=process.acp_session_id)
-                    log.info(
-                        "session %s: closed agent session %s", session_id, process.acp_session_id
-                    )
-                except Exception as exc:
-                    log.warning(
-                        "session %s: session/close of agent session %s failed: %r",
-                        session_id,
-                        process.acp_session_id,
-                        exc,
-                    )
+        conn, agent_session = process.conn, process.acp_session_id
+        alive = not process.dead and process.proc.returncode is None
+        if process.can_close and conn is not None and agent_session is not None and alive:
+            try:
+                async with asyncio.timeout(SEND_TIMEOUT):
+                    await conn.close_session(session_id=agent_session)
+                log.info("session %s: closed agent session %s", session_id, agent_session)
+            except Exception as exc:
+                log.warning(
+                    "session %s: session/close of agent session %s failed: %r",
+                    session_id,
+                    agent_session,
+                    exc,
+                )
         await self.stop(process)
 
     async def release_session(self, session_id: str) -> None:
@@ -196,7 +180,8 @@ class AcpAgent:
         spawned: AcpProcess | None = None
         try:
             async with asyncio.timeout(self.profile.start_timeout):
-                spawned = await self._spawn(cwd)
+                env = {**default_environment(), **self.profile.env}
+                spawned = await spawn(self.profile.command, env, cwd)
                 if self.processes is not None:
                     await self.processes.started(session_id, spawned.pid)
                 await self._open_session(session_id, spawned, cwd)
@@ -246,10 +231,6 @@ class AcpAgent:
         except OSError as exc:
             raise AgentStartError(f"cannot create the task directory {cwd}: {exc}") from exc
         return cwd
-
-    async def _spawn(self, cwd: Path) -> AcpProcess:
-        env = {**default_environment(), **self.profile.env}
-        return await spawn(self.profile.command, env, cwd)
 
     async def _open_session(self, session_id: str, process: AcpProcess, cwd: Path) -> None:
         conn = process.conn

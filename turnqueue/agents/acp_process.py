@@ -23,7 +23,7 @@ import os
 import re
 import signal as posix_signal
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -118,9 +118,7 @@ class AcpProcess:
         """The process's own exit status, waiting at most ``timeout`` for it to exit; None if
         it is still running. Read before turnqueue kills it, so a status is never ours."""
         if self.proc.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self.proc.wait()
+            await bounded(self.proc.wait(), timeout)
         return self.proc.returncode
 
     def killpg(self, sig: posix_signal.Signals) -> None:
@@ -234,11 +232,7 @@ async def _watch(process: AcpProcess) -> None:
 async def terminate(process: AcpProcess) -> None:
     """Stop gently: SIGTERM to the group, SIGKILL after a grace period, then release."""
     process.killpg(posix_signal.SIGTERM)
-    try:
-        async with asyncio.timeout(STOP_GRACE_SECONDS):
-            await process.proc.wait()
-    except TimeoutError:
-        pass
+    await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
     process.killpg(posix_signal.SIGKILL)
     await release(process)
 
@@ -246,12 +240,16 @@ async def terminate(process: AcpProcess) -> None:
 async def release(process: AcpProcess) -> None:
     """Close the connection, reap the process and stop its helper tasks."""
     if process.conn is not None:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(STOP_GRACE_SECONDS):
-                await process.conn.close()
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(STOP_GRACE_SECONDS):
-            await process.proc.wait()
+        await bounded(process.conn.close(), STOP_GRACE_SECONDS)
+    await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
     for task in process.tasks:
         if task is not asyncio.current_task():
             task.cancel()
+
+
+async def bounded(awaitable: Awaitable[object], timeout: float) -> None:
+    """Await ``awaitable`` for at most ``timeout`` seconds (then cancel it); its failure or
+    timeout is ignored (a stop, a kill, a last word to an agent that may not listen)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(timeout):
+            await awaitable

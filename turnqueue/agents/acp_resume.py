@@ -96,6 +96,7 @@ async def open_conversation(
     new one with ``new`` (``session/new``, whose errors are the caller's). The result is what
     should be recorded; its ``agent_session_id`` is the session to prompt."""
     error: str | None = None
+    how, agent_session_id = ConversationStart.NEW, None
     if stored is not None and stored.profile == profile:
         method = "session/resume" if offers.resume else "session/load" if offers.load else None
         if method is None:
@@ -125,6 +126,7 @@ async def open_conversation(
                     error,
                 )
             else:
+                agent_session_id = previous
                 log.info(
                     "session %s: agent %s continued its session %s (%s)",
                     session_id,
@@ -132,22 +134,11 @@ async def open_conversation(
                     previous,
                     how.value,
                 )
-                return _conversation(session_id, profile, previous, offers, how, None)
-    agent_session_id = await new()
-    log.info("session %s: agent %s opened a new session %s", session_id, profile, agent_session_id)
-    return _conversation(
-        session_id, profile, agent_session_id, offers, ConversationStart.NEW, error
-    )
-
-
-def _conversation(
-    session_id: str,
-    profile: str,
-    agent_session_id: str,
-    offers: Advertised,
-    how: ConversationStart,
-    error: str | None,
-) -> AgentConversation:
+    if agent_session_id is None:
+        agent_session_id = await new()
+        log.info(
+            "session %s: agent %s opened a new session %s", session_id, profile, agent_session_id
+        )
     return AgentConversation(
         session_id=session_id,
         profile=profile,

@@ -257,9 +257,6 @@ class RunSet:
         self._runs.add(run)
         run.task.add_done_callback(lambda _t: self._runs.discard(run))
 
-    def __len__(self) -> int:
-        return len(self._runs)
-
     async def aclose(self) -> None:
         self.closed = True
         runs = list(self._runs)

@@ -147,11 +147,9 @@ def load_profiles(path: Path | None) -> Profiles:
             raise ProfileError(f"{where}: agents.{name}: type {table.type!r} needs a command")
         if table.command is not None and any(not part for part in table.command):
             raise ProfileError(f"{where}: agents.{name}.command has an empty argument")
-        if table.auth_method is not None and table.type != "acp":
-            raise ProfileError(f"{where}: agents.{name}.auth_method is for acp profiles only")
-        if table.approval_timeout is not None and table.type != "acp":
-            # only an acp agent asks for approvals (A6, A10)
-            raise ProfileError(f"{where}: agents.{name}.approval_timeout is for acp profiles only")
+        for key in ("auth_method", "approval_timeout"):  # A11; A6, A10: only acp agents ask
+            if getattr(table, key) is not None and table.type != "acp":
+                raise ProfileError(f"{where}: agents.{name}.{key} is for acp profiles only")
         if table.workspace is not None and not table.workspace.is_absolute():
             raise ProfileError(f"{where}: agents.{name}.workspace must be an absolute path")
         profiles[name] = Profile(
@@ -159,14 +157,7 @@ def load_profiles(path: Path | None) -> Profiles:
             type=AgentType(table.type.upper()),
             command=tuple(table.command or ()),
             env={key: expand(value) for key, value in table.env.items()},
-            permissions=table.permissions,
-            workspace=table.workspace,
-            idle_timeout=table.idle_timeout,
-            start_timeout=table.start_timeout,
-            turn_seconds=table.turn_seconds,
-            auth_method=table.auth_method,
-            stall_timeout=table.stall_timeout,
-            approval_timeout=table.approval_timeout,
+            **table.model_dump(exclude={"type", "command", "env"}),  # the other fields as given
         )
     if parsed.default is not None and parsed.default not in profiles | _BUILT_IN:
         known = ", ".join(sorted(set(profiles) | set(_BUILT_IN)))
