@@ -179,7 +179,7 @@ class Approvals:
                         at=utcnow(),
                     )
                     await self._changed(c)
-                await self.turns.auto_drain(sid)  # the hold may have held the turn end's drain
+                await self.turns.reserve(sid)  # the hold may have held the turn end's drain
         except Exception:
             log.exception("could not release approval %s", approval.id)
 

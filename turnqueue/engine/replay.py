@@ -47,9 +47,12 @@ class EventReads:
         self._reads: dict[tuple[Hashable, ...], tuple[Event, asyncio.Future[Any]]] = {}
 
     async def read(
-        self, event: Event, key: tuple[Hashable, ...], read: Callable[[], Awaitable[T]]
+        self, event: Event | None, key: tuple[Hashable, ...], read: Callable[[], Awaitable[T]]
     ) -> T:
-        """``read()``, or the same read under way for ``event`` (``key`` names what)."""
+        """``read()``, or the same read under way for ``event`` (``key`` names what); with no
+        event, ``read()`` alone."""
+        if event is None:
+            return await read()
         shared = (id(event), *key)
         kept = self._reads.get(shared)
         if kept is None:
@@ -65,10 +68,6 @@ class EventReads:
         del self._reads[shared]
         if not future.cancelled():
             future.exception()  # retrieved: callers that were cancelled meanwhile do not
-
-    def __len__(self) -> int:
-        """Reads under way."""
-        return len(self._reads)
 
 
 async def check_request(core: Core, session_id: str, turn_id: str | None, after: int) -> None:
