@@ -56,13 +56,9 @@ class AgentSessions:
     def profiles(self) -> list[AgentProfile]:
         return [agent_profile(name, agent) for name, agent in sorted(self.core.agents.items())]
 
-    def failure(self, session_id: str) -> str | None:
-        failed = self._failures.get(session_id)
-        return failed[0] if failed is not None else None
-
-    def failure_stderr(self, session_id: str) -> str | None:
-        failed = self._failures.get(session_id)
-        return failed[1] if failed is not None else None
+    def failure(self, session_id: str) -> tuple[str | None, str | None]:
+        """Why the session's agent could not start, and its stderr (None: it started)."""
+        return self._failures.get(session_id, (None, None))
 
     # -- session end (A2, A8) --------------------------------------------------------------------
     def close(self, session_id: str, agent_name: str) -> None:

@@ -15,12 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from turnqueue.domain import (
-    CancelOutcome,
-    HoldReason,
-    PauseReason,
-    TurnStatus,
-)
+from turnqueue.domain import CancelOutcome, HoldReason, PauseReason, TurnStatus
 from turnqueue.engine.change import Reference
 from turnqueue.engine.core import Core
 from turnqueue.engine.peers import OwnerGone, OwnerUnreachable

@@ -9,8 +9,7 @@ One :class:`Core` per process. Hazards it owns:
   processes, the database lock row (Q3) is what serialises; this lock only orders one process's
   own tasks.
 - Every rule changes a session through one unit of work, ``change(sid, expected_revision)``
-  (``engine/change.py``): the session lock, the transaction, the lock row, the Q13 check, one
-  queue revision, and publications and launches only after COMMIT (``change.publish_after``).
+  (``engine/change.py``): its publications and launches come only after COMMIT.
 - A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is a row held by ``hold(sid, kind)``, written
   with a queue revision when it starts and ends, and released on every exit; ``heldBy`` is read
   from the rows of one revision alone (``held_by``), so it is the same on every instance (R3).
@@ -132,10 +131,7 @@ class Core:
     def change(
         self, session_id: str, expected_revision: int | None = None, *, session_lock: bool = True
     ) -> AbstractAsyncContextManager[Change]:
-        """One rule's unit of work on one session (``engine/change.py``): the session lock
-        (``session_lock=False``: the caller holds it, or the rule decides nothing about the
-        session's turn), a transaction, the lock row, the Q13 check, one queue revision, and
-        events and launches after COMMIT only."""
+        """One rule's unit of work on one session (see ``engine/change.py``)."""
         return change(self, session_id, expected_revision, session_lock=session_lock)
 
     @asynccontextmanager

@@ -266,11 +266,13 @@ class Engine:
 
     async def pending_approval(self, session_id: str) -> Approval | None:
         """A6: the session's approval waiting for an answer."""
-        return await self.approvals.pending(session_id)
+        async with self.core.store.read() as tx:
+            return await tx.pending_approval(session_id)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         """A6: every approval of a turn, with its answer."""
-        return await self.approvals.of_turn(turn_id)
+        async with self.core.store.read() as tx:
+            return await tx.approvals_of_turn(turn_id)
 
     async def answer_approval(
         self, principal: str, approval_id: str, option_id: str
@@ -286,11 +288,11 @@ class Engine:
 
     def agent_error(self, session_id: str) -> str | None:
         """A2: why the session's agent could not start (this process's memory)."""
-        return self.agent_sessions.failure(session_id)
+        return self.agent_sessions.failure(session_id)[0]
 
     def agent_stderr(self, session_id: str) -> str | None:
         """A11: what that agent wrote to stderr, kept apart from the reason."""
-        return self.agent_sessions.failure_stderr(session_id)
+        return self.agent_sessions.failure(session_id)[1]
 
     async def agent_conversation(self, session_id: str) -> AgentConversation | None:
         """A8: the session's agent conversation as its records keep it (any instance)."""

@@ -78,14 +78,13 @@ class Turns:
         self.on_completed = on_completed
 
     # -- starting -----------------------------------------------------------------------------
-    def launch(self, turn: Turn, agent_name: str) -> TurnRunner:
+    def launch(self, turn: Turn, agent_name: str) -> None:
         """Run a committed turn: ``start_in`` has its unit of work call this at COMMIT, still
         under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
         self.core.metrics.turn_started()
-        return runner
 
     def blocked(self, view: SessionView, ending: TurnRunner | None = None) -> bool:
         """Q9 holds; ``ending`` is a runner whose end is being written (it holds nothing)."""

@@ -339,15 +339,17 @@ class SqlTx(
         return await self._maybe(VIEW, {"p_session_id": session_id}, view_from)
 
     # -- turns ------------------------------------------------------------------------------
-    @staticmethod
-    def _turn_params(
+    async def start_turn(
+        self,
         session_id: str,
+        *,
         prompt: str,
         source: MessageSource,
-        owner: int | None,
+        consume: Sequence[str] = (),
+        owner: int | None = None,
         client_message_id: str | None = None,
         entry_id: str | None = None,
-    ) -> tuple[Turn, dict[str, Any]]:
+    ) -> Turn:
         now = utcnow()
         turn = Turn(
             new_id(),
@@ -374,22 +376,6 @@ class SqlTx(
             "p_key": client_message_id,
             "p_entry_id": entry_id,
         }
-        return turn, params
-
-    async def start_turn(
-        self,
-        session_id: str,
-        *,
-        prompt: str,
-        source: MessageSource,
-        consume: Sequence[str] = (),
-        owner: int | None = None,
-        client_message_id: str | None = None,
-        entry_id: str | None = None,
-    ) -> Turn:
-        turn, params = self._turn_params(
-            session_id, prompt, source, owner, client_message_id, entry_id
-        )
         self._touched[session_id] = None
         return await self._start_turn(turn, params, consume)
 
