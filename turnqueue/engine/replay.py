@@ -74,15 +74,9 @@ async def check_request(core: Core, session_id: str, turn_id: str | None, after:
     """Refuse a bad resume before a stream exists: a negative offset, a foreign turn."""
     if after < 0:
         raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
-    if turn_id is None:
-        return
     runner = core.runners.get(session_id)
-    if runner is not None and runner.turn.id == turn_id:
-        return
-    async with core.store.read() as tx:
-        turn = await tx.get_turn(turn_id)
-    if turn is None or turn.session_id != session_id:
-        raise NotFound("no such turn in this session")
+    if turn_id is not None and (runner is None or runner.turn.id != turn_id):
+        await _turn(core, session_id, turn_id)  # NotFound for a turn of another session
 
 
 async def output_since(

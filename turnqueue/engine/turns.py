@@ -149,16 +149,21 @@ class Turns:
         carries the session and queue status this transaction committed."""
         async with self.core.change(session_id) as c:
             c.want_status()
-            replayed = None
-            if client_message_id is not None:
-                replayed = await replay(c, client_message_id, content)
-            admission = replayed
-            if admission is None:
-                admission = await self.admit(c, content, client_message_id)
-                if client_message_id is not None:
-                    await record(c, client_message_id, content, admission)
+            admission = await self.send_in(c, content, client_message_id)
             session = await c.tx.get_session(session_id)  # after the body's last write
         return replace(admission, session=session, queue=c.status)
+
+    async def send_in(self, c: Change, content: str, key: str | None) -> Admission:
+        """In ``c``: :meth:`admit`, recorded under ``key``; a key sent before answers that
+        send's outcome instead (Q15)."""
+        if key is not None:
+            replayed = await replay(c, key, content)
+            if replayed is not None:
+                return replayed
+        admission = await self.admit(c, content, key)
+        if key is not None:
+            await record(c, key, content, admission)
+        return admission
 
     async def admit(self, c: Change, content: str, key: str | None) -> Admission:
         """In ``c``: start a turn when the session is free (targeted), queue when busy."""
