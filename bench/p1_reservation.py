@@ -1,7 +1,7 @@
 """P1: automatic reservations/s through the store (the Q3 transaction), 8 sessions in parallel.
 
 Ours: ``SqlStore.transaction()`` → ``tx.lock`` → policy check → ``tx.reserve_head(owner=…)`` →
-``tx.start_turn(consume=[…])`` → ``tx.bump_queue``: what ``Turns.auto_drain`` does
+``tx.start_turn(consume=[…])`` → ``tx.bump_queue``: what ``Turns.reserve`` does
 (its in-memory hold checks cost nothing here). Baseline: the same statements, hand-written, on
 raw asyncpg (a pool of 8) or raw synchronous ``sqlite3`` (one connection; SQLite has one writer,
 so the 8 sessions take turns). Each reservation consumes one of the session's queued entries.
@@ -104,7 +104,7 @@ def _pg(sql: str) -> str:
 
 # -- ours ---------------------------------------------------------------------------------------
 async def q3_store(store: SqlStore, session_id: str) -> bool:
-    """One automatic reservation exactly as ``Turns.auto_drain`` runs it against the store."""
+    """One automatic reservation exactly as ``Turns.reserve`` runs it against the store."""
     async with store.transaction() as tx:
         view = await tx.lock(session_id)
         if view.queued == 0 or not view.policy.auto_run:

@@ -78,12 +78,7 @@ async def cluster() -> AsyncIterator[tuple[Cluster, EventBus, RefusingStore]]:
     async def nothing(*_args: object) -> None:
         return None
 
-    hooks = ClusterHooks(
-        handlers={},
-        on_orphans=nothing,
-        on_expelled=nothing,
-        closing=lambda: False,
-    )
+    hooks = ClusterHooks(handlers={}, on_orphans=nothing, on_expelled=nothing)
     cluster = Cluster(
         instance=7,
         lease=3_600.0,  # no heartbeat during the test

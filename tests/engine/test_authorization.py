@@ -1,5 +1,5 @@
 """S2 in the engine: a session another principal owns is NotFound, whether or not its owner is
-already remembered (``Engine.check_session`` caches owners; ownership never changes)."""
+already remembered (``Access.check_session`` caches owners; ownership never changes)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Any
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
 from turnqueue.domain import AgentConversation, AgentProfile, SessionState
 from turnqueue.engine.core import Core
-from turnqueue.engine.peers import OwnerUnreachable
+from turnqueue.engine.peers import OwnerUnreachable, Peers
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -56,13 +56,9 @@ class AgentSessions:
     def profiles(self) -> list[AgentProfile]:
         return [agent_profile(name, agent) for name, agent in sorted(self.core.agents.items())]
 
-    def failure(self, session_id: str) -> str | None:
-        failed = self._failures.get(session_id)
-        return failed[0] if failed is not None else None
-
-    def failure_stderr(self, session_id: str) -> str | None:
-        failed = self._failures.get(session_id)
-        return failed[1] if failed is not None else None
+    def failure(self, session_id: str) -> tuple[str | None, str | None]:
+        """Why the session's agent could not start, and its stderr (None: it started)."""
+        return self._failures.get(session_id, (None, None))
 
     # -- session end (A2, A8) --------------------------------------------------------------------
     def close(self, session_id: str, agent_name: str) -> None:
@@ -78,14 +74,12 @@ class AgentSessions:
         if cluster is None:
             return
         try:
-            async with self.core.store.read() as tx:
-                owners = await tx.process_owners(session_id)
-            owners = (owners - {self.core.instance}) & await cluster.live()
+            owners = await other_owners(self.core, cluster, session_id)
         except Exception:
             log.exception("could not find where the agent of session %s runs", session_id)
             return
         timeout = max(5.0, self.core.settings.lease_seconds)
-        for owner in sorted(owners):
+        for owner in owners:
             try:
                 await cluster.call(
                     owner, "close_agent", {"s": session_id, "a": agent_name}, timeout
@@ -162,6 +156,13 @@ class AgentSessions:
                     await self.turns.reserve_in(c, after, automatic=True)
 
 
+async def other_owners(core: Core, cluster: Peers, session_id: str) -> list[int]:
+    """The other live instances that run an agent process of the session, in order (M4)."""
+    async with core.store.read() as tx:
+        owners = await tx.process_owners(session_id)
+    return sorted((owners - {core.instance}) & await cluster.live())
+
+
 class ProcessRecords:
     """The agents' :class:`~turnqueue.agents.ProcessLog`: each process group an agent runs is a
     row of this instance on this host (``agent_processes``), deleted once the group is gone;
@@ -225,11 +226,8 @@ class ConversationRecords:
         if cluster is None:
             return
         try:
-            async with self.core.store.read() as tx:
-                owners = await tx.process_owners(session_id)
-            owners = (owners - {self.core.instance}) & await cluster.live()
             timeout = max(5.0, self.core.settings.lease_seconds)
-            for owner in sorted(owners):
+            for owner in await other_owners(self.core, cluster, session_id):
                 await cluster.call(owner, "release_agent", {"s": session_id}, timeout)
         except Exception as exc:  # OwnerUnreachable, a store error: the resume may still work
             log.warning("could not release the agent of session %s elsewhere: %r", session_id, exc)

@@ -179,7 +179,7 @@ class Approvals:
                         at=utcnow(),
                     )
                     await self._changed(c)
-                await self.turns.auto_drain(sid)  # the hold may have held the turn end's drain
+                await self.turns.reserve(sid)  # the hold may have held the turn end's drain
         except Exception:
             log.exception("could not release approval %s", approval.id)
 
@@ -248,13 +248,7 @@ class Approvals:
                 raise
             if not waiting.future.done():
                 waiting.future.set_result(option_id)
-        return replace(
-            approval,
-            outcome=ApprovalOutcome.SELECTED,
-            option_id=option_id,
-            answered_by=principal,
-            answered_at=now,
-        )
+        return _selected(approval, option_id, principal, now)
 
     def _unanswered(self, approval: Approval, waiting: _Waiting) -> None:
         """An answer taken off ``_waiting`` did not commit (the database away): nothing was
@@ -288,13 +282,7 @@ class Approvals:
                 ErrorCode.SESSION_BUSY,
                 "the instance running the approval's turn did not answer; try again",
             ) from None
-        return replace(
-            approval,
-            outcome=ApprovalOutcome.SELECTED,
-            option_id=option_id,
-            answered_by=principal,
-            answered_at=datetime.fromisoformat(reply["at"]),
-        )
+        return _selected(approval, option_id, principal, datetime.fromisoformat(reply["at"]))
 
     async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
         """The owner's side of a forwarded answer (authorised where it was received)."""
@@ -303,20 +291,22 @@ class Approvals:
         assert answered.answered_at is not None
         return {"at": answered.answered_at.isoformat()}
 
-    # -- reads ---------------------------------------------------------------------------------
-    async def pending(self, session_id: str) -> Approval | None:
-        async with self.core.store.read() as tx:
-            return await tx.pending_approval(session_id)
-
-    async def of_turn(self, turn_id: str) -> list[Approval]:
-        async with self.core.store.read() as tx:
-            return await tx.approvals_of_turn(turn_id)
-
     # -- plumbing ------------------------------------------------------------------------------
     async def _changed(self, c: Change) -> None:
         """A new session revision (pendingApproval changed) and queue revision (heldBy)."""
         await c.bump_session()
         await c.queue_changed()
+
+
+def _selected(approval: Approval, option_id: str, principal: str, at: datetime) -> Approval:
+    """``approval`` as answered with ``option_id`` by ``principal`` at ``at``."""
+    return replace(
+        approval,
+        outcome=ApprovalOutcome.SELECTED,
+        option_id=option_id,
+        answered_by=principal,
+        answered_at=at,
+    )
 
 
 def _resolved() -> Conflict:

@@ -15,13 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from turnqueue.domain import (
-    CancelOutcome,
-    HoldReason,
-    PauseReason,
-    SessionState,
-    TurnStatus,
-)
+from turnqueue.domain import CancelOutcome, HoldReason, PauseReason, TurnStatus
 from turnqueue.engine.change import Reference
 from turnqueue.engine.core import Core
 from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
@@ -38,8 +32,8 @@ class Cancels:
         core: Core,
         turns: Turns,
         *,
-        moves_on_cancel: Callable[[str], Awaitable[bool]] | None = None,
-        on_cancelled: Callable[[str], Awaitable[None]] | None = None,
+        moves_on_cancel: Callable[[str], Awaitable[bool]],
+        on_cancelled: Callable[[str], Awaitable[None]],
     ) -> None:
         self.core = core
         self.turns = turns
@@ -115,10 +109,10 @@ class Cancels:
             if runner is not None:
                 outcome = await self.stop(runner)
             cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
-            if cancelled and self.moves_on_cancel is not None:
+            if cancelled:
                 moving = await self.moves_on_cancel(session_id)
             await self._finish(session_id, moving, reference)
-        if moving and self.on_cancelled is not None:
+        if moving:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
         return outcome
 
@@ -149,7 +143,6 @@ class Cancels:
                     status=TurnStatus.CANCELLED,
                     output=await c.tx.output_text(turn_id),  # its log (O1)
                     error="agent gone",
-                    session_state=SessionState.WAITING_FOR_INPUT,
                 )
                 await c.queue_changed()
         return True
@@ -164,7 +157,7 @@ class Cancels:
             if withdrawn:
                 await c.queue_changed()
         if withdrawn:
-            await self.turns.auto_drain(session_id)
+            await self.turns.reserve(session_id)
         return CancelOutcome.NOTHING_RUNNING
 
     async def _finish(self, session_id: str, moving: bool, reference: Reference) -> None:

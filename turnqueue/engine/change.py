@@ -50,7 +50,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Protocol
 
-from turnqueue.bus import EventKind
+from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import (
     AgentErrorKind,
     CancellationStatus,
@@ -65,6 +65,7 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
+from turnqueue.engine.peers import Peers
 from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.store import SessionView, Store, Tx
 
@@ -76,27 +77,45 @@ class Parts(Protocol):
     def store(self) -> Store: ...
 
     @property
+    def bus(self) -> EventBus: ...
+
+    @property
+    def cluster(self) -> Peers | None: ...
+
+    @property
     def instance(self) -> int: ...
 
     def session_lock(self, session_id: str) -> asyncio.Lock: ...
-
-    async def bump_queue(self, tx: Tx, session_id: str) -> int: ...
-
-    def publish_after(
-        self,
-        tx: Tx,
-        kind: EventKind,
-        session_id: str,
-        revision: int,
-        queue: Callable[[], QueueStatus | None] | None = None,
-        cancellation: CancellationStatus | None = None,
-    ) -> None: ...
 
     def status_of(
         self, view: SessionView, entries: list[QueueEntry], revision: int | None = None
     ) -> QueueStatus: ...
 
-    def watched(self, session_id: str) -> bool: ...
+
+def publish_after(
+    core: Parts,
+    tx: Tx,
+    kind: EventKind,
+    session_id: str,
+    revision: int,
+    queue: Callable[[], QueueStatus | None] | None = None,
+    cancellation: CancellationStatus | None = None,
+) -> None:
+    """Publish after COMMIT; ``queue``: the status the transaction read before it (the unit of
+    work's, read after this call), carried by a QUEUE event of that revision; ``cancellation``:
+    a CANCELLATION event's status (C2)."""
+
+    def publish() -> None:
+        status = queue() if queue is not None else None
+        if status is not None and status.revision != revision:
+            status = None  # not this revision's state: subscribers read their own
+        core.bus.publish(Event(kind, session_id, revision, cancellation, queue=status))
+
+    tx.after_commit(publish)
+    if core.cluster is not None:
+        # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
+        pending = cancellation.pending if cancellation is not None else None
+        tx.notify(core.cluster.durable_payload(kind, session_id, revision, pending))
 
 
 class Change:
@@ -129,9 +148,9 @@ class Change:
         end of the body anyway; a rule calls it to bump now (or when only a hold changed).
 
         R2: the same statement raises the session's durable cancellation floor to what this
-        process knows (and reserves) and reads back what others stored (``Core.bump_queue``);
+        process knows (and reserves) and reads back what others stored (``Tx.bump_queue``);
         a second call raises it again when this process has learnt more meanwhile."""
-        revision = await self._core.bump_queue(self.tx, self.session_id)
+        revision = await self.tx.bump_queue(self.session_id)
         self._queue_bumped(revision)
         return revision
 
@@ -149,8 +168,8 @@ class Change:
     def _queue_bumped(self, revision: int) -> None:
         if self.queue_revision is None:
             self.queue_revision = revision
-            self._core.publish_after(
-                self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
+            publish_after(
+                self._core, self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
             )
 
     def want_status(self) -> None:
@@ -178,24 +197,26 @@ class Change:
 
     async def start_turn(
         self,
-        *,
         prompt: str,
         source: MessageSource,
         consume: list[str],
-        owner: int | None,
-        client_message_id: str | None = None,
-        entry_id: str | None = None,
+        entry: QueueEntry | None,
+        client_message_id: str | None,
     ) -> Turn:
+        """A turn of this instance starts, consuming the entries ``consume`` (Q10). ``entry``:
+        the one queue entry it starts from (Q16), whose key it carries (Q15);
+        ``client_message_id``: the key of a send that starts it directly."""
         turn = await self.tx.start_turn(
             self.session_id,
             prompt=prompt,
             source=source,
             consume=consume,
-            owner=owner,
-            client_message_id=client_message_id,
-            entry_id=entry_id,
+            owner=self._core.instance,
+            client_message_id=entry.client_message_id if entry is not None else client_message_id,
+            entry_id=entry.id if entry is not None else None,
         )
         self.session_changed(self.session_revision + 1)  # the store bumps it once
+        await self.queue_changed()  # BUSY is now a hold
         return turn
 
     async def end_turn(
@@ -205,7 +226,6 @@ class Change:
         status: TurnStatus,
         output: str,
         error: str | None,
-        session_state: SessionState,
         error_kind: AgentErrorKind | None = None,
         agent_stderr: str | None = None,
     ) -> tuple[Turn, Session]:
@@ -214,7 +234,7 @@ class Change:
             status=status,
             output=output,
             error=error,
-            session_state=session_state,
+            session_state=SessionState.WAITING_FOR_INPUT,
             error_kind=error_kind,
             agent_stderr=agent_stderr,
         )
@@ -270,9 +290,8 @@ class Change:
         self.cancelling = pending
         revision = await self.tx.bump_cancellation(self.session_id)
         status = CancellationStatus(self.session_id, pending, revision)
-        self._core.publish_after(
-            self.tx, EventKind.CANCELLATION, self.session_id, revision, cancellation=status
-        )
+        kind = EventKind.CANCELLATION
+        publish_after(self._core, self.tx, kind, self.session_id, revision, cancellation=status)
 
     # -- other sessions and after commit -----------------------------------------------------
     async def join(self, session_id: str) -> Change:
@@ -296,25 +315,25 @@ class Change:
         for session_id in self.tx.changed_queues():
             unit = units.get(session_id)
             if unit is None:
-                revision = await self._core.bump_queue(self.tx, session_id)
-                self._core.publish_after(self.tx, EventKind.QUEUE, session_id, revision)
+                revision = await self.tx.bump_queue(session_id)
+                publish_after(self._core, self.tx, EventKind.QUEUE, session_id, revision)
             elif unit.queue_revision is None:
                 await unit.queue_changed()
+        watched = self._core.bus.watched
         for change in (self, *self._joined):
-            wanted = change._status_wanted
-            if wanted or (
-                change.queue_revision is not None and self._core.watched(change.session_id)
+            sid = change.session_id
+            if change._status_wanted or (
+                change.queue_revision is not None and watched(sid, EventKind.QUEUE)
             ):
                 view, bumped = change._view_now, change.queue_revision
                 if view is None:
-                    view, bumped = await self.tx.view(change.session_id), None
+                    view, bumped = await self.tx.view(sid), None
                 if view is not None:
-                    entries = await self.tx.list_entries(change.session_id)
+                    entries = await self.tx.list_entries(sid)
                     change.status = self._core.status_of(view, entries, bumped)
             if change._session_changed:
-                self._core.publish_after(
-                    self.tx, EventKind.SESSION, change.session_id, change.session_revision
-                )
+                revision = change.session_revision
+                publish_after(self._core, self.tx, EventKind.SESSION, sid, revision)
 
     def _after_commit(self) -> None:
         for change in (self, *self._joined):

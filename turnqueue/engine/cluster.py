@@ -21,11 +21,10 @@ A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4
 message is ids, numbers and names, and output is a pointer, never its text — the turn and the
 log's new end in characters (``OutputMark``), sent after the batch holding it committed, so a
 receiver's readers read the text from the durable log (O1, ``engine/replay.py``); the items'
-new end likewise (``LogBatch`` without records). Text JSON-escapes to up to 12 bytes a
-character: cut by characters it once overflowed the limit, and the whole batch of notifications
-with it. :func:`payload` refuses anything over the limit where a message is built (a request
-that would carry one is refused INVALID_INPUT), and the send loop sends a batch that fails one
-by one, so one notification that cannot be sent (logged) never takes the others with it.
+new end likewise (``LogBatch`` without records). :func:`payload` refuses anything over the limit
+where a message is built (a request that would carry one is refused INVALID_INPUT), and the send
+loop sends a batch that fails one by one, so one notification that cannot be sent (logged) never
+takes the others with it.
 
 C7: there is nothing to relay or confirm. The cancellation projection is rows every instance
 reads (the CANCELLING holds in ``session_holds`` and the lock row's cancellation revision), so a

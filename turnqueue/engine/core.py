@@ -9,8 +9,7 @@ One :class:`Core` per process. Hazards it owns:
   processes, the database lock row (Q3) is what serialises; this lock only orders one process's
   own tasks.
 - Every rule changes a session through one unit of work, ``change(sid, expected_revision)``
-  (``engine/change.py``): the session lock, the transaction, the lock row, the Q13 check, one
-  queue revision, and publications and launches only after COMMIT (``publish_after``).
+  (``engine/change.py``): its publications and launches come only after COMMIT.
 - A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is a row held by ``hold(sid, kind)``, written
   with a queue revision when it starts and ends, and released on every exit; ``heldBy`` is read
   from the rows of one revision alone (``held_by``), so it is the same on every instance (R3).
@@ -21,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
 
 from turnqueue.agents import Agent
-from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.bus import EventBus
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
@@ -43,7 +42,7 @@ from turnqueue.engine.peers import Peers
 from turnqueue.engine.stats import NULL_METRICS, Metrics
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
 from turnqueue.settings import Settings
-from turnqueue.store import SessionView, Store, Tx
+from turnqueue.store import SessionView, Store
 
 if TYPE_CHECKING:
     from turnqueue.engine.runner import TurnRunner
@@ -110,36 +109,6 @@ class Core:
             if pending:
                 await asyncio.wait(pending, timeout=timeout)
 
-    # -- publication (after commit only) ----------------------------------------------------
-    def publish_after(
-        self,
-        tx: Tx,
-        kind: EventKind,
-        session_id: str,
-        revision: int,
-        queue: Callable[[], QueueStatus | None] | None = None,
-        cancellation: CancellationStatus | None = None,
-    ) -> None:
-        """Publish after COMMIT; ``queue``: the status the transaction read before it (the
-        unit of work's, read after this call), carried by a QUEUE event of that revision;
-        ``cancellation``: a CANCELLATION event's status (C2)."""
-
-        def publish() -> None:
-            status = queue() if queue is not None else None
-            if status is not None and status.revision != revision:
-                status = None  # not this revision's state: subscribers read their own
-            self.bus.publish(Event(kind, session_id, revision, cancellation, queue=status))
-
-        tx.after_commit(publish)
-        if self.cluster is not None:
-            # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
-            pending = cancellation.pending if cancellation is not None else None
-            tx.notify(self.cluster.durable_payload(kind, session_id, revision, pending))
-
-    async def bump_queue(self, tx: Tx, session_id: str) -> int:
-        """The queue revision of ``tx`` (bumped once per transaction by the store, Q13)."""
-        return await tx.bump_queue(session_id)
-
     async def cancellation(self, session_id: str) -> CancellationStatus:
         """C1, C2, C6: the session's cancellation status as the rows say (every instance reads
         the same), pending and its revision from one read; (false, 0) for no such session."""
@@ -162,10 +131,7 @@ class Core:
     def change(
         self, session_id: str, expected_revision: int | None = None, *, session_lock: bool = True
     ) -> AbstractAsyncContextManager[Change]:
-        """One rule's unit of work on one session (``engine/change.py``): the session lock
-        (``session_lock=False``: the caller holds it, or the rule decides nothing about the
-        session's turn), a transaction, the lock row, the Q13 check, one queue revision, and
-        events and launches after COMMIT only."""
+        """One rule's unit of work on one session (see ``engine/change.py``)."""
         return change(self, session_id, expected_revision, session_lock=session_lock)
 
     @asynccontextmanager
@@ -254,11 +220,6 @@ class Core:
                 raise KeyError(session_id)
             entries = await tx.list_entries(session_id)
         return self.status_of(view, entries)
-
-    def watched(self, session_id: str) -> bool:
-        """Whether a subscriber here watches the session's queue (its event then carries the
-        status, read in the transaction: ``Change.want_status``)."""
-        return self.bus.watched(session_id, EventKind.QUEUE)
 
 
 def cancellation_of(view: SessionView | None, session_id: str) -> CancellationStatus:

@@ -8,7 +8,7 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
@@ -37,6 +37,7 @@ from turnqueue.engine.access import Access
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.change import publish_after
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.membership import join_cluster
@@ -168,13 +169,6 @@ class Engine:
         """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
         return await self.access.session(principal, session_id, field)
 
-    async def check_session(self, principal: str, session_id: str) -> None:
-        """:meth:`authorize_session` for callers that do not need the session."""
-        await self.access.check_session(principal, session_id)
-
-    async def authorize_task(self, principal: str, task_id: str) -> Task:
-        return await self.access.task(principal, task_id)
-
     # -- reads ----------------------------------------------------------------------------------
     async def session(self, principal: str, session_id: str) -> Session | None:
         try:
@@ -184,7 +178,7 @@ class Engine:
 
     async def task(self, principal: str, task_id: str) -> Task | None:
         try:
-            return await self.authorize_task(principal, task_id)
+            return await self.access.task(principal, task_id)
         except (NotFound, InvalidInput):
             return None
 
@@ -229,26 +223,22 @@ class Engine:
         """O2: the session's turn that started right after ``after_turn_id`` (None: its
         first), whatever its status, on any instance. ``event``: the event the caller handles
         (the read is shared with every stream reading the same for it, ``EventReads``)."""
-
-        def read() -> Awaitable[Turn | None]:
-            return self.core.store.next_turn(session_id, after_turn_id)
-
-        if event is None:
-            return await read()
-        return await self.event_reads.read(event, ("next", session_id, after_turn_id), read)
+        return await self.event_reads.read(
+            event,
+            ("next", session_id, after_turn_id),
+            lambda: self.core.store.next_turn(session_id, after_turn_id),
+        )
 
     async def output_since(
         self, session_id: str, turn_id: str | None, after: int, *, event: Event | None = None
     ) -> OutputChunk | None:
         """O2: a turn's output after character ``after``, from the log (any instance);
         ``event`` as for :meth:`next_turn`."""
-
-        def read() -> Awaitable[OutputChunk | None]:
-            return output_since(self.core, session_id, turn_id, after)
-
-        if event is None:
-            return await read()
-        return await self.event_reads.read(event, ("output", session_id, turn_id, after), read)
+        return await self.event_reads.read(
+            event,
+            ("output", session_id, turn_id, after),
+            lambda: output_since(self.core, session_id, turn_id, after),
+        )
 
     async def check_output_request(self, session_id: str, turn_id: str | None, after: int) -> None:
         """O2: InvalidInput for a negative offset, NotFound for a turn of another session."""
@@ -263,13 +253,11 @@ class Engine:
     ) -> tuple[Turn, list[OutputRecord]] | None:
         """A3/O2: a turn and its log's records from position ``after`` on (any instance);
         ``event`` as for :meth:`next_turn`."""
-
-        def read() -> Awaitable[tuple[Turn, list[OutputRecord]] | None]:
-            return records_since(self.core, session_id, turn_id, after)
-
-        if event is None:
-            return await read()
-        return await self.event_reads.read(event, ("records", session_id, turn_id, after), read)
+        return await self.event_reads.read(
+            event,
+            ("records", session_id, turn_id, after),
+            lambda: records_since(self.core, session_id, turn_id, after),
+        )
 
     async def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
         """A3: a turn's items folded from its durable log (any instance, running or ended)."""
@@ -278,11 +266,13 @@ class Engine:
 
     async def pending_approval(self, session_id: str) -> Approval | None:
         """A6: the session's approval waiting for an answer."""
-        return await self.approvals.pending(session_id)
+        async with self.core.store.read() as tx:
+            return await tx.pending_approval(session_id)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         """A6: every approval of a turn, with its answer."""
-        return await self.approvals.of_turn(turn_id)
+        async with self.core.store.read() as tx:
+            return await tx.approvals_of_turn(turn_id)
 
     async def answer_approval(
         self, principal: str, approval_id: str, option_id: str
@@ -298,11 +288,11 @@ class Engine:
 
     def agent_error(self, session_id: str) -> str | None:
         """A2: why the session's agent could not start (this process's memory)."""
-        return self.agent_sessions.failure(session_id)
+        return self.agent_sessions.failure(session_id)[0]
 
     def agent_stderr(self, session_id: str) -> str | None:
         """A11: what that agent wrote to stderr, kept apart from the reason."""
-        return self.agent_sessions.failure_stderr(session_id)
+        return self.agent_sessions.failure(session_id)[1]
 
     async def agent_conversation(self, session_id: str) -> AgentConversation | None:
         """A8: the session's agent conversation as its records keep it (any instance)."""
@@ -348,7 +338,7 @@ class Engine:
         async with self.core.store.transaction() as tx:
             session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
             task = await tx.get_task(task.id) or task
-            self.core.publish_after(tx, EventKind.SESSION, session.id, session.revision)
+            publish_after(self.core, tx, EventKind.SESSION, session.id, session.revision)
         return task, session
 
     async def send_message(
@@ -364,7 +354,7 @@ class Engine:
         ``steer``: offer it to the running turn first (Q16). The answer carries the session
         and its queue status: as the send committed them, or, once a steered message is
         decided, as read then."""
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         _check_client_message_id(client_message_id)
         if not steer:
@@ -385,7 +375,7 @@ class Engine:
         client_message_id: str | None = None,
     ) -> Enqueued:
         """Queue the message, then an automatic drain; idempotent with a key (Q15)."""
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         _check_client_message_id(client_message_id)
         return await self.queue.enqueue(
@@ -395,7 +385,7 @@ class Engine:
     async def update_entry(
         self, principal: str, session_id: str, entry_id: str, content: str, expected: int | None
     ) -> QueueStatus:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         _check_entry_id(entry_id)
         check_content(content, self.core.settings.max_content_bytes)
         return await self.queue.update_entry(session_id, entry_id, content, expected)
@@ -403,24 +393,24 @@ class Engine:
     async def remove_entry(
         self, principal: str, session_id: str, entry_id: str, expected: int | None
     ) -> QueueStatus:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         _check_entry_id(entry_id)
         return await self.queue.remove_entry(session_id, entry_id, expected)
 
     async def clear_queue(
         self, principal: str, session_id: str, expected: int | None
     ) -> QueueStatus:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         return await self.queue.clear(session_id, expected)
 
     async def reorder_queue(
         self, principal: str, session_id: str, ordered_ids: Sequence[str], expected: int | None
     ) -> QueueStatus:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         return await self.queue.reorder(session_id, ordered_ids, expected)
 
     async def cancel(self, principal: str, session_id: str) -> CancelResult:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         outcome = await self.cancels.cancel(session_id)
         session = await self.authorize_session(principal, session_id)
         return CancelResult(session, await self.cancellation(session_id), outcome)
@@ -428,7 +418,7 @@ class Engine:
     async def set_auto_run(
         self, principal: str, session_id: str, auto_run: bool, expected: int | None
     ) -> Applied:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         return await self.queue.set_auto_run(session_id, auto_run, expected)
 
     async def send_now(
@@ -439,19 +429,19 @@ class Engine:
         entry_id: str | None,
         expected: int | None,
     ) -> SendNowResult:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         if entry_id is not None:
             _check_entry_id(entry_id)
         return await self.queue.send_now(session_id, scope, entry_id, expected)
 
     async def drain(self, principal: str, session_id: str, expected: int | None) -> Applied:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         return await self.queue.drain(session_id, expected)
 
     async def answer_clarification(
         self, principal: str, session_id: str, answer: str, clarification_id: str | None
     ) -> Session:
-        await self.check_session(principal, session_id)
+        await self.access.check_session(principal, session_id)
         check_content(answer, self.core.settings.max_content_bytes, "answer")
         if clarification_id is not None and not is_valid_id(clarification_id):
             raise InvalidInput("clarificationId is not a valid id", ["clarificationId"])
@@ -459,7 +449,7 @@ class Engine:
         return await self.authorize_session(principal, session_id)
 
     async def move_task(self, principal: str, task_id: str, step: str) -> tuple[Task, Session]:
-        task = await self.authorize_task(principal, task_id)
+        task = await self.access.task(principal, task_id)
         return await self.workflows.move_task(task, step)
 
 

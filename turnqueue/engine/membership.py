@@ -18,7 +18,7 @@ async def join_cluster(
     core: Core,
     turns: Turns,
     served: Mapping[str, Handler],
-    on_beat: Callable[[], None] = lambda: None,
+    on_beat: Callable[[], None],
 ) -> Cluster:
     """Hear the other instances, answer their forwarded requests (``served``), adopt the dead's;
     ``on_beat``: run after each heartbeat (the rows other instances wrote for this one, in case
@@ -36,12 +36,7 @@ async def join_cluster(
         for runner in list(core.runners.values()):
             runner.abandon()
 
-    hooks = ClusterHooks(
-        handlers=served,
-        on_orphans=adopt_orphans,
-        on_expelled=expelled,
-        closing=lambda: core.closing,
-    )
+    hooks = ClusterHooks(handlers=served, on_orphans=adopt_orphans, on_expelled=expelled)
     core.cluster = cluster = Cluster(
         instance=core.instance,
         lease=core.settings.lease_seconds,

@@ -75,5 +75,3 @@ class ClusterHooks:
     on_orphans: Callable[[set[int], frozenset[int]], Awaitable[None]]
     #: this instance learns it was declared dead
     on_expelled: Callable[[], Awaitable[None]]
-    #: true once the engine is shutting down
-    closing: Callable[[], bool]

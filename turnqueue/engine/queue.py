@@ -209,7 +209,7 @@ class QueueOps:
                 _check_promptable(c.view)
                 if not c.view.policy.auto_run:
                     await c.set_policy(auto_run=True, pause_reason=None)
-            turn, status = await self.turns.targeted_head(session_id)
+            _, turn, status = await self.turns.reserve(session_id, automatic=False)
             return Applied(turn, status or _status(c))  # the last commit's status
 
     # -- Send Now (Q5) --------------------------------------------------------------------------

@@ -40,7 +40,7 @@ async def recover(
     *,
     sweep: bool,
     live: set[int] | None = None,
-) -> set[str]:
+) -> None:
     """Recover the orphans; with ``sweep`` also drain every queue left eligible (a graceful
     shutdown stops turns without draining, and a crash can fall between a turn's end and its
     drain, Q4): ON means "run when eligible" (Q9) after a restart too."""
@@ -61,25 +61,19 @@ async def recover(
     for turn in orphan_turns:
         by_session.setdefault(turn.session_id, []).append(turn.id)
     recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | held)
-    if recovered:
-        for session_id in recovered:
-            await _recover_session(
-                core,
-                session_id,
-                by_session.get(session_id, []),
-                orphan_entries.get(session_id, []),
-                marks.get(session_id),
-                live,
-            )
-            log.warning("recovered session %s", session_id)
-    await _drain(core, turns, sorted(eligible | set(recovered)))
-    return set(recovered)
-
-
-async def _drain(core: Core, turns: Turns, session_ids: list[str]) -> None:
-    for session_id in session_ids:
+    for session_id in recovered:
+        await _recover_session(
+            core,
+            session_id,
+            by_session.get(session_id, []),
+            orphan_entries.get(session_id, []),
+            marks.get(session_id),
+            live,
+        )
+        log.warning("recovered session %s", session_id)
+    for session_id in sorted(eligible | set(recovered)):  # Q3: what runs next
         async with core.session_lock(session_id):
-            await turns.auto_drain(session_id)
+            await turns.reserve(session_id)
 
 
 async def _kill_orphaned_processes(core: Core, live: set[int]) -> None:
@@ -124,7 +118,6 @@ async def _recover_session(
                 status=TurnStatus.FAILED,
                 output=await tx.output_text(turn_id),  # what its log kept (O1)
                 error="interrupted",
-                session_state=SessionState.WAITING_FOR_INPUT,
             )
             # A6, A10: an approval its agent waited for can no longer be answered.
             await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())

@@ -47,9 +47,12 @@ class EventReads:
         self._reads: dict[tuple[Hashable, ...], tuple[Event, asyncio.Future[Any]]] = {}
 
     async def read(
-        self, event: Event, key: tuple[Hashable, ...], read: Callable[[], Awaitable[T]]
+        self, event: Event | None, key: tuple[Hashable, ...], read: Callable[[], Awaitable[T]]
     ) -> T:
-        """``read()``, or the same read under way for ``event`` (``key`` names what)."""
+        """``read()``, or the same read under way for ``event`` (``key`` names what); with no
+        event, ``read()`` alone."""
+        if event is None:
+            return await read()
         shared = (id(event), *key)
         kept = self._reads.get(shared)
         if kept is None:
@@ -66,24 +69,14 @@ class EventReads:
         if not future.cancelled():
             future.exception()  # retrieved: callers that were cancelled meanwhile do not
 
-    def __len__(self) -> int:
-        """Reads under way."""
-        return len(self._reads)
-
 
 async def check_request(core: Core, session_id: str, turn_id: str | None, after: int) -> None:
     """Refuse a bad resume before a stream exists: a negative offset, a foreign turn."""
     if after < 0:
         raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
-    if turn_id is None:
-        return
     runner = core.runners.get(session_id)
-    if runner is not None and runner.turn.id == turn_id:
-        return
-    async with core.store.read() as tx:
-        turn = await tx.get_turn(turn_id)
-    if turn is None or turn.session_id != session_id:
-        raise NotFound("no such turn in this session")
+    if turn_id is not None and (runner is None or runner.turn.id != turn_id):
+        await _turn(core, session_id, turn_id)  # NotFound for a turn of another session
 
 
 async def output_since(

@@ -1,9 +1,8 @@
 """One queue-status read per event, shared by every subscriber of the session.
 
 After a queue event every subscriber of that session re-reads the snapshot. Without sharing, a
-thousand subscribers mean a thousand identical database reads per event (measured: the largest
-cost of subscription fan-out, bench P3). Here a read is shared by every caller it is new enough
-for.
+thousand subscribers mean a thousand identical database reads per event; here a read is shared
+by every caller it is new enough for.
 
 Hazard (why the rule is what it is): a read may only serve a caller who needs revision ``r`` if
 the read *started* after the event carrying ``r`` was published. Events are published after

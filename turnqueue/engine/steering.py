@@ -55,16 +55,13 @@ class Steering:
         """Offer ``content`` to the running turn; with none running, an ordinary send (it
         starts or queues). Answers what happened (STEERED, QUEUED or STARTED)."""
         async with self.core.change(session_id) as c:
+            turn_id = c.view.running_turn_id
+            if turn_id is None or c.view.clarification is not None:
+                return await self.turns.send_in(c, content, key)
             if key is not None:
                 replayed = await replay(c, key, content)
                 if replayed is not None:
                     return replayed
-            turn_id = c.view.running_turn_id
-            if turn_id is None or c.view.clarification is not None:
-                admission = await self.turns.admit(c, content, key)
-                if key is not None:
-                    await record(c, key, content, admission)
-                return admission
             check_capacity(c.view, self.core.settings.queue_limit)
             entry = await c.tx.add_entry(
                 session_id, content=content, source=MessageSource.USER, client_message_id=key

@@ -24,7 +24,6 @@ from turnqueue.domain import (
     SendOutcome,
     SentMessage,
     Session,
-    SessionState,
     Turn,
     utcnow,
 )
@@ -67,8 +66,8 @@ class Turns:
         self,
         core: Core,
         *,
-        moves_on_complete: Callable[[str], Awaitable[bool]] | None = None,
-        on_completed: Callable[[str], Awaitable[None]] | None = None,
+        moves_on_complete: Callable[[str], Awaitable[bool]],
+        on_completed: Callable[[str], Awaitable[None]],
     ) -> None:
         self.core = core
         #: W1 guard: called (under the session lock, before the end is written) to know
@@ -79,14 +78,13 @@ class Turns:
         self.on_completed = on_completed
 
     # -- starting -----------------------------------------------------------------------------
-    def launch(self, turn: Turn, agent_name: str) -> TurnRunner:
+    def launch(self, turn: Turn, agent_name: str) -> None:
         """Run a committed turn: ``start_in`` has its unit of work call this at COMMIT, still
         under the session lock."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
         self.core.metrics.turn_started()
-        return runner
 
     def blocked(self, view: SessionView, ending: TurnRunner | None = None) -> bool:
         """Q9 holds; ``ending`` is a runner whose end is being written (it holds nothing)."""
@@ -102,43 +100,26 @@ class Turns:
         entry: QueueEntry | None = None,
         client_message_id: str | None = None,
     ) -> Turn:
-        """Start a turn in ``c``; it is launched once ``c`` has committed. ``entry``: the one
-        queue entry it starts from (Q16), whose key it carries (Q15); ``client_message_id``:
-        the key of a send that starts it directly."""
-        turn = await c.start_turn(
-            prompt=prompt,
-            source=source,
-            consume=consume,
-            owner=self.core.instance,
-            client_message_id=entry.client_message_id if entry is not None else client_message_id,
-            entry_id=entry.id if entry is not None else None,
-        )
-        await c.queue_changed()  # BUSY is now a hold
+        """Start a turn in ``c`` (``Change.start_turn``); it is launched once ``c`` has
+        committed."""
+        turn = await c.start_turn(prompt, source, consume, entry, client_message_id)
         agent = c.view.session.agent
         c.on_commit(lambda: self.launch(turn, agent))
         return turn
 
-    async def auto_drain(self, session_id: str) -> tuple[DrainResult, Turn | None]:
-        """An *automatic* reservation (Q3): obeys auto-run. Caller holds the session lock."""
-        result, turn, _ = await self._reserve(session_id, automatic=True)
-        return result, turn
-
-    async def targeted_head(self, session_id: str) -> tuple[Turn | None, QueueStatus | None]:
-        """A *targeted* start of the head (Q6 drain): does not read auto-run, obeys holds.
-        Answers the turn and the queue status its transaction committed (None when the
-        instance is closing: no transaction). Caller holds the session lock."""
-        _, turn, status = await self._reserve(session_id, automatic=False, answer=True)
-        return turn, status
-
-    async def _reserve(
-        self, session_id: str, *, automatic: bool, answer: bool = False
+    async def reserve(
+        self, session_id: str, *, automatic: bool = True
     ) -> tuple[DrainResult, Turn | None, QueueStatus | None]:
+        """A reservation in a unit of work of its own; the caller holds the session lock.
+        *Automatic* (Q3) obeys auto-run; *targeted* (the Q6 drain) does not read it, obeys the
+        holds, and answers the queue status its transaction committed (None when the instance
+        is closing: no transaction)."""
         kind = "automatic" if automatic else "targeted"
         if self.core.closing:
             self.core.metrics.reservation(kind, DrainResult.HELD.value)
             return DrainResult.HELD, None, None
-        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
-            if answer:
+        async with self.core.change(session_id, session_lock=False) as c:
+            if not automatic:
                 c.want_status()
             result, turn = await self.reserve_in(c, c.view, automatic=automatic)
         self.core.metrics.reservation(kind, result.value)
@@ -168,16 +149,21 @@ class Turns:
         carries the session and queue status this transaction committed."""
         async with self.core.change(session_id) as c:
             c.want_status()
-            replayed = None
-            if client_message_id is not None:
-                replayed = await replay(c, client_message_id, content)
-            admission = replayed
-            if admission is None:
-                admission = await self.admit(c, content, client_message_id)
-                if client_message_id is not None:
-                    await record(c, client_message_id, content, admission)
+            admission = await self.send_in(c, content, client_message_id)
             session = await c.tx.get_session(session_id)  # after the body's last write
         return replace(admission, session=session, queue=c.status)
+
+    async def send_in(self, c: Change, content: str, key: str | None) -> Admission:
+        """In ``c``: :meth:`admit`, recorded under ``key``; a key sent before answers that
+        send's outcome instead (Q15)."""
+        if key is not None:
+            replayed = await replay(c, key, content)
+            if replayed is not None:
+                return replayed
+        admission = await self.admit(c, content, key)
+        if key is not None:
+            await record(c, key, content, admission)
+        return admission
 
     async def admit(self, c: Change, content: str, key: str | None) -> Admission:
         """In ``c``: start a turn when the session is free (targeted), queue when busy."""
@@ -247,7 +233,7 @@ class Turns:
                     # CANCELLING holds of the turns it runs
                     pending = (await self.core.cancellation(sid)).pending
                     end = decide_end(ending.result, pending=pending)
-                    if end.asks_workflow and self.moves_on_complete is not None:
+                    if end.asks_workflow:
                         end = with_move(end, await self._read_moves(sid))
                 try:
                     drained, end = await self._record_end(runner, ending, end)
@@ -263,12 +249,11 @@ class Turns:
                     break
             await asyncio.sleep(delay)
             delay = min(delay * 2, END_RETRY_MAX)
-        if end.moving and self.on_completed is not None:
+        if end.moving:
             await self.on_completed(sid)
 
     async def _read_moves(self, session_id: str) -> bool | None:
         """W1: does this completion move the task on? None when the guard cannot be read."""
-        assert self.moves_on_complete is not None
         try:
             return await self.moves_on_complete(session_id)
         except Exception:
@@ -301,7 +286,6 @@ class Turns:
                 status=end.status,
                 output=ending.output,
                 error=end.error,
-                session_state=SessionState.WAITING_FOR_INPUT,
                 error_kind=end.error_kind,
                 agent_stderr=end.stderr,
             )

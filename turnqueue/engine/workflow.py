@@ -72,7 +72,7 @@ class Workflows:
         core: Core,
         turns: Turns,
         cancels: Cancels,
-        close_agent: Callable[[str, str], None] = lambda session_id, agent: None,
+        close_agent: Callable[[str, str], None],
     ) -> None:
         self.core = core
         self.turns = turns
@@ -202,4 +202,4 @@ class Workflows:
         for session_id in dict.fromkeys((task.current_session_id, source_id)):
             if session_id is not None:
                 async with self.core.session_lock(session_id):
-                    await self.turns.auto_drain(session_id)
+                    await self.turns.reserve(session_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -78,6 +78,7 @@ from turnqueue.store.tables import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 qe = queue_entries
 locks = queue_session_locks
 
@@ -229,6 +230,13 @@ class SqlTx(
             raise KeyError(session_id)
         return int(revision)
 
+    async def _maybe(
+        self, statement: Statement | Executable, params: Params, build: Callable[[Record], T]
+    ) -> T | None:
+        """The row ``statement`` finds, built; None when there is none."""
+        row = (await self._conn.execute(statement, params)).one_or_none()
+        return build(row) if row is not None else None
+
     async def fetch(self, statement: Executable) -> list[Record]:
         """The rows of a query the store built (its read helpers)."""
         return (await self._conn.execute(statement)).all()
@@ -289,12 +297,10 @@ class SqlTx(
         return session
 
     async def get_task(self, task_id: str) -> Task | None:
-        row = (await self._conn.execute(_TASK, {"p_task_id": task_id})).one_or_none()
-        return task_from(row) if row is not None else None
+        return await self._maybe(_TASK, {"p_task_id": task_id}, task_from)
 
     async def get_session(self, session_id: str) -> Session | None:
-        row = (await self._conn.execute(SESSION, {"p_session_id": session_id})).one_or_none()
-        return session_from(row) if row is not None else None
+        return await self._maybe(SESSION, {"p_session_id": session_id}, session_from)
 
     async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
         await self._conn.execute(
@@ -330,19 +336,20 @@ class SqlTx(
         return view_from(row)
 
     async def view(self, session_id: str) -> SessionView | None:
-        row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
-        return view_from(row) if row is not None else None
+        return await self._maybe(VIEW, {"p_session_id": session_id}, view_from)
 
     # -- turns ------------------------------------------------------------------------------
-    @staticmethod
-    def _turn_params(
+    async def start_turn(
+        self,
         session_id: str,
+        *,
         prompt: str,
         source: MessageSource,
-        owner: int | None,
+        consume: Sequence[str] = (),
+        owner: int | None = None,
         client_message_id: str | None = None,
         entry_id: str | None = None,
-    ) -> tuple[Turn, dict[str, Any]]:
+    ) -> Turn:
         now = utcnow()
         turn = Turn(
             new_id(),
@@ -369,22 +376,6 @@ class SqlTx(
             "p_key": client_message_id,
             "p_entry_id": entry_id,
         }
-        return turn, params
-
-    async def start_turn(
-        self,
-        session_id: str,
-        *,
-        prompt: str,
-        source: MessageSource,
-        consume: Sequence[str] = (),
-        owner: int | None = None,
-        client_message_id: str | None = None,
-        entry_id: str | None = None,
-    ) -> Turn:
-        turn, params = self._turn_params(
-            session_id, prompt, source, owner, client_message_id, entry_id
-        )
         self._touched[session_id] = None
         return await self._start_turn(turn, params, consume)
 
@@ -445,14 +436,9 @@ class SqlTx(
         return turn_from(row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
-        row = (await self._conn.execute(_TURN, {"p_turn_id": turn_id})).one_or_none()
-        return turn_from(row) if row is not None else None
+        return await self._maybe(_TURN, {"p_turn_id": turn_id}, turn_from)
 
     async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
         """Q16: the session's turn started from this queue entry, if one was."""
-        row = (
-            await self._conn.execute(
-                select(turns).where(turns.c.session_id == session_id, turns.c.entry_id == entry_id)
-            )
-        ).one_or_none()
-        return turn_from(row) if row is not None else None
+        query = select(turns).where(turns.c.session_id == session_id, turns.c.entry_id == entry_id)
+        return await self._maybe(query, None, turn_from)
