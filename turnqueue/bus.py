@@ -77,9 +77,7 @@ class SubscriberLagged(Exception):
 class Subscription:
     """One subscriber's bounded buffer of events for one session; one reader at a time.
 
-    The buffer is allocated only while it holds events: most standing subscriptions hold none
-    between two events, and an empty ``deque`` (or ``asyncio.Queue``, which keeps three of
-    them and an ``Event``) costs ~0.7 KiB each (bench P5b).
+    The buffer exists only while it holds events: most standing subscriptions hold none.
     """
 
     __slots__ = ("_bus", "_events", "_lagged", "_size", "_waiter", "kinds", "session_id")
@@ -173,23 +171,17 @@ class EventBus:
     def __init__(
         self, buffer_size: int = 256, on_deliver: Callable[[Event], None] | None = None
     ) -> None:
-        """``on_deliver``: called with each event a subscriber's ``get`` returns (metrics)."""
-        self._buffer_size = buffer_size
+        #: events a subscriber may fall behind before it is told to resync (R3)
+        self.buffer_size = buffer_size
         self._subscribers: defaultdict[str, set[Subscription | Watch]] = defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
         self._on_deliver = on_deliver
 
     def subscribe(self, session_id: str, kinds: Iterable[EventKind]) -> Subscription:
         """Register now (synchronously), so a snapshot read after this call can miss nothing."""
-        kinds_set = _kinds(frozenset(kinds))
-        sub = Subscription(self, session_id, kinds_set, self._buffer_size)
+        sub = Subscription(self, session_id, _kinds(frozenset(kinds)), self.buffer_size)
         self._subscribers[session_id].add(sub)
         return sub
-
-    @property
-    def buffer_size(self) -> int:
-        """Events a subscriber may fall behind before it is told to resync (R3)."""
-        return self._buffer_size
 
     def watch(
         self, session_id: str, kinds: Iterable[EventKind], callback: Callable[[Event], None]

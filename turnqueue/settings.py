@@ -1,6 +1,7 @@
 """Configuration: every ``TURNQUEUE_…`` environment variable, validated by pydantic-settings.
 
-The names fixed by SPEC M2 are the first block; ``turnqueue serve`` has a flag for each field.
+The names fixed by SPEC M2 are the first block. ``turnqueue serve`` has a flag for each field;
+the field's description is the flag's help text.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ def async_database_url(url: str) -> str:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TURNQUEUE_", extra="ignore")
 
-    # Every field has a description: it is the help text of its ``turnqueue serve`` flag.
     # --- fixed by SPEC M2 ---
     database_url: str = Field(
         default_factory=lambda: f"sqlite:///{Path.cwd() / 'turnqueue.db'}",
@@ -175,14 +175,11 @@ class Settings(BaseSettings):
     def queue_limit(self) -> int | None:
         return self.queue_max or None
 
-    @property
-    def authentication_configured(self) -> bool:
-        """Static tokens or JWTs (S1, S5)."""
-        return bool(self.tokens or self.jwt_secret or self.jwt_jwks_file)
-
     def check_bind(self) -> None:
-        """S1: with no authentication the server serves one local user and stays on loopback."""
-        if not self.authentication_configured and self.host not in LOOPBACK_HOSTS:
+        """S1: with no authentication (static tokens or JWTs, S5) the server serves one local
+        user and stays on loopback."""
+        authenticated = self.tokens or self.jwt_secret or self.jwt_jwks_file is not None
+        if not authenticated and self.host not in LOOPBACK_HOSTS:
             raise ValueError(
                 f"refusing to listen on {self.host} without authentication; configure "
                 "TURNQUEUE_TOKENS, TURNQUEUE_JWT_SECRET or TURNQUEUE_JWT_JWKS_FILE, "
