@@ -1,12 +1,10 @@
 """A root field's arguments converted and its resolver called as Strawberry calls it, with the
 per-type work done once (bench P4).
 
-Strawberry converts a resolver's arguments on every call (``strawberry.types.arguments.
-convert_arguments``): graphql-core's coerced values, keyed by GraphQL names, become input-type
-instances, with each field's GraphQL name, type and generics worked out anew each time — about a
-seventh of a planned mutation's CPU (bench P4's profile). A :class:`Call` works them out once per
-field and then does per call only what varies: ``cls(**kwargs)`` per input object, a copy per
-list, the value itself for a leaf (scalars and enums, which graphql-core has already coerced).
+Strawberry's ``convert_arguments`` works out each input field's GraphQL name, type and generics
+on every call. A :class:`Call` works them out once per field and then does per call only what
+varies: ``cls(**kwargs)`` per input object, a copy per list, the value itself for a leaf (scalars
+and enums, which graphql-core has already coerced).
 
 Compiled: optional and list types, leaves, input types without a ``from_input`` of their own,
 lazy types. ``Maybe``, ``GlobalID`` and input types that build themselves are not: such a field

@@ -6,8 +6,7 @@ GET with no query) is served without one. Refusals — missing or wrong token, o
 malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text page.
 
 A JSON body that is no object (``"…"``, ``1``, ``null``) is a 400, and a subscription in a request
-that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``):
-both reached Strawberry as faults.
+that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``).
 
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
@@ -134,8 +133,7 @@ def _posted_json(request: Request, body: bytes) -> object:
 
 class MessageLimit:
     """S3: every WebSocket message held to the HTTP body limit, refused before anything parses
-    it (Strawberry parsed a 5 MB graphql-transport-ws message whole; uvicorn's own limit is
-    16 MiB).
+    it (uvicorn's own limit is 16 MiB).
 
     Wraps the ASGI ``receive`` and ``send`` of one WebSocket. A message over ``limit`` bytes
     closes the socket with 4400 and the reason, and the application is handed a disconnect, so
