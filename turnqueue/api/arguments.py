@@ -48,16 +48,15 @@ Registry = Mapping[object, ScalarWrapper | ScalarDefinition]
 class Call:
     """One field's resolver with its arguments converted (see the module's docstring)."""
 
-    def __init__(self, schema: Schema, field: StrawberryField, convert: dict[str, Convert]):
+    def __init__(
+        self, schema: Schema, field: StrawberryField, convert: dict[str, tuple[str, Convert]]
+    ):
         self._schema = schema
         self._field = field
-        self._convert = convert  # GraphQL argument name -> its converter
+        self._convert = convert  # GraphQL argument name -> its Python name and converter
         resolver = field.base_resolver
         assert resolver is not None
         self._resolver = resolver
-        self._by_graphql = {
-            schema.config.name_converter.from_argument(a): a.python_name for a in field.arguments
-        }
 
     def __call__(
         self, source: object, info: GraphQLResolveInfo[Any], values: Mapping[str, Any]
@@ -83,9 +82,9 @@ class Call:
         (what Strawberry's ``convert_arguments`` answers)."""
         kwargs: dict[str, Any] = {}
         for graphql_name, value in values.items():
-            python_name = self._by_graphql.get(graphql_name)
-            if python_name is not None:
-                kwargs[python_name] = self._convert[graphql_name](value)
+            if (target := self._convert.get(graphql_name)) is not None:
+                python_name, convert = target
+                kwargs[python_name] = convert(value)
         return kwargs
 
 
@@ -96,12 +95,13 @@ def compile_call(schema: Schema, field: StrawberryField) -> Call | None:
     compiler = _ArgumentCompiler(
         schema.schema_converter.scalar_registry, schema.config.name_converter
     )
-    convert: dict[str, Convert] = {}
+    convert: dict[str, tuple[str, Convert]] = {}
     for argument in field.arguments:
         converter = compiler.converter(argument.type)
         if converter is None:
             return None
-        convert[schema.config.name_converter.from_argument(argument)] = converter
+        graphql_name = schema.config.name_converter.from_argument(argument)
+        convert[graphql_name] = (argument.python_name, converter)
     return Call(schema, field, convert)
 
 

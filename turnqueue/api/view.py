@@ -113,11 +113,8 @@ def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-class _NotJson:
-    """The body of a request that is no JSON POST, or is malformed (Strawberry refuses it)."""
-
-
-NOT_JSON = _NotJson()
+#: The body of a request that is no JSON POST, or is malformed (Strawberry refuses it).
+NOT_JSON = object()
 
 
 def _posted_json(request: Request, body: bytes) -> object:
@@ -270,7 +267,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         except _BodyTooLarge:
             return self._too_large(limit)
         data = _posted_json(request, body)
-        if not isinstance(data, dict | list | _NotJson):
+        if data is not NOT_JSON and not isinstance(data, dict | list):
             # Strawberry 0.341.2 reads such a body as an object: an AttributeError, a bare 500
             # that closed the connection (docs/upstream/strawberry-http-body.md).
             return graphql_error(
