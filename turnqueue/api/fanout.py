@@ -373,8 +373,7 @@ class FanOut:
             session_id = compiled.arguments["sessionId"]
             group.feed = await opener(context, session_id, feeding.emit, feeding.fail)
         except GraphQLError:
-            # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
-            # locations and path as Strawberry sends them.
+            # A refusal (NOT_FOUND, S2): the executed path answers it (see the module's docstring).
             await self._lead(group, executed())
         except Exception as error:  # the snapshot read failed: as the executed stream's fault
             feeding.end(error)
@@ -421,8 +420,7 @@ class FanOut:
         try:
             stream = await STREAMS[compiled.root.name](context, compiled.arguments["sessionId"])
         except GraphQLError:
-            # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
-            # locations and path as Strawberry sends them.
+            # A refusal (NOT_FOUND, S2): the executed path answers it (see the module's docstring).
             async with aclosing(executed()) as refused:
                 async for item in refused:
                     yield item

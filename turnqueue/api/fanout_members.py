@@ -87,12 +87,8 @@ QUIET_DISCONNECTS = QuietDisconnects()
 class Group(Protocol):
     """What a member joins (``fanout._Group``)."""
 
-    @property
-    def last(self) -> str | None:
-        """The group's newest payload, replayed to a member that joins."""
-
-    @property
-    def members(self) -> dict[Member, None]: ...
+    last: str | None  # the group's newest payload, replayed to a member that joins
+    members: dict[Member, None]
 
     def leave(self, member: Member) -> None: ...
 
