@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 import strawberry
-from graphql import parse
+from graphql import OperationType, parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strawberry.schema.config import StrawberryConfig
 
 from turnqueue import domain
 from turnqueue.api import build_schema
-from turnqueue.api.render import Compiled, Unrenderable, bind, compile_subscription
+from turnqueue.api.render import Compiled, Unrenderable, bind, compile_root
 from turnqueue.schema.scalars import SCALAR_MAP
 from turnqueue.schema.types import CancellationStatus, QueueStatus, Session
 from turnqueue.settings import Settings
@@ -152,7 +152,7 @@ def value(draw: st.DrawFn, type_name: str) -> Any:
 def compile(
     document: Any, variables: dict[str, Any] | None, name: str | None = None
 ) -> Compiled | None:
-    root = compile_subscription(SCHEMA, document, name)
+    root = compile_root(SCHEMA, document, name, OperationType.SUBSCRIPTION)
     return None if root is None else bind(SCHEMA, root, variables)
 
 

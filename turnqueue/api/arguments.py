@@ -1,12 +1,10 @@
 """A root field's arguments converted and its resolver called as Strawberry calls it, with the
 per-type work done once (bench P4).
 
-Strawberry converts a resolver's arguments on every call (``strawberry.types.arguments.
-convert_arguments``): graphql-core's coerced values, keyed by GraphQL names, become input-type
-instances, with each field's GraphQL name, type and generics worked out anew each time — about a
-seventh of a planned mutation's CPU (bench P4's profile). A :class:`Call` works them out once per
-field and then does per call only what varies: ``cls(**kwargs)`` per input object, a copy per
-list, the value itself for a leaf (scalars and enums, which graphql-core has already coerced).
+Strawberry's ``convert_arguments`` works out each input field's GraphQL name, type and generics
+on every call. A :class:`Call` works them out once per field and then does per call only what
+varies: ``cls(**kwargs)`` per input object, a copy per list, the value itself for a leaf (scalars
+and enums, which graphql-core has already coerced).
 
 Compiled: optional and list types, leaves, input types without a ``from_input`` of their own,
 lazy types. ``Maybe``, ``GlobalID`` and input types that build themselves are not: such a field
@@ -50,16 +48,15 @@ Registry = Mapping[object, ScalarWrapper | ScalarDefinition]
 class Call:
     """One field's resolver with its arguments converted (see the module's docstring)."""
 
-    def __init__(self, schema: Schema, field: StrawberryField, convert: dict[str, Convert]):
+    def __init__(
+        self, schema: Schema, field: StrawberryField, convert: dict[str, tuple[str, Convert]]
+    ):
         self._schema = schema
         self._field = field
-        self._convert = convert  # GraphQL argument name -> its converter
+        self._convert = convert  # GraphQL argument name -> its Python name and converter
         resolver = field.base_resolver
         assert resolver is not None
         self._resolver = resolver
-        self._by_graphql = {
-            schema.config.name_converter.from_argument(a): a.python_name for a in field.arguments
-        }
 
     def __call__(
         self, source: object, info: GraphQLResolveInfo[Any], values: Mapping[str, Any]
@@ -85,9 +82,9 @@ class Call:
         (what Strawberry's ``convert_arguments`` answers)."""
         kwargs: dict[str, Any] = {}
         for graphql_name, value in values.items():
-            python_name = self._by_graphql.get(graphql_name)
-            if python_name is not None:
-                kwargs[python_name] = self._convert[graphql_name](value)
+            if (target := self._convert.get(graphql_name)) is not None:
+                python_name, convert = target
+                kwargs[python_name] = convert(value)
         return kwargs
 
 
@@ -98,12 +95,13 @@ def compile_call(schema: Schema, field: StrawberryField) -> Call | None:
     compiler = _ArgumentCompiler(
         schema.schema_converter.scalar_registry, schema.config.name_converter
     )
-    convert: dict[str, Convert] = {}
+    convert: dict[str, tuple[str, Convert]] = {}
     for argument in field.arguments:
         converter = compiler.converter(argument.type)
         if converter is None:
             return None
-        convert[schema.config.name_converter.from_argument(argument)] = converter
+        graphql_name = schema.config.name_converter.from_argument(argument)
+        convert[graphql_name] = (argument.python_name, converter)
     return Call(schema, field, convert)
 
 

@@ -125,10 +125,8 @@ def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
     """The rules every operation is validated with besides graphql-core's own: the depth and
     alias limits (S3) and, when introspection is off, the rule that refuses it. The fan-out
     checks the operations it renders itself against the same list (``turnqueue.api.fanout``)."""
-    # The depth and alias rules (S3) are built once per schema and given to AddValidationRules.
-    # Used as extensions, Strawberry's QueryDepthLimiter and MaxAliasesLimiter are built per
-    # operation, each with a new rule *class*: it stays alive as long as the operation (every
-    # idle subscription kept one, bench P5), and it made every ValidationCache key new.
+    # Built once per schema, not as per-operation extensions: those make a new rule *class*
+    # per operation, kept alive by it and new in every ValidationCache key (bench P5).
     rules: list[type[ASTValidationRule]] = [
         *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
         *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,

@@ -5,18 +5,14 @@ fields made to cancel no field before it has started.
 Hazard (graphql-core 3.3, Strawberry 0.341; pyproject.toml's ranges end before the next minor
 release of each, and scripts/newest_graphql.py tests the newest they allow): every event of a
 subscription is executed by ``Executor.build_per_event_executor``, a *shallow* ``copy`` of the
-subscription's executor. The copies therefore share one dict, ``_relevant_sub_fields``, the memo
-of ``Executor.collect_subfields``, keyed by ``(return_type, id(field_details_list))``. The root
-field's ``field_details_list`` is built anew for every event (``execute_operation`` collects the
-root fields again), so each event adds a key per object-typed field it completes, and each entry
-keeps its lists and collected sub-fields alive: +3 KiB per event on a standing subscription,
-freed only when the subscription ends (and RSS stays). See docs/upstream/ for the reproduction
-and the patch proposed to graphql-core.
-
-The memo exists so that the items of one list share one collection of their sub-fields; its keys
-are never equal across events, so a memo per event loses no hit. ``_stream_usages`` (the other
-identity-keyed map) is never filled for a subscription (graphql-core rejects ``@stream`` there).
-The rest of the shared state (the sets of pending and background futures) is shared on purpose.
+subscription's executor, so the copies share ``_relevant_sub_fields``, the memo of
+``Executor.collect_subfields``, keyed by ``(return_type, id(field_details_list))``. The root
+field's ``field_details_list`` is built anew for every event, so each event adds a key per
+object-typed field it completes, kept (with its lists and sub-fields) until the subscription
+ends: +3 KiB per event. The keys are never equal across events, so a memo per event loses no
+hit. ``_stream_usages`` (the other identity-keyed map) is never filled for a subscription; the
+rest of the shared state (the sets of pending and background futures) is shared on purpose.
+See docs/upstream/ for the reproduction and the patch proposed to graphql-core.
 
 Hazard (graphql-core 3.3.2 on Python 3.11): a resolver's coroutine is created when its field is
 executed and handed, unstarted, to the coroutine that completes the field
@@ -25,17 +21,14 @@ executed and handed, unstarted, to the coroutine that completes the field
 ancestor (a non-null field failing), the ancestor's ``gather_with_cancel`` cancels its pending
 children, and cancelling a child that is itself waiting in ``asyncio.gather`` cancels *its*
 children at once — tasks created in the step just before, which have not run yet. A task
-cancelled before its first step never runs its coroutine: Python throws ``CancelledError`` in at
-the coroutine's first line, so the unstarted coroutines it was handed are dropped and each warns
-``coroutine '…_async_resolver' was never awaited`` when collected (found by the schema fuzz on
-PostgreSQL, whose slower reads leave such subtrees in flight). :func:`gather_started_then_cancel`
-replaces graphql-core's ``gather_with_cancel`` in its executor (:func:`install`): it awaits the
-gather through ``asyncio.shield``, so an ancestor's cancellation reaches the children only
-through its own handler, which runs after every child has taken its first step (their steps were
-queued when they were created, before the wake-up that delivers the cancellation): each cancelled
-field runs up to its first ``await`` and is cancelled there, like any field cancelled a moment
-later. Nothing else changes: the first error still propagates, after the pending children are
-cancelled and settled (now also when the gathering task is itself cancelled). See
+cancelled before its first step never runs its coroutine, so the unstarted coroutines it was
+handed each warn ``coroutine '…_async_resolver' was never awaited`` when collected.
+:func:`gather_started_then_cancel` replaces graphql-core's ``gather_with_cancel`` in its executor
+(:func:`install`): it awaits the gather through ``asyncio.shield``, so an ancestor's cancellation
+reaches the children only through its own handler, which runs after every child has taken its
+first step: each cancelled field runs up to its first ``await`` and is cancelled there. The
+first error still propagates, after the pending children are cancelled and settled (now also
+when the gathering task is itself cancelled). See
 docs/upstream/graphql-core-cancel-before-start.md for the reproduction.
 """
 

@@ -1,14 +1,12 @@
 """Multiplexed subscription fan-out: identical snapshot subscriptions share one execution.
 
-Without it every WebSocket subscriber of a session runs its own GraphQL subscription: its own bus
-subscription, snapshot reads, GraphQL execution and JSON encoding of every event (bench P3
-measures the difference: bench/results/). Here the subscriptions that are identical —
-same normalised document, variables, operation name and principal — form a *group*. The group
-executes once (its *lead*, a task owned by :class:`FanOut`) and every *member* is sent the same
-encoded payload. A member is the source Strawberry's graphql-transport-ws handler reads for the
-operation (``TurnqueueSchema.stream`` hands it :meth:`FanOut.share`), so the handshake, pings,
-``complete``, the limits and every frame's framing stay Strawberry's; clients see the frames
-the ordinary path would send them (``fanout_members``).
+WebSocket subscriptions that are identical (same normalised document, variables, operation name
+and principal) form a *group* (bench P3). The group executes once (its *lead*, a task owned by
+:class:`FanOut`) and every *member* is sent the same encoded payload. A member is the source
+Strawberry's graphql-transport-ws handler reads for the operation (``TurnqueueSchema.stream``
+hands it :meth:`FanOut.share`), so the handshake, pings, ``complete``, the limits and every
+frame's framing stay Strawberry's; clients see the frames the ordinary path would send them
+(``fanout_members``).
 
 Only snapshot subscriptions are grouped, and only when every field they select moves with a
 revision their stream watches (each stream declares which fields do, beside itself:
@@ -49,14 +47,14 @@ from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from graphql import ASTValidationRule, GraphQLError, parse, print_ast
+from graphql import ASTValidationRule, GraphQLError, OperationType, parse, print_ast
 from starlette.websockets import WebSocket
 from strawberry import Schema
 from strawberry.types import ExecutionResult
 
 from turnqueue.api.assembly import MASKED_MESSAGE
 from turnqueue.api.fanout_members import Member, encode_payload
-from turnqueue.api.render import Compiled, Root, bind, compile_subscription, validated
+from turnqueue.api.render import Compiled, Root, bind, compile_root, validated
 from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
@@ -117,8 +115,7 @@ class _Feeding:
     """A fed group's side of its feed: each state the feed pushes (inside ``publish``, in the
     task that committed it) is rendered and offered to the members in a loop callback
     (``call_soon``: in the order published), so that task pays for no member's send; a group
-    stopped meanwhile is offered nothing more. A class, not closures: one per group, which is
-    most of what a shared subscription of its own session holds (bench P5b)."""
+    stopped meanwhile is offered nothing more. A class, not closures: smaller (bench P5b)."""
 
     __slots__ = ("compiled", "fanout", "group", "loop")
 
@@ -241,7 +238,9 @@ class FanOut:
         document = validated(self._schema._schema, document_text, self._rules)
         if document is None:
             return None
-        root = compile_subscription(self._schema._schema, document, operation_name)
+        root = compile_root(
+            self._schema._schema, document, operation_name, OperationType.SUBSCRIPTION
+        )
         return root if root is not None and root.name in STREAMS else None
 
     # -- members ------------------------------------------------------------------------------
@@ -364,8 +363,7 @@ class FanOut:
         executed: Callable[[], Payloads],
     ) -> None:
         """Open a compiled group's feed (``resolvers/feeds.py``) and return: from then on the
-        feed pushes each state from inside ``publish``, and the group holds no task (bench P5b,
-        P8).
+        feed pushes each state from inside ``publish``, and the group holds no task (bench P8).
 
         Hazard: ``publish`` runs in the task that committed the change (a mutation's, under its
         session's lock): the feed's ``emit`` and ``fail`` only schedule (:class:`_Feeding`)."""
@@ -375,8 +373,7 @@ class FanOut:
             session_id = compiled.arguments["sessionId"]
             group.feed = await opener(context, session_id, feeding.emit, feeding.fail)
         except GraphQLError:
-            # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
-            # locations and path as Strawberry sends them.
+            # A refusal (NOT_FOUND, S2): the executed path answers it (see the module's docstring).
             await self._lead(group, executed())
         except Exception as error:  # the snapshot read failed: as the executed stream's fault
             feeding.end(error)
@@ -423,8 +420,7 @@ class FanOut:
         try:
             stream = await STREAMS[compiled.root.name](context, compiled.arguments["sessionId"])
         except GraphQLError:
-            # A refusal (NOT_FOUND, S2): the ordinary execution answers it, with the error's
-            # locations and path as Strawberry sends them.
+            # A refusal (NOT_FOUND, S2): the executed path answers it (see the module's docstring).
             async with aclosing(executed()) as refused:
                 async for item in refused:
                     yield item

@@ -22,13 +22,6 @@ from strawberry.types import ExecutionResult
 from turnqueue.graphql_internals import PreExecutionError, WebSocketDisconnected
 
 
-def next_prefix(operation_id: str) -> str:
-    """The text of a ``next`` message up to its payload: the very text the view's default
-    ``encode_json`` gives ``{"id": …, "type": "next", "payload": …}`` (the payload follows,
-    then ``}``)."""
-    return '{"id":' + json.dumps(operation_id) + ',"type":"next","payload":'
-
-
 def encode_payload(result: ExecutionResult) -> str:
     """A ``next`` payload as Strawberry's ``Operation.send_next`` builds it, encoded as the view's
     default ``encode_json`` does."""
@@ -62,7 +55,9 @@ def shared_frame(message: object) -> str | None:
     data = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(data, EncodedPayload) or not isinstance(message.get("id"), str):
         return None
-    prefix = next_prefix(message["id"])
+    # The very text the view's default ``encode_json`` gives ``{"id": …, "type": "next",
+    # "payload": …}`` up to the payload (the payload follows, then ``}``).
+    prefix = '{"id":' + json.dumps(message["id"]) + ',"type":"next","payload":'
     data.member.prefix = prefix
     return prefix + data.text + "}"
 
@@ -78,9 +73,8 @@ def _gone(error: BaseException) -> BaseException:
 
 class QuietDisconnects(logging.Filter):
     """Drops the log record of an operation whose client went away while being sent to: an
-    ordinary end of a connection, with nobody left to tell. Strawberry logs every failed
-    operation on ``strawberry.ws.task`` with its traceback; a soak of abrupt disconnects of
-    busy subscribers wrote thousands."""
+    ordinary end of a connection, with nobody left to tell (Strawberry logs every failed
+    operation on ``strawberry.ws.task`` with its traceback)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -93,12 +87,8 @@ QUIET_DISCONNECTS = QuietDisconnects()
 class Group(Protocol):
     """What a member joins (``fanout._Group``)."""
 
-    @property
-    def last(self) -> str | None:
-        """The group's newest payload, replayed to a member that joins."""
-
-    @property
-    def members(self) -> dict[Member, None]: ...
+    last: str | None  # the group's newest payload, replayed to a member that joins
+    members: dict[Member, None]
 
     def leave(self, member: Member) -> None: ...
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
+
+from turnqueue.api.webui import checkout_dist
 
 log = logging.getLogger(__name__)
 
@@ -36,17 +37,9 @@ ASSETS_PATH = "/graphiql/assets"
 CONFIG_ELEMENT_ID = "turnqueue-graphiql-config"
 
 
-def default_dist() -> Path:
-    """``TURNQUEUE_GRAPHIQL_DIST``, else the checkout's ``graphiql/dist``."""
-    configured = os.environ.get(ENV_VAR, "").strip()
-    if configured:
-        return Path(configured).expanduser()
-    return Path(__file__).resolve().parents[2] / DIST_IN_CHECKOUT
-
-
 def page_html(*, auth_required: bool, dist: Path | None = None) -> str | None:
     """The built GraphiQL page with its config injected, or None (and a warning) if unbuilt."""
-    directory = dist if dist is not None else default_dist()
+    directory = dist if dist is not None else checkout_dist(ENV_VAR, DIST_IN_CHECKOUT)
     index = directory / "index.html"
     try:
         html = index.read_text(encoding="utf-8")
@@ -73,7 +66,7 @@ def graphiql_routes(dist: Path | None = None) -> list[BaseRoute]:
 
     ``index.html`` is not among them: the view serves it at ``GET /graphql``, with its config.
     """
-    directory = dist if dist is not None else default_dist()
+    directory = dist if dist is not None else checkout_dist(ENV_VAR, DIST_IN_CHECKOUT)
     if not (directory / "index.html").is_file() or not (directory / "assets").is_dir():
         return []
     assets = StaticFiles(directory=directory / "assets")

@@ -1,22 +1,19 @@
 """Compiled HTTP mutations: the root field's own resolver called directly, its payload rendered
 without GraphQL execution (bench P4).
 
-Over HTTP a mutation used to cost several times its engine work in GraphQL machinery: the
-per-request extension pipeline, graphql-core's execution context, field collection and
-completion, Strawberry's argument conversion (bench P4's profile). A :class:`Plan` does once per
-distinct document what can be done once — parse (with the token limit), validate (with the
-schema's rules, :func:`turnqueue.api.validation_rules`), find the root field, compile the
-payload's renderer (:mod:`turnqueue.api.render`) — and per request only what must be: coerce the
-variables (graphql-core's ``get_variable_values``), call the root field's resolver as Strawberry
+A :class:`Plan` does once per distinct document what can be done once: parse (with the token
+limit), validate (with the schema's rules, :func:`turnqueue.api.validation_rules`), find the root
+field, compile the payload's renderer (:mod:`turnqueue.api.render`). Per request it coerces the
+variables (graphql-core's ``get_variable_values``), calls the root field's resolver as Strawberry
 does (its arguments converted to input types, its ``Info``: :mod:`turnqueue.api.arguments`), and
-render the result.
+renders the result.
 
 Only a mutation of one root field whose payload selects basic fields is planned
-(:func:`turnqueue.render.compile_root`); anything else, and any request whose variables do not
-coerce, takes Strawberry's path, which answers it as before (before anything ran). The answer
-is what that path answers: ``{"data": …}``, or for a fault the error located at the field,
-logged by the schema and masked as ``MaskErrors`` masks it (S3). ``tests/api/test_api_plans.py``
-compares both paths on every mutation.
+(:func:`turnqueue.api.render.compile_root`); anything else, and any request whose variables do
+not coerce, takes Strawberry's path before anything ran. The answer is what that path answers:
+``{"data": …}``, or for a fault the error located at the field, logged by the schema and masked
+as ``MaskErrors`` masks it (S3). ``tests/api/test_api_plans.py`` compares both paths on every
+mutation.
 """
 
 from __future__ import annotations

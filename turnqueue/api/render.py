@@ -1,22 +1,19 @@
 """Compiled snapshot payloads: a subscription's selection rendered straight from the value its
 stream yields, without running GraphQL for every event (bench P3, P5b, P8).
 
-A snapshot stream (``resolvers/subscriptions.py``) yields one Strawberry object per new state,
-and graphql-core executes the operation's selection on it for every event: a resolver call,
-completion and a path per field, about 0.3 ms for a ``QueueStatus``. When every field the
-operation selects is a plain data field (Strawberry's *basic* field: no resolver, no field
-extension) that result is a pure function of the object: each response key takes the field's
-attribute (through the field's own default resolver), leaves are coerced by their GraphQL type
-exactly as the executor does (``coerce_output_value``), lists and objects recurse. A
-:class:`Compiled` is that function, built once per distinct operation (document and variables).
+When every field an operation selects is a plain data field (Strawberry's *basic* field: no
+resolver, no field extension), its result is a pure function of the object: each response key
+takes the field's attribute (through the field's own default resolver), leaves are coerced by
+their GraphQL type as the executor does (``coerce_output_value``), lists and objects recurse.
+A :class:`Compiled` is that function, built once per document and bound to each variables'
+binding (``bind``).
 
-Compiled: one subscription operation of one root field; fields with aliases, merged when a
-response key repeats; inline fragments and fragment spreads on the selected type itself;
-``__typename``; ``@skip`` and ``@include`` on literals. Compiled once per document, it serves
-every variables' binding (``bind``). Anything else — a field with a resolver or arguments
-below the root, an abstract type, another directive, a document that does not validate — is
-not compiled (``compile_operation`` answers None) and takes graphql-core's execution. The two
-give the same frames (``tests/api/test_api_render.py`` compares them on every payload field).
+Compiled: one operation of one root field; aliases, merged when a response key repeats; inline
+fragments and fragment spreads on the selected type itself; ``__typename``; ``@skip`` and
+``@include`` on literals. Anything else (a field with a resolver or arguments below the root,
+an abstract type, another directive, a document that does not validate) is not compiled
+(``compile_root`` answers None) and takes graphql-core's execution. The two give the same frames
+(``tests/api/test_api_render.py`` compares them on every payload field).
 
 Hazard: a value the type does not allow (``None`` for a non-null field) would be an error in
 the executor's result (null propagation); here it raises :class:`Unrenderable`, which the
@@ -168,14 +165,6 @@ class Compiled:
         return json.dumps({"data": data}, separators=(",", ":"))
 
 
-def compile_subscription(
-    schema: GraphQLSchema, document: DocumentNode, operation_name: str | None
-) -> Root | None:
-    """A subscription ``document`` (already validated against ``schema``) compiled for any
-    variables, or None (see ``compile_root``)."""
-    return compile_root(schema, document, operation_name, OperationType.SUBSCRIPTION)
-
-
 def bind(schema: GraphQLSchema, root: Root, variables: Mapping[str, Any] | None) -> Compiled | None:
     """``root`` with the arguments ``variables`` give it, or None when they do not coerce (the
     executor answers them)."""
@@ -183,18 +172,13 @@ def bind(schema: GraphQLSchema, root: Root, variables: Mapping[str, Any] | None)
     if bound is None:
         return None
     _, arguments = bound
+    # ``get_argument_values`` keys them by ``out_name``: Strawberry gives it the Python name.
     by_graphql_name = {
-        graphql_name: arguments[python_name]
-        for graphql_name, python_name in _argument_names(root.field).items()
-        if python_name in arguments
+        name: arguments[python_name]
+        for name, argument in root.field.args.items()
+        if (python_name := argument.out_name or name) in arguments
     }
     return Compiled(root, by_graphql_name)
-
-
-def _argument_names(field: GraphQLField) -> dict[str, str]:
-    """GraphQL argument name -> the name ``get_argument_values`` keys it by (Strawberry
-    gives arguments their Python names as ``out_name``)."""
-    return {name: argument.out_name or name for name, argument in field.args.items()}
 
 
 class _PayloadCompiler:

@@ -33,10 +33,8 @@ from turnqueue.graphql_internals import JSONEncoder, SSETransport
 EVENT_ID_KEY = "__turnqueue_sse_id"
 
 
-def attach_event_id(response: GraphQLHTTPResponse, event_id: str | None) -> GraphQLHTTPResponse:
-    if event_id is not None:
-        cast(dict[str, Any], response)[EVENT_ID_KEY] = event_id
-    return response
+def attach_event_id(response: GraphQLHTTPResponse, event_id: str) -> None:
+    cast(dict[str, Any], response)[EVENT_ID_KEY] = event_id
 
 
 class IdentifiedSSETransport(SSETransport):

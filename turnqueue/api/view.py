@@ -6,8 +6,7 @@ GET with no query) is served without one. Refusals — missing or wrong token, o
 malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text page.
 
 A JSON body that is no object (``"…"``, ``1``, ``null``) is a 400, and a subscription in a request
-that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``):
-both reached Strawberry as faults.
+that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``).
 
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
@@ -114,11 +113,8 @@ def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-class _NotJson:
-    """The body of a request that is no JSON POST, or is malformed (Strawberry refuses it)."""
-
-
-NOT_JSON = _NotJson()
+#: The body of a request that is no JSON POST, or is malformed (Strawberry refuses it).
+NOT_JSON = object()
 
 
 def _posted_json(request: Request, body: bytes) -> object:
@@ -134,8 +130,7 @@ def _posted_json(request: Request, body: bytes) -> object:
 
 class MessageLimit:
     """S3: every WebSocket message held to the HTTP body limit, refused before anything parses
-    it (Strawberry parsed a 5 MB graphql-transport-ws message whole; uvicorn's own limit is
-    16 MiB).
+    it (uvicorn's own limit is 16 MiB).
 
     Wraps the ASGI ``receive`` and ``send`` of one WebSocket. A message over ``limit`` bytes
     closes the socket with 4400 and the reason, and the application is handed a disconnect, so
@@ -272,7 +267,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         except _BodyTooLarge:
             return self._too_large(limit)
         data = _posted_json(request, body)
-        if not isinstance(data, dict | list | _NotJson):
+        if data is not NOT_JSON and not isinstance(data, dict | list):
             # Strawberry 0.341.2 reads such a body as an object: an AttributeError, a bare 500
             # that closed the connection (docs/upstream/strawberry-http-body.md).
             return graphql_error(

@@ -20,12 +20,17 @@ DIST_IN_CHECKOUT = Path("frontend_examples", "web", "dist")
 ENV_VAR = "TURNQUEUE_WEB_DIST"
 
 
-def default_dist() -> Path:
-    """``TURNQUEUE_WEB_DIST``, else the checkout's ``frontend_examples/web/dist``."""
-    configured = os.environ.get(ENV_VAR, "").strip()
+def checkout_dist(env_var: str, in_checkout: Path) -> Path:
+    """``env_var``'s directory when set, else ``in_checkout`` in this package's checkout."""
+    configured = os.environ.get(env_var, "").strip()
     if configured:
         return Path(configured).expanduser()
-    return Path(__file__).resolve().parents[2] / DIST_IN_CHECKOUT
+    return Path(__file__).resolve().parents[2] / in_checkout
+
+
+def default_dist() -> Path:
+    """``TURNQUEUE_WEB_DIST``, else the checkout's ``frontend_examples/web/dist``."""
+    return checkout_dist(ENV_VAR, DIST_IN_CHECKOUT)
 
 
 def web_ui_routes(dist: Path | None = None) -> list[BaseRoute]:
