@@ -335,11 +335,6 @@ class Change:
                 revision = change.session_revision
                 publish_after(self._core, self.tx, EventKind.SESSION, sid, revision)
 
-    def _after_commit(self) -> None:
-        for change in (self, *self._joined):
-            for callback in change._on_commit:
-                callback()
-
 
 @asynccontextmanager
 async def change(
@@ -352,10 +347,18 @@ async def change(
     async with lock:
         async with core.store.transaction() as tx:
             c = Change(core, tx, await tx.lock(session_id))
-            check_expected(c.view, expected_revision)
+            revision = c.view.policy.revision
+            if expected_revision is not None and expected_revision != revision:  # Q13
+                raise Conflict(
+                    ErrorCode.QUEUE_CHANGED,
+                    f"queue revision is {revision}, not {expected_revision}",
+                    ["expectedRevision"],
+                )
             yield c
             await c._before_commit()
-        c._after_commit()
+        for joined in (c, *c._joined):
+            for callback in joined._on_commit:
+                callback()
 
 
 class Reference:
@@ -380,13 +383,3 @@ class Reference:
 
     def _committed(self, held: bool) -> None:
         self.held = held
-
-
-def check_expected(view: SessionView, expected_revision: int | None) -> None:
-    """Q13: a stale ``expectedRevision`` changes nothing."""
-    if expected_revision is not None and expected_revision != view.policy.revision:
-        raise Conflict(
-            ErrorCode.QUEUE_CHANGED,
-            f"queue revision is {view.policy.revision}, not {expected_revision}",
-            ["expectedRevision"],
-        )

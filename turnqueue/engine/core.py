@@ -114,7 +114,9 @@ class Core:
         the same), pending and its revision from one read; (false, 0) for no such session."""
         async with self.store.read() as tx:
             view = await tx.view(session_id)
-        return cancellation_of(view, session_id)
+        if view is None:
+            return CancellationStatus(session_id, False, 0)
+        return CancellationStatus(session_id, view.cancelling, view.cancel_revision)
 
     async def remote_owner(self, session_id: str) -> int | None:
         """The live instance running this session's turn, when that is not this one (M4)."""
@@ -220,13 +222,6 @@ class Core:
                 raise KeyError(session_id)
             entries = await tx.list_entries(session_id)
         return self.status_of(view, entries)
-
-
-def cancellation_of(view: SessionView | None, session_id: str) -> CancellationStatus:
-    """C1, C2: the cancellation status one view shows (pending and its revision, together)."""
-    if view is None:
-        return CancellationStatus(session_id, False, 0)
-    return CancellationStatus(session_id, view.cancelling, view.cancel_revision)
 
 
 def held_by(view: SessionView) -> tuple[HoldReason, ...]:
