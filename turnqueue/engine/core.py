@@ -259,9 +259,9 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
     return content
 
 
-def check_capacity(view: SessionView, limit: int | None, adding: int = 1) -> None:
+def check_capacity(view: SessionView, limit: int | None) -> None:
     """Q11: at most ``queue_max`` visible entries."""
-    if limit is not None and view.queued + adding > limit:
+    if limit is not None and view.queued >= limit:
         raise Conflict(
             ErrorCode.QUEUE_FULL,
             f"the queue is full: it holds {view.queued} of at most {limit} entries",
