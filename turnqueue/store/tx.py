@@ -323,8 +323,6 @@ class SqlTx(
         return session
 
     async def lock(self, session_id: str) -> SessionView:
-        """The view, read under the lock. SQLite: the transaction began IMMEDIATE behind the
-        writer lock, so it is the only writer; PostgreSQL takes the lock row first."""
         row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
         if row is None:
             raise KeyError(session_id)
