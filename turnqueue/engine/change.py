@@ -145,11 +145,7 @@ class Change:
     async def queue_changed(self) -> int:
         """The queue status changed: one revision per transaction (Q13), published after
         commit. A store write that changes the status (``Tx.changed_queues``) calls it at the
-        end of the body anyway; a rule calls it to bump now (or when only a hold changed).
-
-        R2: the same statement raises the session's durable cancellation floor to what this
-        process knows (and reserves) and reads back what others stored (``Tx.bump_queue``);
-        a second call raises it again when this process has learnt more meanwhile."""
+        end of the body anyway; a rule calls it to bump now (or when only a hold changed)."""
         revision = await self.tx.bump_queue(self.session_id)
         self._queue_bumped(revision)
         return revision
