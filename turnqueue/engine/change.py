@@ -145,11 +145,7 @@ class Change:
     async def queue_changed(self) -> int:
         """The queue status changed: one revision per transaction (Q13), published after
         commit. A store write that changes the status (``Tx.changed_queues``) calls it at the
-        end of the body anyway; a rule calls it to bump now (or when only a hold changed).
-
-        R2: the same statement raises the session's durable cancellation floor to what this
-        process knows (and reserves) and reads back what others stored (``Tx.bump_queue``);
-        a second call raises it again when this process has learnt more meanwhile."""
+        end of the body anyway; a rule calls it to bump now (or when only a hold changed)."""
         revision = await self.tx.bump_queue(self.session_id)
         self._queue_bumped(revision)
         return revision
@@ -335,11 +331,6 @@ class Change:
                 revision = change.session_revision
                 publish_after(self._core, self.tx, EventKind.SESSION, sid, revision)
 
-    def _after_commit(self) -> None:
-        for change in (self, *self._joined):
-            for callback in change._on_commit:
-                callback()
-
 
 @asynccontextmanager
 async def change(
@@ -352,10 +343,18 @@ async def change(
     async with lock:
         async with core.store.transaction() as tx:
             c = Change(core, tx, await tx.lock(session_id))
-            check_expected(c.view, expected_revision)
+            revision = c.view.policy.revision
+            if expected_revision is not None and expected_revision != revision:  # Q13
+                raise Conflict(
+                    ErrorCode.QUEUE_CHANGED,
+                    f"queue revision is {revision}, not {expected_revision}",
+                    ["expectedRevision"],
+                )
             yield c
             await c._before_commit()
-        c._after_commit()
+        for joined in (c, *c._joined):
+            for callback in joined._on_commit:
+                callback()
 
 
 class Reference:
@@ -380,13 +379,3 @@ class Reference:
 
     def _committed(self, held: bool) -> None:
         self.held = held
-
-
-def check_expected(view: SessionView, expected_revision: int | None) -> None:
-    """Q13: a stale ``expectedRevision`` changes nothing."""
-    if expected_revision is not None and expected_revision != view.policy.revision:
-        raise Conflict(
-            ErrorCode.QUEUE_CHANGED,
-            f"queue revision is {view.policy.revision}, not {expected_revision}",
-            ["expectedRevision"],
-        )

@@ -30,10 +30,6 @@ C7: there is nothing to relay or confirm. The cancellation projection is rows ev
 reads (the CANCELLING holds in ``session_holds`` and the lock row's cancellation revision), so a
 LISTEN outage loses only events: subscribers are told to resync (``_on_resync``) and read again.
 
-The cluster is built from explicit parts (the store, the bus, the task spawner and
-:class:`~turnqueue.engine.peers.ClusterHooks`, the engine's call-backs); ``Core`` knows it only
-as :class:`~turnqueue.engine.peers.Peers`.
-
 Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
 (its row is gone) and abandons its turns, whose ends the adopter has already recorded.
 """
@@ -243,8 +239,7 @@ class Cluster:
                         )
                     if withdrawn and gone:
                         raise OwnerGone(f"instance {owner} is gone; it did not run {op}")
-                    if withdrawn or gone or loop.time() >= deadline:
-                        raise OwnerUnreachable(f"instance {owner} did not answer {op}")
+                    raise OwnerUnreachable(f"instance {owner} did not answer {op}")
         finally:
             self._replies.pop(request, None)
 

@@ -114,7 +114,9 @@ class Core:
         the same), pending and its revision from one read; (false, 0) for no such session."""
         async with self.store.read() as tx:
             view = await tx.view(session_id)
-        return cancellation_of(view, session_id)
+        if view is None:
+            return CancellationStatus(session_id, False, 0)
+        return CancellationStatus(session_id, view.cancelling, view.cancel_revision)
 
     async def remote_owner(self, session_id: str) -> int | None:
         """The live instance running this session's turn, when that is not this one (M4)."""
@@ -222,13 +224,6 @@ class Core:
         return self.status_of(view, entries)
 
 
-def cancellation_of(view: SessionView | None, session_id: str) -> CancellationStatus:
-    """C1, C2: the cancellation status one view shows (pending and its revision, together)."""
-    if view is None:
-        return CancellationStatus(session_id, False, 0)
-    return CancellationStatus(session_id, view.cancelling, view.cancel_revision)
-
-
 def held_by(view: SessionView) -> tuple[HoldReason, ...]:
     """What holds the queue (Q9), from the rows of one revision alone (R3: every instance
     serves one revision with one ``heldBy``)."""
@@ -264,9 +259,9 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
     return content
 
 
-def check_capacity(view: SessionView, limit: int | None, adding: int = 1) -> None:
+def check_capacity(view: SessionView, limit: int | None) -> None:
     """Q11: at most ``queue_max`` visible entries."""
-    if limit is not None and view.queued + adding > limit:
+    if limit is not None and view.queued >= limit:
         raise Conflict(
             ErrorCode.QUEUE_FULL,
             f"the queue is full: it holds {view.queued} of at most {limit} entries",

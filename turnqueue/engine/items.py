@@ -29,13 +29,6 @@ _JOINED = frozenset({ItemKind.MESSAGE, ItemKind.THOUGHT})
 Change = tuple[int, TurnItem]
 
 
-def record_item(record: OutputRecord) -> TurnItem:
-    """The piece a log record holds (a MESSAGE record keeps its text in ``text``)."""
-    if record.kind is ItemKind.MESSAGE and record.data is None:
-        return TurnItem(ItemKind.MESSAGE, {"text": record.text})
-    return TurnItem(record.kind, dict(record.data or {}), record.key)
-
-
 class ItemFold:
     """The items of one turn, folded piece by piece.
 
@@ -53,11 +46,11 @@ class ItemFold:
         self._sizes: dict[int, int] = {}
         self._by_key: dict[str, int] = {}
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     def add_record(self, record: OutputRecord) -> Change | None:
-        return self.add(record_item(record))
+        """Fold the piece a log record holds (a MESSAGE record keeps its text in ``text``)."""
+        if record.kind is ItemKind.MESSAGE and record.data is None:
+            return self.add(TurnItem(ItemKind.MESSAGE, {"text": record.text}))
+        return self.add(TurnItem(record.kind, dict(record.data or {}), record.key))
 
     def add(self, item: TurnItem) -> Change | None:
         """Fold ``item`` in; what it changed, or None when it changed nothing (beyond a bound)."""

@@ -51,16 +51,12 @@ MAX_OUTPUT_CHARS = 1_000_000
 
 
 class Flusher:
-    """Writes the pending batches of every running turn of this process, all in one transaction
+    """Writes the pending batches of every running turn of this process in one transaction
     (SQLite has a single writer: a hundred streaming turns must not queue a hundred writes).
 
-    One per store (:func:`flusher_of`). A turn with something pending arms the timer of
-    :data:`FLUSH_SECONDS` (a turn with :data:`MAX_BATCH` pieces pending starts the write at
-    once); one writer task at a time (``turn-output-flusher``) takes every pending batch and
-    appends them in one transaction, then re-arms for what arrived meanwhile. Nothing runs while
-    nothing is pending, so there is nothing to shut down: each turn's log leaves through
-    :meth:`forget` (its ``detach``), which waits for a write holding its batch.
-    """
+    One per store (:func:`flusher_of`), with one writer task at a time
+    (``turn-output-flusher``) that re-arms for what arrived meanwhile. Nothing runs while
+    nothing is pending, so there is nothing to shut down."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

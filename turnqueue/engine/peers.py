@@ -3,8 +3,7 @@
 Both directions are declared here: :class:`Peers`, what the engine needs of the others (``Core``
 holds one as ``core.cluster``, ``None`` on SQLite), and :class:`ClusterHooks`, what the cluster
 calls back into the engine. ``engine/cluster.py`` implements ``Peers`` and is built from explicit
-parts (store, bus, cancellation registry, ``Spawn``, hooks), so the cluster imports the engine's
-parts and ``Core`` never imports the cluster.
+parts (store, bus, ``Spawn``, hooks), so ``Core`` never imports the cluster.
 """
 
 from __future__ import annotations
@@ -39,11 +38,9 @@ class Peers(Protocol):
     ) -> str:
         """The NOTIFY payload announcing a durable change (``pending``: a cancellation
         transition's flag, C2), sent inside its transaction."""
-        ...
 
     async def live(self) -> set[int]:
         """The instances (epochs) whose lease is current."""
-        ...
 
     async def call(
         self, owner: int, op: str, args: dict[str, Any], timeout: float
@@ -51,7 +48,6 @@ class Peers(Protocol):
         """Run ``op`` on the owning instance: :class:`OwnerGone` when it died before taking the
         request (which then never runs), :class:`OwnerUnreachable` when it did not answer in
         ``timeout``."""
-        ...
 
     async def aclose(self) -> None: ...
 

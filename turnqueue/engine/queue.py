@@ -25,7 +25,6 @@ from turnqueue.domain import (
     SendNowScope,
     SendOutcome,
     Turn,
-    TurnStatus,
 )
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import Change, Reference
@@ -401,6 +400,3 @@ def _check_promptable(view: SessionView) -> None:
         raise Conflict(ErrorCode.SESSION_BUSY, "a turn is running")
     if view.session.state not in PROMPTABLE:
         raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}")
-
-
-__all__ = ["QueueOps", "SendNowResult", "TurnStatus"]

@@ -40,17 +40,14 @@ class Reads:
         """Each task's sessions, oldest first (a task without any is absent)."""
         return await self._store.sessions_of_tasks(task_ids)
 
-    # -- pages (connections) --------------------------------------------------------------------
+    # -- pages (connections): see ``Store.tasks_page`` and the rest --------------------------
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        """The owner's tasks, newest first."""
         return await self._store.tasks_page(owner, window)
 
     async def sessions_page(
         self, task_id: str, window: Window[SessionKey]
     ) -> Page[SessionKey, Session]:
-        """The task's sessions, oldest first."""
         return await self._store.sessions_page(task_id, window)
 
     async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
-        """The session's turns, oldest first."""
         return await self._store.turns_page(session_id, window)

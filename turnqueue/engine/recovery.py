@@ -103,7 +103,7 @@ async def _recover_session(
     mark: str | None,
     live: set[int],
 ) -> None:
-    # Under no session lock, as recovery always ran: what it adopts has no runner here (a dead
+    # Under no session lock: what recovery adopts has no runner here (a dead
     # instance's work, or this process's before its start), and the lock row orders it.
     async with core.change(session_id, session_lock=False) as c:
         tx, view = c.tx, c.view

@@ -25,8 +25,6 @@ from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_OUTPUT_CHARS", "Ending", "StopLadder", "TurnRunner"]
-
 
 @dataclass(frozen=True, slots=True)
 class Ending:

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from turnqueue.agents import AgentResult
-from turnqueue.domain import PROMPTABLE, AgentErrorKind, Session, TurnStatus
+from turnqueue.domain import AgentErrorKind, Session, TurnStatus
+from turnqueue.engine.core import held_by
 from turnqueue.store import SessionView
 
 
@@ -97,16 +98,9 @@ def view_after_end(
 
 
 def view_holds(view: SessionView) -> bool:
-    """Q9, from the locked view alone: not promptable, a clarification, a turn running, a
-    cancellation or a step change under way (on any instance), an approval waiting."""
-    return (
-        view.session.state not in PROMPTABLE
-        or view.clarification is not None
-        or view.running_turn_id is not None
-        or view.cancelling
-        or view.transitioning
-        or view.approval_pending
-    )
+    """Q9, from the locked view alone: a hold ``heldBy`` shows, or a turn running (on any
+    instance)."""
+    return view.running_turn_id is not None or bool(held_by(view))
 
 
 def drain_decision(view: SessionView, *, automatic: bool, held: bool) -> DrainResult | None:

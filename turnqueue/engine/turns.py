@@ -45,8 +45,6 @@ from turnqueue.store import SessionView
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Admission", "DrainResult", "Turns"]  # DrainResult is turn_end's, named here too
-
 
 @dataclass(frozen=True, slots=True)
 class Admission:

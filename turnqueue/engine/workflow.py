@@ -143,7 +143,7 @@ class Workflows:
         async with self.core.hold(source_id):  # WORKFLOW_TRANSITION (Q9)
             if step.new_session_on_enter:
                 return await self._transfer(task, step, source_id)
-            # Under no session lock, as a step change always was: it starts and ends no turn.
+            # Under no session lock: a step change starts and ends no turn.
             async with self.core.change(source_id, session_lock=False) as c:
                 moved = await c.tx.set_task_step(task.id, step.name, source_id)
                 last = self.core.workflow.is_last(step.name)

@@ -147,8 +147,8 @@ class UnitOfWork(Protocol):
 
     def changed_queues(self) -> list[str]:
         """Sessions whose queue status (entries, policy, state, clarification, approvals,
-        holds) this transaction changed, in order. Each gets a new queue revision before
-        COMMIT (Q13): the unit of work bumps it, or the store does."""
+        holds) this transaction changed, in the order it first changed them. Each gets a new
+        queue revision before COMMIT (Q13): the unit of work bumps it, or the store does."""
 
 
 class InstancesTx(Protocol):
@@ -227,10 +227,11 @@ class SessionsTx(Protocol):
         ends: its task reached the workflow's last step while the turn ran. The end clears it."""
 
     async def touch_starting(self, session_id: str) -> None:
-        """Refresh a STARTING session's ``updated_at`` (its agent is still starting, A2)."""
+        """Refresh a STARTING session's ``updated_at`` while its agent starts (A2), so recovery
+        does not take it for one a dead instance left STARTING."""
 
     async def bump_session(self, session_id: str) -> int:
-        """A new session revision without a state change; the new revision (A6)."""
+        """A new session revision and ``updated_at``, the state unchanged; the revision (A6)."""
 
     async def lock(self, session_id: str) -> SessionView:
         """Take the session's lock row (Q3) and read its view. ``KeyError`` if it does not exist."""

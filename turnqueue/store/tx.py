@@ -193,8 +193,6 @@ class SqlTx(
         self._callbacks.append(callback)
 
     def changed_queues(self) -> list[str]:
-        """The sessions whose queue status (entries, policy, state, clarification, approvals,
-        holds) this transaction changed, in the order it first changed them (Q13)."""
         return list(self._touched)
 
     async def prepare_commit(self) -> None:
@@ -308,8 +306,6 @@ class SqlTx(
         )
 
     async def touch_starting(self, session_id: str) -> None:
-        """Keep a STARTING session's ``updated_at`` fresh while its agent starts (A2), so
-        recovery does not take it for one a dead instance left STARTING."""
         await self._conn.execute(
             update(sessions)
             .where(sessions.c.id == session_id, sessions.c.state == SessionState.STARTING.value)
@@ -317,7 +313,6 @@ class SqlTx(
         )
 
     async def bump_session(self, session_id: str) -> int:
-        """A new session revision (and ``updated_at``) without a state change (A6)."""
         return await self._bump_session(session_id)
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
@@ -328,8 +323,6 @@ class SqlTx(
         return session
 
     async def lock(self, session_id: str) -> SessionView:
-        """The view, read under the lock. SQLite: the transaction began IMMEDIATE behind the
-        writer lock, so it is the only writer; PostgreSQL takes the lock row first."""
         row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
         if row is None:
             raise KeyError(session_id)
@@ -439,6 +432,5 @@ class SqlTx(
         return await self._maybe(_TURN, {"p_turn_id": turn_id}, turn_from)
 
     async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
-        """Q16: the session's turn started from this queue entry, if one was."""
         query = select(turns).where(turns.c.session_id == session_id, turns.c.entry_id == entry_id)
         return await self._maybe(query, None, turn_from)
