@@ -17,7 +17,7 @@ import sys
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session
 
-from turnqueue.domain import MessageSource, PauseReason, SessionState, TurnStatus
+from turnqueue.domain import HoldReason, MessageSource, PauseReason, SessionState, TurnStatus
 from turnqueue.engine import Engine
 
 
@@ -182,6 +182,24 @@ async def test_q7_m6_a_dead_owners_cancel_with_nothing_queued_leaves_auto_run_on
     admission = await restarted.send_message(PRINCIPAL, sid, "next")
     assert admission.turn is not None
     (await second.next_run()).complete()
+
+
+async def test_c5_q9_m6_a_hold_a_dead_instance_left_alone_is_dropped(
+    engine: Engine, open_engine
+) -> None:
+    """C5/Q9/M6: a cancel's hold that a dead instance left with nothing else behind it (no
+    turn, no claimed entry, no Q7 mark) is dropped by recovery: no cancellation stays pending
+    and nothing holds the queue (the ``| held`` of ``recover``'s sessions to recover)."""
+    _, session = await new_session(engine)
+    sid = session.id
+    async with engine.core.store.transaction() as tx:
+        await tx.lock(sid)
+        await tx.change_hold(sid, engine.core.instance, HoldReason.CANCELLING, 1)
+    assert (await engine.cancellation(sid)).pending
+    await crash(engine)
+    restarted = await open_engine()
+    assert not (await restarted.cancellation(sid)).pending
+    assert HoldReason.CANCELLING not in (await restarted.queue_status(sid)).held_by
 
 
 def _process_group() -> subprocess.Popen[bytes]:
