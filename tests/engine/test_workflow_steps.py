@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -308,3 +309,62 @@ def test_a_workflow_files_bad_steps_are_refused_with_what_is_wrong(tmp_path: Pat
     with pytest.raises(ValueError) as info:
         load_workflow(path)
     assert str(info.value) == f"{path}: step names must be unique"
+
+
+@pytest.mark.parametrize("how", ["move", "complete"])
+async def test_w3_q9_a_prompt_sent_to_the_source_while_a_transfer_holds_it_runs_there(
+    how: str, tmp_path: Path, engine_settings: Settings, open_engine: Any, agent: ManualAgent
+) -> None:
+    """W3/Q9 (with W1): a prompt sent to the source session after a transfer has committed,
+    while the step change still holds it (WORKFLOW_TRANSITION), waits in the source's queue
+    (COMPLETED is promptable) and runs there in the one drain after the release — for a
+    ``moveTask`` and for a completion's move alike — instead of staying queued for good."""
+    engine = await _engine_with(INTO_TRANSFER, tmp_path, engine_settings, open_engine)
+    task, source = await new_session(engine)
+    sid = source.id
+    admissions: list[Any] = []
+
+    async def late_prompt() -> None:  # the transfer has committed; its hold is still taken
+        admissions.append(await engine.send_message(PRINCIPAL, sid, "late"))
+
+    with faults_of(engine).after_commit("move_entries", late_prompt):
+        if how == "move":
+            await engine.move_task(PRINCIPAL, task.id, "HANDOFF")
+        else:
+            await engine.send_message(PRINCIPAL, sid, "write it")
+            (await agent.next_run()).complete()
+        late = await agent.next_run()
+    (queued,) = admissions
+    assert queued.turn is None  # it waited behind the hold ...
+    assert (late.prompt, late.session_id) == ("late", sid)  # ... then ran on the source
+    moved = await engine.task(PRINCIPAL, task.id)
+    assert moved is not None and moved.workflow_step == "HANDOFF"
+    assert moved.current_session_id != sid
+
+
+@dataclass
+class ClosingAgent(ManualAgent):
+    """A ManualAgent that, like an acp profile's, closes a session's agent when it ends (A2)."""
+
+    closed: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+
+    async def close_session(self, session_id: str) -> None:
+        self.closed.put_nowait(session_id)
+
+
+async def test_a2_a8_a_transfer_closes_the_source_sessions_agent(
+    tmp_path: Path, engine_settings: Settings, open_engine: Any
+) -> None:
+    """A2/A8 with W3: entering a step with a new session closes the completed source session's
+    agent session (the profile's ``close_session``, with the source's id); the new session
+    starts its own on its first prompt."""
+    closing = ClosingAgent()
+    path = tmp_path / "workflow.toml"
+    path.write_text(INTO_TRANSFER)
+    engine: Engine = await open_engine(
+        engine_settings.model_copy(update={"workflow_file": path}), closing
+    )
+    task, source = await new_session(engine)
+    _, destination = await engine.move_task(PRINCIPAL, task.id, "HANDOFF")
+    assert destination.id != source.id
+    assert await within(closing.closed.get(), WAIT) == source.id
