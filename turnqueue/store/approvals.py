@@ -54,7 +54,6 @@ class ApprovalStatements:
         answered_by: str | None,
         at: datetime,
     ) -> bool:
-        """Answer a PENDING approval; False when it was already answered (or does not exist)."""
         stmt = (
             update(approvals)
             .where(approvals.c.id == approval_id, approvals.c.outcome == _PENDING)
@@ -70,7 +69,6 @@ class ApprovalStatements:
         return True
 
     async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
-        """Every PENDING approval of the turn becomes CANCELLED (its turn ended, M6)."""
         stmt = (
             update(approvals)
             .where(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING)
@@ -90,7 +88,6 @@ class ApprovalStatements:
         return approval_from(row) if row is not None else None
 
     async def pending_approval(self, session_id: str) -> Approval | None:
-        """The session's pending approval, when its turn still runs (A6)."""
         stmt = (
             select(approvals)
             .join(turns, turns.c.id == approvals.c.turn_id)

@@ -242,7 +242,6 @@ class PostgresStore(SqlStore):
 
     @property
     def shared(self) -> bool:
-        """Several server processes may share this database (M4)."""
         return True
 
     def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
@@ -250,7 +249,6 @@ class PostgresStore(SqlStore):
         return Listener(self._dsn, on_payload, on_resync)
 
     async def notify(self, payloads: Sequence[str]) -> None:
-        """Send runtime notifications now, in order."""
         if not payloads:
             return
         async with self.transaction() as tx:  # one statement for all (``flush_notifications``)

@@ -75,8 +75,6 @@ class RequestStatements:
         to_state: RequestState,
         outcome: str | None = None,
     ) -> bool:
-        """``from_state`` → ``to_state`` (with ``outcome``); False when it was not in
-        ``from_state`` (the other side moved it first)."""
         params = {
             "p_id": request_id,
             "p_from": from_state.value,

@@ -66,6 +66,5 @@ class SteerStatements:
         return [_REQUEST(row) for row in rows.all()]
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
-        """Decide a PENDING request (``state``: a SendOutcome); False when already decided."""
         result = await self._conn.execute(_DECIDE, {"p_id": request_id, "p_state": state})
         return result.one_or_none() is not None
