@@ -62,7 +62,7 @@ class ApprovalStatements:
             )
             .returning(approvals.c.session_id)
         )
-        session_id = (await self._conn.execute(stmt)).scalar_one_or_none()
+        session_id = await self._conn.scalar(stmt)
         if session_id is None:
             return False
         self._touched[session_id] = None
@@ -84,8 +84,7 @@ class ApprovalStatements:
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         stmt = select(approvals).where(approvals.c.id == approval_id)
-        row = (await self._conn.execute(stmt)).one_or_none()
-        return approval_from(row) if row is not None else None
+        return await self._conn.maybe(stmt, None, approval_from)
 
     async def pending_approval(self, session_id: str) -> Approval | None:
         stmt = (
@@ -99,8 +98,7 @@ class ApprovalStatements:
             .order_by(approvals.c.requested_at.desc())
             .limit(1)
         )
-        row = (await self._conn.execute(stmt)).one_or_none()
-        return approval_from(row) if row is not None else None
+        return await self._conn.maybe(stmt, None, approval_from)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         stmt = (

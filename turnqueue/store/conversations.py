@@ -42,8 +42,7 @@ class ConversationStatements:
     _conn: Conn
 
     async def conversation(self, session_id: str) -> AgentConversation | None:
-        row = (await self._conn.execute(_FIND, {"p_session_id": session_id})).one_or_none()
-        return _CONVERSATION(row) if row is not None else None
+        return await self._conn.maybe(_FIND, {"p_session_id": session_id}, _CONVERSATION)
 
     async def record_conversation(self, conversation: AgentConversation) -> None:
         await self._conn.execute(_FORGET, {"p_session_id": conversation.session_id})

@@ -143,9 +143,7 @@ class EntryStatements:
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
         params = {"p_id": entry_id, "p_content": content}
-        row = (await self._conn.execute(_UPDATE_ENTRY, params)).one_or_none()
-        if row is None:
-            raise KeyError(entry_id)
+        row = await self._conn.one(_UPDATE_ENTRY, params, entry_id)
         self._touched[row.session_id] = None
         params = {"p_id": row.id, "p_session_id": row.session_id, "p_position": row.position}
         before = await self._conn.scalar(_COUNT_BEFORE, params)

@@ -177,16 +177,14 @@ class PostgresTx(SqlTx):
         # taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock re-reads
         # only the locked row and would return the *old* policy, entries and clarification.
         # The view is a new statement, so it sees what the previous holder committed.
-        if await self._conn.scalar(_LOCK, {"p_session_id": session_id}) is None:
-            raise KeyError(session_id)
+        await self._conn.one(_LOCK, {"p_session_id": session_id}, session_id)
         return await super().lock(session_id)
 
     async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
         if len(consume) > 1:
             return await super()._start_turn(turn, params, consume)
         one = {**params, "p_id": consume[0]} if consume else params
-        if await self._conn.scalar(_START_TURN[bool(consume)], one) is None:
-            raise KeyError(turn.session_id)
+        await self._conn.one(_START_TURN[bool(consume)], one, turn.session_id)
         return turn
 
     async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:

@@ -143,7 +143,7 @@ def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -
 
 class QueueStateStatements:
     """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
-    transaction, empty at its start), ``self._bump_session`` and the dialect's ``_insert``,
+    transaction, empty at its start), ``self.bump_session`` and the dialect's ``_insert``,
     ``_set_policy`` and ``_add_hold`` (``_set_policy_bumped`` where the dialect can write
     the policy and bump the revision in one statement)."""
 
@@ -155,7 +155,7 @@ class QueueStateStatements:
     _set_policy_bumped: ClassVar[Statement | None] = None
     _add_hold: ClassVar[Statement]
 
-    async def _bump_session(self, session_id: str) -> int:
+    async def bump_session(self, session_id: str) -> int:
         raise NotImplementedError
 
     # -- clarifications ---------------------------------------------------------------------
@@ -167,7 +167,7 @@ class QueueStateStatements:
         await self._conn.execute(
             upsert(type(self)._insert, clarifications, ["session_id"], **values)
         )
-        await self._bump_session(session_id)
+        await self.bump_session(session_id)
         self._touched[session_id] = None
         return clarification
 
@@ -180,7 +180,7 @@ class QueueStateStatements:
         row = result.one_or_none()
         if row is None:
             return None
-        await self._bump_session(session_id)
+        await self.bump_session(session_id)
         self._touched[session_id] = None
         return _CLARIFICATION(row)
 
@@ -198,9 +198,8 @@ class QueueStateStatements:
         if statement is None or session_id in self._queue_revisions:
             await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
             return await self.bump_queue(session_id)
-        revision = await self._conn.scalar(statement, _policy(session_id, auto_run, pause_reason))
-        if revision is None:
-            raise KeyError(session_id)
+        params = _policy(session_id, auto_run, pause_reason)
+        revision = (await self._conn.one(statement, params, session_id))[0]
         self._touched[session_id] = None
         bumped = self._queue_revisions[session_id] = int(revision)
         return bumped
@@ -252,17 +251,13 @@ class QueueStateStatements:
         # so no snapshot can show the state between them; it shares the first's revision.
         bumped = self._queue_revisions.get(session_id)
         if bumped is None:
-            revision = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
-            if revision is None:
-                raise KeyError(session_id)
-            bumped = self._queue_revisions[session_id] = int(revision)
+            row = await self._conn.one(_BUMP_QUEUE, {"p_session_id": session_id}, session_id)
+            bumped = self._queue_revisions[session_id] = int(row[0])
         return bumped
 
     async def bump_cancellation(self, session_id: str) -> int:
-        revision = await self._conn.scalar(_BUMP_CANCELLATION, {"p_session_id": session_id})
-        if revision is None:
-            raise KeyError(session_id)
-        return int(revision)
+        params = {"p_session_id": session_id}
+        return int((await self._conn.one(_BUMP_CANCELLATION, params, session_id))[0])
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

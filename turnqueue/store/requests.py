@@ -62,8 +62,7 @@ class RequestStatements:
         return request_id
 
     async def owner_request(self, request_id: str) -> OwnerRequest | None:
-        row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        return _REQUEST(row) if row is not None else None
+        return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)
 
     async def pending_requests(self, owner: int) -> list[str]:
         return list(await self._conn.scalars(_PENDING_FOR, {"p_owner": owner}))

@@ -72,9 +72,8 @@ class SentMessageStatements:
     _conn: Conn
 
     async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
-        row = await self._conn.execute(_FIND, {"p_session_id": session_id, "p_key": key})
-        found = row.one_or_none()
-        return _SENT(found) if found is not None else None
+        params = {"p_session_id": session_id, "p_key": key}
+        return await self._conn.maybe(_FIND, params, _SENT)
 
     async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
         await _RECORD.add(self._conn, {"p_session_id": session_id, **values_of(sent, "p_")})

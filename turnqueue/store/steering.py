@@ -58,8 +58,7 @@ class SteerStatements:
         return request_id
 
     async def steer_request(self, request_id: str) -> SteerRequest | None:
-        row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        return _REQUEST(row) if row is not None else None
+        return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)
 
     async def pending_steers(self, session_id: str) -> list[SteerRequest]:
         rows = await self._conn.execute(_PENDING_OF, {"p_session_id": session_id})
