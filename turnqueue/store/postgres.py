@@ -36,8 +36,8 @@ from turnqueue.store.protocol import SessionView
 from turnqueue.store.queuestate import (
     DialectInsert,
     add_hold_statement,
+    policy_upsert,
     set_policy_bumped_statement,
-    set_policy_statement,
 )
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sqlstore import SqlStore
@@ -151,7 +151,7 @@ def _rowcount(status: str) -> int:
 
 class PostgresTx(SqlTx):
     _insert: ClassVar[DialectInsert] = postgresql.insert
-    _set_policy: ClassVar[Statement] = set_policy_statement(postgresql.insert)
+    _set_policy: ClassVar[Statement] = Statement(policy_upsert(postgresql.insert))
     _set_policy_bumped: ClassVar[Statement | None] = set_policy_bumped_statement(postgresql.insert)
     _add_hold: ClassVar[Statement] = add_hold_statement(postgresql.insert)
 

@@ -7,7 +7,7 @@ Every statement here that changes what a queue status shows records its session 
 revision is ever served with two states (R3).
 
 The two upserts (the policy row, the clarification) are spelled by each dialect's ``insert``:
-the backends give their own (``insert`` and ``set_policy_statement`` below).
+the backends give their own (``insert`` and ``policy_upsert`` below).
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def add_hold_statement(insert: DialectInsert) -> Statement:
     )
 
 
-def _policy_upsert(insert: DialectInsert) -> Insert:
+def policy_upsert(insert: DialectInsert) -> Insert:
+    """Q1, Q14: the policy row, upserted (prebuilt once per dialect)."""
     return upsert(
         insert,
         queue_session_state,
@@ -121,16 +122,11 @@ def _policy_upsert(insert: DialectInsert) -> Insert:
     )
 
 
-def set_policy_statement(insert: DialectInsert) -> Statement:
-    """Q1, Q14: the policy row, upserted (one prebuilt statement per dialect)."""
-    return Statement(_policy_upsert(insert))
-
-
 def set_policy_bumped_statement(insert: DialectInsert) -> Statement:
     """Q1, Q13, Q14: the policy upserted and the queue revision bumped, in one statement
     (PostgreSQL's data-modifying ``WITH``: both see the transaction's snapshot and write
     different tables); answers the new revision."""
-    return Statement(_BUMP_QUEUE_CLAUSE.add_cte(_policy_upsert(insert).cte("policy")))
+    return Statement(_BUMP_QUEUE_CLAUSE.add_cte(policy_upsert(insert).cte("policy")))
 
 
 def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, String, Text, bindparam, select, update
 
-from turnqueue.domain import OwnerRequest, RequestState, new_id
+from turnqueue.domain import OwnerRequest, RequestState
 from turnqueue.store.conn import Conn
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sent import Kept
@@ -50,16 +50,8 @@ class RequestStatements:
     _conn: Conn
 
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
-        request_id = new_id()
-        params = {
-            "p_id": request_id,
-            "p_owner": owner,
-            "p_origin": origin,
-            "p_op": op,
-            "p_args": args,
-        }
-        await _ADD.add(self._conn, params)
-        return request_id
+        params = {"p_owner": owner, "p_origin": origin, "p_op": op, "p_args": args}
+        return await _ADD.add_new(self._conn, params)
 
     async def owner_request(self, request_id: str) -> OwnerRequest | None:
         return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import String, Table, bindparam, delete, insert, select
 
-from turnqueue.domain import SentMessage, utcnow
+from turnqueue.domain import SentMessage, new_id, utcnow
 from turnqueue.store.conn import Conn
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
@@ -43,6 +43,12 @@ class Kept:
         now = utcnow()
         await conn.execute(self._prune, {self._scope: params[self._scope], "p_before": now - KEPT})
         await conn.execute(self._insert, {**params, "p_now": now})
+
+    async def add_new(self, conn: Conn, params: Mapping[str, Any]) -> str:
+        """:meth:`add` a row with a new id (the parameter ``p_id``); that id."""
+        row_id = new_id()
+        await self.add(conn, {**params, "p_id": row_id})
+        return row_id
 
 
 _sm = sent_messages

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import String, bindparam, select, update
 
-from turnqueue.domain import SteerRequest, new_id
+from turnqueue.domain import SteerRequest
 from turnqueue.store.conn import Conn
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sent import Kept
@@ -47,15 +47,8 @@ class SteerStatements:
     _conn: Conn
 
     async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
-        request_id = new_id()
-        params = {
-            "p_id": request_id,
-            "p_session_id": session_id,
-            "p_turn_id": turn_id,
-            "p_entry_id": entry_id,
-        }
-        await _ADD.add(self._conn, params)
-        return request_id
+        params = {"p_session_id": session_id, "p_turn_id": turn_id, "p_entry_id": entry_id}
+        return await _ADD.add_new(self._conn, params)
 
     async def steer_request(self, request_id: str) -> SteerRequest | None:
         return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)

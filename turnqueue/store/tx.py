@@ -63,6 +63,7 @@ from turnqueue.store.rows import (
     session_from,
     task_from,
     turn_from,
+    values_of,
     view_from,
 )
 from turnqueue.store.sent import SentMessageStatements
@@ -225,15 +226,7 @@ class SqlTx(
     # -- tasks and sessions -----------------------------------------------------------------
     async def create_task(self, *, title: str, owner: str, workflow_step: str) -> Task:
         task = Task(new_id(), title, owner, workflow_step, None, utcnow())
-        values = {
-            "id": task.id,
-            "title": title,
-            "owner": owner,
-            "workflow_step": workflow_step,
-            "current_session_id": None,
-            "created_at": task.created_at,
-        }
-        await self._conn.execute(insert(tasks), values)
+        await self._conn.execute(insert(tasks), values_of(task))
         return task
 
     async def set_task_step(self, task_id: str, step: str, current_session_id: str) -> Task:
