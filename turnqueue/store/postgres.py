@@ -162,8 +162,10 @@ class PostgresTx(SqlTx):
     def notify(self, payload: str) -> None:
         self._notifications.append(payload)
 
-    async def flush_notifications(self) -> None:
-        """Called by the store right before COMMIT (PostgreSQL delivers them at COMMIT)."""
+    async def prepare_commit(self) -> None:
+        """:meth:`SqlTx.prepare_commit`, then the transaction's NOTIFYs in one statement:
+        PostgreSQL delivers them at COMMIT, never on ROLLBACK."""
+        await super().prepare_commit()
         if self._notifications:
             payloads, self._notifications = self._notifications, []
             await self._conn.execute(_NOTIFY_ALL, {"channel": CHANNEL, "payloads": payloads})
@@ -249,7 +251,7 @@ class PostgresStore(SqlStore):
     async def notify(self, payloads: Sequence[str]) -> None:
         if not payloads:
             return
-        async with self.transaction() as tx:  # one statement for all (``flush_notifications``)
+        async with self.transaction() as tx:  # one statement for all (``prepare_commit``)
             for payload in payloads:
                 tx.notify(payload)
 
@@ -265,9 +267,7 @@ class PostgresStore(SqlStore):
     async def transaction(self) -> AsyncIterator[PostgresTx]:
         async with self._pg() as tx:
             yield tx
-            await tx.prepare_commit()  # Q13: the last statements, before COMMIT
-            # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
-            await tx.flush_notifications()
+            await tx.prepare_commit()  # Q13, NOTIFY: the last statements, before COMMIT
         # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
 
