@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RUNNING, RowMap, values_of
 from turnqueue.store.statement import Record
 from turnqueue.store.tables import approvals, turns
@@ -32,12 +32,7 @@ def approval_from(row: Record) -> Approval:
     return _APPROVAL(row, options=options)
 
 
-class ApprovalStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-    _touched: dict[str, None]
-
+class ApprovalStatements(Statements):
     async def add_approval(self, approval: Approval) -> None:
         options = [{"id": o.id, "name": o.name, "kind": o.kind} for o in approval.options]
         values = {**values_of(approval), "options": json.dumps(options)}

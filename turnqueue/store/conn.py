@@ -82,3 +82,12 @@ class Conn:
         """The one row ``statement`` finds, built; None when there is none."""
         row = (await self.execute(statement, params)).one_or_none()
         return build(row) if row is not None else None
+
+
+class Statements:
+    """The base of each aggregate's statements, a mixin of :class:`~turnqueue.store.tx.SqlTx`:
+    the transaction's connection, and the sessions whose queue status it changed (``_touched``,
+    see ``SqlTx.changed_queues``)."""
+
+    _conn: Conn
+    _touched: dict[str, None]

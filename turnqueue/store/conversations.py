@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, delete, insert, select
 
 from turnqueue.domain import AgentConversation
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import agent_conversations
@@ -25,11 +25,7 @@ _RECORD = Statement(insert(_ac))
 _CONVERSATION = RowMap(AgentConversation)
 
 
-class ConversationStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class ConversationStatements(Statements):
     async def conversation(self, session_id: str) -> AgentConversation | None:
         return await self._conn.maybe(_FIND, {"p_session_id": session_id}, _CONVERSATION)
 

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import UtcDateTime, queue_entries, queue_session_locks
@@ -116,12 +116,7 @@ _COUNT_BEFORE = Statement(
 )
 
 
-class EntryStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-    _touched: dict[str, None]
-
+class EntryStatements(Statements):
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
         return entries_from(result.all())

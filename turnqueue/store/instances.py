@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, delete, false, or_, select, true, update
 
 from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RUNNING, turn_from
 from turnqueue.store.tables import (
     agent_processes,
@@ -36,11 +36,7 @@ def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
     return or_(column.is_(None), column.not_in(ids)) if ids else true()
 
 
-class InstanceStatements:
-    """Mixin: needs ``self._conn``."""
-
-    _conn: Conn
-
+class InstanceStatements(Statements):
     def notify(self, payload: str) -> None:
         """A no-op: SQLite has a single process (``PostgresTx`` sends it)."""
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import BigInteger, ColumnElement, Integer, bindparam, func, select
 
 from turnqueue.domain import ItemKind, OutputRecord
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import turn_output
 
@@ -63,11 +63,7 @@ def _record(turn_id: str, row: Record) -> OutputRecord:
     )
 
 
-class OutputStatements:
-    """Mixin: needs ``self._conn`` and the backend's ``_append_records``."""
-
-    _conn: Conn
-
+class OutputStatements(Statements):
     async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
         given = {turn_id for turn_id, records in batches.items() if records}
         if not given:

@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import Clarification, HoldReason, PauseReason, new_id, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
@@ -137,15 +137,13 @@ def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -
     }
 
 
-class QueueStateStatements:
-    """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
-    transaction, empty at its start), ``self.bump_session`` and the dialect's ``_insert``,
-    ``_set_policy`` and ``_add_hold`` (``_set_policy_bumped`` where the dialect can write
-    the policy and bump the revision in one statement)."""
+class QueueStateStatements(Statements):
+    """Needs ``self._queue_revisions`` (per transaction, empty at its start),
+    ``self.bump_session`` and the dialect's ``_insert``, ``_set_policy`` and ``_add_hold``
+    (``_set_policy_bumped`` where the dialect can write the policy and bump the revision in one
+    statement)."""
 
-    _conn: Conn
     _queue_revisions: dict[str, int]
-    _touched: dict[str, None]
     _insert: ClassVar[DialectInsert]
     _set_policy: ClassVar[Statement]
     _set_policy_bumped: ClassVar[Statement | None] = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, String, Text, bindparam, select, update
 
 from turnqueue.domain import OwnerRequest, RequestState
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sent import Kept
 from turnqueue.store.statement import Statement
@@ -44,11 +44,7 @@ _MOVE = Statement(
 )
 
 
-class RequestStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class RequestStatements(Statements):
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
         params = {"p_owner": owner, "p_origin": origin, "p_op": op, "p_args": args}
         return await _ADD.add_new(self._conn, params)

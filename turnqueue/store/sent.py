@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import String, Table, bindparam, delete, insert, select
 
 from turnqueue.domain import SentMessage, new_id, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Conn, Statements
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, sent_messages
@@ -72,11 +72,7 @@ _RECORD = Kept(
 _SENT = RowMap(SentMessage)
 
 
-class SentMessageStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class SentMessageStatements(Statements):
     async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
         params = {"p_session_id": session_id, "p_key": key}
         return await self._conn.maybe(_FIND, params, _SENT)

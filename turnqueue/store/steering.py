@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import String, bindparam, select, update
 
 from turnqueue.domain import SteerRequest
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sent import Kept
 from turnqueue.store.statement import Statement
@@ -41,11 +41,7 @@ _DECIDE = Statement(
 _REQUEST = RowMap(SteerRequest)
 
 
-class SteerStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class SteerStatements(Statements):
     async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
         params = {"p_session_id": session_id, "p_turn_id": turn_id, "p_entry_id": entry_id}
         return await _ADD.add_new(self._conn, params)
