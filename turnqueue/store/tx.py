@@ -249,15 +249,8 @@ class SqlTx(
         )
         owner = (await self._conn.one(point, None, task_id)).owner
         session = Session(session_id, task_id, owner, agent, state, 1, now, now)
-        values = {
-            "id": session_id,
-            "task_id": task_id,
-            "agent": agent,
-            "state": state.value,
-            "revision": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
+        # Its own columns (not the task's owner, not the parts other tables hold).
+        values = {k: v for k, v in values_of(session).items() if k in sessions.c}
         await self._conn.execute(insert(sessions), values)
         await self._conn.execute(insert(locks), {"session_id": session_id, "revision": 0})
         return session
