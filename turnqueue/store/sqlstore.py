@@ -1,9 +1,6 @@
 """``SqlStore``: what both backends' stores share — the reads used by queries and the metrics,
-each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages.
-
-The backends are ``SqliteStore`` (``turnqueue.store.sqlite``) and ``PostgresStore``
-(``turnqueue.store.postgres``); ``turnqueue.store.sql.open_store`` picks one for a URL.
-"""
+each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages
+(the backends: ``turnqueue.store.sql``)."""
 
 from __future__ import annotations
 
