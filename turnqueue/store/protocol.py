@@ -529,7 +529,7 @@ class Store(Protocol):
 
     # -- keyset pages (G3): in the database, one read transaction each ----------------------
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        """The owner's tasks, newest first."""
+        """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
 
     async def sessions_page(
         self, task_id: str, window: Window[SessionKey]

@@ -13,15 +13,7 @@ from enum import Enum
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_type_hints
 
-from sqlalchemy import (
-    ColumnClause,
-    Select,
-    String,
-    bindparam,
-    exists,
-    literal_column,
-    select,
-)
+from sqlalchemy import ColumnClause, Select, String, bindparam, exists, literal_column, select
 
 from turnqueue.domain import (
     Clarification,
