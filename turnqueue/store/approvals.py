@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RUNNING, RowMap, values_of
 from turnqueue.store.statement import Record
 from turnqueue.store.tables import approvals, turns
@@ -32,12 +32,7 @@ def approval_from(row: Record) -> Approval:
     return _APPROVAL(row, options=options)
 
 
-class ApprovalStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-    _touched: dict[str, None]
-
+class ApprovalStatements(Statements):
     async def add_approval(self, approval: Approval) -> None:
         options = [{"id": o.id, "name": o.name, "kind": o.kind} for o in approval.options]
         values = {**values_of(approval), "options": json.dumps(options)}
@@ -54,7 +49,6 @@ class ApprovalStatements:
         answered_by: str | None,
         at: datetime,
     ) -> bool:
-        """Answer a PENDING approval; False when it was already answered (or does not exist)."""
         stmt = (
             update(approvals)
             .where(approvals.c.id == approval_id, approvals.c.outcome == _PENDING)
@@ -63,14 +57,13 @@ class ApprovalStatements:
             )
             .returning(approvals.c.session_id)
         )
-        session_id = (await self._conn.execute(stmt)).scalar_one_or_none()
+        session_id = await self._conn.scalar(stmt)
         if session_id is None:
             return False
         self._touched[session_id] = None
         return True
 
     async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
-        """Every PENDING approval of the turn becomes CANCELLED (its turn ended, M6)."""
         stmt = (
             update(approvals)
             .where(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING)
@@ -86,11 +79,9 @@ class ApprovalStatements:
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         stmt = select(approvals).where(approvals.c.id == approval_id)
-        row = (await self._conn.execute(stmt)).one_or_none()
-        return approval_from(row) if row is not None else None
+        return await self._conn.maybe(stmt, None, approval_from)
 
     async def pending_approval(self, session_id: str) -> Approval | None:
-        """The session's pending approval, when its turn still runs (A6)."""
         stmt = (
             select(approvals)
             .join(turns, turns.c.id == approvals.c.turn_id)
@@ -102,8 +93,7 @@ class ApprovalStatements:
             .order_by(approvals.c.requested_at.desc())
             .limit(1)
         )
-        row = (await self._conn.execute(stmt)).one_or_none()
-        return approval_from(row) if row is not None else None
+        return await self._conn.maybe(stmt, None, approval_from)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         stmt = (

@@ -10,8 +10,8 @@ see one row type.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from sqlalchemy import Executable
 from sqlalchemy.exc import MultipleResultsFound, NoResultFound
@@ -19,6 +19,7 @@ from sqlalchemy.exc import MultipleResultsFound, NoResultFound
 from turnqueue.store.statement import Record, Statement
 
 Params = Mapping[str, Any] | None
+T = TypeVar("T")
 
 
 class Buffered:
@@ -50,17 +51,12 @@ class Buffered:
     def scalar(self) -> Any:
         return self._rows[0][0] if self._rows else None
 
-    def scalar_one_or_none(self) -> Any:
-        row = self.one_or_none()
-        return row[0] if row is not None else None
-
     def scalars(self) -> list[Any]:
         return [row[0] for row in self._rows]
 
 
 class Conn:
-    """A transaction's connection: ``execute`` is the backend's, ``scalar`` and ``scalars``
-    come from it."""
+    """A transaction's connection: ``execute`` is the backend's, the others come from it."""
 
     __slots__ = ()
 
@@ -72,3 +68,26 @@ class Conn:
 
     async def scalars(self, statement: Statement | Executable, params: Params = None) -> list[Any]:
         return (await self.execute(statement, params)).scalars()
+
+    async def one(self, statement: Statement | Executable, params: Params, key: str) -> Record:
+        """The one row ``statement`` finds; ``KeyError(key)`` when there is none."""
+        row = (await self.execute(statement, params)).one_or_none()
+        if row is None:
+            raise KeyError(key)
+        return row
+
+    async def maybe(
+        self, statement: Statement | Executable, params: Params, build: Callable[[Record], T]
+    ) -> T | None:
+        """The one row ``statement`` finds, built; None when there is none."""
+        row = (await self.execute(statement, params)).one_or_none()
+        return build(row) if row is not None else None
+
+
+class Statements:
+    """The base of each aggregate's statements, a mixin of :class:`~turnqueue.store.tx.SqlTx`:
+    the transaction's connection, and the sessions whose queue status it changed (``_touched``,
+    see ``SqlTx.changed_queues``)."""
+
+    _conn: Conn
+    _touched: dict[str, None]

@@ -9,42 +9,26 @@ instance that runs the session's agent writes it.
 
 from __future__ import annotations
 
-from sqlalchemy import String, bindparam, delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 
 from turnqueue.domain import AgentConversation
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
-from turnqueue.store.tables import UtcDateTime, agent_conversations
+from turnqueue.store.tables import agent_conversations
 
 _ac = agent_conversations
 _FIND = Statement(select(_ac).where(_ac.c.session_id == bindparam("p_session_id")))
 _FORGET = Statement(delete(_ac).where(_ac.c.session_id == bindparam("p_session_id")))
-_RECORD = Statement(
-    insert(_ac).values(
-        session_id=bindparam("p_session_id"),
-        profile=bindparam("p_profile", String),
-        agent_session_id=bindparam("p_agent_session_id", String),
-        can_resume=bindparam("p_can_resume"),
-        can_load=bindparam("p_can_load"),
-        can_close=bindparam("p_can_close"),
-        resumed=bindparam("p_resumed", String),
-        resume_error=bindparam("p_resume_error", String),
-        updated_at=bindparam("p_updated_at", type_=UtcDateTime),
-    )
-)
+#: Every column, given by name (``values_of`` the conversation).
+_RECORD = Statement(insert(_ac))
 _CONVERSATION = RowMap(AgentConversation)
 
 
-class ConversationStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class ConversationStatements(Statements):
     async def conversation(self, session_id: str) -> AgentConversation | None:
-        row = (await self._conn.execute(_FIND, {"p_session_id": session_id})).one_or_none()
-        return _CONVERSATION(row) if row is not None else None
+        return await self._conn.maybe(_FIND, {"p_session_id": session_id}, _CONVERSATION)
 
     async def record_conversation(self, conversation: AgentConversation) -> None:
         await self._conn.execute(_FORGET, {"p_session_id": conversation.session_id})
-        await self._conn.execute(_RECORD, values_of(conversation, "p_"))
+        await self._conn.execute(_RECORD, values_of(conversation))

@@ -59,7 +59,7 @@ def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
     Hazard: it makes connections and pools none (``NullPool``). The store keeps its own (one
     writer, a bounded set of readers) and takes them on the event loop, where waiting for a
     pool's limit would block the loop (and so whoever could give a connection back)."""
-    busy_timeout_ms = _busy_timeout_ms(timeout)
+    busy_timeout_ms = int(timeout * 1000) or SQLITE_BUSY_TIMEOUT_MS
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),
         connect_args={"timeout": busy_timeout_ms / 1000},
@@ -67,10 +67,6 @@ def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
     )
     _configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
     return engine
-
-
-def _busy_timeout_ms(timeout: float) -> int:
-    return int(timeout * 1000) or SQLITE_BUSY_TIMEOUT_MS
 
 
 def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int) -> None:

@@ -26,15 +26,30 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
-from turnqueue.store.conn import Conn
-from turnqueue.store.rows import ENTRY_ORDER, VISIBLE, VISIBLE_ENTRIES, entries_from, entry_from
-from turnqueue.store.statement import Statement
+from turnqueue.store.conn import Statements
+from turnqueue.store.rows import RowMap
+from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import UtcDateTime, queue_entries, queue_session_locks
 
 qe = queue_entries
 locks = queue_session_locks
+#: Visible entries: ``false()`` renders a literal on both dialects.
+VISIBLE = qe.c.in_flight == false()
+ENTRY_ORDER = (qe.c.position, qe.c.id)
+#: An entry; its ``position`` is given: the 1-based place among visible entries (its ordinal),
+#: never the stored sort key.
+entry_from = RowMap(QueueEntry, skip=("position",))
+
+
+def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
+    return [entry_from(row, position=i) for i, row in enumerate(rows, start=1)]
+
 
 # -- prebuilt statements (see turnqueue.store.rows) ---------------------------------------------
+#: Visible entries of a session, FIFO.
+VISIBLE_ENTRIES = Statement(
+    select(qe).where(qe.c.session_id == bindparam("p_session_id"), VISIBLE).order_by(*ENTRY_ORDER)
+)
 #: (tail sort key, visible count). The tail is over in-flight entries too, so nothing visible
 #: sorts after it; the count is the lock row's trigger-kept counter (no scan of the queue).
 tail_select = select(
@@ -101,12 +116,7 @@ _COUNT_BEFORE = Statement(
 )
 
 
-class EntryStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-    _touched: dict[str, None]
-
+class EntryStatements(Statements):
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
         return entries_from(result.all())
@@ -143,13 +153,11 @@ class EntryStatements:
 
     async def update_entry(self, entry_id: str, *, content: str) -> QueueEntry:
         params = {"p_id": entry_id, "p_content": content}
-        row = (await self._conn.execute(_UPDATE_ENTRY, params)).one_or_none()
-        if row is None:
-            raise KeyError(entry_id)
+        row = await self._conn.one(_UPDATE_ENTRY, params, entry_id)
         self._touched[row.session_id] = None
         params = {"p_id": row.id, "p_session_id": row.session_id, "p_position": row.position}
         before = await self._conn.scalar(_COUNT_BEFORE, params)
-        return entry_from(row, int(before or 0) + 1)
+        return entry_from(row, position=int(before or 0) + 1)
 
     async def remove_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
         stmt = delete(qe).where(qe.c.session_id == session_id, VISIBLE)
@@ -183,7 +191,7 @@ class EntryStatements:
         if row is None:
             return None
         self._touched[session_id] = None
-        return entry_from(row, 1)
+        return entry_from(row, position=1)
 
     async def claim_entries(
         self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, delete, false, or_, select, true, update
 
 from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RUNNING, turn_from
 from turnqueue.store.tables import (
     agent_processes,
@@ -36,15 +36,9 @@ def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
     return or_(column.is_(None), column.not_in(ids)) if ids else true()
 
 
-class InstanceStatements:
-    """Mixin: needs ``self._conn``."""
-
-    _conn: Conn
-
+class InstanceStatements(Statements):
     def notify(self, payload: str) -> None:
-        """Send ``payload`` to every instance when (and only if) this transaction commits.
-
-        A no-op here (SQLite has a single process); ``PostgresTx`` sends it."""
+        """A no-op: SQLite has a single process (``PostgresTx`` sends it)."""
 
     async def register_instance(self, instance: int) -> None:
         now = utcnow()
@@ -57,10 +51,8 @@ class InstanceStatements:
         await self._conn.execute(delete(instances).where(instances.c.id == instance))
 
     async def heartbeat(self, instance: int, lease_seconds: float) -> bool:
-        """Refresh the lease; False when the row is gone (the others declared us dead).
-
-        Forgets long-dead instances on the way (their work was recovered long ago)."""
         now = utcnow()
+        # Forgets long-dead instances on the way (their work was recovered long ago).
         await self._conn.execute(
             delete(instances).where(
                 instances.c.heartbeat_at < now - timedelta(seconds=10 * lease_seconds)
@@ -83,7 +75,6 @@ class InstanceStatements:
         return [turn_from(row) for row in await self._conn.execute(stmt)]
 
     async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
-        """In-flight entries reserved by no live instance, by session, in queue order."""
         stmt = (
             select(qe.c.session_id, qe.c.id)
             .where(qe.c.in_flight == true(), _not_live(qe.c.reserved_by, live))
@@ -95,8 +86,6 @@ class InstanceStatements:
         return found
 
     async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
-        """Q7: sessions whose accepted explicit cancel was stopping a turn of an instance that
-        is no longer live, before it parked the backlog: {session id: the marked turn}."""
         locks = queue_session_locks
         stmt = (
             select(locks.c.session_id, locks.c.cancel_mark)
@@ -106,8 +95,6 @@ class InstanceStatements:
         return {str(sid): str(mark) for sid, mark in await self._conn.execute(stmt)}
 
     async def eligible_sessions(self) -> list[str]:
-        """Sessions whose queue could run now by the durable rules (promptable, no
-        clarification, auto-run not OFF, a visible entry): the start-up sweep drains them."""
         has_entries = select(qe.c.id).where(
             qe.c.session_id == sessions.c.id, qe.c.in_flight == false()
         )
@@ -143,22 +130,16 @@ class InstanceStatements:
         )
 
     async def process_owners(self, session_id: str) -> set[int]:
-        """A8: the instances that run an agent process of the session."""
         stmt = select(agent_processes.c.instance).where(agent_processes.c.session_id == session_id)
         return {int(instance) for instance in await self._conn.scalars(stmt)}
 
     async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
-        """Process groups on ``host`` recorded by instances not in ``live``."""
         stmt = select(agent_processes.c.pgid).where(
             agent_processes.c.host == host, _not_live(agent_processes.c.instance, live)
         )
         return sorted(int(pgid) for pgid in await self._conn.scalars(stmt))
 
     async def stuck_sessions(self, lease_seconds: float) -> list[str]:
-        """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.
-
-        Hazard: STARTING is a normal state while a live instance prepares a new session's agent
-        (between two transactions of ``createTask``); only one that outlived a lease is stuck."""
         running = select(turns.c.id).where(
             turns.c.session_id == sessions.c.id, turns.c.status == RUNNING
         )

@@ -54,7 +54,6 @@ class Listener:
         self.reconnects = 0
 
     async def start(self) -> None:
-        """Connect and LISTEN; returns once the first LISTEN is in place."""
         self._task = asyncio.create_task(self._run(), name="pg-listener")
         await within(self._connected.wait(), 30)
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import BigInteger, ColumnElement, Integer, bindparam, func, select
 
 from turnqueue.domain import ItemKind, OutputRecord
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import turn_output
 
@@ -63,15 +63,8 @@ def _record(turn_id: str, row: Record) -> OutputRecord:
     )
 
 
-class OutputStatements:
-    """Mixin: needs ``self._conn`` and the backend's ``_append_records``."""
-
-    _conn: Conn
-
+class OutputStatements(Statements):
     async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
-        """Append each turn's records to its log, the records of every turn in one statement,
-        while the turn is RUNNING (its row is taken). Returns the turns given records whose
-        records were refused (nothing written for them) because the turn had ended."""
         given = {turn_id for turn_id, records in batches.items() if records}
         if not given:
             return set()
@@ -82,19 +75,16 @@ class OutputStatements:
         raise NotImplementedError
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
-        """The MESSAGE records of the turn's log that end after ``after_offset`` characters."""
         rows = await self._conn.execute(
             _TEXT_AFTER, {"p_turn_id": turn_id, "p_after": after_offset}
         )
         return [_record(turn_id, row) for row in rows]
 
     async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
-        """Every record of the turn's log after ``after_seq``, in order (text and items)."""
         rows = await self._conn.execute(
             _RECORDS_AFTER, {"p_turn_id": turn_id, "p_after_seq": after_seq}
         )
         return [_record(turn_id, row) for row in rows]
 
     async def output_text(self, turn_id: str) -> str:
-        """The turn's output text as its log holds it (what a recovered turn keeps, M6)."""
         return "".join(r.text for r in await self.read_output(turn_id, 0))

@@ -120,7 +120,6 @@ def _turn_key(row: Record) -> TurnKey:
 
 
 async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-    """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
     listing = _Listing(
         base=select(tasks).where(tasks.c.owner == owner),
         columns=(tasks.c.created_at, tasks.c.id),
@@ -134,7 +133,6 @@ async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[Tas
 async def sessions_page(
     tx: SqlTx, task_id: str, window: Window[SessionKey]
 ) -> Page[SessionKey, Session]:
-    """The task's sessions, oldest first."""
     listing = _Listing(
         base=select_sessions().where(sessions.c.task_id == task_id),
         columns=(sessions.c.created_at, sessions.c.id),
@@ -146,7 +144,6 @@ async def sessions_page(
 
 
 async def turns_page(tx: SqlTx, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
-    """The session's turns, oldest first."""
     listing = _Listing(
         base=select(turns).where(turns.c.session_id == session_id),
         columns=(turns.c.seq,),

@@ -36,8 +36,8 @@ from turnqueue.store.protocol import SessionView
 from turnqueue.store.queuestate import (
     DialectInsert,
     add_hold_statement,
+    policy_upsert,
     set_policy_bumped_statement,
-    set_policy_statement,
 )
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sqlstore import SqlStore
@@ -151,7 +151,7 @@ def _rowcount(status: str) -> int:
 
 class PostgresTx(SqlTx):
     _insert: ClassVar[DialectInsert] = postgresql.insert
-    _set_policy: ClassVar[Statement] = set_policy_statement(postgresql.insert)
+    _set_policy: ClassVar[Statement] = Statement(policy_upsert(postgresql.insert))
     _set_policy_bumped: ClassVar[Statement | None] = set_policy_bumped_statement(postgresql.insert)
     _add_hold: ClassVar[Statement] = add_hold_statement(postgresql.insert)
 
@@ -162,8 +162,10 @@ class PostgresTx(SqlTx):
     def notify(self, payload: str) -> None:
         self._notifications.append(payload)
 
-    async def flush_notifications(self) -> None:
-        """Called by the store right before COMMIT (PostgreSQL delivers them at COMMIT)."""
+    async def prepare_commit(self) -> None:
+        """:meth:`SqlTx.prepare_commit`, then the transaction's NOTIFYs in one statement:
+        PostgreSQL delivers them at COMMIT, never on ROLLBACK."""
+        await super().prepare_commit()
         if self._notifications:
             payloads, self._notifications = self._notifications, []
             await self._conn.execute(_NOTIFY_ALL, {"channel": CHANNEL, "payloads": payloads})
@@ -177,16 +179,14 @@ class PostgresTx(SqlTx):
         # taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock re-reads
         # only the locked row and would return the *old* policy, entries and clarification.
         # The view is a new statement, so it sees what the previous holder committed.
-        if await self._conn.scalar(_LOCK, {"p_session_id": session_id}) is None:
-            raise KeyError(session_id)
+        await self._conn.one(_LOCK, {"p_session_id": session_id}, session_id)
         return await super().lock(session_id)
 
     async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
         if len(consume) > 1:
             return await super()._start_turn(turn, params, consume)
         one = {**params, "p_id": consume[0]} if consume else params
-        if await self._conn.scalar(_START_TURN[bool(consume)], one) is None:
-            raise KeyError(turn.session_id)
+        await self._conn.one(_START_TURN[bool(consume)], one, turn.session_id)
         return turn
 
     async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
@@ -242,7 +242,6 @@ class PostgresStore(SqlStore):
 
     @property
     def shared(self) -> bool:
-        """Several server processes may share this database (M4)."""
         return True
 
     def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
@@ -250,10 +249,9 @@ class PostgresStore(SqlStore):
         return Listener(self._dsn, on_payload, on_resync)
 
     async def notify(self, payloads: Sequence[str]) -> None:
-        """Send runtime notifications now, in order."""
         if not payloads:
             return
-        async with self.transaction() as tx:  # one statement for all (``flush_notifications``)
+        async with self.transaction() as tx:  # one statement for all (``prepare_commit``)
             for payload in payloads:
                 tx.notify(payload)
 
@@ -269,9 +267,7 @@ class PostgresStore(SqlStore):
     async def transaction(self) -> AsyncIterator[PostgresTx]:
         async with self._pg() as tx:
             yield tx
-            await tx.prepare_commit()  # Q13: the last statements, before COMMIT
-            # NOTIFY inside the transaction: PostgreSQL delivers it at COMMIT, never on ROLLBACK.
-            await tx.flush_notifications()
+            await tx.prepare_commit()  # Q13, NOTIFY: the last statements, before COMMIT
         # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
 

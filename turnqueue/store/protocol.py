@@ -167,7 +167,7 @@ class InstancesTx(Protocol):
         """RUNNING turns whose owner is not in ``live``."""
 
     async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
-        """In-flight entry ids reserved by no instance in ``live``, by session."""
+        """In-flight entry ids reserved by no instance in ``live``, by session, in queue order."""
 
     async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
         """Q7: {session: marked turn} of explicit cancels whose owner is not in ``live``."""
@@ -179,10 +179,14 @@ class InstancesTx(Protocol):
         """Delete the session's holds of instances not in ``live``; how many rows."""
 
     async def stuck_sessions(self, lease_seconds: float) -> list[str]:
-        """Sessions RUNNING or STARTING without a RUNNING turn."""
+        """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.
+
+        Hazard: STARTING is a normal state while a live instance prepares a new session's agent
+        (between two transactions of ``createTask``); only one that outlived a lease is stuck."""
 
     async def eligible_sessions(self) -> list[str]:
-        """Sessions whose queue may run by the durable rules (the start-up sweep, Q9/M6)."""
+        """Sessions whose queue may run now by the durable rules (promptable, no clarification,
+        auto-run not OFF, a visible entry): the start-up sweep drains them (Q9/M6)."""
 
     async def record_process(
         self, host: str, pgid: int, instance: int, session_id: str | None
@@ -299,7 +303,7 @@ class OutputTx(Protocol):
         """Every record of the turn's log after ``after_seq``, in order (text and items: A3)."""
 
     async def output_text(self, turn_id: str) -> str:
-        """The turn's output text as its log holds it."""
+        """The turn's output text as its log holds it (what a recovered turn keeps, M6)."""
 
 
 class ApprovalsTx(Protocol):
@@ -316,10 +320,11 @@ class ApprovalsTx(Protocol):
         answered_by: str | None,
         at: datetime,
     ) -> bool:
-        """Answer a PENDING approval; False when it was already answered (exactly once)."""
+        """Answer a PENDING approval; False when it was already answered or does not exist
+        (exactly once)."""
 
     async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
-        """Answer every PENDING approval of the turn CANCELLED (its turn ended); how many."""
+        """Answer every PENDING approval of the turn CANCELLED (its turn ended, M6); how many."""
 
     async def get_approval(self, approval_id: str) -> Approval | None: ...
 
@@ -425,7 +430,8 @@ class RequestsTx(Protocol):
         """The session's undecided requests, oldest first."""
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
-        """Decide a PENDING request, exactly once: False when it was decided already."""
+        """Decide a PENDING request (``state``: a SendOutcome), exactly once: False when it was
+        decided already."""
 
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
         """Ask instance ``owner`` to run ``op`` (``args``: JSON); the request's id (PENDING)."""
@@ -442,7 +448,8 @@ class RequestsTx(Protocol):
         to_state: RequestState,
         outcome: str | None = None,
     ) -> bool:
-        """Move a request on, exactly once: False when it was not in ``from_state``."""
+        """Move a request on, exactly once: False when it was not in ``from_state`` (the other
+        side moved it first)."""
 
 
 class ConversationsTx(Protocol):
@@ -522,7 +529,7 @@ class Store(Protocol):
 
     # -- keyset pages (G3): in the database, one read transaction each ----------------------
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        """The owner's tasks, newest first."""
+        """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
 
     async def sessions_page(
         self, task_id: str, window: Window[SessionKey]

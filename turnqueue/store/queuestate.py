@@ -7,7 +7,7 @@ Every statement here that changes what a queue status shows records its session 
 revision is ever served with two states (R3).
 
 The two upserts (the policy row, the clarification) are spelled by each dialect's ``insert``:
-the backends give their own (``insert`` and ``set_policy_statement`` below).
+the backends give their own (``insert`` and ``policy_upsert`` below).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 
 from turnqueue.domain import Clarification, HoldReason, PauseReason, new_id, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import (
@@ -110,7 +110,8 @@ def add_hold_statement(insert: DialectInsert) -> Statement:
     )
 
 
-def _policy_upsert(insert: DialectInsert) -> Insert:
+def policy_upsert(insert: DialectInsert) -> Insert:
+    """Q1, Q14: the policy row, upserted (prebuilt once per dialect)."""
     return upsert(
         insert,
         queue_session_state,
@@ -121,16 +122,11 @@ def _policy_upsert(insert: DialectInsert) -> Insert:
     )
 
 
-def set_policy_statement(insert: DialectInsert) -> Statement:
-    """Q1, Q14: the policy row, upserted (one prebuilt statement per dialect)."""
-    return Statement(_policy_upsert(insert))
-
-
 def set_policy_bumped_statement(insert: DialectInsert) -> Statement:
     """Q1, Q13, Q14: the policy upserted and the queue revision bumped, in one statement
     (PostgreSQL's data-modifying ``WITH``: both see the transaction's snapshot and write
     different tables); answers the new revision."""
-    return Statement(_BUMP_QUEUE_CLAUSE.add_cte(_policy_upsert(insert).cte("policy")))
+    return Statement(_BUMP_QUEUE_CLAUSE.add_cte(policy_upsert(insert).cte("policy")))
 
 
 def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -> dict[str, Any]:
@@ -141,21 +137,19 @@ def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -
     }
 
 
-class QueueStateStatements:
-    """Mixin: needs ``self._conn``, ``self._queue_revisions`` and ``self._touched`` (per
-    transaction, empty at its start), ``self._bump_session`` and the dialect's ``_insert``,
-    ``_set_policy`` and ``_add_hold`` (``_set_policy_bumped`` where the dialect can write
-    the policy and bump the revision in one statement)."""
+class QueueStateStatements(Statements):
+    """Needs ``self._queue_revisions`` (per transaction, empty at its start),
+    ``self.bump_session`` and the dialect's ``_insert``, ``_set_policy`` and ``_add_hold``
+    (``_set_policy_bumped`` where the dialect can write the policy and bump the revision in one
+    statement)."""
 
-    _conn: Conn
     _queue_revisions: dict[str, int]
-    _touched: dict[str, None]
     _insert: ClassVar[DialectInsert]
     _set_policy: ClassVar[Statement]
     _set_policy_bumped: ClassVar[Statement | None] = None
     _add_hold: ClassVar[Statement]
 
-    async def _bump_session(self, session_id: str) -> int:
+    async def bump_session(self, session_id: str) -> int:
         raise NotImplementedError
 
     # -- clarifications ---------------------------------------------------------------------
@@ -167,7 +161,7 @@ class QueueStateStatements:
         await self._conn.execute(
             upsert(type(self)._insert, clarifications, ["session_id"], **values)
         )
-        await self._bump_session(session_id)
+        await self.bump_session(session_id)
         self._touched[session_id] = None
         return clarification
 
@@ -180,7 +174,7 @@ class QueueStateStatements:
         row = result.one_or_none()
         if row is None:
             return None
-        await self._bump_session(session_id)
+        await self.bump_session(session_id)
         self._touched[session_id] = None
         return _CLARIFICATION(row)
 
@@ -198,9 +192,8 @@ class QueueStateStatements:
         if statement is None or session_id in self._queue_revisions:
             await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
             return await self.bump_queue(session_id)
-        revision = await self._conn.scalar(statement, _policy(session_id, auto_run, pause_reason))
-        if revision is None:
-            raise KeyError(session_id)
+        params = _policy(session_id, auto_run, pause_reason)
+        revision = (await self._conn.one(statement, params, session_id))[0]
         self._touched[session_id] = None
         bumped = self._queue_revisions[session_id] = int(revision)
         return bumped
@@ -252,17 +245,13 @@ class QueueStateStatements:
         # so no snapshot can show the state between them; it shares the first's revision.
         bumped = self._queue_revisions.get(session_id)
         if bumped is None:
-            revision = await self._conn.scalar(_BUMP_QUEUE, {"p_session_id": session_id})
-            if revision is None:
-                raise KeyError(session_id)
-            bumped = self._queue_revisions[session_id] = int(revision)
+            row = await self._conn.one(_BUMP_QUEUE, {"p_session_id": session_id}, session_id)
+            bumped = self._queue_revisions[session_id] = int(row[0])
         return bumped
 
     async def bump_cancellation(self, session_id: str) -> int:
-        revision = await self._conn.scalar(_BUMP_CANCELLATION, {"p_session_id": session_id})
-        if revision is None:
-            raise KeyError(session_id)
-        return int(revision)
+        params = {"p_session_id": session_id}
+        return int((await self._conn.one(_BUMP_CANCELLATION, params, session_id))[0])
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
         await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

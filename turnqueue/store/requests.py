@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, String, Text, bindparam, select, update
 
-from turnqueue.domain import OwnerRequest, RequestState, new_id
-from turnqueue.store.conn import Conn
+from turnqueue.domain import OwnerRequest, RequestState
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sent import Kept
 from turnqueue.store.statement import Statement
@@ -44,26 +44,13 @@ _MOVE = Statement(
 )
 
 
-class RequestStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class RequestStatements(Statements):
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
-        request_id = new_id()
-        params = {
-            "p_id": request_id,
-            "p_owner": owner,
-            "p_origin": origin,
-            "p_op": op,
-            "p_args": args,
-        }
-        await _ADD.add(self._conn, params)
-        return request_id
+        params = {"p_owner": owner, "p_origin": origin, "p_op": op, "p_args": args}
+        return await _ADD.add_new(self._conn, params)
 
     async def owner_request(self, request_id: str) -> OwnerRequest | None:
-        row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        return _REQUEST(row) if row is not None else None
+        return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)
 
     async def pending_requests(self, owner: int) -> list[str]:
         return list(await self._conn.scalars(_PENDING_FOR, {"p_owner": owner}))
@@ -75,8 +62,6 @@ class RequestStatements:
         to_state: RequestState,
         outcome: str | None = None,
     ) -> bool:
-        """``from_state`` → ``to_state`` (with ``outcome``); False when it was not in
-        ``from_state`` (the other side moved it first)."""
         params = {
             "p_id": request_id,
             "p_from": from_state.value,

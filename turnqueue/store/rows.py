@@ -13,22 +13,12 @@ from enum import Enum
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_type_hints
 
-from sqlalchemy import (
-    ColumnClause,
-    Select,
-    String,
-    bindparam,
-    exists,
-    false,
-    literal_column,
-    select,
-)
+from sqlalchemy import ColumnClause, Select, String, bindparam, exists, literal_column, select
 
 from turnqueue.domain import (
     Clarification,
     HoldReason,
     PauseReason,
-    QueueEntry,
     QueuePolicy,
     Session,
     SessionParts,
@@ -41,7 +31,6 @@ from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import (
     approvals,
     clarifications,
-    queue_entries,
     queue_session_locks,
     queue_session_state,
     session_holds,
@@ -57,9 +46,6 @@ T = TypeVar("T", bound="DataclassInstance")
 
 #: Literal (not bound) so PostgreSQL can use the partial index ``ix_turns_running``.
 RUNNING: ColumnClause[str] = literal_column("'RUNNING'", String)
-#: Visible entries: ``false()`` renders a literal on both dialects.
-VISIBLE = queue_entries.c.in_flight == false()
-ENTRY_ORDER = (queue_entries.c.position, queue_entries.c.id)
 
 
 class RowMap(Generic[T]):
@@ -127,7 +113,6 @@ turn_from = RowMap(Turn)
 _SESSION = RowMap(Session, skip=("parts",))
 _CLARIFICATION = RowMap(Clarification, prefix="clarification_")
 _CURRENT_TURN = RowMap(TurnAt, prefix="current_turn_")
-_ENTRY = RowMap(QueueEntry, skip=("position",))
 
 
 def session_from(row: Record) -> Session:
@@ -137,15 +122,6 @@ def session_from(row: Record) -> Session:
     clarification = _CLARIFICATION.of(m) if m["clarification_id"] is not None else None
     current = _CURRENT_TURN.of(m) if m["current_turn_id"] is not None else None
     return _SESSION.of(m, parts=SessionParts(clarification, m["pending_approval_id"], current))
-
-
-def entry_from(row: Record, ordinal: int) -> QueueEntry:
-    """``ordinal`` is the 1-based place among visible entries, never the stored sort key."""
-    return _ENTRY(row, position=ordinal)
-
-
-def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
-    return [_ENTRY(row, position=i) for i, row in enumerate(rows, start=1)]
 
 
 #: A session's clarification (outer-joined as ``clarifications``), read by ``_CLARIFICATION``.
@@ -253,12 +229,6 @@ def _select_view() -> Select[Any]:
 #: Prebuilt: execute with ``{"p_session_id": …}``. Prebuilt parameter names start with ``p_``
 #: because SQLAlchemy reserves column names for the parameters of INSERT and UPDATE.
 VIEW = Statement(_select_view())
-#: Visible entries of a session, FIFO.
-VISIBLE_ENTRIES = Statement(
-    select(queue_entries)
-    .where(queue_entries.c.session_id == bindparam("p_session_id"), VISIBLE)
-    .order_by(*ENTRY_ORDER)
-)
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 

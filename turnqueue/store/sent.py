@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import String, Table, bindparam, delete, insert, select
 
-from turnqueue.domain import SentMessage, utcnow
-from turnqueue.store.conn import Conn
+from turnqueue.domain import SentMessage, new_id, utcnow
+from turnqueue.store.conn import Conn, Statements
 from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, sent_messages
@@ -44,6 +44,12 @@ class Kept:
         await conn.execute(self._prune, {self._scope: params[self._scope], "p_before": now - KEPT})
         await conn.execute(self._insert, {**params, "p_now": now})
 
+    async def add_new(self, conn: Conn, params: Mapping[str, Any]) -> str:
+        """:meth:`add` a row with a new id (the parameter ``p_id``); that id."""
+        row_id = new_id()
+        await self.add(conn, {**params, "p_id": row_id})
+        return row_id
+
 
 _sm = sent_messages
 _FIND = Statement(
@@ -66,15 +72,10 @@ _RECORD = Kept(
 _SENT = RowMap(SentMessage)
 
 
-class SentMessageStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class SentMessageStatements(Statements):
     async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
-        row = await self._conn.execute(_FIND, {"p_session_id": session_id, "p_key": key})
-        found = row.one_or_none()
-        return _SENT(found) if found is not None else None
+        params = {"p_session_id": session_id, "p_key": key}
+        return await self._conn.maybe(_FIND, params, _SENT)
 
     async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
         await _RECORD.add(self._conn, {"p_session_id": session_id, **values_of(sent, "p_")})

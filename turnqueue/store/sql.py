@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from turnqueue.settings import Settings
 from turnqueue.store.postgres import PostgresStore, PostgresTx
-from turnqueue.store.protocol import Store, Tx
+from turnqueue.store.protocol import Tx
 from turnqueue.store.sqlite import SqliteStore, SqliteTx
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.tx import SqlTx
@@ -30,9 +30,7 @@ async def open_store(settings: Settings) -> SqlStore:
     return PostgresStore(url, timeout=settings.db_timeout, pool_size=settings.db_pool_size)
 
 
-if TYPE_CHECKING:  # mypy proves the classes implement the protocols structurally
+if TYPE_CHECKING:  # mypy proves the transactions implement Tx (the stores subclass Store)
 
-    def _implements(
-        sqlite: SqliteStore, postgres: PostgresStore, a: SqliteTx, b: PostgresTx
-    ) -> tuple[Store, Store, Tx, Tx]:
-        return sqlite, postgres, a, b
+    def _implements(a: SqliteTx, b: PostgresTx) -> tuple[Tx, Tx]:
+        return a, b

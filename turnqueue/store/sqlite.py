@@ -61,7 +61,7 @@ from turnqueue.errors import StoreError
 from turnqueue.store.conn import Buffered, Conn, Params
 from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
-from turnqueue.store.queuestate import DialectInsert, add_hold_statement, set_policy_statement
+from turnqueue.store.queuestate import DialectInsert, add_hold_statement, policy_upsert
 from turnqueue.store.rows import RUNNING
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import CompiledSql, Statement, plan_for
@@ -228,7 +228,7 @@ class SqliteConn(Conn):
 
 class SqliteTx(SqlTx):
     _insert: ClassVar[DialectInsert] = sqlite.insert
-    _set_policy: ClassVar[Statement] = set_policy_statement(sqlite.insert)
+    _set_policy: ClassVar[Statement] = Statement(policy_upsert(sqlite.insert))
     _add_hold: ClassVar[Statement] = add_hold_statement(sqlite.insert)
 
     async def next_epoch(self) -> int:

@@ -1,13 +1,10 @@
 """``SqlStore``: what both backends' stores share — the reads used by queries and the metrics,
-each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages.
-
-The backends are ``SqliteStore`` (``turnqueue.store.sqlite``) and ``PostgresStore``
-(``turnqueue.store.postgres``); ``turnqueue.store.sql.open_store`` picks one for a URL.
-"""
+each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages
+(the backends: ``turnqueue.store.sql``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -15,48 +12,29 @@ from sqlalchemy import Select, func, select
 
 from turnqueue.domain import Session, Task, Turn, clamp_page
 from turnqueue.store import pages
-from turnqueue.store.protocol import Listener, Page, SessionKey, TaskKey, TurnKey, Window
+from turnqueue.store.protocol import Page, SessionKey, Store, TaskKey, TurnKey, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.statement import Record
 from turnqueue.store.tables import queue_entries, sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
 
 
-class SqlStore:
-    """The :class:`~turnqueue.store.protocol.Store` methods both backends share."""
+class SqlStore(Store):
+    """The :class:`~turnqueue.store.protocol.Store` methods both backends share; the others are
+    each backend's own (mypy refuses a backend that lacks one)."""
 
     #: ``"sqlite"`` or ``"postgresql"``
     dialect: str
 
-    # -- the backend's own ------------------------------------------------------------------
+    # -- the backend's own, typed with its transactions ---------------------------------------
     def transaction(self) -> AbstractAsyncContextManager[SqlTx]:
         raise NotImplementedError
 
     def read(self) -> AbstractAsyncContextManager[SqlTx]:
         raise NotImplementedError
 
-    def lease(self) -> AbstractAsyncContextManager[SqlTx]:
-        raise NotImplementedError
-
-    @property
-    def shared(self) -> bool:
-        raise NotImplementedError
-
-    def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
-        raise NotImplementedError
-
-    async def notify(self, payloads: Sequence[str]) -> None:
-        raise NotImplementedError
-
-    async def ping(self) -> None:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        raise NotImplementedError
-
     # -- shared reads -------------------------------------------------------------------------
     async def queue_depth(self) -> tuple[int, int]:
-        """(visible, in flight) entries over every session: the metrics' gauges."""
         stmt = select(queue_entries.c.in_flight, func.count()).group_by(queue_entries.c.in_flight)
         counts = {bool(flag): int(n) for flag, n in await self._all(stmt)}
         return counts.get(False, 0), counts.get(True, 0)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy import String, bindparam, select, update
 
-from turnqueue.domain import SteerRequest, new_id
-from turnqueue.store.conn import Conn
+from turnqueue.domain import SteerRequest
+from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sent import Kept
 from turnqueue.store.statement import Statement
@@ -41,31 +41,18 @@ _DECIDE = Statement(
 _REQUEST = RowMap(SteerRequest)
 
 
-class SteerStatements:
-    """Mixin: needs ``self._conn``, the transaction's connection."""
-
-    _conn: Conn
-
+class SteerStatements(Statements):
     async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
-        request_id = new_id()
-        params = {
-            "p_id": request_id,
-            "p_session_id": session_id,
-            "p_turn_id": turn_id,
-            "p_entry_id": entry_id,
-        }
-        await _ADD.add(self._conn, params)
-        return request_id
+        params = {"p_session_id": session_id, "p_turn_id": turn_id, "p_entry_id": entry_id}
+        return await _ADD.add_new(self._conn, params)
 
     async def steer_request(self, request_id: str) -> SteerRequest | None:
-        row = (await self._conn.execute(_GET, {"p_id": request_id})).one_or_none()
-        return _REQUEST(row) if row is not None else None
+        return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)
 
     async def pending_steers(self, session_id: str) -> list[SteerRequest]:
         rows = await self._conn.execute(_PENDING_OF, {"p_session_id": session_id})
         return [_REQUEST(row) for row in rows.all()]
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
-        """Decide a PENDING request (``state``: a SendOutcome); False when already decided."""
         result = await self._conn.execute(_DECIDE, {"p_id": request_id, "p_state": state})
         return result.one_or_none() is not None

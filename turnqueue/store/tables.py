@@ -122,6 +122,11 @@ def _column(*args: Any, **kwargs: Any) -> Any:
     return Field(sa_column=Column(*args, **kwargs))
 
 
+def _partial(name: str, *columns: str, where: str) -> Index:
+    """An index of the rows that match ``where``, spelled alike on both dialects."""
+    return Index(name, *columns, postgresql_where=where, sqlite_where=where)
+
+
 def _owned_by(parent: str, **kwargs: Any) -> Any:
     """A field holding the id of its ``parent`` row (``"sessions.id"``), deleted with it."""
     return _column(String(36), ForeignKey(parent, ondelete="CASCADE"), **kwargs)
@@ -161,13 +166,7 @@ class TurnRow(TableModel, table=True):
         Index("ix_turns_session_id_seq", "session_id", "seq", unique=True),
         # The view's "newest RUNNING turn" and recovery (M6); queries must use the literal
         # 'RUNNING' to hit it.
-        Index(
-            "ix_turns_running",
-            "session_id",
-            "seq",
-            postgresql_where="status = 'RUNNING'",
-            sqlite_where="status = 'RUNNING'",
-        ),
+        _partial("ix_turns_running", "session_id", "seq", where="status = 'RUNNING'"),
     )
 
     id: str = _column(String(36), primary_key=True)
@@ -205,12 +204,7 @@ class QueueEntryRow(TableModel, table=True):
             postgresql_where="NOT in_flight",
             sqlite_where="in_flight = 0",
         ),
-        Index(
-            "ix_queue_entries_in_flight",
-            "session_id",
-            postgresql_where="in_flight",
-            sqlite_where="in_flight",
-        ),
+        _partial("ix_queue_entries_in_flight", "session_id", where="in_flight"),
     )
 
     id: str = _column(String(36), primary_key=True)
@@ -234,11 +228,8 @@ class QueueSessionLockRow(TableModel, table=True):
     __tablename__ = "queue_session_locks"
     __table_args__ = (
         # Recovery looks for marks every heartbeat: only the few marked rows are indexed.
-        Index(
-            "ix_queue_session_locks_cancel_mark",
-            "session_id",
-            postgresql_where="cancel_mark IS NOT NULL",
-            sqlite_where="cancel_mark IS NOT NULL",
+        _partial(
+            "ix_queue_session_locks_cancel_mark", "session_id", where="cancel_mark IS NOT NULL"
         ),
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -63,6 +63,7 @@ from turnqueue.store.rows import (
     session_from,
     task_from,
     turn_from,
+    values_of,
     view_from,
 )
 from turnqueue.store.sent import SentMessageStatements
@@ -78,7 +79,6 @@ from turnqueue.store.tables import (
 )
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 qe = queue_entries
 locks = queue_session_locks
 
@@ -215,26 +215,6 @@ class SqlTx(
             except Exception:
                 log.exception("after_commit callback %r failed", callback)
 
-    async def _bump_session(self, session_id: str, state: SessionState | None = None) -> int:
-        params: dict[str, Any] = {"p_session_id": session_id, "p_now": utcnow()}
-        if state is None:
-            result = await self._conn.execute(_BUMP_SESSION, params)
-        else:
-            result = await self._conn.execute(
-                BUMP_SESSION_STATE, {**params, "p_state": state.value}
-            )
-        revision = result.scalar_one_or_none()
-        if revision is None:
-            raise KeyError(session_id)
-        return int(revision)
-
-    async def _maybe(
-        self, statement: Statement | Executable, params: Params, build: Callable[[Record], T]
-    ) -> T | None:
-        """The row ``statement`` finds, built; None when there is none."""
-        row = (await self._conn.execute(statement, params)).one_or_none()
-        return build(row) if row is not None else None
-
     async def fetch(self, statement: Executable) -> list[Record]:
         """The rows of a query the store built (its read helpers)."""
         return (await self._conn.execute(statement)).all()
@@ -246,59 +226,40 @@ class SqlTx(
     # -- tasks and sessions -----------------------------------------------------------------
     async def create_task(self, *, title: str, owner: str, workflow_step: str) -> Task:
         task = Task(new_id(), title, owner, workflow_step, None, utcnow())
-        values = {
-            "id": task.id,
-            "title": title,
-            "owner": owner,
-            "workflow_step": workflow_step,
-            "current_session_id": None,
-            "created_at": task.created_at,
-        }
-        await self._conn.execute(insert(tasks), values)
+        await self._conn.execute(insert(tasks), values_of(task))
         return task
 
     async def set_task_step(self, task_id: str, step: str, current_session_id: str) -> Task:
-        result = await self._conn.execute(
+        stmt = (
             update(tasks)
             .where(tasks.c.id == task_id)
             .values(workflow_step=step, current_session_id=current_session_id)
             .returning(*tasks.c)
         )
-        row = result.one_or_none()
-        if row is None:
-            raise KeyError(task_id)
-        return task_from(row)
+        return task_from(await self._conn.one(stmt, None, task_id))
 
     async def create_session(self, *, task_id: str, agent: str, state: SessionState) -> Session:
         now = utcnow()
         session_id = new_id()
-        owner = await self._conn.scalar(
+        point = (
             update(tasks)
             .where(tasks.c.id == task_id)
             .values(current_session_id=session_id)
             .returning(tasks.c.owner)
         )
-        if owner is None:
-            raise KeyError(task_id)
+        owner = (await self._conn.one(point, None, task_id)).owner
         session = Session(session_id, task_id, owner, agent, state, 1, now, now)
-        values = {
-            "id": session_id,
-            "task_id": task_id,
-            "agent": agent,
-            "state": state.value,
-            "revision": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
+        # Its own columns (not the task's owner, not the parts other tables hold).
+        values = {k: v for k, v in values_of(session).items() if k in sessions.c}
         await self._conn.execute(insert(sessions), values)
         await self._conn.execute(insert(locks), {"session_id": session_id, "revision": 0})
         return session
 
     async def get_task(self, task_id: str) -> Task | None:
-        return await self._maybe(_TASK, {"p_task_id": task_id}, task_from)
+        return await self._conn.maybe(_TASK, {"p_task_id": task_id}, task_from)
 
     async def get_session(self, session_id: str) -> Session | None:
-        return await self._maybe(SESSION, {"p_session_id": session_id}, session_from)
+        return await self._conn.maybe(SESSION, {"p_session_id": session_id}, session_from)
 
     async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
         await self._conn.execute(
@@ -313,23 +274,22 @@ class SqlTx(
         )
 
     async def bump_session(self, session_id: str) -> int:
-        return await self._bump_session(session_id)
+        params = {"p_session_id": session_id, "p_now": utcnow()}
+        return int((await self._conn.one(_BUMP_SESSION, params, session_id))[0])
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
-        await self._bump_session(session_id, state)
+        params = {"p_session_id": session_id, "p_now": utcnow(), "p_state": state.value}
+        await self._conn.one(BUMP_SESSION_STATE, params, session_id)
         self._touched[session_id] = None  # BUSY, NOT_PROMPTABLE
         session = await self.get_session(session_id)
         assert session is not None
         return session
 
     async def lock(self, session_id: str) -> SessionView:
-        row = (await self._conn.execute(VIEW, {"p_session_id": session_id})).one_or_none()
-        if row is None:
-            raise KeyError(session_id)
-        return view_from(row)
+        return view_from(await self._conn.one(VIEW, {"p_session_id": session_id}, session_id))
 
     async def view(self, session_id: str) -> SessionView | None:
-        return await self._maybe(VIEW, {"p_session_id": session_id}, view_from)
+        return await self._conn.maybe(VIEW, {"p_session_id": session_id}, view_from)
 
     # -- turns ------------------------------------------------------------------------------
     async def start_turn(
@@ -374,8 +334,7 @@ class SqlTx(
 
     async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
         # Q10: the reserved entries disappear in the same transaction as the turn appears.
-        if (await self._conn.execute(BUMP_SESSION_STATE, params)).scalar_one_or_none() is None:
-            raise KeyError(turn.session_id)
+        await self._conn.one(BUMP_SESSION_STATE, params, turn.session_id)
         await self._conn.execute(_INSERT_TURN, params)
         if len(consume) == 1:
             await self._conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
@@ -415,22 +374,18 @@ class SqlTx(
         if row is None:
             return await self._ended_turn(turn_id, params)
         bump = {**params, "p_session_id": row.session_id}
-        session_row = (await self._conn.execute(_END_SESSION, bump)).one_or_none()
-        if session_row is None:
-            raise KeyError(row.session_id)
+        session_row = await self._conn.one(_END_SESSION, bump, row.session_id)
         return turn_from(row), session_from(session_row)
 
     async def _ended_turn(self, turn_id: str, params: Params) -> tuple[Turn, Session]:
         """A turn already ended (or unknown): idempotent, nothing changes."""
-        row = (await self._conn.execute(_TURN, params)).one_or_none()
-        if row is None:
-            raise KeyError(turn_id)
+        row = await self._conn.one(_TURN, params, turn_id)
         session_row = (await self._conn.execute(SESSION, {"p_session_id": row.session_id})).one()
         return turn_from(row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
-        return await self._maybe(_TURN, {"p_turn_id": turn_id}, turn_from)
+        return await self._conn.maybe(_TURN, {"p_turn_id": turn_id}, turn_from)
 
     async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
         query = select(turns).where(turns.c.session_id == session_id, turns.c.entry_id == entry_id)
-        return await self._maybe(query, None, turn_from)
+        return await self._conn.maybe(query, None, turn_from)
