@@ -228,15 +228,14 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         return HTMLResponse(self.ide_html, headers={"Cache-Control": "no-cache"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            response = await self._handle_http(scope, receive)
+            await response(scope, receive, send)
+            return
         if scope["type"] == "websocket":
             limited = MessageLimit(receive, send, self.settings.max_body_bytes)
-            await super().__call__(scope, limited.receive, limited.send)
-            return
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
-        response = await self._handle_http(scope, receive)
-        await response(scope, receive, send)
+            receive, send = limited.receive, limited.send
+        await super().__call__(scope, receive, send)
 
     async def _handle_http(self, scope: Scope, receive: Receive) -> Response:
         request = Request(scope, receive)
@@ -244,7 +243,8 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             return graphql_error(
                 "cross-origin request from an origin not allowed", 403, "FORBIDDEN"
             )
-        if not self._is_ide_request(request):
+        # GraphiQL's page needs no token: the test Strawberry applies before rendering it.
+        if not self.should_render_graphql_ide(self.request_adapter_class(request)):
             try:
                 principal = self.auth.authenticate(request.headers.get("authorization"))
             except AuthenticationError as refused:
@@ -309,11 +309,6 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         if is_same_origin(origin, request.headers.get("host")) or "*" in self.allowed_origins:
             return True
         return normalize_origin(origin) in self.allowed_origins
-
-    def _is_ide_request(self, request: Request) -> bool:
-        # The same test Strawberry applies before rendering GraphiQL (a browser GET, no query).
-        adapter = self.request_adapter_class(request)
-        return self.should_render_graphql_ide(adapter)
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
