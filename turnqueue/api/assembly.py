@@ -8,7 +8,7 @@ they use are shared at module level). The printed SDL is sorted (``sort_schema``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 import strawberry
@@ -136,20 +136,6 @@ def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
     return rules
 
 
-def extensions(
-    settings: Settings, rules: list[type[ASTValidationRule]]
-) -> list[type[SchemaExtension] | Callable[[], SchemaExtension]]:
-    return [
-        SubscriptionsNeedAStream,
-        lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
-        lambda: ParserCache(maxsize=256),
-        lambda: AddValidationRules(rules),
-        lambda: ValidationCache(maxsize=256),
-        FreshReads,
-        lambda: MaskErrors(should_mask_error=is_unexpected, error_message=MASKED_MESSAGE),
-    ]
-
-
 def build_schema(
     settings: Settings, *, sort: bool = False, rules: list[type[ASTValidationRule]] | None = None
 ) -> strawberry.Schema:
@@ -161,12 +147,21 @@ def build_schema(
     only the printed SDL is (``print_schema_sdl``), which is what needs to be deterministic.
     """
     install()  # graphql-core's gather cancels no field before it starts (api/execution.py)
+    rules = validation_rules(settings) if rules is None else rules
     return TurnqueueSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         types=ITEM_TYPES,  # the TurnItem implementations (A3)
-        extensions=extensions(settings, validation_rules(settings) if rules is None else rules),
+        extensions=[  # classes or factories (see the module docstring)
+            SubscriptionsNeedAStream,
+            lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
+            lambda: ParserCache(maxsize=256),
+            lambda: AddValidationRules(rules),
+            lambda: ValidationCache(maxsize=256),
+            FreshReads,
+            lambda: MaskErrors(should_mask_error=is_unexpected, error_message=MASKED_MESSAGE),
+        ],
         config=StrawberryConfig(sort_schema=sort, scalar_map=SCALAR_MAP),
         # A fresh sub-field memo per subscription event: graphql-core's grows forever (P7).
         execution_context_class=TurnqueueExecutionContext,

@@ -54,7 +54,7 @@ from strawberry.types import ExecutionResult
 
 from turnqueue.api.assembly import MASKED_MESSAGE
 from turnqueue.api.fanout_members import Member, encode_payload
-from turnqueue.api.render import Compiled, Root, bind, compile_root, validated
+from turnqueue.api.render import Compiled, Root, bind, compile_text
 from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
@@ -235,12 +235,8 @@ class FanOut:
     def _root_uncached(self, document_text: str, operation_name: str | None) -> Root | None:
         """The document compiled once, for every group that runs it (any variables). Validated
         as Strawberry validates it, so that nothing the ordinary path refuses is rendered."""
-        document = validated(self._schema._schema, document_text, self._rules)
-        if document is None:
-            return None
-        root = compile_root(
-            self._schema._schema, document, operation_name, OperationType.SUBSCRIPTION
-        )
+        schema, kind = self._schema._schema, OperationType.SUBSCRIPTION
+        root = compile_text(schema, document_text, operation_name, kind, self._rules)
         return root if root is not None and root.name in STREAMS else None
 
     # -- members ------------------------------------------------------------------------------

@@ -71,17 +71,12 @@ def _gone(error: BaseException) -> BaseException:
     return error
 
 
-class QuietDisconnects(logging.Filter):
-    """Drops the log record of an operation whose client went away while being sent to: an
-    ordinary end of a connection, with nobody left to tell (Strawberry logs every failed
-    operation on ``strawberry.ws.task`` with its traceback)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, WebSocketDisconnected)
-
-
-QUIET_DISCONNECTS = QuietDisconnects()
+def quiet_disconnects(record: logging.LogRecord) -> bool:
+    """A log filter that drops the record of an operation whose client went away while being
+    sent to: an ordinary end of a connection, with nobody left to tell (Strawberry logs every
+    failed operation on ``strawberry.ws.task`` with its traceback)."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, WebSocketDisconnected)
 
 
 class Group(Protocol):

@@ -37,7 +37,7 @@ from strawberry import Schema
 
 from turnqueue.api.arguments import Call, compile_call
 from turnqueue.api.assembly import MASKED_MESSAGE, is_unexpected
-from turnqueue.api.render import DEFINITION, Root, compile_root, validated
+from turnqueue.api.render import DEFINITION, Root, compile_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +112,8 @@ class Plans:
 
     def _plan(self, query: str, operation_name: str | None) -> Plan | None:
         """The plan of a mutation document, or None: Strawberry's path runs it."""
-        document = validated(self._schema._schema, query, self._rules, self._max_tokens)
-        if document is None:
-            return None
-        root = compile_root(self._schema._schema, document, operation_name, OperationType.MUTATION)
+        schema, kind = self._schema._schema, OperationType.MUTATION
+        root = compile_text(schema, query, operation_name, kind, self._rules, self._max_tokens)
         if root is None:
             return None
         call = compile_call(self._schema, root.field.extensions[DEFINITION])

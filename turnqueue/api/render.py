@@ -97,20 +97,25 @@ class Root:
             return None
 
 
-def validated(
+def compile_text(
     schema: GraphQLSchema,
     text: str,
+    operation_name: str | None,
+    kind: OperationType,
     rules: Sequence[type[ASTValidationRule]],
     max_tokens: int | None = None,
-) -> DocumentNode | None:
-    """``text`` parsed and validated as Strawberry validates an operation (graphql-core's
-    rules, then ``rules``: the schema's own, ``api.validation_rules``), or None for anything
-    Strawberry's path refuses (it answers that itself)."""
+) -> Root | None:
+    """:func:`compile_root` of ``text``, parsed and validated as Strawberry validates an
+    operation (graphql-core's rules, then ``rules``: the schema's own,
+    ``api.validation_rules``), or None for anything Strawberry's path refuses (it answers that
+    itself) or the renderer does not do."""
     try:
         document = parse(text, max_tokens=max_tokens)
     except Exception:  # a syntax error, the token limit, a nesting deeper than the stack
         return None
-    return None if validate_document(schema, document, (*specified_rules, *rules)) else document
+    if validate_document(schema, document, (*specified_rules, *rules)):
+        return None
+    return compile_root(schema, document, operation_name, kind)
 
 
 def compile_root(
@@ -159,8 +164,8 @@ class Compiled:
     arguments: Mapping[str, Any]  # by GraphQL name, coerced (``sessionId``)
 
     def payload(self, value: object) -> str:
-        """The ``next`` payload's JSON text, as ``fanout.encode_payload`` encodes an execution
-        result's ``{"data": …}``."""
+        """The ``next`` payload's JSON text, as ``fanout_members.encode_payload`` encodes an
+        execution result's ``{"data": …}``."""
         data = {self.root.response_key: self.root.render(value)}
         return json.dumps({"data": data}, separators=(",", ":"))
 
@@ -169,16 +174,7 @@ def bind(schema: GraphQLSchema, root: Root, variables: Mapping[str, Any] | None)
     """``root`` with the arguments ``variables`` give it, or None when they do not coerce (the
     executor answers them)."""
     bound = root.arguments(schema, variables)
-    if bound is None:
-        return None
-    _, arguments = bound
-    # ``get_argument_values`` keys them by ``out_name``: Strawberry gives it the Python name.
-    by_graphql_name = {
-        name: arguments[python_name]
-        for name, argument in root.field.args.items()
-        if (python_name := argument.out_name or name) in arguments
-    }
-    return Compiled(root, by_graphql_name)
+    return None if bound is None else Compiled(root, bound[1])
 
 
 class _PayloadCompiler:

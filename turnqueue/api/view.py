@@ -1,9 +1,9 @@
 """The GraphQL view: authentication (S1), origins (S4), body size and GraphQL-shaped refusals (S3).
 
 HTTP: ``Authorization: Bearer <token>`` (a static token or a JWT, :mod:`turnqueue.auth`) on every
-GraphQL request; the GraphiQL page (a browser's
-GET with no query) is served without one. Refusals — missing or wrong token, oversized body,
-malformed JSON — answer GraphQL JSON ``{"errors": [...]}``, never a bare text page.
+GraphQL request; the GraphiQL page (a browser's GET with no query) is served without one.
+Refusals — missing or wrong token, oversized body, malformed JSON — answer GraphQL JSON
+``{"errors": [...]}``, never a bare text page.
 
 A JSON body that is no object (``"…"``, ``1``, ``null``) is a 400, and a subscription in a request
 that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``).
@@ -12,10 +12,8 @@ WebSocket: the token comes in the ``connection_init`` payload ``{"authorization"
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
 handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
 Every message is held to the HTTP body limit before anything parses it (:class:`MessageLimit`).
-Identical snapshot subscriptions over WebSockets share one execution: a WebSocket's context
-carries the app's fan-out (``Context.share``), which ``TurnqueueSchema.stream`` hands such an
-operation to (:mod:`turnqueue.api.fanout`); ``encode_json`` writes the payload a group encoded
-once into each member's frame (``fanout_members.shared_frame``).
+Identical snapshot subscriptions over WebSockets share one execution (``Context.share``,
+:mod:`turnqueue.api.fanout`).
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_
 from strawberry.types import ExecutionResult
 
 from turnqueue.api.fanout import FanOut
-from turnqueue.api.fanout_members import QUIET_DISCONNECTS, shared_frame
+from turnqueue.api.fanout_members import quiet_disconnects, shared_frame
 from turnqueue.api.graphiql import page_html
 from turnqueue.api.plans import Plans
 from turnqueue.api.sse import IdentifiedSSETransport, attach_event_id
@@ -79,21 +77,22 @@ def _www_authenticate(request: Request, refused: AuthenticationError) -> str:
     return f'Bearer error="invalid_token", error_description="{reason}"'
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None when it is larger than ``limit`` bytes (as declared, or as
+    read: the rest is not read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        message = await request.receive()
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _BodyTooLarge
+            return None
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
@@ -217,9 +216,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         self._engine = engine
         #: None: every subscription executes on its own (Strawberry's ordinary path)
         self.fanout = fanout
-        # A client gone while being sent to ends its operations with WebSocketDisconnected,
-        # which Strawberry logs with a traceback: an ordinary end of a connection.
-        logging.getLogger("strawberry.ws.task").addFilter(QUIET_DISCONNECTS)
+        logging.getLogger("strawberry.ws.task").addFilter(quiet_disconnects)
         #: None: every HTTP operation is executed by Strawberry (turnqueue.api.plans)
         self.plans = plans
         #: The bundled GraphiQL (G2); None when unbuilt: Strawberry's CDN page, with a warning
@@ -231,15 +228,14 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         return HTMLResponse(self.ide_html, headers={"Cache-Control": "no-cache"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            response = await self._handle_http(scope, receive)
+            await response(scope, receive, send)
+            return
         if scope["type"] == "websocket":
             limited = MessageLimit(receive, send, self.settings.max_body_bytes)
-            await super().__call__(scope, limited.receive, limited.send)
-            return
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
-        response = await self._handle_http(scope, receive)
-        await response(scope, receive, send)
+            receive, send = limited.receive, limited.send
+        await super().__call__(scope, receive, send)
 
     async def _handle_http(self, scope: Scope, receive: Receive) -> Response:
         request = Request(scope, receive)
@@ -247,7 +243,8 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             return graphql_error(
                 "cross-origin request from an origin not allowed", 403, "FORBIDDEN"
             )
-        if not self._is_ide_request(request):
+        # GraphiQL's page needs no token: the test Strawberry applies before rendering it.
+        if not self.should_render_graphql_ide(self.request_adapter_class(request)):
             try:
                 principal = self.auth.authenticate(request.headers.get("authorization"))
             except AuthenticationError as refused:
@@ -259,13 +256,11 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
                 )
             scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         limit = self.settings.max_body_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            return self._too_large(limit)
-        try:
-            body = await _read_body(receive, limit)
-        except _BodyTooLarge:
-            return self._too_large(limit)
+        body = await _read_body(request, limit)
+        if body is None:
+            return graphql_error(
+                f"request body is larger than {limit} bytes", 413, "BODY_TOO_LARGE"
+            )
         data = _posted_json(request, body)
         if data is not NOT_JSON and not isinstance(data, dict | list):
             # Strawberry 0.341.2 reads such a body as an object: an AttributeError, a bare 500
@@ -306,10 +301,6 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
             return None
         return Response(self.encode_json(result), media_type="application/json")
 
-    @staticmethod
-    def _too_large(limit: int) -> JSONResponse:
-        return graphql_error(f"request body is larger than {limit} bytes", 413, "BODY_TOO_LARGE")
-
     def _origin_allowed(self, request: Request) -> bool:
         """S4 for HTTP, by the same rule Strawberry applies to WebSocket handshakes."""
         origin = request.headers.get("origin")
@@ -318,11 +309,6 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         if is_same_origin(origin, request.headers.get("host")) or "*" in self.allowed_origins:
             return True
         return normalize_origin(origin) in self.allowed_origins
-
-    def _is_ide_request(self, request: Request) -> bool:
-        # The same test Strawberry applies before rendering GraphiQL (a browser GET, no query).
-        adapter = self.request_adapter_class(request)
-        return self.should_render_graphql_ide(adapter)
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
