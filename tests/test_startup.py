@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from turnqueue.domain import AgentProfile, AgentType
 from turnqueue.settings import Settings
-from turnqueue.startup import AgentLine, base_url, describe_access, describe_agents, describe_store
+from turnqueue.startup import base_url, describe_access, describe_agents, describe_store
 
 
 @pytest.mark.parametrize(
@@ -39,12 +40,12 @@ def test_describe_access_counts_principals_never_tokens() -> None:
 
 
 def test_describe_agents_puts_the_default_first() -> None:
-    agents = [AgentLine("scripted", "SCRIPTED"), AgentLine("claude", "ACP")]
+    agents = [AgentProfile("scripted", AgentType.SCRIPTED), AgentProfile("claude", AgentType.ACP)]
     assert describe_agents(agents, "claude") == (
         "claude (the default), scripted (scripted); "
         "command: set TURNQUEUE_AGENT_COMMAND to run one per turn"
     )
-    with_command = [*agents, AgentLine("command", "COMMAND")]
+    with_command = [*agents, AgentProfile("command", AgentType.COMMAND)]
     assert describe_agents(with_command, "scripted") == (
         "scripted (the default), claude (acp), command (command)"
     )

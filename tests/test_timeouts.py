@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from turnqueue.timeouts import within
+from turnqueue.timeouts import bounded, within
 
 
 async def _follow(queue: asyncio.Queue[int]) -> None:
@@ -37,3 +37,18 @@ async def test_within_answers_the_result_and_bounds_the_wait() -> None:
     assert await within(asyncio.sleep(0, "ok"), 1) == "ok"
     with pytest.raises(TimeoutError):
         await within(asyncio.Event().wait(), 0.01)
+
+
+async def test_bounded_ignores_a_timeout_and_a_failure_but_not_a_cancel() -> None:
+    """``bounded``: ``within`` for a wait whose outcome nobody reads."""
+    await bounded(asyncio.Event().wait(), 0.01)
+
+    async def fails() -> None:
+        raise OSError("gone")
+
+    await bounded(fails(), 1)
+    task = asyncio.create_task(bounded(asyncio.Event().wait(), 3600))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from turnqueue.app import create_app
     from turnqueue.logs import configure_logging
-    from turnqueue.startup import AgentLine, AnnouncingServer
+    from turnqueue.startup import AnnouncingServer
 
     configure_logging(settings)  # TURNQUEUE_LOG_JSON, TURNQUEUE_LOG_LEVEL
     config = uvicorn.Config(
@@ -184,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_level=settings.log_level.lower(),
     )
     profiles = [agent_profile(name, agent) for name, agent in agents.items()]
-    lines = [AgentLine(p.name, p.type.value) for p in profiles]
-    server = AnnouncingServer(config, settings, lines, default)  # the banner once it listens
+    server = AnnouncingServer(config, settings, profiles, default)  # the banner once it listens
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     return 0 if server.started else 3  # 3: uvicorn's start-up failure

@@ -249,18 +249,14 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
         if not path.exists():
             raise DocumentsError(f"no such file or directory: {path}")
         if path.is_dir():
-            files.extend(
-                sorted(
-                    p
-                    for p in path.rglob("*")
-                    if p.is_file()
-                    and p.suffix in SUFFIXES
-                    and not any(
-                        part in SKIPPED_DIRS or part.startswith(".")
-                        for part in p.relative_to(path).parts
-                    )
-                )
-            )
+            files.extend(sorted(p for p in path.rglob("*") if _wanted(p, path)))
         else:
             files.append(path)
     return files
+
+
+def _wanted(path: Path, root: Path) -> bool:
+    """A file of a suffix this module reads, in no skipped or hidden directory under ``root``."""
+    if not path.is_file() or path.suffix not in SUFFIXES:
+        return False
+    return not any(p in SKIPPED_DIRS or p.startswith(".") for p in path.relative_to(root).parts)

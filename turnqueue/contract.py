@@ -210,10 +210,10 @@ def check_documents(schema: GraphQLSchema, embedded: Sequence[Embedded]) -> Repo
 def run_check(sdl: str, paths: Sequence[Path], *, strict: bool = False) -> int:
     schema = load_schema(sdl)
     files = expand_paths(paths)
-    found_in = [(path, *documents_in(path)) for path in files]
     embedded: list[Embedded] = []
     notes: list[str] = []
-    for path, found, skipped in found_in:
+    for path in files:
+        found, skipped = documents_in(path)
         if not found and not skipped and path.suffix not in (".py", *SCRIPT_SUFFIXES):
             notes.append(f"{path}: no GraphQL document")
         embedded.extend(found)

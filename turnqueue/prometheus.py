@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -66,78 +67,60 @@ class PrometheusMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         ProcessCollector(registry=r)  # process_resident_memory_bytes, open fds, CPU seconds
-        self.turns_started = Counter(
-            "turnqueue_turns_started", "Turns started in this process", registry=r
+        counter = partial(Counter, registry=r)
+        gauge = partial(Gauge, registry=r)
+        histogram = partial(Histogram, registry=r)
+        self.turns_started = counter("turnqueue_turns_started", "Turns started in this process")
+        self.turns_ended = counter(
+            "turnqueue_turns_ended", "Turns ended in this process, by final status", ["status"]
         )
-        self.turns_ended = Counter(
-            "turnqueue_turns_ended",
-            "Turns ended in this process, by final status",
-            ["status"],
-            registry=r,
-        )
-        self.reservations = Counter(
+        self.reservations = counter(
             "turnqueue_reservations",
             "Reservations of a queue head (Q3), by kind (automatic/targeted) and outcome",
             ["kind", "outcome"],
-            registry=r,
         )
-        self.cancellations = Counter(
-            "turnqueue_cancellations",
-            "Explicit cancel operations, by outcome",
-            ["outcome"],
-            registry=r,
+        self.cancellations = counter(
+            "turnqueue_cancellations", "Explicit cancel operations, by outcome", ["outcome"]
         )
-        self.cancel_seconds = Histogram(
+        self.cancel_seconds = histogram(
             "turnqueue_cancellation_duration_seconds",
             "Duration of explicit cancel operations, from acceptance to outcome",
             ["outcome"],
             buckets=_CANCEL_BUCKETS,
-            registry=r,
         )
-        self.errors = Counter(
+        self.errors = counter(
             "turnqueue_errors",
             "Errors logged by the server (masked faults are logger turnqueue.api.assembly)",
             ["logger"],
-            registry=r,
         )
-        self.events = Counter(
-            "turnqueue_events_published", "Bus events published, by kind", ["kind"], registry=r
+        self.events = counter(
+            "turnqueue_events_published", "Bus events published, by kind", ["kind"]
         )
-        self.delivery = Histogram(
+        self.delivery = histogram(
             "turnqueue_event_delivery_seconds",
             "Time from an event's publication to a subscriber receiving it",
             buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.subscriptions = Gauge(
-            "turnqueue_subscriptions", "Open event subscriptions (bus subscribers)", registry=r
+        self.subscriptions = gauge(
+            "turnqueue_subscriptions", "Open event subscriptions (bus subscribers)"
         )
-        self.fanout_groups = Gauge(
+        self.fanout_groups = gauge(
             "turnqueue_subscription_groups",
             "Shared subscription groups (one execution each, fanned out to their members)",
-            registry=r,
         )
-        self.fanout_members = Gauge(
-            "turnqueue_subscription_members",
-            "WebSocket subscriptions served by a shared group",
-            registry=r,
+        self.fanout_members = gauge(
+            "turnqueue_subscription_members", "WebSocket subscriptions served by a shared group"
         )
-        self.queue_depth = Gauge(
-            "turnqueue_queue_depth", "Queued entries over all sessions (visible)", registry=r
+        self.queue_depth = gauge(
+            "turnqueue_queue_depth", "Queued entries over all sessions (visible)"
         )
-        self.in_flight = Gauge(
-            "turnqueue_queue_in_flight", "Entries reserved and not yet started (Q10)", registry=r
+        self.in_flight = gauge(
+            "turnqueue_queue_in_flight", "Entries reserved and not yet started (Q10)"
         )
-        self.running_turns = Gauge(
-            "turnqueue_running_turns", "Turns running in this process", registry=r
-        )
-        self.tasks = Gauge(
-            "turnqueue_asyncio_tasks", "asyncio tasks alive in the server's loop", registry=r
-        )
+        self.running_turns = gauge("turnqueue_running_turns", "Turns running in this process")
+        self.tasks = gauge("turnqueue_asyncio_tasks", "asyncio tasks alive in the server's loop")
         self.tasks.set_function(_task_count)
-        self.ready = Gauge(
-            "turnqueue_database_up", "1 when the last database read succeeded", registry=r
-        )
+        self.ready = gauge("turnqueue_database_up", "1 when the last database read succeeded")
         self._engine: Engine | None = None
         self._error_handler = _ErrorCounter(self.errors)
 

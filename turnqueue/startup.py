@@ -19,25 +19,19 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import uvicorn
 
 from turnqueue.api import graphiql, webui
+from turnqueue.domain import AgentProfile
 from turnqueue.settings import Settings
 
 log = logging.getLogger("turnqueue")
 
 #: Hosts that listen on every interface: the banner shows a loopback URL that reaches them.
 ANY_HOST = frozenset({"0.0.0.0", "::", ""})
-
-
-@dataclass(frozen=True, slots=True)
-class AgentLine:
-    name: str
-    type: str
 
 
 def describe_store(url: str) -> str:
@@ -72,7 +66,7 @@ def describe_access(settings: Settings) -> str:
     return " or ".join(ways) + " (Authorization: Bearer …)"
 
 
-def describe_agents(agents: Sequence[AgentLine], default: str) -> str:
+def describe_agents(agents: Sequence[AgentProfile], default: str) -> str:
     names = [
         f"{a.name} (the default)" if a.name == default else f"{a.name} ({a.type.lower()})"
         for a in sorted(agents, key=lambda a: (a.name != default, a.name))
@@ -90,7 +84,7 @@ def base_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def banner(settings: Settings, port: int, agents: Sequence[AgentLine], default: str) -> str:
+def banner(settings: Settings, port: int, agents: Sequence[AgentProfile], default: str) -> str:
     url = base_url(settings.host, port)
     where = f" (listening on all interfaces, {settings.host})" if settings.host in ANY_HOST else ""
     if (webui.default_dist() / "index.html").is_file():
@@ -121,7 +115,11 @@ class AnnouncingServer(uvicorn.Server):
     """uvicorn's server, logging :func:`banner` once it listens."""
 
     def __init__(
-        self, config: uvicorn.Config, settings: Settings, agents: Sequence[AgentLine], default: str
+        self,
+        config: uvicorn.Config,
+        settings: Settings,
+        agents: Sequence[AgentProfile],
+        default: str,
     ) -> None:
         super().__init__(config)
         self._settings = settings

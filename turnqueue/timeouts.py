@@ -5,13 +5,15 @@ same loop iteration as that result (CPython gh-86296; 3.12 rewrote ``wait_for`` 
 ``asyncio.timeout``): the cancelled task keeps running. A loop that waits with it — a listener,
 a follower, a poll — then outlives the ``cancel()`` meant to end it, and whoever awaits the task
 waits forever. :func:`within` is ``wait_for`` built on ``asyncio.timeout``, which counts
-cancellations (``Task.uncancel``) and so lets every external one through. ``wait_for`` itself is
-banned by ruff (TID251) in this repository. Reproduction: docs/upstream/wait_for_cancel_repro.py.
+cancellations (``Task.uncancel``) and so lets every external one through; :func:`bounded` is the
+same wait for an outcome nobody reads. ``wait_for`` itself is banned by ruff (TID251) in this
+repository. Reproduction: docs/upstream/wait_for_cancel_repro.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -23,3 +25,11 @@ async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
     no bound). On timeout the awaitable is cancelled, as with ``wait_for``."""
     async with asyncio.timeout(timeout):
         return await awaitable
+
+
+async def bounded(awaitable: Awaitable[object], timeout: float) -> None:
+    """Await ``awaitable`` for at most ``timeout`` seconds (then cancel it); its failure or
+    timeout is ignored (a stop, a kill, a last word to an agent that may not listen, a pause)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(timeout):
+            await awaitable

@@ -157,10 +157,7 @@ class AcpAgent:
             await asyncio.wait(set(self._stopping))
 
     def session_lock(self, session_id: str) -> asyncio.Lock:
-        lock = self._locks.get(session_id)
-        if lock is None:
-            lock = self._locks[session_id] = asyncio.Lock()
-        return lock
+        return self._locks.setdefault(session_id, asyncio.Lock())
 
     def process_of(self, session_id: str) -> int | None:
         """The live process's pid (tests, operators)."""
@@ -318,7 +315,7 @@ class AcpAgent:
     async def kill(self, process: AcpProcess) -> None:
         """SIGKILL the group and release the process (a fault, or a turn killed)."""
         process.dead = True
-        self._cancel_idle(process)
+        self.cancel_idle(process)
         process.killpg(signal.SIGKILL)
         for sid, known in list(self._processes.items()):
             if known is process:
@@ -329,7 +326,7 @@ class AcpAgent:
     async def stop(self, process: AcpProcess) -> None:
         """Stop a process gently: SIGTERM to the group, SIGKILL after a grace period."""
         process.dead = True
-        self._cancel_idle(process)
+        self.cancel_idle(process)
         await terminate(process)
         await self._ended(process)
 
@@ -338,12 +335,9 @@ class AcpAgent:
             await self.processes.ended(process.pid)
 
     # -- idleness (A2) ---------------------------------------------------------------------
-    def busy(self, process: AcpProcess) -> None:
-        self._cancel_idle(process)
-
     def idle(self, session_id: str, process: AcpProcess) -> None:
         """The process has no turn: stop it after the profile's idle timeout."""
-        self._cancel_idle(process)
+        self.cancel_idle(process)
         if process.dead or self._runs.closed:
             return
         loop = asyncio.get_running_loop()
@@ -351,7 +345,8 @@ class AcpAgent:
             self.profile.idle_timeout, lambda: self._idle_expired(session_id, process)
         )
 
-    def _cancel_idle(self, process: AcpProcess) -> None:
+    def cancel_idle(self, process: AcpProcess) -> None:
+        """No idle stop for the process: it serves a turn, or it is being stopped."""
         if process.idle is not None:
             process.idle.cancel()
             process.idle = None

@@ -23,7 +23,7 @@ import os
 import re
 import signal as posix_signal
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -39,8 +39,8 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from turnqueue.agents.base import AgentStartError
-from turnqueue.timeouts import within
+from turnqueue.agents.base import spawn_errors
+from turnqueue.timeouts import bounded, within
 
 STDERR_TAIL_BYTES = 4 * 1024
 #: Largest JSON-RPC line read in one piece (longer lines are still read, in pieces).
@@ -132,7 +132,7 @@ class AcpProcess:
 
 async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpProcess:
     """Start the agent command in ``cwd`` and open its ACP connection (not yet initialised)."""
-    try:
+    with spawn_errors(argv[0]):
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -143,12 +143,6 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpPr
             start_new_session=True,
             limit=LINE_LIMIT,
         )
-    except FileNotFoundError as exc:
-        raise AgentStartError(f"agent command not found: {argv[0]}") from exc
-    except PermissionError as exc:
-        raise AgentStartError(f"agent command is not executable: {argv[0]}") from exc
-    except OSError as exc:
-        raise AgentStartError(f"cannot start agent command {argv[0]}: {exc}") from exc
     process = AcpProcess(proc)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     # tasks[0] is the stderr drain (``stderr_drained`` waits for it).
@@ -245,11 +239,3 @@ async def release(process: AcpProcess) -> None:
     for task in process.tasks:
         if task is not asyncio.current_task():
             task.cancel()
-
-
-async def bounded(awaitable: Awaitable[object], timeout: float) -> None:
-    """Await ``awaitable`` for at most ``timeout`` seconds (then cancel it); its failure or
-    timeout is ignored (a stop, a kill, a last word to an agent that may not listen)."""
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(timeout):
-            await awaitable

@@ -22,11 +22,10 @@ Hazards:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal as posix_signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from acp import RequestError, text_block
@@ -39,6 +38,7 @@ from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal,
 from turnqueue.agents.profiles import Profile
 from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentErrorKind
+from turnqueue.timeouts import bounded
 
 log = logging.getLogger(__name__)
 #: JSON-RPC's "method not found": the agent has no ``_session/steering`` (Q16).
@@ -85,7 +85,7 @@ class Processes(Protocol):
 
     async def kill(self, process: AcpProcess) -> None: ...
 
-    def busy(self, process: AcpProcess) -> None: ...
+    def cancel_idle(self, process: AcpProcess) -> None: ...
 
     def idle(self, session_id: str, process: AcpProcess) -> None: ...
 
@@ -138,17 +138,19 @@ class AcpRun(BaseRun):
                 self._apply_kill_signals(process)
                 return AgentResult(ok=False, error="cancelled before the prompt was sent")
             process.run = self
-            self._agent.busy(process)
+            self._agent.cancel_idle(process)
+            mark = process.stderr_total  # what the agent writes to stderr from here is this turn's
             try:
-                return await self._prompt_once(process)
+                result = await self._prompt_once(process)
             finally:
                 process.run = None
                 self._cancel_waits()
                 self._agent.idle(self.session_id, process)
+            return replace(result, stderr=process.tail(mark) or None)
 
     async def _prompt_once(self, process: AcpProcess) -> AgentResult:
+        """The prompt's result, its stderr left to the caller."""
         assert process.conn is not None and process.acp_session_id is not None
-        mark = process.stderr_total  # what the agent writes to stderr from here is this turn's
         if self.watchdog is not None:
             self.watchdog.arm()
         try:
@@ -159,36 +161,26 @@ class AcpRun(BaseRun):
             # A11: an answer. The agent is alive; it keeps its process for the next prompt.
             failure = failure_of(exc)
             await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
-            return AgentResult(
-                ok=False,
-                error=self._agent.refusal(None, failure),
-                error_kind=failure.kind,
-                stderr=process.tail(mark) or None,
-            )
+            error = self._agent.refusal(None, failure)
+            return AgentResult(ok=False, error=error, error_kind=failure.kind)
         except Exception as exc:
             if not isinstance(exc, ConnectionError) and not process.dead:
                 # Not an exit (e.g. an answer that is not a valid response): the process stays.
                 log.warning("turn %s: session/prompt failed: %r", self.turn_id, exc)
                 reason = f"agent error: {str(exc) or type(exc).__name__}"
-                return AgentResult(
-                    ok=False,
-                    error=reason,
-                    error_kind=AgentErrorKind.INTERNAL,
-                    stderr=process.tail(mark) or None,
-                )
-            return await self._lost(process, mark)
-        stderr = process.tail(mark) or None
+                return AgentResult(ok=False, error=reason, error_kind=AgentErrorKind.INTERNAL)
+            return await self._lost(process)
         reason = str(response.stop_reason)
         if reason == "end_turn":
             if self._updates:
                 self._agent.prompt_succeeded(process)
-            return AgentResult(ok=True, stderr=stderr)
+            return AgentResult(ok=True)
         if reason == "cancelled":
-            return AgentResult(ok=False, error="cancelled", stderr=stderr)
+            return AgentResult(ok=False, error="cancelled")
         error = reason if reason in _END_REASONS else f"stop: {reason}"
-        return AgentResult(ok=False, error=error, stderr=stderr)
+        return AgentResult(ok=False, error=error)
 
-    async def _lost(self, process: AcpProcess, mark: int) -> AgentResult:
+    async def _lost(self, process: AcpProcess) -> AgentResult:
         """A4: the process died or closed its pipes mid-turn. Its real exit status is read
         before turnqueue kills what is left; a signal turnqueue sent is named as its own."""
         status = await process.exit_status(STOP_GRACE_SECONDS)
@@ -199,12 +191,7 @@ class AcpRun(BaseRun):
         reason = describe_exit(status, sent)
         if self._sent:
             reason = f"stopped ({', '.join(s.name for s in self._sent)}): {reason}"
-        return AgentResult(
-            ok=False,
-            error=reason,
-            error_kind=AgentErrorKind.AGENT_EXITED,
-            stderr=process.tail(mark) or None,
-        )
+        return AgentResult(ok=False, error=reason, error_kind=AgentErrorKind.AGENT_EXITED)
 
     def on_update(self, params: dict[str, Any]) -> None:
         update = params.get("update")
@@ -213,10 +200,8 @@ class AcpRun(BaseRun):
         self._updates += 1
         self._bump()  # A9: any update is activity, also one that makes no output
         out = to_output(update)
-        if isinstance(out, str):
+        if out is not None:
             self._emit(out)
-        elif out is not None:
-            self._emit_item(out)
 
     async def permission(
         self, tool_call: ToolCallUpdate, options: list[PermissionOption]
@@ -283,7 +268,7 @@ class AcpRun(BaseRun):
         self._agent.steering = True
         if answer.get("outcome") not in ("injected", "startedNewTurn"):
             return False
-        self._emit_item(steer_item(text, entry_id))
+        self._emit(steer_item(text, entry_id))
         return True
 
     async def signal(self, signal: Signal) -> None:
@@ -297,10 +282,8 @@ class AcpRun(BaseRun):
             self._cancelled = True
             self._cancel_waits()
             if process is not None and process.conn is not None and not process.dead:
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(SEND_TIMEOUT):
-                        assert process.acp_session_id is not None
-                        await process.conn.cancel(session_id=process.acp_session_id)
+                assert process.acp_session_id is not None
+                await bounded(process.conn.cancel(session_id=process.acp_session_id), SEND_TIMEOUT)
             return
         if process is not None:
             self._apply_kill_signals(process)

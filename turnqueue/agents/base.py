@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
@@ -72,6 +73,19 @@ class AgentStartError(TurnqueueError):
         super().__init__(message)
         self.kind = kind
         self.stderr = stderr or None
+
+
+@contextmanager
+def spawn_errors(program: str) -> Iterator[None]:
+    """The OS's refusal to start ``program`` as :class:`AgentStartError` (every profile's words)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise AgentStartError(f"agent command not found: {program}") from exc
+    except PermissionError as exc:
+        raise AgentStartError(f"agent command is not executable: {program}") from exc
+    except OSError as exc:
+        raise AgentStartError(f"cannot start agent command {program}: {exc}") from exc
 
 
 @runtime_checkable
@@ -171,15 +185,11 @@ class BaseRun(ABC):
     @abstractmethod
     async def signal(self, signal: Signal) -> None: ...
 
-    def _emit(self, text: str) -> None:
-        if text and not self._ended:  # a late callback after the end is dropped
+    def _emit(self, chunk: str | TurnItem) -> None:
+        """Stream a text chunk (an empty one is none) or an item."""
+        if chunk and not self._ended:  # a late callback after the end is dropped
             self._bump()
-            self._chunks.put_nowait(text)
-
-    def _emit_item(self, item: TurnItem) -> None:
-        if not self._ended:
-            self._bump()
-            self._chunks.put_nowait(item)
+            self._chunks.put_nowait(chunk)
 
     def _bump(self) -> None:
         """A9: a sign of life of the agent."""

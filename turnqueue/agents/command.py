@@ -39,8 +39,10 @@ from turnqueue.agents.base import (
     ProcessLog,
     RunSet,
     Signal,
+    spawn_errors,
 )
 from turnqueue.agents.watchdog import Bounds
+from turnqueue.timeouts import bounded
 
 MAX_CHUNK_CHARS = 16 * 1024
 STDERR_TAIL_BYTES = 4 * 1024
@@ -224,9 +226,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
             await self._exited.wait()
             # Hazard: a descendant that left the group (setsid) survives the SIGKILL and may hold
             # stdout open forever, so the drain is bounded; closing the transport ends it.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(DRAIN_SECONDS):
-                    await self._stdout_closed.wait()
+            await bounded(self._stdout_closed.wait(), DRAIN_SECONDS)
         finally:
             # Normally a no-op kill (done on exit); when aclose cancels us, the only one. Closing
             # the transport also SIGKILLs the leader if it still runs, and frees the pipes.
@@ -295,7 +295,7 @@ class CommandAgent:
             bounds=self.bounds,
         )
         loop = asyncio.get_running_loop()
-        try:
+        with spawn_errors(argv[0]):
             await loop.subprocess_exec(
                 lambda: run,
                 *argv,
@@ -305,12 +305,6 @@ class CommandAgent:
                 env=env,
                 start_new_session=True,
             )
-        except FileNotFoundError as exc:
-            raise AgentStartError(f"agent command not found: {argv[0]}") from exc
-        except PermissionError as exc:
-            raise AgentStartError(f"agent command is not executable: {argv[0]}") from exc
-        except OSError as exc:
-            raise AgentStartError(f"cannot start agent command {argv[0]}: {exc}") from exc
         run.launch()
         self._runs.add(run)
         return run

@@ -34,7 +34,7 @@ from turnqueue.agents.base import (
     steer_item,
 )
 from turnqueue.agents.watchdog import Bounds
-from turnqueue.timeouts import within
+from turnqueue.timeouts import bounded
 
 #: How many chunks a reply is streamed in.
 CHUNKS = 5
@@ -104,7 +104,7 @@ class ScriptedRun(BaseRun):
         shows it as a STEER item and acknowledges it in its reply."""
         if self.done or self._stop is not None:
             return False
-        self._emit_item(steer_item(text, entry_id))
+        self._emit(steer_item(text, entry_id))
         self._emit(f" (noted: {text}) ")
         return True
 
@@ -120,10 +120,7 @@ class ScriptedRun(BaseRun):
         """Sleep ``seconds``, or less if a signal stops the run."""
         if seconds <= 0 or self._stopped.is_set():
             return
-        try:
-            await within(self._stopped.wait(), timeout=seconds)
-        except TimeoutError:
-            pass
+        await bounded(self._stopped.wait(), seconds)
 
     async def _run(self) -> AgentResult:
         script = self._script

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from turnqueue.timeouts import within
+from turnqueue.timeouts import bounded
 
 #: A9: a profile's ``stall_timeout`` by default (seconds; ``TURNQUEUE_STALL_TIMEOUT``).
 DEFAULT_STALL_TIMEOUT = 600.0
@@ -90,9 +90,6 @@ class Watchdog:
                 if self._active:
                     return f"stalled: no agent activity for {bound:g} s"
                 return f"stalled: the agent showed no activity within {bound:g} s of the prompt"
-            # ``within``, not wait_for: a cancel arriving as the event is set (the run ending
+            # ``bounded``, not wait_for: a cancel arriving as the event is set (the run ending
             # right after a bump) must end the watcher (turnqueue.timeouts).
-            try:
-                await within(self._wake.wait(), left)
-            except TimeoutError:
-                pass
+            await bounded(self._wake.wait(), left)
