@@ -33,7 +33,7 @@ from graphql import GraphQLError
 from turnqueue import domain
 from turnqueue.bus import Event, EventKind, Watch
 from turnqueue.resolvers.context import Context
-from turnqueue.schema.types import CancellationStatus, QueueStatus
+from turnqueue.schema.queue import CancellationStatus, QueueStatus
 
 RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snapshot"
 

@@ -39,12 +39,6 @@ class _Place:
     done: bool = False
 
 
-def items_event_id(chunk: ItemsChunk) -> str:
-    """O3: a turnItems event's SSE ``id``: the place after it (``<turnId>:<nextOffset>``, and
-    ``:done`` for the turn's end), what a reconnect resumes from."""
-    return event_id(chunk.turn_id, chunk.next_offset, chunk.done)
-
-
 def _advance(
     session_id: str, place: _Place, records: Iterable[OutputRecord], done: bool, status: TurnStatus
 ) -> ItemsChunk | None:
@@ -97,8 +91,7 @@ async def items_stream(
     start: Start,
     next_event: Callable[[BusSubscription], Awaitable[Event]],
 ) -> AsyncGenerator[TurnItemsChunk, None]:
-    """O2 for items: what follows the start, from the log, then live. With ``turnId`` the
-    stream ends after that turn's end; without it, it follows the session's later turns too."""
+    """O2 for items, as :func:`~turnqueue.resolvers.output_stream.output_stream` for text."""
     engine = ctx.engine
     sub = engine.subscribe(session_id, [EventKind.ITEMS, EventKind.OUTPUT, EventKind.SESSION])
     place: _Place | None = None
@@ -113,8 +106,7 @@ async def items_stream(
         return _advance(session_id, place, records, ended, turn.status)
 
     async def catch_up(event: Event | None = None) -> AsyncIterator[ItemsChunk]:
-        """From the place on: the rest of its turn, then (following) each later turn. ``event``:
-        the one that asked for it (its reads are shared with the other streams, EventReads)."""
+        """As ``output_stream``'s ``catch_up``."""
         nonlocal place
         while True:
             if place is not None and not place.done:
@@ -133,7 +125,7 @@ async def items_stream(
 
     def out(chunk: ItemsChunk) -> TurnItemsChunk:
         ctx.renew_loaders()
-        ctx.event_id = items_event_id(chunk)
+        ctx.event_id = event_id(chunk.turn_id, chunk.next_offset, chunk.done)  # O3
         return TurnItemsChunk.from_domain(chunk)
 
     try:

@@ -39,13 +39,9 @@ from turnqueue.resolvers.output_stream import output_stream
 from turnqueue.resolvers.resume import Start, last_revisions, start_of
 from turnqueue.resolvers.revisions import Snapshot, fields
 from turnqueue.schema import fields as described
-from turnqueue.schema.types import (
-    CancellationStatus,
-    QueueStatus,
-    Session,
-    TurnItemsChunk,
-    TurnOutputChunk,
-)
+from turnqueue.schema.queue import CancellationStatus, QueueStatus
+from turnqueue.schema.sessions import Session
+from turnqueue.schema.turns import TurnItemsChunk, TurnOutputChunk
 
 Info = strawberry.Info[Context, None]
 #: ``turnId`` of turnOutput and turnItems: the turn whose log is read.
