@@ -18,14 +18,14 @@ place's end (as after a gap, which a lagging buffer would otherwise cause, RESYN
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from turnqueue.bus import Event, EventKind
-from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.domain import ItemsChunk, OutputRecord, TurnItem, TurnStatus
 from turnqueue.engine.items import ItemFold
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Start, event_id
 from turnqueue.schema.turns import TurnItemsChunk
 
@@ -86,10 +86,7 @@ def _news(event: Event, place: _Place | None, follow: bool) -> bool:
 
 
 async def items_stream(
-    ctx: Context,
-    session_id: str,
-    start: Start,
-    next_event: Callable[[BusSubscription], Awaitable[Event]],
+    ctx: Context, session_id: str, start: Start
 ) -> AsyncGenerator[TurnItemsChunk, None]:
     """O2 for items, as :func:`~turnqueue.resolvers.output_stream.output_stream` for text."""
     engine = ctx.engine
