@@ -292,9 +292,8 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncGenerator[TurnOutputChunk, None]:
-        ctx = info.context
-        start = await _start(ctx, session_id, turn_id, after_offset)
-        return output_stream(ctx, session_id, start)
+        start = await _start(info.context, session_id, turn_id, after_offset)
+        return output_stream(info.context, session_id, start)
 
     @described.subscription(
         "A turn's structured output (A3, O2): its items (messages, thoughts, tool calls with "
@@ -321,6 +320,5 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncGenerator[TurnItemsChunk, None]:
-        ctx = info.context
-        start = await _start(ctx, session_id, turn_id, after_offset)
-        return items_stream(ctx, session_id, start)
+        start = await _start(info.context, session_id, turn_id, after_offset)
+        return items_stream(info.context, session_id, start)
