@@ -23,8 +23,9 @@ from strawberry.schema.config import StrawberryConfig
 from turnqueue import domain
 from turnqueue.api import build_schema
 from turnqueue.api.render import Compiled, Unrenderable, bind, compile_root
+from turnqueue.schema.queue import CancellationStatus, QueueStatus
 from turnqueue.schema.scalars import SCALAR_MAP
-from turnqueue.schema.types import CancellationStatus, QueueStatus, Session
+from turnqueue.schema.sessions import Session
 from turnqueue.settings import Settings
 
 SCHEMA = build_schema(Settings())._schema

@@ -13,7 +13,8 @@ from turnqueue import domain
 from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.resolvers.mutations import mutation
 from turnqueue.schema.fields import copied, field, null
-from turnqueue.schema.types import Turn, UserError
+from turnqueue.schema.payloads import UserError
+from turnqueue.schema.turns import Turn
 
 
 @strawberry.type(description="A test type.")

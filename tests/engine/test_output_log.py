@@ -10,7 +10,7 @@ import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, ManualRun, new_session
 from faults import faults_of
 
-from turnqueue.bus import Event, EventKind, Subscription
+from turnqueue.bus import EventKind, Subscription
 from turnqueue.domain import ItemKind, OutputChunk, TurnItem, TurnStatus
 from turnqueue.engine import Engine, outputlog
 from turnqueue.engine.recovery import _recover_session
@@ -116,13 +116,9 @@ async def test_o1_an_ended_turns_log_never_grows(engine: Engine, agent: ManualAg
         assert await tx.output_text(turn.id) == "echo:go"
 
 
-async def _next_event(sub: Subscription) -> Event:
-    return await sub.get()
-
-
 def _stream(ctx: Context, sid: str, turn_id: str, after: int) -> AsyncGenerator[Any, None]:
     """turnOutput's stream of ``turn_id`` after ``after`` (its resolver's, without GraphQL)."""
-    return output_stream(ctx, sid, Start(turn_id, after, follow=False), _next_event)
+    return output_stream(ctx, sid, Start(turn_id, after, follow=False))
 
 
 async def _transcript(ctx: Context, sid: str, turn_id: str, after: int) -> list[Any]:

@@ -15,7 +15,6 @@ from turnqueue.domain import ItemKind, TurnItem, TurnStatus
 from turnqueue.engine import Engine
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.recovery import _recover_session
-from turnqueue.resolvers import subscriptions
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.item_stream import items_stream
 from turnqueue.resolvers.resume import Start
@@ -86,9 +85,7 @@ def _shown(state: dict[int, Any]) -> list[Any]:
 
 async def _collect(ctx: Context, sid: str, turn_id: str | None, after: int) -> list[Any]:
     out = []
-    async for chunk in items_stream(
-        ctx, sid, Start(turn_id, after, follow=turn_id is None), subscriptions._next_event
-    ):
+    async for chunk in items_stream(ctx, sid, Start(turn_id, after, follow=turn_id is None)):
         out.append((chunk, ctx.event_id))
         if chunk.done:
             break
@@ -227,7 +224,7 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     await _logged(watch, 2)
     watch.close()
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    stream = items_stream(ctx, sid, Start(run.turn_id, 0, follow=False), subscriptions._next_event)
+    stream = items_stream(ctx, sid, Start(run.turn_id, 0, follow=False))
     first = await within(anext(stream), WAIT)
     assert [type(i).__name__ for i in first.items] == ["MessageItem", "ToolCallItem"]
     runner = engine.core.runners.pop(sid)
@@ -254,7 +251,7 @@ async def test_o2_turn_items_without_a_turn_id_follow_the_next_turns(
 ) -> None:
     sid, run = await _start(engine, agent)
     ctx = Context(engine=engine, principal=PRINCIPAL)
-    stream = items_stream(ctx, sid, Start(None, 0, follow=True), subscriptions._next_event)
+    stream = items_stream(ctx, sid, Start(None, 0, follow=True))
     first = await within(anext(stream), WAIT)
     assert first.turn_id == run.turn_id
     run.complete()

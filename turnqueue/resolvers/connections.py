@@ -20,14 +20,19 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from graphql import GraphQLError
-
 from turnqueue import domain
 from turnqueue.engine.reads import Page, Reads, SessionKey, TaskKey, TurnKey, Window
-from turnqueue.errors import ErrorCode
-from turnqueue.schema.connections import Connection, Edge, PageArgs, PageInfo, page_count
+from turnqueue.schema.connections import (
+    Connection,
+    Edge,
+    PageArgs,
+    PageInfo,
+    invalid,
+    page_count,
+)
 from turnqueue.schema.items import TurnItem, item_from_domain
-from turnqueue.schema.types import Session, Task, Turn
+from turnqueue.schema.sessions import Session, Task
+from turnqueue.schema.turns import Turn
 
 #: Items per page when neither ``first`` nor ``last`` is given; at most ``domain.MAX_PAGE`` in
 #: any case.
@@ -39,10 +44,6 @@ MAX_SEQ = 2**31 - 1
 K = TypeVar("K")
 D = TypeVar("D")
 N = TypeVar("N")
-
-
-def invalid(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": ErrorCode.INVALID_INPUT.value})
 
 
 def encode_cursor(kind: str, *key: object) -> str:

@@ -28,7 +28,8 @@ from turnqueue.engine import Engine
 from turnqueue.resolvers import connections
 from turnqueue.schema.connections import Connection, PageArgs
 from turnqueue.schema.items import TurnItem
-from turnqueue.schema.types import Session, Turn
+from turnqueue.schema.sessions import Session
+from turnqueue.schema.turns import Turn
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -82,7 +83,7 @@ class Loaders:
 
     @cached_property
     def turns(self) -> DataLoader[tuple[str, int], list[domain.Turn]]:
-        return _each(self._turns)
+        return _each(lambda key: self.engine.turns_of(*key))
 
     @cached_property
     def cancellation(self) -> DataLoader[str, domain.CancellationStatus]:
@@ -97,9 +98,6 @@ class Loaders:
     async def _sessions_of_tasks(self, ids: list[str]) -> list[list[domain.Session]]:
         found = await self.engine.reads.sessions_of_tasks(ids)
         return [found.get(i, []) for i in ids]
-
-    async def _turns(self, key: tuple[str, int]) -> list[domain.Turn]:
-        return await self.engine.turns_of(*key)
 
 
 def _found(read: Callable[[list[K]], Awaitable[Mapping[K, V]]]) -> DataLoader[K, V | None]:

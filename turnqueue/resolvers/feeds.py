@@ -31,9 +31,9 @@ from typing import Generic, Protocol, TypeVar
 from graphql import GraphQLError
 
 from turnqueue import domain
-from turnqueue.bus import Event, EventKind, Watch
+from turnqueue.bus import Event, EventKind, SubscriberLagged, Subscription, Watch
 from turnqueue.resolvers.context import Context
-from turnqueue.schema.types import CancellationStatus, QueueStatus
+from turnqueue.schema.queue import CancellationStatus, QueueStatus
 
 RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snapshot"
 
@@ -41,6 +41,18 @@ RESYNC_MESSAGE = "this subscription fell behind; resubscribe to get a fresh snap
 def resync_error() -> GraphQLError:
     """R3: the subscriber must resubscribe for a fresh snapshot (``extensions.code`` RESYNC)."""
     return GraphQLError(RESYNC_MESSAGE, extensions={"code": "RESYNC"})
+
+
+async def next_event(sub: Subscription) -> Event:
+    """The subscription's next event; the resync error when it fell behind or the bus lost
+    events (a RESYNC event)."""
+    try:
+        event = await sub.get()
+    except SubscriberLagged:
+        raise resync_error() from None
+    if event.kind is EventKind.RESYNC:
+        raise resync_error()
+    return event
 
 
 class Revisioned(Protocol):

@@ -18,14 +18,14 @@ place's end (as after a gap, which a lagging buffer would otherwise cause, RESYN
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from turnqueue.bus import Event, EventKind
-from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.domain import ItemsChunk, OutputRecord, TurnItem, TurnStatus
 from turnqueue.engine.items import ItemFold
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Start, event_id
 from turnqueue.schema.turns import TurnItemsChunk
 
@@ -37,12 +37,6 @@ class _Place:
     end: int = 0  # log entries folded
     hide: int = 0  # entries before this were sent before the resume (afterOffset)
     done: bool = False
-
-
-def items_event_id(chunk: ItemsChunk) -> str:
-    """O3: a turnItems event's SSE ``id``: the place after it (``<turnId>:<nextOffset>``, and
-    ``:done`` for the turn's end), what a reconnect resumes from."""
-    return event_id(chunk.turn_id, chunk.next_offset, chunk.done)
 
 
 def _advance(
@@ -92,13 +86,9 @@ def _news(event: Event, place: _Place | None, follow: bool) -> bool:
 
 
 async def items_stream(
-    ctx: Context,
-    session_id: str,
-    start: Start,
-    next_event: Callable[[BusSubscription], Awaitable[Event]],
+    ctx: Context, session_id: str, start: Start
 ) -> AsyncGenerator[TurnItemsChunk, None]:
-    """O2 for items: what follows the start, from the log, then live. With ``turnId`` the
-    stream ends after that turn's end; without it, it follows the session's later turns too."""
+    """O2 for items, as :func:`~turnqueue.resolvers.output_stream.output_stream` for text."""
     engine = ctx.engine
     sub = engine.subscribe(session_id, [EventKind.ITEMS, EventKind.OUTPUT, EventKind.SESSION])
     place: _Place | None = None
@@ -113,8 +103,7 @@ async def items_stream(
         return _advance(session_id, place, records, ended, turn.status)
 
     async def catch_up(event: Event | None = None) -> AsyncIterator[ItemsChunk]:
-        """From the place on: the rest of its turn, then (following) each later turn. ``event``:
-        the one that asked for it (its reads are shared with the other streams, EventReads)."""
+        """As ``output_stream``'s ``catch_up``."""
         nonlocal place
         while True:
             if place is not None and not place.done:
@@ -133,7 +122,7 @@ async def items_stream(
 
     def out(chunk: ItemsChunk) -> TurnItemsChunk:
         ctx.renew_loaders()
-        ctx.event_id = items_event_id(chunk)
+        ctx.event_id = event_id(chunk.turn_id, chunk.next_offset, chunk.done)  # O3
         return TurnItemsChunk.from_domain(chunk)
 
     try:

@@ -14,21 +14,16 @@ from typing import Annotated, Any, TypeVar, cast, get_type_hints
 import strawberry
 
 from turnqueue import domain
+from turnqueue.engine import Engine
 from turnqueue.errors import UserFacingError
 from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
 from turnqueue.schema import inputs as i
 from turnqueue.schema import payloads as p
 from turnqueue.schema.items import Approval
-from turnqueue.schema.types import (
-    CancellationStatus,
-    QueueEntry,
-    QueueStatus,
-    Session,
-    Task,
-    Turn,
-    UserError,
-)
+from turnqueue.schema.queue import CancellationStatus, QueueEntry, QueueStatus
+from turnqueue.schema.sessions import Session, Task
+from turnqueue.schema.turns import Turn
 
 Info = strawberry.Info[Context, None]
 
@@ -52,11 +47,17 @@ def mutation(description: str) -> Callable[[F], F]:
             try:
                 return await resolver(*args, **kwargs)
             except UserFacingError as e:
-                return payload(user_errors=[UserError.from_domain(e)])
+                return payload(user_errors=[p.UserError.from_domain(e)])
 
-        return described.mutation(description)(cast(F, answer))
+        # A mutation is a field of the Mutation type (``strawberry.mutation`` is ``field``).
+        return described.field(description)(cast(F, answer))
 
     return decorate
+
+
+def _caller(info: Info) -> tuple[Engine, str]:
+    """The engine, and the principal calling it."""
+    return info.context.engine, info.context.require_principal()
 
 
 def _turn(turn: domain.Turn | None) -> Turn | None:
@@ -74,10 +75,8 @@ class Mutation:
         "INVALID_INPUT (title, agent)."
     )
     async def create_task(self, info: Info, input: Input[i.CreateTaskInput]) -> p.CreateTaskPayload:
-        ctx = info.context
-        task, session = await ctx.engine.create_task(
-            ctx.require_principal(), input.title, input.agent
-        )
+        engine, principal = _caller(info)
+        task, session = await engine.create_task(principal, input.title, input.agent)
         return p.CreateTaskPayload(
             task=Task.from_domain(task), session=Session.from_domain(session)
         )
@@ -92,8 +91,8 @@ class Mutation:
     async def send_message(
         self, info: Info, input: Input[i.SendMessageInput]
     ) -> p.SendMessagePayload:
-        ctx, principal = info.context, info.context.require_principal()
-        admission = await ctx.engine.send_message(
+        engine, principal = _caller(info)
+        admission = await engine.send_message(
             principal,
             input.session_id,
             input.content,
@@ -123,9 +122,9 @@ class Mutation:
     async def enqueue_message(
         self, info: Info, input: Input[i.EnqueueMessageInput]
     ) -> p.EnqueueMessagePayload:
-        ctx = info.context
-        entry, turn, queue = await ctx.engine.enqueue(
-            ctx.require_principal(),
+        engine, principal = _caller(info)
+        entry, turn, queue = await engine.enqueue(
+            principal,
             input.session_id,
             input.content,
             input.expected_revision,
@@ -145,13 +144,9 @@ class Mutation:
     async def update_queue_entry(
         self, info: Info, input: Input[i.UpdateQueueEntryInput]
     ) -> p.QueuePayload:
-        ctx = info.context
-        queue = await ctx.engine.update_entry(
-            ctx.require_principal(),
-            input.session_id,
-            input.entry_id,
-            input.content,
-            input.expected_revision,
+        engine, principal = _caller(info)
+        queue = await engine.update_entry(
+            principal, input.session_id, input.entry_id, input.content, input.expected_revision
         )
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
@@ -162,9 +157,9 @@ class Mutation:
     async def remove_queue_entry(
         self, info: Info, input: Input[i.RemoveQueueEntryInput]
     ) -> p.QueuePayload:
-        ctx = info.context
-        queue = await ctx.engine.remove_entry(
-            ctx.require_principal(), input.session_id, input.entry_id, input.expected_revision
+        engine, principal = _caller(info)
+        queue = await engine.remove_entry(
+            principal, input.session_id, input.entry_id, input.expected_revision
         )
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
@@ -173,10 +168,8 @@ class Mutation:
         "touched. userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
     )
     async def clear_queue(self, info: Info, input: Input[i.ClearQueueInput]) -> p.QueuePayload:
-        ctx = info.context
-        queue = await ctx.engine.clear_queue(
-            ctx.require_principal(), input.session_id, input.expected_revision
-        )
+        engine, principal = _caller(info)
+        queue = await engine.clear_queue(principal, input.session_id, input.expected_revision)
         return p.QueuePayload(queue=QueueStatus.from_domain(queue))
 
     @mutation(
@@ -184,9 +177,9 @@ class Mutation:
         "(Q12). userErrors: INVALID_INPUT, NOT_FOUND, QUEUE_CHANGED."
     )
     async def reorder_queue(self, info: Info, input: Input[i.ReorderQueueInput]) -> p.QueuePayload:
-        ctx = info.context
-        queue = await ctx.engine.reorder_queue(
-            ctx.require_principal(),
+        engine, principal = _caller(info)
+        queue = await engine.reorder_queue(
+            principal,
             input.session_id,
             [str(x) for x in input.ordered_ids],
             input.expected_revision,
@@ -221,9 +214,9 @@ class Mutation:
     async def set_auto_run(
         self, info: Info, input: Input[i.SetAutoRunInput]
     ) -> p.SetAutoRunPayload:
-        ctx = info.context
-        applied = await ctx.engine.set_auto_run(
-            ctx.require_principal(), input.session_id, input.auto_run, input.expected_revision
+        engine, principal = _caller(info)
+        applied = await engine.set_auto_run(
+            principal, input.session_id, input.auto_run, input.expected_revision
         )
         return p.SetAutoRunPayload(
             queue=QueueStatus.from_domain(applied.queue),
@@ -241,16 +234,12 @@ class Mutation:
         "instances: the one running the turn did not answer)."
     )
     async def send_now(self, info: Info, input: Input[i.SendNowInput]) -> p.SendNowPayload:
-        ctx = info.context
-        result = await ctx.engine.send_now(
-            ctx.require_principal(),
-            input.session_id,
-            input.scope,
-            input.entry_id,
-            input.expected_revision,
+        engine, principal = _caller(info)
+        result = await engine.send_now(
+            principal, input.session_id, input.scope, input.entry_id, input.expected_revision
         )
         # The status the delivery committed; read when another instance ran the Send Now.
-        queue = result.queue or await ctx.engine.queue_status(input.session_id)
+        queue = result.queue or await engine.queue_status(input.session_id)
         return p.SendNowPayload(
             queue=QueueStatus.from_domain(queue),
             turn=_turn(result.turn),
@@ -263,10 +252,8 @@ class Mutation:
         "SESSION_BUSY, SESSION_NOT_PROMPTABLE."
     )
     async def drain(self, info: Info, input: Input[i.DrainInput]) -> p.DrainPayload:
-        ctx = info.context
-        turn, queue = await ctx.engine.drain(
-            ctx.require_principal(), input.session_id, input.expected_revision
-        )
+        engine, principal = _caller(info)
+        turn, queue = await engine.drain(principal, input.session_id, input.expected_revision)
         return p.DrainPayload(
             queue=QueueStatus.from_domain(queue), turn=_turn(turn), drained=turn is not None
         )
@@ -279,9 +266,9 @@ class Mutation:
     async def answer_clarification(
         self, info: Info, input: Input[i.AnswerClarificationInput]
     ) -> p.SessionPayload:
-        ctx = info.context
-        session = await ctx.engine.answer_clarification(
-            ctx.require_principal(), input.session_id, input.answer, input.clarification_id
+        engine, principal = _caller(info)
+        session = await engine.answer_clarification(
+            principal, input.session_id, input.answer, input.clarification_id
         )
         return p.SessionPayload(session=Session.from_domain(session))
 
@@ -294,9 +281,9 @@ class Mutation:
     async def answer_approval(
         self, info: Info, input: Input[i.AnswerApprovalInput]
     ) -> p.AnswerApprovalPayload:
-        ctx = info.context
-        approval, session = await ctx.engine.answer_approval(
-            ctx.require_principal(), input.approval_id, input.option_id
+        engine, principal = _caller(info)
+        approval, session = await engine.answer_approval(
+            principal, input.approval_id, input.option_id
         )
         return p.AnswerApprovalPayload(
             approval=Approval.from_domain(approval), session=Session.from_domain(session)
@@ -309,8 +296,6 @@ class Mutation:
         "step), NOT_FOUND."
     )
     async def move_task(self, info: Info, input: Input[i.MoveTaskInput]) -> p.MoveTaskPayload:
-        ctx = info.context
-        task, session = await ctx.engine.move_task(
-            ctx.require_principal(), input.task_id, input.step
-        )
+        engine, principal = _caller(info)
+        task, session = await engine.move_task(principal, input.task_id, input.step)
         return p.MoveTaskPayload(task=Task.from_domain(task), session=Session.from_domain(session))

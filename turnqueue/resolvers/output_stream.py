@@ -20,16 +20,14 @@ dropped by the place.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from turnqueue.bus import Event, EventKind
-from turnqueue.bus import Subscription as BusSubscription
 from turnqueue.domain import OutputChunk
 from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Place, Start, event_id
 from turnqueue.schema.turns import TurnOutputChunk
-
-NextEvent = Callable[[BusSubscription], Awaitable[Event]]
 
 
 def take(place: Place, chunk: OutputChunk) -> tuple[Place, OutputChunk | None]:
@@ -48,7 +46,7 @@ def take(place: Place, chunk: OutputChunk) -> tuple[Place, OutputChunk | None]:
 
 
 async def output_stream(
-    ctx: Context, session_id: str, start: Start, next_event: NextEvent
+    ctx: Context, session_id: str, start: Start
 ) -> AsyncGenerator[TurnOutputChunk, None]:
     """O2: what follows the start, from the log, then live. With ``turnId`` the stream ends
     after that turn's end; without it, it follows the session's later turns too."""

@@ -11,7 +11,8 @@ from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection, PageArgs, page_count
 from turnqueue.schema.items import AgentProfile
-from turnqueue.schema.types import After, Before, First, Last, Session, Task
+from turnqueue.schema.reads import After, Before, First, Last
+from turnqueue.schema.sessions import Session, Task
 
 Info = strawberry.Info[Context, None]
 Id = Annotated[strawberry.ID, strawberry.argument(description="Its id.")]

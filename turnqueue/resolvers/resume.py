@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from turnqueue.resolvers.connections import invalid
 from turnqueue.resolvers.context import Context
+from turnqueue.schema.connections import invalid
 
 DONE = "done"
 

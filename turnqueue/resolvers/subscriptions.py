@@ -19,8 +19,7 @@ import strawberry
 from graphql import GraphQLError
 
 from turnqueue import domain
-from turnqueue.bus import Event, EventKind, SubscriberLagged
-from turnqueue.bus import Subscription as BusSubscription
+from turnqueue.bus import EventKind
 from turnqueue.errors import UserFacingError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import (
@@ -31,7 +30,7 @@ from turnqueue.resolvers.feeds import (
     FeedOpener,
     QueueFeed,
     T,
-    resync_error,
+    next_event,
     states,
 )
 from turnqueue.resolvers.item_stream import items_stream
@@ -39,13 +38,9 @@ from turnqueue.resolvers.output_stream import output_stream
 from turnqueue.resolvers.resume import Start, last_revisions, start_of
 from turnqueue.resolvers.revisions import Snapshot, fields
 from turnqueue.schema import fields as described
-from turnqueue.schema.types import (
-    CancellationStatus,
-    QueueStatus,
-    Session,
-    TurnItemsChunk,
-    TurnOutputChunk,
-)
+from turnqueue.schema.queue import CancellationStatus, QueueStatus
+from turnqueue.schema.sessions import Session
+from turnqueue.schema.turns import TurnItemsChunk, TurnOutputChunk
 
 Info = strawberry.Info[Context, None]
 #: ``turnId`` of turnOutput and turnItems: the turn whose log is read.
@@ -67,16 +62,6 @@ async def _authorize(ctx: Context, session_id: str) -> domain.Session:
         return await ctx.engine.authorize_session(ctx.require_principal(), session_id)
     except UserFacingError as e:
         raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
-
-
-async def _next_event(sub: BusSubscription) -> Event:
-    try:
-        event = await sub.get()
-    except SubscriberLagged:
-        raise resync_error() from None
-    if event.kind is EventKind.RESYNC:
-        raise resync_error()
-    return event
 
 
 #: Q13: a QueueStatus is covered by the queue revision as a whole.
@@ -143,7 +128,7 @@ async def _session_stream(
                 ctx.renew_loaders().cancellation.prime(session_id, cancellation)
                 ctx.event_id = f"{session.revision}:{cancellation.revision}"  # O3: the SSE id
                 yield Session.from_domain(session)
-            event = await _next_event(sub)
+            event = await next_event(sub)
             # C6: a transition is shown as its event carried it. Reading the flag now instead
             # would skip "pending" whenever the cancel ends before the session read returns.
             carried = event.cancellation
@@ -307,9 +292,8 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncGenerator[TurnOutputChunk, None]:
-        ctx = info.context
-        start = await _start(ctx, session_id, turn_id, after_offset)
-        return output_stream(ctx, session_id, start, _next_event)
+        start = await _start(info.context, session_id, turn_id, after_offset)
+        return output_stream(info.context, session_id, start)
 
     @described.subscription(
         "A turn's structured output (A3, O2): its items (messages, thoughts, tool calls with "
@@ -336,6 +320,5 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncGenerator[TurnItemsChunk, None]:
-        ctx = info.context
-        start = await _start(ctx, session_id, turn_id, after_offset)
-        return items_stream(ctx, session_id, start, _next_event)
+        start = await _start(info.context, session_id, turn_id, after_offset)
+        return items_stream(info.context, session_id, start)

@@ -37,15 +37,17 @@ LAST = (
 BEFORE = "Only items before this cursor (an edge's `cursor` or `pageInfo.startCursor`)."
 
 
+def invalid(message: str) -> GraphQLError:
+    """A bad argument: a top-level error with ``extensions.code`` INVALID_INPUT."""
+    return GraphQLError(message, extensions={"code": ErrorCode.INVALID_INPUT.value})
+
+
 def page_count(name: str, count: int) -> int:
     """A count argument (``first``, ``last``) as a page answers it, at most ``domain.MAX_PAGE``
     (S3): a negative one is an INVALID_INPUT error, for the connections and the deprecated
-    lists alike (a list once answered ``[]`` where its connection refused)."""
+    lists alike."""
     if count < 0:
-        raise GraphQLError(
-            f"{name} must not be negative, not {count}",
-            extensions={"code": ErrorCode.INVALID_INPUT.value},
-        )
+        raise invalid(f"{name} must not be negative, not {count}")
     return domain.clamp_page(count)
 
 

@@ -221,6 +221,7 @@ for _enum, (_description, _values) in DESCRIPTIONS.items():
     for _value in _definition.values:
         _value.description = _values[_value.name]  # KeyError: an undocumented value
 
+#: The registered enums, imported from here by the schema types (which runs the loop above first).
 SessionState = domain.SessionState
 TurnStatus = domain.TurnStatus
 MessageSource = domain.MessageSource
@@ -237,22 +238,3 @@ AuthState = domain.AuthState
 ConversationStart = domain.ConversationStart
 ItemKind = domain.ItemKind
 ApprovalOutcome = domain.ApprovalOutcome
-
-__all__ = [
-    "AgentErrorKind",
-    "AgentType",
-    "ApprovalOutcome",
-    "AuthState",
-    "CancelOutcome",
-    "ConversationStart",
-    "Delivery",
-    "ErrorCode",
-    "HoldReason",
-    "ItemKind",
-    "MessageSource",
-    "PauseReason",
-    "SendNowScope",
-    "SendOutcome",
-    "SessionState",
-    "TurnStatus",
-]

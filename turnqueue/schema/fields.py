@@ -1,4 +1,4 @@
-"""``@field``, ``@mutation`` and ``@subscription`` with a description, typed for strict mypy;
+"""``@field`` (a mutation's too) and ``@subscription`` with a description, typed for strict mypy;
 :func:`null` for a nullable field and :func:`copied` to build a type from its domain value.
 
 Strawberry types the keyword-only form ``strawberry.field(description=…)`` as ``Any``, which
@@ -21,28 +21,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound="DataclassInstance")
 
 
-def field(description: str, *, deprecation_reason: str | None = None) -> Callable[[F], F]:
+def field(
+    description: str, *, deprecation_reason: str | None = None, is_subscription: bool = False
+) -> Callable[[F], F]:
     def decorate(resolver: F) -> F:
         made = strawberry.field(
-            resolver=resolver, description=description, deprecation_reason=deprecation_reason
+            resolver=resolver,
+            description=description,
+            deprecation_reason=deprecation_reason,
+            is_subscription=is_subscription,
         )
         return cast(F, made)
 
     return decorate
 
 
-def mutation(description: str) -> Callable[[F], F]:
-    def decorate(resolver: F) -> F:
-        return cast(F, strawberry.mutation(resolver=resolver, description=description))
-
-    return decorate
-
-
 def subscription(description: str) -> Callable[[F], F]:
-    def decorate(resolver: F) -> F:
-        return cast(F, strawberry.subscription(resolver=resolver, description=description))
-
-    return decorate
+    return field(description, is_subscription=True)
 
 
 def null(description: str) -> Any:

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import strawberry
 
-from turnqueue.schema.enums import CancelOutcome, SendOutcome
-from turnqueue.schema.fields import null
+from turnqueue.errors import UserFacingError
+from turnqueue.schema.enums import CancelOutcome, ErrorCode, SendOutcome
+from turnqueue.schema.fields import copied, null
 from turnqueue.schema.items import Approval
-from turnqueue.schema.types import (
-    CancellationStatus,
-    QueueEntry,
-    QueueStatus,
-    Session,
-    Task,
-    Turn,
-    UserError,
+from turnqueue.schema.queue import CancellationStatus, QueueEntry, QueueStatus
+from turnqueue.schema.sessions import Session, Task
+from turnqueue.schema.turns import Turn
+
+
+@strawberry.type(
+    description="An expected refusal of a mutation: the mutation changed nothing and the "
+    "entities of its payload are null."
 )
+class UserError:
+    code: ErrorCode = strawberry.field(description="What was refused, for programs to act on.")
+    message: str = strawberry.field(
+        description="What was refused, in a sentence for people (its wording may change)."
+    )
+    field: list[str] | None = strawberry.field(
+        default=None,
+        description='The path of the input field at fault, e.g. `["entryId"]`; null when no '
+        "single field is.",
+    )
+
+    @classmethod
+    def from_domain(cls, error: UserFacingError) -> UserError:
+        return copied(cls, error)
 
 
 # A fresh field each time (Strawberry types ``strawberry.field`` as ``Any``).

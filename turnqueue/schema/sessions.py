@@ -70,8 +70,7 @@ class Task:
         last: Last = None,
         before: Before = None,
     ) -> Connection[Session]:
-        args = PageArgs(first=first, after=after, last=last, before=before)
-        return await info.context.sessions_connection(self.id, args)
+        return await info.context.sessions_connection(self.id, PageArgs(first, after, last, before))
 
 
 @strawberry.type(
@@ -262,5 +261,4 @@ class Session:
         last: Last = None,
         before: Before = None,
     ) -> Connection[Turn]:
-        args = PageArgs(first=first, after=after, last=last, before=before)
-        return await info.context.turns_connection(self.id, args)
+        return await info.context.turns_connection(self.id, PageArgs(first, after, last, before))

@@ -88,8 +88,7 @@ class Turn:
         last: Last = None,
         before: Before = None,
     ) -> Connection[TurnItem]:
-        args = PageArgs(first=first, after=after, last=last, before=before)
-        return await info.context.items_connection(self.id, args)
+        return await info.context.items_connection(self.id, PageArgs(first, after, last, before))
 
     @described.field(
         "Every permission request the agent made during the turn, with its answer (who, "
