@@ -103,13 +103,14 @@ class AgentSessions:
         return {}
 
     # -- session start (A2) --------------------------------------------------------------------
-    def needs_start(self, agent_name: str) -> bool:
-        return hasattr(self.core.agents[agent_name], "prepare_session")
-
-    def start(self, session_id: str, task_id: str, agent_name: str) -> None:
+    def start(self, session_id: str, task_id: str, agent_name: str) -> bool:
+        """Start the session's agent in the background (A2); False when its profile needs none."""
+        if not hasattr(self.core.agents[agent_name], "prepare_session"):
+            return False
         self.core.spawn(
             self._start(session_id, task_id, agent_name), name=f"agent-start:{session_id}"
         )
+        return True
 
     async def _keep_starting(self, session_id: str) -> None:
         while True:

@@ -20,9 +20,9 @@ Then the body runs, and the unit of work
   whose queue status the transaction changed (``Tx.changed_queues``) whether or not the rule
   asked;
 - reads the queue status once at the end of the body, before COMMIT, when the rule wants it
-  (:meth:`Change.want_status`: a mutation's payload) or when a subscriber here watches the
-  session's queue: the queue event then carries it, so no subscriber reads it again (P8);
-  only its entries when the rule vouched for the view (:meth:`Change.view_now`);
+  (``status=True``: a mutation's payload) or when a subscriber here watches the session's
+  queue: the queue event then carries it, so no subscriber reads it again (P8); only its
+  entries when the rule vouched for the view (:meth:`Change.view_now`);
 - tracks the session's revision through the operations that move it (:meth:`Change.start_turn`,
   :meth:`Change.end_turn`, ...) and publishes one session event carrying the revision the
   transaction commits;
@@ -121,7 +121,7 @@ def publish_after(
 class Change:
     """One session's changes inside one transaction that holds its lock row."""
 
-    def __init__(self, core: Parts, tx: Tx, view: SessionView) -> None:
+    def __init__(self, core: Parts, tx: Tx, view: SessionView, *, status: bool = False) -> None:
         self._core = core
         self.tx = tx
         #: the session as the lock row found it (rules may keep a derived view of their own)
@@ -131,9 +131,9 @@ class Change:
         self.session_revision = view.session.revision
         #: the queue revision this transaction bumped to, once it has
         self.queue_revision: int | None = None
-        #: the queue status at the end of the body, when it was read (``want_status``)
+        #: the queue status at the end of the body, when it was read (``status=True``)
         self.status: QueueStatus | None = None
-        self._status_wanted = False
+        self._status_wanted = status
         self._view_now: SessionView | None = None
         self._session_changed = False
         self._joined: list[Change] = []
@@ -167,11 +167,6 @@ class Change:
             publish_after(
                 self._core, self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
             )
-
-    def want_status(self) -> None:
-        """Read the queue status at the end of the body (``status``), in this transaction:
-        what a mutation answers, changed or not."""
-        self._status_wanted = True
 
     def view_now(self, view: SessionView) -> None:
         """The rule vouches that ``view`` is the session as this transaction leaves it, its
@@ -237,17 +232,13 @@ class Change:
         self.session_changed(session.revision)
         return turn, session
 
-    async def set_session_state(self, state: SessionState) -> Session:
+    async def set_session_state(self, state: SessionState) -> None:
         session = await self.tx.set_session_state(self.session_id, state)
         self.session_changed(session.revision)
-        return session
 
-    async def set_clarification(self, *, turn_id: str | None, question: str) -> Clarification:
-        clarification = await self.tx.set_clarification(
-            self.session_id, turn_id=turn_id, question=question
-        )
+    async def set_clarification(self, *, turn_id: str | None, question: str) -> None:
+        await self.tx.set_clarification(self.session_id, turn_id=turn_id, question=question)
         self.session_changed(self.session_revision + 1)
-        return clarification
 
     async def clear_clarification(self) -> Clarification | None:
         cleared = await self.tx.clear_clarification(self.session_id)
@@ -255,11 +246,9 @@ class Change:
             self.session_changed(self.session_revision + 1)
         return cleared
 
-    async def bump_session(self) -> int:
+    async def bump_session(self) -> None:
         """A new session revision without a state change (A6: ``pendingApproval``)."""
-        revision = await self.tx.bump_session(self.session_id)
-        self.session_changed(revision)
-        return revision
+        self.session_changed(await self.tx.bump_session(self.session_id))
 
     # -- runtime holds (Q9) and the cancellation they make pending (C1, C2) -----------------
     async def change_hold(self, kind: HoldReason, delta: int) -> None:
@@ -333,16 +322,23 @@ class Change:
 
 
 @asynccontextmanager
-async def change(
-    core: Parts, session_id: str, expected_revision: int | None, *, session_lock: bool
+async def unit_of_work(
+    core: Parts,
+    session_id: str,
+    expected_revision: int | None = None,
+    *,
+    session_lock: bool = True,
+    status: bool = False,
 ) -> AsyncIterator[Change]:
-    """See the module's docstring (``Core.change`` is the entry point)."""
+    """One rule's unit of work on one session, entered as ``core.change(...)`` (see the module's
+    docstring); ``status``: read the queue status at the end of the body (``c.status``), in its
+    transaction: what a mutation answers, changed or not."""
     lock: AbstractAsyncContextManager[object] = (
         core.session_lock(session_id) if session_lock else nullcontext()
     )
     async with lock:
         async with core.store.transaction() as tx:
-            c = Change(core, tx, await tx.lock(session_id))
+            c = Change(core, tx, await tx.lock(session_id), status=status)
             revision = c.view.policy.revision
             if expected_revision is not None and expected_revision != revision:  # Q13
                 raise Conflict(

@@ -51,7 +51,7 @@ from turnqueue.domain import (
     RequestState,
     TurnStatus,
 )
-from turnqueue.engine.peers import ClusterHooks, Handler, OwnerGone, OwnerUnreachable, Spawn
+from turnqueue.engine.peers import ClusterHooks, OwnerGone, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
@@ -104,7 +104,6 @@ class Cluster:
         self._replies: dict[str, asyncio.Event] = {}
         #: the requests this instance is running for others
         self._serving: set[str] = set()
-        self._handlers: dict[str, Handler] = dict(hooks.handlers)
         self._last_live: set[int] = set()
         #: instances heard from since the last heartbeat (they may have come and gone between
         #: two beats: their death still owes the others a sweep of eligible queues, M6)
@@ -267,7 +266,7 @@ class Cluster:
             self._serving.discard(request_id)
 
     async def _run(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        handler = self._handlers.get(op)
+        handler = self._hooks.handlers.get(op)
         try:
             if handler is None:
                 raise ValueError(f"unknown operation {op!r}")

@@ -10,9 +10,7 @@ One :class:`Core` per process. Hazards it owns:
   own tasks.
 - Every rule changes a session through one unit of work, ``change(sid, expected_revision)``
   (``engine/change.py``): its publications and launches come only after COMMIT.
-- A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is a row held by ``hold(sid, kind)``, written
-  with a queue revision when it starts and ends, and released on every exit; ``heldBy`` is read
-  from the rows of one revision alone (``held_by``), so it is the same on every instance (R3).
+- A runtime hold (CANCELLING, WORKFLOW_TRANSITION) is a row: see :meth:`Core.hold`.
 - Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
 """
 
@@ -21,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Coroutine
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
 
@@ -37,7 +35,7 @@ from turnqueue.domain import (
     QueueStatus,
     Workflow,
 )
-from turnqueue.engine.change import Change, Reference, change
+from turnqueue.engine.change import Reference, unit_of_work
 from turnqueue.engine.peers import Peers
 from turnqueue.engine.stats import NULL_METRICS, Metrics
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
@@ -130,11 +128,9 @@ class Core:
         return owner if owner in await self.cluster.live() else None
 
     # -- the unit of work and runtime holds ----------------------------------------------------
-    def change(
-        self, session_id: str, expected_revision: int | None = None, *, session_lock: bool = True
-    ) -> AbstractAsyncContextManager[Change]:
-        """One rule's unit of work on one session (see ``engine/change.py``)."""
-        return change(self, session_id, expected_revision, session_lock=session_lock)
+    #: ``async with core.change(session_id, expected_revision) as c:``, one rule's unit of
+    #: work on one session (``engine/change.py``)
+    change = unit_of_work
 
     @asynccontextmanager
     async def hold(self, session_id: str, kind: CancelKind | None = None) -> AsyncIterator[None]:

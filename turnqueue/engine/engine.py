@@ -330,10 +330,9 @@ class Engine:
                 task_id=task.id, agent=agent_name, state=SessionState.CREATED
             )
             session = await tx.set_session_state(session.id, SessionState.STARTING)
-        if self.agent_sessions.needs_start(agent_name):
+        if self.agent_sessions.start(session.id, task.id, agent_name):
             # A2: the agent starts in the background; the session is STARTING meanwhile (a
             # prompt is queued) and becomes WAITING_FOR_INPUT, or FAILED with the reason.
-            self.agent_sessions.start(session.id, task.id, agent_name)
             return task, session
         async with self.core.store.transaction() as tx:
             session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)

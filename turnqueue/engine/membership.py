@@ -19,7 +19,7 @@ async def join_cluster(
     turns: Turns,
     served: Mapping[str, Handler],
     on_beat: Callable[[], None],
-) -> Cluster:
+) -> None:
     """Hear the other instances, answer their forwarded requests (``served``), adopt the dead's;
     ``on_beat``: run after each heartbeat (the rows other instances wrote for this one, in case
     a NOTIFY was lost). The cluster becomes ``core.cluster`` before it starts."""
@@ -46,4 +46,3 @@ async def join_cluster(
         hooks=hooks,
     )
     await cluster.start()
-    return cluster

@@ -1,8 +1,8 @@
 """Queue operations: enqueue, manage entries, the auto-run policy, drain and Send Now (Q1–Q14).
 
-Every mutation runs in one transaction that takes the session's lock row first, checks
-``expectedRevision`` (Q13) and bumps the queue revision once; a refused mutation raises before
-the commit, so it changes nothing.
+Every transaction here is a unit of work (``engine/change.py``: the lock row first,
+``expectedRevision`` checked, one queue revision); a refused mutation raises before its commit,
+so it changes nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 class Applied(NamedTuple):
     """A queue mutation's outcome: the turn it started, if any, and the queue status its
-    transaction committed (read before COMMIT, ``Change.want_status``)."""
+    transaction committed (read before COMMIT, ``status=True``)."""
 
     turn: Turn | None
     queue: QueueStatus
@@ -88,8 +88,7 @@ class QueueOps:
     ) -> Enqueued:
         """Always queue, then one automatic drain (Q3). An enqueue whose ``client_message_id``
         was sent before answers that send's outcome and queues nothing (Q15)."""
-        async with self.core.change(session_id, expected_revision) as c:
-            c.want_status()
+        async with self.core.change(session_id, expected_revision, status=True) as c:
             replayed, result = None, None
             if client_message_id is not None:
                 replayed = await replay(c, client_message_id, content)
@@ -125,10 +124,9 @@ class QueueOps:
         return entry, turn, result
 
     async def update_entry(
-        self, session_id: str, entry_id: str, content: str, expected_revision: int | None
+        self, session_id: str, entry_id: str, content: str, expected: int | None
     ) -> QueueStatus:
-        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
-            c.want_status()
+        async with self.core.change(session_id, expected, session_lock=False, status=True) as c:
             entry = _visible(await c.tx.list_entries(session_id), entry_id)
             if entry.source is not MessageSource.USER:
                 raise Conflict(
@@ -139,27 +137,24 @@ class QueueOps:
         return _status(c)
 
     async def remove_entry(
-        self, session_id: str, entry_id: str, expected_revision: int | None
+        self, session_id: str, entry_id: str, expected: int | None
     ) -> QueueStatus:
-        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
-            c.want_status()
+        async with self.core.change(session_id, expected, session_lock=False, status=True) as c:
             _visible(await c.tx.list_entries(session_id), entry_id)
             await c.tx.remove_entries(session_id, [entry_id])
             await c.queue_changed()
         return _status(c)
 
-    async def clear(self, session_id: str, expected_revision: int | None) -> QueueStatus:
-        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
-            c.want_status()
+    async def clear(self, session_id: str, expected: int | None) -> QueueStatus:
+        async with self.core.change(session_id, expected, session_lock=False, status=True) as c:
             if await c.tx.remove_entries(session_id, None):
                 await c.queue_changed()
         return _status(c)
 
     async def reorder(
-        self, session_id: str, ordered_ids: Sequence[str], expected_revision: int | None
+        self, session_id: str, ordered_ids: Sequence[str], expected: int | None
     ) -> QueueStatus:
-        async with self.core.change(session_id, expected_revision, session_lock=False) as c:
-            c.want_status()
+        async with self.core.change(session_id, expected, session_lock=False, status=True) as c:
             visible = [e.id for e in await c.tx.list_entries(session_id)]
             if len(ordered_ids) != len(set(ordered_ids)) or sorted(ordered_ids) != sorted(visible):
                 raise Conflict(
@@ -180,8 +175,9 @@ class QueueOps:
         decision and its reservation."""
         # ON decides about the session's turn (its drain): under the session lock. OFF does
         # not, so it never waits for one.
-        async with self.core.change(session_id, expected_revision, session_lock=auto_run) as c:
-            c.want_status()
+        async with self.core.change(
+            session_id, expected_revision, session_lock=auto_run, status=True
+        ) as c:
             reason = None if auto_run else PauseReason.USER
             view = c.view
             if (view.policy.auto_run, view.policy.pause_reason) != (auto_run, reason):
@@ -203,8 +199,9 @@ class QueueOps:
         async with self.core.session_lock(session_id):
             # Two units of work under one session lock: the policy commits even when the
             # targeted start that follows finds the session held or fails (Q6).
-            async with self.core.change(session_id, expected_revision, session_lock=False) as c:
-                c.want_status()
+            async with self.core.change(
+                session_id, expected_revision, session_lock=False, status=True
+            ) as c:
                 _check_promptable(c.view)
                 if not c.view.policy.auto_run:
                     await c.set_policy(auto_run=True, pause_reason=None)
@@ -357,8 +354,7 @@ class QueueOps:
         source = claimed[0].source if len(claimed) == 1 else MessageSource.USER
         ids = [e.id for e in claimed]
         try:
-            async with self.core.change(session_id, session_lock=False) as c:
-                c.want_status()
+            async with self.core.change(session_id, session_lock=False, status=True) as c:
                 view = c.view
                 if (
                     view.session.state not in PROMPTABLE

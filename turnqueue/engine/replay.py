@@ -103,14 +103,12 @@ async def output_since(
         start = min(after, records[0].offset + len(records[0].text))
         start = max(start, records[0].offset)
         text = "".join(r.text for r in records)[start - records[0].offset :]
-    elif ended and turn.output:
+    elif ended:
         # A turn that ended before the log existed (migration 0006) keeps only ``output``.
         start = min(after, len(turn.output))
         text = turn.output[start:]
     else:
         start, text = after, ""
-        if ended:
-            start = min(after, len(turn.output))
     return OutputChunk(session_id, turn.id, start, text, ended, turn.status)
 
 

@@ -116,9 +116,7 @@ class Turns:
         if self.core.closing:
             self.core.metrics.reservation(kind, DrainResult.HELD.value)
             return DrainResult.HELD, None, None
-        async with self.core.change(session_id, session_lock=False) as c:
-            if not automatic:
-                c.want_status()
+        async with self.core.change(session_id, session_lock=False, status=not automatic) as c:
             result, turn = await self.reserve_in(c, c.view, automatic=automatic)
         self.core.metrics.reservation(kind, result.value)
         return result, turn, c.status
@@ -145,8 +143,7 @@ class Turns:
         """Start a turn when the session is free (targeted), queue it when busy. A send whose
         ``client_message_id`` was sent before answers that send's outcome (Q15). The answer
         carries the session and queue status this transaction committed."""
-        async with self.core.change(session_id) as c:
-            c.want_status()
+        async with self.core.change(session_id, status=True) as c:
             admission = await self.send_in(c, content, client_message_id)
             session = await c.tx.get_session(session_id)  # after the body's last write
         return replace(admission, session=session, queue=c.status)
