@@ -282,8 +282,8 @@ class AcpRun(BaseRun):
             self._cancelled = True
             self._cancel_waits()
             if process is not None and process.conn is not None and not process.dead:
-                assert process.acp_session_id is not None
-                await bounded(process.conn.cancel(session_id=process.acp_session_id), SEND_TIMEOUT)
+                if (acp_session := process.acp_session_id) is not None:
+                    await bounded(process.conn.cancel(session_id=acp_session), SEND_TIMEOUT)
             return
         if process is not None:
             self._apply_kill_signals(process)
