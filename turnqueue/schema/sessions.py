@@ -13,11 +13,11 @@ import strawberry
 
 from turnqueue import domain
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import Connection, PageArgs, page_count
+from turnqueue.schema.connections import Connection, page_count
 from turnqueue.schema.enums import SessionState
 from turnqueue.schema.items import AgentConversation, Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus
-from turnqueue.schema.reads import After, Before, First, Info, Last
+from turnqueue.schema.reads import Info, paged
 from turnqueue.schema.scalars import Revision
 from turnqueue.schema.turns import Turn
 
@@ -59,18 +59,10 @@ class Task:
     async def sessions(self, info: Info) -> list[Session]:
         return [Session.from_domain(s) for s in await info.context.sessions_of_task(self.id)]
 
-    @described.field(
-        "The task's sessions, oldest first (by creation time, then id), a page at a time (G3)."
+    sessions_connection: Connection[Session] = paged(
+        "The task's sessions, oldest first (by creation time, then id), a page at a time (G3).",
+        lambda reads, task, args: reads.sessions_connection(task.id, args),
     )
-    async def sessions_connection(
-        self,
-        info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
-    ) -> Connection[Session]:
-        return await info.context.sessions_connection(self.id, PageArgs(first, after, last, before))
 
 
 @strawberry.type(
@@ -248,17 +240,9 @@ class Session:
         last = page_count("last", last)
         return [Turn.from_domain(t) for t in await info.context.turns(self.id, last)]
 
-    @described.field(
+    turns_connection: Connection[Turn] = paged(
         "The session's turns, oldest first (in the order they started), a page at a "
         "time (G3): `last: n` for the newest n, then `before: pageInfo.startCursor` for older "
-        "ones. A page's RUNNING turn may end later (a new session `revision`)."
+        "ones. A page's RUNNING turn may end later (a new session `revision`).",
+        lambda reads, session, args: reads.turns_connection(session.id, args),
     )
-    async def turns_connection(
-        self,
-        info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
-    ) -> Connection[Turn]:
-        return await info.context.turns_connection(self.id, PageArgs(first, after, last, before))
