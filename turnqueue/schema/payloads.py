@@ -6,7 +6,7 @@ import strawberry
 
 from turnqueue.errors import UserFacingError
 from turnqueue.schema.enums import CancelOutcome, ErrorCode, SendOutcome
-from turnqueue.schema.fields import copied, null
+from turnqueue.schema.fields import Copied, null
 from turnqueue.schema.items import Approval
 from turnqueue.schema.queue import CancellationStatus, QueueEntry, QueueStatus
 from turnqueue.schema.sessions import Session, Task
@@ -17,7 +17,7 @@ from turnqueue.schema.turns import Turn
     description="An expected refusal of a mutation: the mutation changed nothing and the "
     "entities of its payload are null."
 )
-class UserError:
+class UserError(Copied[UserFacingError]):
     code: ErrorCode = strawberry.field(description="What was refused, for programs to act on.")
     message: str = strawberry.field(
         description="What was refused, in a sentence for people (its wording may change)."
@@ -27,10 +27,6 @@ class UserError:
         description='The path of the input field at fault, e.g. `["entryId"]`; null when no '
         "single field is.",
     )
-
-    @classmethod
-    def from_domain(cls, error: UserFacingError) -> UserError:
-        return copied(cls, error)
 
 
 @strawberry.type

@@ -27,7 +27,7 @@ from turnqueue.schema.turns import Turn
     "(`currentSession`); a workflow step with `new_session_on_enter` hands it to a new session "
     "(W3). Only the principal that created it can see it (S2)."
 )
-class Task:
+class Task(described.Copied[domain.Task]):
     id: strawberry.ID = strawberry.field(description="The task's id (a UUID).")
     title: str = strawberry.field(description="The title given to createTask (1-500 characters).")
     workflow_step: str = strawberry.field(
@@ -37,10 +37,6 @@ class Task:
     )
     created_at: datetime = strawberry.field(description="When the task was created.")
     current_session_id: strawberry.Private[str | None]
-
-    @classmethod
-    def from_domain(cls, task: domain.Task) -> Task:
-        return described.copied(cls, task)
 
     @described.field(
         "The session the task runs in now: its first session, or the newest one a "
@@ -72,7 +68,7 @@ class Task:
     "Keep the highest of each and ignore anything lower (R3). Every Session the API returns "
     "carries its current cancellation state (C6)."
 )
-class Session:
+class Session(described.Copied[domain.Session]):
     id: strawberry.ID = strawberry.field(description="The session's id (a UUID).")
     agent: str = strawberry.field(
         description="The agent profile that answers its turns (`scripted`, `command`, ...), "
@@ -98,10 +94,6 @@ class Session:
     #: R3: the clarification, pending approval and current turn as ``revision`` shows them,
     #: read with it (None: the session came from a write; they are read by id then)
     parts: strawberry.Private[domain.SessionParts | None] = None
-
-    @classmethod
-    def from_domain(cls, session: domain.Session) -> Session:
-        return described.copied(cls, session)
 
     async def _parts(self, info: Info) -> domain.SessionParts | None:
         if self.parts is not None:

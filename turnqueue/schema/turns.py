@@ -94,7 +94,7 @@ class Turn:
     description="A piece of a turn's streamed output, as turnOutput sends it. Streamed output "
     "bumps no revision: place each chunk by `offset`."
 )
-class TurnOutputChunk:
+class TurnOutputChunk(described.Copied[domain.OutputChunk]):
     session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
     turn_id: strawberry.ID = strawberry.field(
         description="The turn the text belongs to. A new id means a new turn, whose output "
@@ -113,10 +113,6 @@ class TurnOutputChunk:
     status: TurnStatus = strawberry.field(
         description="The turn's status: RUNNING, or how it ended when `done`."
     )
-
-    @classmethod
-    def from_domain(cls, chunk: domain.OutputChunk) -> TurnOutputChunk:
-        return described.copied(cls, chunk)
 
 
 @strawberry.type(
