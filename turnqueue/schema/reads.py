@@ -58,11 +58,6 @@ class Reads(Protocol):
 
 Info = strawberry.Info[Reads, None]
 
-First = Annotated[int | None, strawberry.argument(description=FIRST)]
-After = Annotated[str | None, strawberry.argument(description=AFTER)]
-Last = Annotated[int | None, strawberry.argument(description=LAST)]
-Before = Annotated[str | None, strawberry.argument(description=BEFORE)]
-
 
 def paged(description: str, read: Callable[[Any, Any, PageArgs], Awaitable[Any]]) -> Any:
     """A connection field (G3), annotated ``Connection[Node]`` where it is declared: the four
@@ -71,10 +66,10 @@ def paged(description: str, read: Callable[[Any, Any, PageArgs], Awaitable[Any]]
     async def resolve(
         root: Any,
         info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
+        first: Annotated[int | None, strawberry.argument(description=FIRST)] = None,
+        after: Annotated[str | None, strawberry.argument(description=AFTER)] = None,
+        last: Annotated[int | None, strawberry.argument(description=LAST)] = None,
+        before: Annotated[str | None, strawberry.argument(description=BEFORE)] = None,
     ) -> Any:
         return await read(info.context, root, PageArgs(first, after, last, before))
 
