@@ -12,6 +12,9 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from turnqueue.auth import Authenticator
+from turnqueue.errors import AuthenticationError
+
 SECRET = "a-shared-secret-of-at-least-32-bytes!"
 ISSUER = "https://issuer.test"
 AUDIENCE = "turnqueue-tests"
@@ -72,3 +75,11 @@ def hs256_with_public_key(payload: dict[str, Any], kid: str = "rsa-1") -> str:
     body = _b64(json.dumps(payload).encode())
     signature = hmac.new(pem, f"{head}.{body}".encode(), hashlib.sha256).digest()
     return f"{head}.{body}.{_b64(signature)}"
+
+
+def principal(auth: Authenticator, authorization: str) -> str | None:
+    """The principal ``auth`` finds for an ``Authorization`` value, or None when it refuses it."""
+    try:
+        return auth.authenticate(authorization)
+    except AuthenticationError:
+        return None

@@ -207,10 +207,3 @@ class Authenticator:
         if self._verifier is not None and token.count(".") == 2:
             return self._verifier.principal(token)
         raise AuthenticationError("invalid token")
-
-    def principal(self, authorization: object) -> str | None:
-        """The principal for an ``Authorization`` value, or None when it is refused."""
-        try:
-            return self.authenticate(authorization)
-        except AuthenticationError:
-            return None

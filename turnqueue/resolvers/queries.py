@@ -9,9 +9,9 @@ import strawberry
 from turnqueue.resolvers import connections
 from turnqueue.resolvers.context import Context
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import Connection, PageArgs, page_count
+from turnqueue.schema.connections import Connection, page_count
 from turnqueue.schema.items import AgentProfile
-from turnqueue.schema.reads import After, Before, First, Last
+from turnqueue.schema.reads import paged
 from turnqueue.schema.sessions import Session, Task
 
 Info = strawberry.Info[Context, None]
@@ -58,23 +58,13 @@ class Query:
         tasks = await ctx.engine.tasks(ctx.require_principal(), first)
         return [Task.from_domain(t) for t in tasks]
 
-    @described.field(
+    tasks_connection: Connection[Task] = paged(
         "The caller's tasks, newest first (by creation time, then id), a page at a "
         "time (G3). A task created while you page lands before the first page, so paging on "
         "with `after` sees every older task once. Bad paging arguments are an error with "
-        "`extensions.code` INVALID_INPUT."
+        "`extensions.code` INVALID_INPUT.",
+        lambda ctx, _, args: connections.tasks(ctx.engine.reads, ctx.require_principal(), args),
     )
-    async def tasks_connection(
-        self,
-        info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
-    ) -> Connection[Task]:
-        ctx = info.context
-        args = PageArgs(first=first, after=after, last=last, before=before)
-        return await connections.tasks(ctx.engine.reads, ctx.require_principal(), args)
 
     @described.field("The agent profiles a task can run with (A1): names and types only.")
     def agents(self, info: Info) -> list[AgentProfile]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
 import strawberry
 
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 F = TypeVar("F", bound=Callable[..., Any])
-S = TypeVar("S", bound="DataclassInstance")
+S = TypeVar("S")
+D = TypeVar("D")
 
 
 def field(
@@ -54,6 +55,16 @@ def copied(cls: type[S], value: object, **given: Any) -> S:
     the same name: builds a type from the domain value it shows."""
     names = _INITIALISED.get(cls)
     if names is None:
-        names = _INITIALISED[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        fields = dataclasses.fields(cast("type[DataclassInstance]", cls))
+        names = _INITIALISED[cls] = tuple(f.name for f in fields if f.init)
     copies = {name: getattr(value, name) for name in names if name not in given}
     return cls(**copies, **given)
+
+
+class Copied(Generic[D]):
+    """A type that shows a domain value ``D``: ``from_domain`` copies each of its fields from
+    the value's attribute of the same name (:func:`copied`)."""
+
+    @classmethod
+    def from_domain(cls, value: D) -> Self:
+        return copied(cls, value)

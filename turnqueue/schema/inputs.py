@@ -8,19 +8,6 @@ from turnqueue.schema.enums import Delivery, SendNowScope
 from turnqueue.schema.fields import null
 from turnqueue.schema.scalars import Revision
 
-
-# Each helper builds a fresh field (Strawberry types ``strawberry.field`` as ``Any``).
-def _session_id() -> strawberry.ID:
-    made: strawberry.ID = strawberry.field(
-        description="The session (one of the caller's; any other is NOT_FOUND)."
-    )
-    return made
-
-
-EXPECTED_REVISION = (
-    "The queue revision (`QueueStatus.revision`) the request assumes: when given and not "
-    "current, nothing changes and the answer is QUEUE_CHANGED (Q13)."
-)
 CLIENT_MESSAGE_ID = (
     "Q15: a key the client makes for this message (1 to 128 characters), so that a retry is "
     "safe: a second request of the same session with the same key answers the first one's "
@@ -31,12 +18,32 @@ CLIENT_MESSAGE_ID = (
 )
 
 
+# A fresh field each time (Strawberry types ``strawberry.field`` as ``Any``).
 def _content(what: str) -> str:
     made: str = strawberry.field(
         description=f"{what}: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` "
         "bytes of UTF-8 (default 100000)."
     )
     return made
+
+
+@strawberry.input
+class _SessionInput:
+    """The input of a mutation of one session (a base class, not a type of the schema)."""
+
+    session_id: strawberry.ID = strawberry.field(
+        description="The session (one of the caller's; any other is NOT_FOUND)."
+    )
+
+
+@strawberry.input
+class _QueueInput(_SessionInput):
+    """The input of a mutation that changes a session's queue (Q13)."""
+
+    expected_revision: Revision | None = null(
+        "The queue revision (`QueueStatus.revision`) the request assumes: when given and not "
+        "current, nothing changes and the answer is QUEUE_CHANGED (Q13)."
+    )
 
 
 @strawberry.input(description="Input of createTask.")
@@ -49,8 +56,7 @@ class CreateTaskInput:
 
 
 @strawberry.input(description="Input of sendMessage.")
-class SendMessageInput:
-    session_id: strawberry.ID = _session_id()
+class SendMessageInput(_SessionInput):
     content: str = _content("The prompt")
     client_message_id: str | None = null(CLIENT_MESSAGE_ID)
     delivery: Delivery = strawberry.field(
@@ -61,80 +67,65 @@ class SendMessageInput:
 
 
 @strawberry.input(description="Input of enqueueMessage.")
-class EnqueueMessageInput:
-    session_id: strawberry.ID = _session_id()
+class EnqueueMessageInput(_QueueInput):
     content: str = _content("The message")
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
     client_message_id: str | None = null(CLIENT_MESSAGE_ID)
 
 
 @strawberry.input(description="Input of updateQueueEntry.")
-class UpdateQueueEntryInput:
-    session_id: strawberry.ID = _session_id()
+class UpdateQueueEntryInput(_QueueInput):
     entry_id: strawberry.ID = strawberry.field(description="The entry to edit (a USER entry).")
     content: str = _content("Its new content")
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of removeQueueEntry.")
-class RemoveQueueEntryInput:
-    session_id: strawberry.ID = _session_id()
+class RemoveQueueEntryInput(_QueueInput):
     entry_id: strawberry.ID = strawberry.field(description="The entry to remove.")
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of clearQueue.")
-class ClearQueueInput:
-    session_id: strawberry.ID = _session_id()
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
+class ClearQueueInput(_QueueInput):
+    pass
 
 
 @strawberry.input(description="Input of reorderQueue.")
-class ReorderQueueInput:
-    session_id: strawberry.ID = _session_id()
+class ReorderQueueInput(_QueueInput):
     ordered_ids: list[strawberry.ID] = strawberry.field(
         description="Every visible entry's id, each once, in the new order (head first); "
         "anything else is QUEUE_CHANGED."
     )
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of cancel.")
-class CancelInput:
-    session_id: strawberry.ID = _session_id()
+class CancelInput(_SessionInput):
+    pass
 
 
 @strawberry.input(description="Input of setAutoRun.")
-class SetAutoRunInput:
-    session_id: strawberry.ID = _session_id()
+class SetAutoRunInput(_QueueInput):
     auto_run: bool = strawberry.field(
         description="true: run on by itself (and start the head now if nothing holds it); "
         "false: hold the queue after the current turn (pause reason USER)."
     )
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of sendNow.")
-class SendNowInput:
-    session_id: strawberry.ID = _session_id()
+class SendNowInput(_QueueInput):
     scope: SendNowScope = strawberry.field(
         default=SendNowScope.ENTRY, description="One entry (default) or all of them combined."
     )
     entry_id: strawberry.ID | None = null(
         "The entry to run: required with scope ENTRY, absent with ALL (else INVALID_INPUT)."
     )
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
 
 
 @strawberry.input(description="Input of drain.")
-class DrainInput:
-    session_id: strawberry.ID = _session_id()
-    expected_revision: Revision | None = null(EXPECTED_REVISION)
+class DrainInput(_QueueInput):
+    pass
 
 
 @strawberry.input(description="Input of answerClarification.")
-class AnswerClarificationInput:
-    session_id: strawberry.ID = _session_id()
+class AnswerClarificationInput(_SessionInput):
     answer: str = _content("The answer, sent to the agent as the next turn")
     clarification_id: strawberry.ID | None = null(
         "The clarification being answered; when given and not the pending one, "

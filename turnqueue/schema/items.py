@@ -21,7 +21,7 @@ from turnqueue.schema.enums import (
     ConversationStart,
     ItemKind,
 )
-from turnqueue.schema.fields import copied
+from turnqueue.schema.fields import Copied, copied
 
 
 @strawberry.type(description="An authentication method an agent offers (ACP `authMethods`).")
@@ -54,7 +54,7 @@ class AgentAuth:
     "from the moment the agent answered `session/new`, and continued whenever its agent starts "
     "again (after an idle stop, a crash, a restart, or on another instance)."
 )
-class AgentConversation:
+class AgentConversation(Copied[domain.AgentConversation]):
     agent_session_id: str = strawberry.field(description="The agent's own session id.")
     resumed: ConversationStart = strawberry.field(
         description="How the conversation was opened the last time its agent started."
@@ -67,10 +67,6 @@ class AgentConversation:
     can_load: bool = strawberry.field(description="The agent advertises `session/load`.")
     can_close: bool = strawberry.field(description="The agent advertises `session/close`.")
     updated_at: datetime = strawberry.field(description="When its agent last opened it.")
-
-    @classmethod
-    def from_domain(cls, c: domain.AgentConversation) -> AgentConversation:
-        return copied(cls, c)
 
 
 @strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")

@@ -6,7 +6,7 @@ import strawberry
 
 from turnqueue.errors import UserFacingError
 from turnqueue.schema.enums import CancelOutcome, ErrorCode, SendOutcome
-from turnqueue.schema.fields import copied, null
+from turnqueue.schema.fields import Copied, null
 from turnqueue.schema.items import Approval
 from turnqueue.schema.queue import CancellationStatus, QueueEntry, QueueStatus
 from turnqueue.schema.sessions import Session, Task
@@ -17,7 +17,7 @@ from turnqueue.schema.turns import Turn
     description="An expected refusal of a mutation: the mutation changed nothing and the "
     "entities of its payload are null."
 )
-class UserError:
+class UserError(Copied[UserFacingError]):
     code: ErrorCode = strawberry.field(description="What was refused, for programs to act on.")
     message: str = strawberry.field(
         description="What was refused, in a sentence for people (its wording may change)."
@@ -28,19 +28,16 @@ class UserError:
         "single field is.",
     )
 
-    @classmethod
-    def from_domain(cls, error: UserFacingError) -> UserError:
-        return copied(cls, error)
 
+@strawberry.type
+class _Payload:
+    """What every payload has (a base class, not a type of the schema)."""
 
-# A fresh field each time (Strawberry types ``strawberry.field`` as ``Any``).
-def _user_errors() -> list[UserError]:
-    made: list[UserError] = strawberry.field(
+    user_errors: list[UserError] = strawberry.field(
         default_factory=list,
         description="Empty when the mutation succeeded; otherwise why it refused (and then it "
         "changed nothing and the other fields are null).",
     )
-    return made
 
 
 #: ``queue`` of the payloads that have one.
@@ -50,14 +47,13 @@ TURN_STARTED = "The turn that started; null when nothing did."
 
 
 @strawberry.type(description="The answer of createTask.")
-class CreateTaskPayload:
+class CreateTaskPayload(_Payload):
     task: Task | None = null("The new task.")
     session: Session | None = null("Its first session, ready for a prompt (WAITING_FOR_INPUT).")
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of sendMessage: either `turn` or `queuedEntry` is set.")
-class SendMessagePayload:
+class SendMessagePayload(_Payload):
     session: Session | None = null("The session after the message.")
     turn: Turn | None = null(
         "The turn the message started, or (STEERED) the running turn it was steered into; null "
@@ -71,11 +67,10 @@ class SendMessagePayload:
         "What the send did (Q16): STARTED, QUEUED or STEERED; null with userErrors."
     )
     queue: QueueStatus | None = null(QUEUE_AFTER)
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of enqueueMessage.")
-class EnqueueMessagePayload:
+class EnqueueMessagePayload(_Payload):
     queue: QueueStatus | None = null(QUEUE_AFTER)
     entry: QueueEntry | None = null(
         "The new entry (if it started at once, it is no longer in `queue`)."
@@ -84,49 +79,44 @@ class EnqueueMessagePayload:
         default=False, description="Whether the automatic drain after it started a turn."
     )
     turn: Turn | None = null("The turn the drain started; null when nothing started.")
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(
     description="The answer of updateQueueEntry, removeQueueEntry, clearQueue and reorderQueue."
 )
-class QueuePayload:
+class QueuePayload(_Payload):
     queue: QueueStatus | None = null(QUEUE_AFTER)
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of cancel, sent once the cancellation has finished.")
-class CancelPayload:
+class CancelPayload(_Payload):
     session: Session | None = null("The session after the cancellation.")
     cancellation: CancellationStatus | None = null(
         "The cancellation state after it (normally not pending)."
     )
     outcome: CancelOutcome | None = null("How the cancellation ended.")
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of setAutoRun.")
-class SetAutoRunPayload:
+class SetAutoRunPayload(_Payload):
     queue: QueueStatus | None = null(QUEUE_AFTER)
     dispatched: bool = strawberry.field(
         default=False, description="Whether turning it on started the head entry now (Q2)."
     )
     turn: Turn | None = null(TURN_STARTED)
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of sendNow.")
-class SendNowPayload:
+class SendNowPayload(_Payload):
     queue: QueueStatus | None = null(QUEUE_AFTER)
     turn: Turn | None = null("The turn that now runs the entry (or entries).")
     sent_count: int = strawberry.field(
         default=0, description="How many entries the turn's prompt holds (1 for scope ENTRY)."
     )
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of drain.")
-class DrainPayload:
+class DrainPayload(_Payload):
     queue: QueueStatus | None = null(QUEUE_AFTER)
     turn: Turn | None = null(TURN_STARTED)
     drained: bool = strawberry.field(
@@ -134,26 +124,22 @@ class DrainPayload:
         description="Whether a head entry started; false with an empty queue (auto-run is on "
         "anyway).",
     )
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of answerClarification.")
-class SessionPayload:
+class SessionPayload(_Payload):
     session: Session | None = null("The session once the answer started as its turn.")
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of answerApproval (A6).")
-class AnswerApprovalPayload:
+class AnswerApprovalPayload(_Payload):
     approval: Approval | None = null("The approval as answered (outcome SELECTED).")
     session: Session | None = null("The session after the answer (its turn runs on).")
-    user_errors: list[UserError] = _user_errors()
 
 
 @strawberry.type(description="The answer of moveTask.")
-class MoveTaskPayload:
+class MoveTaskPayload(_Payload):
     task: Task | None = null("The task in its new step.")
     session: Session | None = null(
         "The task's current session after the move (a new one when the step creates one, W3)."
     )
-    user_errors: list[UserError] = _user_errors()

@@ -8,7 +8,7 @@ import strawberry
 
 from turnqueue import domain
 from turnqueue.schema.enums import HoldReason, MessageSource, PauseReason
-from turnqueue.schema.fields import copied
+from turnqueue.schema.fields import Copied, copied
 from turnqueue.schema.scalars import Revision
 
 
@@ -16,17 +16,13 @@ from turnqueue.schema.scalars import Revision
     description="A question the agent asked. The turn that asked it ended COMPLETED with the "
     "question as its output; answer it with answerClarification."
 )
-class Clarification:
+class Clarification(Copied[domain.Clarification]):
     id: strawberry.ID = strawberry.field(
         description="The clarification's id: pass it as `clarificationId` to answer exactly this "
         "question."
     )
     question: str = strawberry.field(description="The agent's question.")
     asked_at: datetime = strawberry.field(description="When the agent asked it.")
-
-    @classmethod
-    def from_domain(cls, clarification: domain.Clarification) -> Clarification:
-        return copied(cls, clarification)
 
 
 @strawberry.type(
@@ -58,7 +54,7 @@ class CancellationStatus:
 
 
 @strawberry.type(description="A message waiting in a session's queue.")
-class QueueEntry:
+class QueueEntry(Copied[domain.QueueEntry]):
     id: strawberry.ID = strawberry.field(
         description="The entry's id (a UUID). It keeps it when a failed delivery returns it to "
         "the head of the queue (Q10)."
@@ -78,10 +74,6 @@ class QueueEntry:
     client_message_id: str | None = strawberry.field(
         description="Q15: the `clientMessageId` of the send that queued it; null without one."
     )
-
-    @classmethod
-    def from_domain(cls, entry: domain.QueueEntry) -> QueueEntry:
-        return copied(cls, entry)
 
 
 @strawberry.type(

@@ -8,6 +8,7 @@ the context only through the :class:`Reads` protocol below.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Protocol
 
 import strawberry
@@ -57,8 +58,19 @@ class Reads(Protocol):
 
 Info = strawberry.Info[Reads, None]
 
-#: The paging arguments of every connection field (G3).
-First = Annotated[int | None, strawberry.argument(description=FIRST)]
-After = Annotated[str | None, strawberry.argument(description=AFTER)]
-Last = Annotated[int | None, strawberry.argument(description=LAST)]
-Before = Annotated[str | None, strawberry.argument(description=BEFORE)]
+
+def paged(description: str, read: Callable[[Any, Any, PageArgs], Awaitable[Any]]) -> Any:
+    """A connection field (G3), annotated ``Connection[Node]`` where it is declared: the four
+    paging arguments, and ``read(context, parent, args)`` for the page."""
+
+    async def resolve(
+        root: Any,
+        info: Info,
+        first: Annotated[int | None, strawberry.argument(description=FIRST)] = None,
+        after: Annotated[str | None, strawberry.argument(description=AFTER)] = None,
+        last: Annotated[int | None, strawberry.argument(description=LAST)] = None,
+        before: Annotated[str | None, strawberry.argument(description=BEFORE)] = None,
+    ) -> Any:
+        return await read(info.context, root, PageArgs(first, after, last, before))
+
+    return strawberry.field(resolver=resolve, description=description)

@@ -13,11 +13,11 @@ import strawberry
 
 from turnqueue import domain
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import Connection, PageArgs, page_count
+from turnqueue.schema.connections import Connection, page_count
 from turnqueue.schema.enums import SessionState
 from turnqueue.schema.items import AgentConversation, Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus
-from turnqueue.schema.reads import After, Before, First, Info, Last
+from turnqueue.schema.reads import Info, paged
 from turnqueue.schema.scalars import Revision
 from turnqueue.schema.turns import Turn
 
@@ -27,7 +27,7 @@ from turnqueue.schema.turns import Turn
     "(`currentSession`); a workflow step with `new_session_on_enter` hands it to a new session "
     "(W3). Only the principal that created it can see it (S2)."
 )
-class Task:
+class Task(described.Copied[domain.Task]):
     id: strawberry.ID = strawberry.field(description="The task's id (a UUID).")
     title: str = strawberry.field(description="The title given to createTask (1-500 characters).")
     workflow_step: str = strawberry.field(
@@ -37,10 +37,6 @@ class Task:
     )
     created_at: datetime = strawberry.field(description="When the task was created.")
     current_session_id: strawberry.Private[str | None]
-
-    @classmethod
-    def from_domain(cls, task: domain.Task) -> Task:
-        return described.copied(cls, task)
 
     @described.field(
         "The session the task runs in now: its first session, or the newest one a "
@@ -59,18 +55,10 @@ class Task:
     async def sessions(self, info: Info) -> list[Session]:
         return [Session.from_domain(s) for s in await info.context.sessions_of_task(self.id)]
 
-    @described.field(
-        "The task's sessions, oldest first (by creation time, then id), a page at a time (G3)."
+    sessions_connection: Connection[Session] = paged(
+        "The task's sessions, oldest first (by creation time, then id), a page at a time (G3).",
+        lambda reads, task, args: reads.sessions_connection(task.id, args),
     )
-    async def sessions_connection(
-        self,
-        info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
-    ) -> Connection[Session]:
-        return await info.context.sessions_connection(self.id, PageArgs(first, after, last, before))
 
 
 @strawberry.type(
@@ -80,7 +68,7 @@ class Task:
     "Keep the highest of each and ignore anything lower (R3). Every Session the API returns "
     "carries its current cancellation state (C6)."
 )
-class Session:
+class Session(described.Copied[domain.Session]):
     id: strawberry.ID = strawberry.field(description="The session's id (a UUID).")
     agent: str = strawberry.field(
         description="The agent profile that answers its turns (`scripted`, `command`, ...), "
@@ -106,10 +94,6 @@ class Session:
     #: R3: the clarification, pending approval and current turn as ``revision`` shows them,
     #: read with it (None: the session came from a write; they are read by id then)
     parts: strawberry.Private[domain.SessionParts | None] = None
-
-    @classmethod
-    def from_domain(cls, session: domain.Session) -> Session:
-        return described.copied(cls, session)
 
     async def _parts(self, info: Info) -> domain.SessionParts | None:
         if self.parts is not None:
@@ -248,17 +232,9 @@ class Session:
         last = page_count("last", last)
         return [Turn.from_domain(t) for t in await info.context.turns(self.id, last)]
 
-    @described.field(
+    turns_connection: Connection[Turn] = paged(
         "The session's turns, oldest first (in the order they started), a page at a "
         "time (G3): `last: n` for the newest n, then `before: pageInfo.startCursor` for older "
-        "ones. A page's RUNNING turn may end later (a new session `revision`)."
+        "ones. A page's RUNNING turn may end later (a new session `revision`).",
+        lambda reads, session, args: reads.turns_connection(session.id, args),
     )
-    async def turns_connection(
-        self,
-        info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
-    ) -> Connection[Turn]:
-        return await info.context.turns_connection(self.id, PageArgs(first, after, last, before))

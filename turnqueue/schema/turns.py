@@ -8,10 +8,10 @@ import strawberry
 
 from turnqueue import domain
 from turnqueue.schema import fields as described
-from turnqueue.schema.connections import Connection, PageArgs
+from turnqueue.schema.connections import Connection
 from turnqueue.schema.enums import AgentErrorKind, MessageSource, TurnStatus
 from turnqueue.schema.items import Approval, TurnItem, item_from_domain
-from turnqueue.schema.reads import After, Before, First, Info, Last
+from turnqueue.schema.reads import Info, paged
 
 
 @strawberry.type(description="One prompt of a session and the agent's answer to it.")
@@ -75,20 +75,12 @@ class Turn:
         items = await info.context.turn_items(self.id)
         return [item_from_domain(i, it) for i, it in enumerate(items)]
 
-    @described.field(
+    items_connection: Connection[TurnItem] = paged(
         "The turn's items (see `items`), a page at a time (G3), in order. An item keeps its "
         "place (a tool call's later updates change it where it is; new items come last), so a "
-        "cursor keeps its place while the turn runs."
+        "cursor keeps its place while the turn runs.",
+        lambda reads, turn, args: reads.items_connection(turn.id, args),
     )
-    async def items_connection(
-        self,
-        info: Info,
-        first: First = None,
-        after: After = None,
-        last: Last = None,
-        before: Before = None,
-    ) -> Connection[TurnItem]:
-        return await info.context.items_connection(self.id, PageArgs(first, after, last, before))
 
     @described.field(
         "Every permission request the agent made during the turn, with its answer (who, "
@@ -102,7 +94,7 @@ class Turn:
     description="A piece of a turn's streamed output, as turnOutput sends it. Streamed output "
     "bumps no revision: place each chunk by `offset`."
 )
-class TurnOutputChunk:
+class TurnOutputChunk(described.Copied[domain.OutputChunk]):
     session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
     turn_id: strawberry.ID = strawberry.field(
         description="The turn the text belongs to. A new id means a new turn, whose output "
@@ -121,10 +113,6 @@ class TurnOutputChunk:
     status: TurnStatus = strawberry.field(
         description="The turn's status: RUNNING, or how it ended when `done`."
     )
-
-    @classmethod
-    def from_domain(cls, chunk: domain.OutputChunk) -> TurnOutputChunk:
-        return described.copied(cls, chunk)
 
 
 @strawberry.type(
