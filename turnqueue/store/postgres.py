@@ -308,7 +308,7 @@ class PostgresStore(SqlStore):
     async def notify(self, payloads: Sequence[str]) -> None:
         if not payloads:
             return
-        async with self.transaction() as tx:  # one statement for all (``prepare_commit``)
+        async with self.transaction() as tx:  # one round trip: sent with the COMMIT
             for payload in payloads:
                 tx.notify(payload)
 
@@ -324,7 +324,7 @@ class PostgresStore(SqlStore):
     async def transaction(self) -> AsyncIterator[PostgresTx]:
         async with self._pg() as tx:
             yield tx
-            await tx.prepare_commit()  # Q13, NOTIFY: the last statements, before COMMIT
+            await tx.prepare_commit()  # Q13: the last statements before COMMIT (and its NOTIFYs)
         # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
 
