@@ -34,7 +34,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
 
-from bench.sqlrecord import Recorder, Recording, Transaction, replay_pg, replay_sqlite
+from bench.sqlrecord import (
+    Recorder,
+    Recording,
+    Transaction,
+    is_simple,
+    replay_pg,
+    replay_sqlite,
+)
 
 
 class RawDatabase:
@@ -85,7 +92,8 @@ async def _no_reset(_connection: Any) -> None:
 
 def for_session(recording: Recording, old: str, new: str) -> Recording:
     """``recording`` with ``old`` replaced by ``new`` in every text parameter (inside arrays
-    too: PostgreSQL's NOTIFY payloads)."""
+    too), and in the text of simple queries, whose literals are their parameters (PostgreSQL's
+    lock row and NOTIFY payloads)."""
     if old == new:
         return recording
 
@@ -101,7 +109,14 @@ def for_session(recording: Recording, old: str, new: str) -> Recording:
         transactions=tuple(
             Transaction(
                 tx.connection,
-                tuple(replace(s, params=tuple(swap(p) for p in s.params)) for s in tx.statements),
+                tuple(
+                    replace(
+                        s,
+                        sql=swap(s.sql) if is_simple(s.sql, s.params) else s.sql,
+                        params=tuple(swap(p) for p in s.params),
+                    )
+                    for s in tx.statements
+                ),
             )
             for tx in recording.transactions
         ),

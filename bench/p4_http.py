@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -96,7 +97,15 @@ async def record_mutation(server: ServerProcess, sid: str) -> dict[str, Any]:
 
 
 def _texts(recording: dict[str, Any]) -> list[list[str]]:
-    return [[s["sql"] for s in tx["statements"]] for tx in recording["transactions"]]
+    """The statement texts, the literals of simple queries masked (they are those statements'
+    parameters: PostgreSQL's NOTIFY payloads carry each request's revision)."""
+    return [
+        [_LITERAL.sub("E'?'", s["sql"]) for s in tx["statements"]]
+        for tx in recording["transactions"]
+    ]
+
+
+_LITERAL = re.compile(r"E'(?:[^']|'')*'")
 
 
 def statement_count(recording: dict[str, Any]) -> int:

@@ -94,6 +94,19 @@ def is_control(sql: str) -> bool:
     return sql.lstrip().upper().startswith(CONTROL)
 
 
+def _last_word(sql: str) -> str:
+    """The first word of the last statement in ``sql`` (``COMMIT`` for ``SELECT …; COMMIT``)."""
+    last = sql.strip().rstrip(";").rpartition(";")[2].split(None, 1)
+    return last[0].upper() if last else ""
+
+
+def is_simple(sql: str, params: Sequence[Any]) -> bool:
+    """Whether the store sent ``sql`` as a simple query (``execute`` without arguments): its
+    control statements, and those it folds a BEGIN or a COMMIT into (PostgreSQL:
+    ``BEGIN …; SELECT … FOR UPDATE``, ``SELECT pg_notify(…); COMMIT``), literals inlined."""
+    return not params and (is_control(sql) or _last_word(sql) in CONTROL)
+
+
 # -- the registry of connections ----------------------------------------------------------------
 #: sqlite3 connections cannot be weakly referenced: kept (a handful; closed ones are skipped).
 _sqlite: dict[sqlite3.Connection, str] = {}
@@ -249,13 +262,14 @@ def _group(statements: Sequence[tuple[str, Statement | None]]) -> tuple[Transact
         if statement is None:
             continue
         word = statement.sql.split(None, 1)[0].rstrip(";").upper()
+        last = _last_word(statement.sql)  # a COMMIT folded into the statement ends it
         if word == "BEGIN" or tag not in open_:
             if tag in open_:  # BEGIN inside an open one: close it (should not happen)
                 done.append((first[tag], Transaction(tag, tuple(open_.pop(tag)))))
             open_[tag] = []
             first[tag] = index
         open_[tag].append(statement)
-        if word in ("COMMIT", "ROLLBACK", "END") or (word != "BEGIN" and len(open_[tag]) == 1):
+        if last in ("COMMIT", "ROLLBACK", "END") or (word != "BEGIN" and len(open_[tag]) == 1):
             done.append((first[tag], Transaction(tag, tuple(open_.pop(tag)))))
     for tag, rest in open_.items():
         done.append((first[tag], Transaction(tag, tuple(rest))))
@@ -300,12 +314,13 @@ def replay_sqlite(conn: sqlite3.Connection, recording: Recording) -> int:
 
 
 async def replay_pg(conn: Any, recording: Recording) -> int:
-    """Every statement on an asyncpg connection: BEGIN/COMMIT as simple queries (``execute``),
-    the others with their arguments (``fetch``), as the store sends them; rows read."""
+    """Every statement on an asyncpg connection: simple queries (BEGIN/COMMIT, and the
+    statements folded into them) with ``execute``, the others with their arguments
+    (``fetch``), as the store sends them; rows read."""
     rows = 0
     for tx in recording.transactions:
         for statement in tx.statements:
-            if is_control(statement.sql) and not statement.params:
+            if is_simple(statement.sql, statement.params):
                 await conn.execute(statement.sql)
             else:
                 rows += len(await conn.fetch(statement.sql, *statement.params))

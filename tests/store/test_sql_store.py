@@ -1139,6 +1139,55 @@ async def test_m4_notifications_are_sent_at_commit_in_order_and_never_on_rollbac
         await listener.close()
 
 
+async def test_m4_literals_of_the_folded_queries_reach_postgresql_verbatim(
+    pg_database_url: str,
+) -> None:
+    """The lock row (with BEGIN) and the NOTIFYs (with COMMIT) are simple queries, their values
+    quoted as literals (``turnqueue.store.postgres.literal``): payloads with quotes, backslashes
+    and non-ASCII text arrive as sent, in order; a session id written to break out of its
+    literal finds no row; a transaction that sends nothing, and one rolled back after its lock,
+    leave the connection usable."""
+    import asyncpg
+
+    from turnqueue.store.notify import CHANNEL, asyncpg_dsn
+    from turnqueue.store.postgres import literal
+
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await asyncpg.connect(asyncpg_dsn(pg_database_url))
+    await listener.add_listener(CHANNEL, lambda *args: heard.put_nowait(args[-1]))
+    store = await open_store(Settings(database_url=pg_database_url, db_pool_size=1))
+    tricky = ["it's", "back\\slash", "\\'; SELECT 1; --", "ünïcode ✓", "E'x''", "", "{}"]
+    try:
+        for conforming in ("on", "off"):  # an escape string reads the same either way
+            await listener.execute(f"SET standard_conforming_strings = {conforming}")
+            for value in tricky:
+                assert await listener.fetchval(f"SELECT {literal(value)}") == value
+        with pytest.raises(ValueError):
+            literal("nul\x00")
+        sid = await new_session(store)
+        async with store.transaction() as tx:
+            for payload in tricky:
+                tx.notify(payload)
+        assert [await within(heard.get(), 10) for _ in tricky] == tricky
+        for wrong in ("x' OR true --", "x\\' OR true --", sid + "'"):
+            with pytest.raises(KeyError):
+                async with store.transaction() as tx:
+                    await tx.lock(wrong)
+        async with store.transaction():
+            pass  # nothing sent: no BEGIN, no COMMIT
+        with pytest.raises(RuntimeError):
+            async with store.transaction() as tx:
+                await tx.lock(sid)
+                raise RuntimeError("abort")
+        async with store.transaction() as tx:
+            assert (await tx.lock(sid)).session.id == sid
+            tx.notify("after")
+        assert await within(heard.get(), 10) == "after"
+    finally:
+        await store.close()
+        await listener.close()
+
+
 async def test_m4_an_owner_request_is_claimed_or_withdrawn_exactly_once(store: SqlStore) -> None:
     """M4: of the owner claiming a request and its requester withdrawing it, one wins; a request
     runs at most once, and only its owner lists it while it is PENDING."""

@@ -314,7 +314,9 @@ class Change:
                 if view is None:
                     view, bumped = await self.tx.view(sid), None
                 if view is not None:
-                    entries = await self.tx.list_entries(sid)
+                    # ``queued`` counts the visible entries, kept by the store in the same
+                    # statement as every change to them: none queued reads none.
+                    entries = await self.tx.list_entries(sid) if view.queued else []
                     change.status = self._core.status_of(view, entries, bumped)
             if change._session_changed:
                 revision = change.session_revision

@@ -8,7 +8,10 @@ r"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg di
 * The instance lease (M6) has a pool of its own, so a heartbeat never waits behind request
   traffic; LISTEN (M4) has a connection of its own (:meth:`PostgresStore.listen`).
 * ``start_turn``, ``end_turn``, ``add_entry`` and a batch of output are one round trip each (a
-  data-modifying ``WITH``); a transaction's NOTIFYs are one statement sent before COMMIT.
+  data-modifying ``WITH``).
+* A transaction's BEGIN travels with its first statement when that is the lock row (one simple
+  query, :meth:`DriverConn.lock_row`), else just before it; its NOTIFYs travel with its COMMIT
+  (:meth:`DriverConn.commit`). A transaction that sent nothing costs no round trip.
 """
 
 from __future__ import annotations
@@ -114,33 +117,94 @@ _APPEND_RECORDS = Statement(
         "RETURNING turn_id"
     ).columns(turn_id=String)
 )
-#: Every notification of a transaction in one round trip. Hazard (order): PostgreSQL evaluates
-#: volatile select-list functions after ORDER BY (since 9.6), so they are sent in list order,
-#: and delivered in the order sent.
-_NOTIFY_ALL = Statement(
-    text(
-        "SELECT pg_notify(:channel, n.payload) "
-        "FROM unnest(CAST(:payloads AS text[])) WITH ORDINALITY AS n(payload, i) ORDER BY n.i"
-    )
-)
+
+
+def literal(value: str) -> str:
+    """``value`` as a PostgreSQL string constant, for the simple-query protocol (it takes no
+    parameters). An escape string (``E'…'``, every backslash and quote doubled) reads the same
+    whatever ``standard_conforming_strings`` says; asyncpg always speaks UTF-8, where no
+    multi-byte character contains a quote or backslash byte.
+
+    Hazard: a NUL would end the query text early; PostgreSQL's text holds none, so it is
+    refused here."""
+    if "\x00" in value:
+        raise ValueError("a PostgreSQL string cannot contain NUL")
+    return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+#: The lock row (Q3) as a simple query: sent with the transaction's BEGIN (``lock_row``).
+_LOCK_TEXT = "SELECT 1 FROM queue_session_locks WHERE session_id = {} FOR UPDATE"
+#: One notification as a simple query: sent with the transaction's COMMIT (``commit``).
+_NOTIFY_TEXT = f"SELECT pg_notify({literal(CHANNEL)}, {{}})"
+_BEGIN = {
+    False: "BEGIN ISOLATION LEVEL READ COMMITTED",
+    True: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+}
 
 
 class DriverConn(Conn):
-    """:class:`~turnqueue.store.conn.Conn` on an asyncpg connection, inside a transaction its
-    owner started."""
+    """:class:`~turnqueue.store.conn.Conn` on an asyncpg connection: one transaction, begun with
+    its first statement and ended by :meth:`commit` or :meth:`rollback`.
 
-    __slots__ = ("_driver",)
+    Hazard: BEGIN is sent lazily, so the transaction (and a REPEATABLE READ snapshot, which
+    PostgreSQL takes at the first statement anyway) starts with the first statement, not when
+    the connection is handed out."""
 
-    def __init__(self, driver: asyncpg.Connection) -> None:
+    __slots__ = ("_begin", "_driver", "_notifications")
+
+    def __init__(self, driver: asyncpg.Connection, *, read_only: bool = False) -> None:
         self._driver = driver
+        #: the BEGIN not sent yet; None once it has been
+        self._begin: str | None = _BEGIN[read_only]
+        self._notifications: list[str] = []
 
     async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
+        if self._begin is not None:
+            begin, self._begin = self._begin, None
+            await self._driver.execute(begin)
         plan = plan_for(statement, DIALECT, params)
         args = plan.args(params)
         if plan.record is None:
             return Buffered([], _rowcount(await self._driver.execute(plan.sql, *args)))
         rows = plan.rows(await self._driver.fetch(plan.sql, *args))
         return Buffered(rows, len(rows))
+
+    async def lock_row(self, session_id: str) -> bool:
+        """Q3: the session's lock row ``FOR UPDATE``; whether it exists. As the transaction's
+        first statement it goes in BEGIN's round trip: one simple query (``BEGIN …; SELECT …``,
+        the id as a :func:`literal`), whose status is the SELECT's. An id no literal can
+        carry (a NUL, which no row holds) goes as a parameter, and the driver refuses it."""
+        if self._begin is None or "\x00" in session_id:
+            found = await self.execute(_LOCK, {"p_session_id": session_id})
+            return found.one_or_none() is not None
+        begin, self._begin = self._begin, None
+        query = f"{begin}; {_LOCK_TEXT.format(literal(session_id))}"
+        return _rowcount(await self._driver.execute(query)) == 1
+
+    def notify(self, payload: str) -> None:
+        """A NOTIFY to send with the COMMIT (M4: delivered at COMMIT, never on ROLLBACK)."""
+        self._notifications.append(payload)
+
+    async def commit(self) -> None:
+        """COMMIT, the transaction's NOTIFYs in the same round trip: one simple query,
+        ``SELECT pg_notify(…); …; COMMIT``, run in order, so they are sent (and delivered) in
+        the order :meth:`notify` was called; a failing one aborts the rest and the COMMIT.
+        A transaction that sent nothing and notifies nothing costs no round trip."""
+        parts = [_NOTIFY_TEXT.format(literal(payload)) for payload in self._notifications]
+        self._notifications = []
+        if self._begin is not None:
+            if not parts:
+                return
+            parts.insert(0, self._begin)
+            self._begin = None
+        parts.append("COMMIT")
+        await self._driver.execute("; ".join(parts))
+
+    async def rollback(self) -> None:
+        """ROLLBACK, if the connection is in a transaction (its last answer said so)."""
+        self._notifications = []
+        if self._driver.is_in_transaction():
+            await self._driver.execute("ROLLBACK")
 
 
 def _rowcount(status: str) -> int:
@@ -157,18 +221,10 @@ class PostgresTx(SqlTx):
 
     def __init__(self, conn: DriverConn) -> None:
         super().__init__(conn)
-        self._notifications: list[str] = []
+        self._driver_conn = conn
 
     def notify(self, payload: str) -> None:
-        self._notifications.append(payload)
-
-    async def prepare_commit(self) -> None:
-        """:meth:`SqlTx.prepare_commit`, then the transaction's NOTIFYs in one statement:
-        PostgreSQL delivers them at COMMIT, never on ROLLBACK."""
-        await super().prepare_commit()
-        if self._notifications:
-            payloads, self._notifications = self._notifications, []
-            await self._conn.execute(_NOTIFY_ALL, {"channel": CHANNEL, "payloads": payloads})
+        self._driver_conn.notify(payload)  # sent with the COMMIT (``DriverConn.commit``)
 
     async def next_epoch(self) -> int:
         return int(await self._conn.scalar(_NEXT_EPOCH))
@@ -179,7 +235,8 @@ class PostgresTx(SqlTx):
         # taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock re-reads
         # only the locked row and would return the *old* policy, entries and clarification.
         # The view is a new statement, so it sees what the previous holder committed.
-        await self._conn.one(_LOCK, {"p_session_id": session_id}, session_id)
+        if not await self._driver_conn.lock_row(session_id):
+            raise KeyError(session_id)
         return await super().lock(session_id)
 
     async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
@@ -251,7 +308,7 @@ class PostgresStore(SqlStore):
     async def notify(self, payloads: Sequence[str]) -> None:
         if not payloads:
             return
-        async with self.transaction() as tx:  # one statement for all (``prepare_commit``)
+        async with self.transaction() as tx:  # one round trip: sent with the COMMIT
             for payload in payloads:
                 tx.notify(payload)
 
@@ -267,7 +324,7 @@ class PostgresStore(SqlStore):
     async def transaction(self) -> AsyncIterator[PostgresTx]:
         async with self._pg() as tx:
             yield tx
-            await tx.prepare_commit()  # Q13, NOTIFY: the last statements, before COMMIT
+            await tx.prepare_commit()  # Q13: the last statements before COMMIT (and its NOTIFYs)
         # Only reached when the block and COMMIT succeeded.
         await tx.run_after_commit()
 
@@ -305,16 +362,19 @@ class PostgresStore(SqlStore):
         self, *, lease: bool = False, read_only: bool = False
     ) -> AsyncIterator[PostgresTx]:
         """A transaction on a pooled asyncpg connection; reads are REPEATABLE READ READ ONLY
-        (one snapshot), writes READ COMMITTED. asyncpg's transaction block rolls back on any
-        exception; a connection released inside a transaction anyway (its ROLLBACK failed) is
-        rolled back or closed by the pool before anyone else gets it."""
+        (one snapshot), writes READ COMMITTED. Any exception from the caller's block rolls
+        back (the ``after_commit`` callbacks are then dropped with the PostgresTx); a
+        connection released inside a transaction anyway (its ROLLBACK failed) is rolled back
+        or closed by the pool before anyone else gets it (asyncpg's release)."""
         try:
             async with (await self._pool(lease=lease)).acquire() as driver:
-                isolation = "repeatable_read" if read_only else "read_committed"
-                async with driver.transaction(isolation=isolation, readonly=read_only):
-                    # An exception from the caller's block rolls back; the
-                    # ``after_commit`` callbacks are then dropped with the PostgresTx.
-                    yield PostgresTx(DriverConn(driver))
+                conn = DriverConn(driver, read_only=read_only)
+                try:
+                    yield PostgresTx(conn)
+                    await conn.commit()
+                except BaseException:
+                    await conn.rollback()  # no-op when a failed COMMIT already ended it
+                    raise
         except DATABASE_ERRORS as exc:
             raise StoreError(f"database error: {exc}") from exc
 
