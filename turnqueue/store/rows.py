@@ -53,7 +53,7 @@ class RowMap(Generic[T]):
     name (after ``prefix``), an enum field from its stored value (NULL stays None). ``skip``:
     fields that are no column, given by the caller (``map(row, position=…)``) or defaulted."""
 
-    __slots__ = ("_columns", "_enums", "_getters", "_kind", "_names", "_of")
+    __slots__ = ("_columns", "_enums", "_kind", "_names", "_of", "_of_row")
 
     def __init__(self, kind: type[T], *, prefix: str = "", skip: Sequence[str] = ()) -> None:
         hints = get_type_hints(kind)
@@ -67,14 +67,10 @@ class RowMap(Generic[T]):
             enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
             if enum is not None:
                 self._enums.append((name, column, enum))
-        #: By row class (one per column list): the row's values in field order.
-        self._getters: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
+        self._of_row = Columns(*self._columns)
 
     def __call__(self, row: Record, **given: Any) -> T:
-        get = self._getters.get(type(row))
-        if get is None:
-            get = self._getters[type(row)] = _getter([row._index[c] for c in self._columns])
-        return self._build(get(row), given)
+        return self._build(self._of_row(row), given)
 
     def of(self, m: Mapping[str, Any], **given: Any) -> T:
         """From a row's ``_mapping`` (a caller that reads other columns too builds it once)."""
@@ -90,6 +86,23 @@ class RowMap(Generic[T]):
                 except ValueError:
                     raise ValueError(f"{column} holds {value!r}, not a {enum.__name__}") from None
         return self._kind(**values, **given)
+
+
+class Columns:
+    """The values of some columns of a row, by name, in the order named."""
+
+    __slots__ = ("_getters", "_names")
+
+    def __init__(self, *names: str) -> None:
+        self._names = names
+        #: By row class (one per column list): the named columns' values, by position.
+        self._getters: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
+
+    def __call__(self, row: Record) -> tuple[Any, ...]:
+        get = self._getters.get(type(row))
+        if get is None:
+            get = self._getters[type(row)] = _getter([row._index[c] for c in self._names])
+        return get(row)
 
 
 def _getter(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -232,11 +245,39 @@ VIEW = Statement(_select_view())
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
+#: The view's columns besides its session's and its clarification's, in ``view_from``'s order.
+_VIEW_COLUMNS = Columns(
+    "queue_revision",
+    "auto_run",
+    "pause_reason",
+    "clarification_id",
+    "queued",
+    "running_turn_id",
+    "running_turn_owner",
+    "cancel_mark",
+    "cancelling",
+    "cancel_revision",
+    "transitioning",
+    "approval_pending",
+)
+
+
 def view_from(row: Record) -> SessionView:
-    m = row._mapping
-    session = _SESSION.of(m)
-    auto_run = m["auto_run"]
-    pause_reason = m["pause_reason"]
+    (
+        queue_revision,
+        auto_run,
+        pause_reason,
+        clarification_id,
+        queued,
+        running_turn_id,
+        running_turn_owner,
+        cancel_mark,
+        cancelling,
+        cancel_revision,
+        transitioning,
+        approval_pending,
+    ) = _VIEW_COLUMNS(row)
+    session = _SESSION(row)
     return SessionView(
         session=session,
         # Q1: no policy row reads auto_run true.
@@ -244,15 +285,15 @@ def view_from(row: Record) -> SessionView:
             session_id=session.id,
             auto_run=True if auto_run is None else bool(auto_run),
             pause_reason=PauseReason(pause_reason) if pause_reason is not None else None,
-            revision=m["queue_revision"],
+            revision=queue_revision,
         ),
-        clarification=_CLARIFICATION.of(m) if m["clarification_id"] is not None else None,
-        queued=m["queued"],
-        running_turn_id=m["running_turn_id"],
-        running_turn_owner=m["running_turn_owner"],
-        cancel_mark=m["cancel_mark"],
-        cancelling=bool(m["cancelling"]),
-        cancel_revision=m["cancel_revision"],
-        transitioning=bool(m["transitioning"]),
-        approval_pending=bool(m["approval_pending"]),
+        clarification=_CLARIFICATION(row) if clarification_id is not None else None,
+        queued=queued,
+        running_turn_id=running_turn_id,
+        running_turn_owner=running_turn_owner,
+        cancel_mark=cancel_mark,
+        cancelling=bool(cancelling),
+        cancel_revision=cancel_revision,
+        transitioning=bool(transitioning),
+        approval_pending=bool(approval_pending),
     )
