@@ -103,7 +103,8 @@ class UtcDateTime(TypeDecorator[datetime]):
                 if value.tzinfo is None:
                     raise ValueError("naive datetime given to a UTC column")
                 value = value.astimezone(UTC)
-            return value.isoformat(" ", "microseconds")[:-6]  # without its "+00:00"
+            naive = datetime.combine(value, value.time())  # its UTC wall time, without a zone
+            return naive.isoformat(" ", "microseconds")
 
         return to_text
 
