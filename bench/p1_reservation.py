@@ -36,41 +36,58 @@ OWNER = 1
 LOCK = "SELECT session_id FROM queue_session_locks WHERE session_id = ? FOR UPDATE"
 VIEW = """
 SELECT sessions.id, sessions.task_id, sessions.agent, sessions.state, sessions.revision,
-  sessions.created_at, sessions.updated_at, tasks.owner, queue_session_locks.revision,
-  queue_session_state.auto_run, queue_session_state.pause_reason, clarifications.id,
-  clarifications.turn_id, clarifications.question, clarifications.asked_at,
-  queue_session_locks.queued,
+  sessions.created_at, sessions.updated_at, sessions.complete_on_idle, tasks.owner,
+  queue_session_locks.revision, queue_session_state.auto_run, queue_session_state.pause_reason,
+  clarifications.id, clarifications.session_id, clarifications.turn_id, clarifications.question,
+  clarifications.asked_at, queue_session_locks.queued,
   (SELECT turns.id FROM turns WHERE turns.session_id = queue_session_locks.session_id
      AND turns.status = 'RUNNING' ORDER BY turns.seq DESC LIMIT 1) AS running_turn_id,
   (SELECT turns.owner FROM turns WHERE turns.session_id = queue_session_locks.session_id
-     AND turns.status = 'RUNNING' ORDER BY turns.seq DESC LIMIT 1) AS running_turn_owner
+     AND turns.status = 'RUNNING' ORDER BY turns.seq DESC LIMIT 1) AS running_turn_owner,
+  queue_session_locks.cancel_mark, queue_session_locks.cancel_revision,
+  EXISTS (SELECT * FROM session_holds
+    WHERE session_holds.session_id = queue_session_locks.session_id
+      AND session_holds.kind = 'CANCELLING') AS cancelling,
+  EXISTS (SELECT * FROM session_holds
+    WHERE session_holds.session_id = queue_session_locks.session_id
+      AND session_holds.kind = 'WORKFLOW_TRANSITION') AS transitioning,
+  EXISTS (SELECT * FROM approvals
+    WHERE approvals.session_id = queue_session_locks.session_id
+      AND approvals.outcome = 'PENDING'
+      AND EXISTS (SELECT * FROM turns
+        WHERE turns.id = approvals.turn_id AND turns.status = 'RUNNING')) AS approval_pending
 FROM queue_session_locks JOIN sessions ON sessions.id = queue_session_locks.session_id
   JOIN tasks ON tasks.id = sessions.task_id
   LEFT OUTER JOIN queue_session_state
     ON queue_session_state.session_id = queue_session_locks.session_id
   LEFT OUTER JOIN clarifications ON clarifications.session_id = queue_session_locks.session_id
 WHERE queue_session_locks.session_id = ?"""
+#: VIEW's columns the baseline reads.
+AUTO_RUN, QUEUED = 10, 17
 RESERVE = """
 UPDATE queue_entries SET in_flight = {true}, reserved_at = ?, reserved_by = ?
 WHERE queue_entries.id = (SELECT head.id FROM queue_entries AS head
   WHERE head.session_id = ? AND head.in_flight = {false} ORDER BY head.position, head.id LIMIT 1)
   AND queue_entries.in_flight = {false}
 RETURNING id, session_id, position, content, source, queued_at, in_flight, reserved_at,
-  reserved_by"""
+  reserved_by, client_message_id"""
 BUMP_SESSION = """
 UPDATE sessions SET state = ?, revision = sessions.revision + 1, updated_at = ?
 WHERE sessions.id = ? RETURNING revision"""
 INSERT_TURN = """
-INSERT INTO turns (id, session_id, seq, prompt, source, status, output, started_at, owner)
-SELECT ?{vc}, ?{vc}, coalesce(max(turns.seq), 0) + 1, ?{vc}, ?{vc}, 'RUNNING', '', ?{ts}, ?{big}
+INSERT INTO turns (id, session_id, seq, prompt, source, status, output, started_at, owner,
+  client_message_id, entry_id)
+SELECT ?{vc}, ?{vc}, coalesce(max(turns.seq), 0) + 1, ?{vc}, ?{vc}, 'RUNNING', '', ?{ts}, ?{big},
+  ?{vc}, ?{vc}
 FROM turns WHERE turns.session_id = ?"""
 CONSUME = "DELETE FROM queue_entries WHERE queue_entries.id IN (?) AND in_flight = {true}"
 #: PostgreSQL: the store runs BUMP_SESSION, INSERT_TURN and CONSUME as one statement.
 START_TURN_PG = """
 WITH started AS (
-  INSERT INTO turns (id, session_id, seq, prompt, source, status, output, started_at, owner)
+  INSERT INTO turns (id, session_id, seq, prompt, source, status, output, started_at, owner,
+    client_message_id, entry_id)
   SELECT $1::VARCHAR, $2::VARCHAR, coalesce(max(turns.seq), 0) + 1, $3::VARCHAR, $4::VARCHAR,
-    'RUNNING', '', $5::TIMESTAMPTZ, $6::BIGINT
+    'RUNNING', '', $5::TIMESTAMPTZ, $6::BIGINT, $9::VARCHAR, $10::VARCHAR
   FROM turns WHERE turns.session_id = $2::VARCHAR),
 consumed AS (
   DELETE FROM queue_entries WHERE queue_entries.id = $7::VARCHAR AND queue_entries.in_flight),
@@ -143,7 +160,7 @@ async def raw_asyncpg(url: str, work: list[str], per_session: int) -> float:
                 if await conn.fetchval(_pg(LOCK), sid) is None:
                     return False
                 view = await conn.fetchrow(_pg(VIEW), sid)
-                if view["queued"] == 0 or view[9] is False:
+                if view[QUEUED] == 0 or view[AUTO_RUN] is False:
                     return False
                 now = datetime.now(UTC)
                 entry = await conn.fetchrow(_pg(RESERVE), now, OWNER, sid)
@@ -159,6 +176,8 @@ async def raw_asyncpg(url: str, work: list[str], per_session: int) -> float:
                     OWNER,
                     entry["id"],
                     "RUNNING",
+                    None,  # client_message_id
+                    None,  # entry_id
                 )
                 await conn.fetchval(_pg(BUMP_QUEUE), sid)
             return True
@@ -186,13 +205,14 @@ def _sqlite_reserver(conn: sqlite3.Connection) -> Callable[[str], bool]:
             view = conn.execute(view_sql, (sid,)).fetchone()
             now = datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")
             entry = None
-            if view is not None and view[15] > 0 and view[9] != 0:
+            if view is not None and view[QUEUED] > 0 and view[AUTO_RUN] != 0:
                 entry = conn.execute(reserve_sql, (now, OWNER, sid)).fetchone()
             if entry is None:
                 conn.execute("ROLLBACK")
                 return False
             conn.execute(BUMP_SESSION, ("RUNNING", now, sid)).fetchone()
-            conn.execute(insert_sql, (str(uuid.uuid4()), sid, entry[3], entry[4], now, OWNER, sid))
+            turn = (str(uuid.uuid4()), sid, entry[3], entry[4], now, OWNER, None, None, sid)
+            conn.execute(insert_sql, turn)
             conn.execute(consume_sql, (entry[0],))
             conn.execute(BUMP_QUEUE, (sid,)).fetchone()
             conn.execute("COMMIT")

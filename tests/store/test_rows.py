@@ -12,6 +12,7 @@ from turnqueue.domain import (
     AgentErrorKind,
     MessageSource,
     QueueEntry,
+    QueuePolicy,
     SendOutcome,
     SentMessage,
     Turn,
@@ -89,3 +90,49 @@ def test_prefixed_columns_and_a_field_the_caller_gives() -> None:
 def test_an_unknown_enum_value_names_its_column() -> None:
     with pytest.raises(ValueError, match="status holds 'LOST', not a TurnStatus"):
         turn_from(_turn_row(status="LOST"))
+
+
+def test_the_view_is_built_field_by_field_from_its_columns() -> None:
+    """``view_from`` builds the view and its policy positionally (the lock's hot path): each
+    field must come from the column of its meaning, whatever the fields' order."""
+    from sqlalchemy.dialects import sqlite
+
+    from turnqueue.domain import PauseReason, SessionState
+    from turnqueue.store.rows import VIEW, view_from
+
+    plan = VIEW.plan(sqlite.dialect())
+    assert plan.record is not None
+    stored = {
+        "id": "s1",
+        "task_id": "t1",
+        "agent": "scripted",
+        "state": "RUNNING",
+        "revision": 4,
+        "created_at": AT,
+        "updated_at": AT,
+        "complete_on_idle": False,
+        "owner": "o1",
+        "queue_revision": 11,
+        "auto_run": False,
+        "pause_reason": "USER",
+        "clarification_id": None,
+        "queued": 5,
+        "running_turn_id": "r1",
+        "running_turn_owner": 6,
+        "cancel_mark": "m1",
+        "cancelling": 1,
+        "cancel_revision": 13,
+        "transitioning": 0,
+        "approval_pending": 1,
+    }
+    view = view_from(plan.record(stored.get(key) for key in plan.record._keys))
+    assert (view.session.id, view.session.owner, view.session.state) == (
+        "s1",
+        "o1",
+        SessionState.RUNNING,
+    )
+    assert view.policy == QueuePolicy("s1", False, PauseReason.USER, 11)
+    assert view.clarification is None
+    assert (view.queued, view.running_turn_id, view.running_turn_owner) == (5, "r1", 6)
+    assert (view.cancel_mark, view.cancelling, view.cancel_revision) == ("m1", True, 13)
+    assert (view.transitioning, view.approval_pending) == (False, True)

@@ -51,45 +51,65 @@ RUNNING: ColumnClause[str] = literal_column("'RUNNING'", String)
 class RowMap(Generic[T]):
     """Builds a ``kind`` dataclass from a row by column name: each field from the column of its
     name (after ``prefix``), an enum field from its stored value (NULL stays None). ``skip``:
-    fields that are no column, given by the caller (``map(row, position=…)``) or defaulted."""
+    fields that are no column, given by the caller (``map(row, position=…)``) or defaulted.
 
-    __slots__ = ("_columns", "_enums", "_getters", "_kind", "_names", "_of")
+    Hot path (every row the store maps): the row's values are taken by position, enums by a
+    dict of their members, and the dataclass is built positionally when the skipped fields
+    all come last (a call with keywords builds a dict of them first)."""
+
+    __slots__ = ("_columns", "_enums", "_kind", "_names", "_of", "_of_row", "_positional")
 
     def __init__(self, kind: type[T], *, prefix: str = "", skip: Sequence[str] = ()) -> None:
         hints = get_type_hints(kind)
         self._kind = kind
-        self._names = [f.name for f in fields(kind) if f.name not in skip]
+        names = [f.name for f in fields(kind)]
+        self._names = [name for name in names if name not in skip]
+        self._positional = self._names == names[: len(self._names)]
         self._columns = [prefix + name for name in self._names]
         self._of = _getter(self._columns)
-        self._enums: list[tuple[str, str, type[Enum]]] = []
-        for name, column in zip(self._names, self._columns, strict=True):
+        #: (position, column, enum, the enum's members by stored value)
+        self._enums: list[tuple[int, str, type[Enum], dict[Any, Enum]]] = []
+        for i, (name, column) in enumerate(zip(self._names, self._columns, strict=True)):
             hint = hints[name]
             enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
             if enum is not None:
-                self._enums.append((name, column, enum))
-        #: By row class (one per column list): the row's values in field order.
-        self._getters: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
+                self._enums.append((i, column, enum, {m.value: m for m in enum}))
+        self._of_row = columns(*self._columns)
 
     def __call__(self, row: Record, **given: Any) -> T:
-        get = self._getters.get(type(row))
-        if get is None:
-            get = self._getters[type(row)] = _getter([row._index[c] for c in self._columns])
-        return self._build(get(row), given)
+        return self._build(self._of_row(row), given)
 
     def of(self, m: Mapping[str, Any], **given: Any) -> T:
         """From a row's ``_mapping`` (a caller that reads other columns too builds it once)."""
         return self._build(self._of(m), given)
 
     def _build(self, row: Sequence[Any], given: dict[str, Any]) -> T:
-        values = dict(zip(self._names, row, strict=True))
-        for name, column, enum in self._enums:
-            value = values[name]
+        values = list(row)
+        for i, column, enum, members in self._enums:
+            value = values[i]
             if value is not None:
-                try:
-                    values[name] = enum(value)
-                except ValueError:
-                    raise ValueError(f"{column} holds {value!r}, not a {enum.__name__}") from None
-        return self._kind(**values, **given)
+                member = members.get(value)
+                if member is None:
+                    raise ValueError(f"{column} holds {value!r}, not a {enum.__name__}")
+                values[i] = member
+        if self._positional:
+            return self._kind(*values, **given)
+        return self._kind(**dict(zip(self._names, values, strict=True)), **given)
+
+
+def columns(*names: str) -> Callable[[Record], tuple[Any, ...]]:
+    """The values of the named columns of a row, in the order named (a function, not a class
+    with ``__call__``: calling an instance costs several times a function call)."""
+    #: By row class (one per column list): the named columns' values, by position.
+    getters: dict[type[Record], Callable[[Record], tuple[Any, ...]]] = {}
+
+    def of(row: Record) -> tuple[Any, ...]:
+        get = getters.get(type(row))
+        if get is None:
+            get = getters[type(row)] = _getter([row._index[name] for name in names])
+        return get(row)
+
+    return of
 
 
 def _getter(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -232,27 +252,57 @@ VIEW = Statement(_select_view())
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
+#: The view's columns besides its session's and its clarification's, in ``view_from``'s order.
+_VIEW_COLUMNS = columns(
+    "queue_revision",
+    "auto_run",
+    "pause_reason",
+    "clarification_id",
+    "queued",
+    "running_turn_id",
+    "running_turn_owner",
+    "cancel_mark",
+    "cancelling",
+    "cancel_revision",
+    "transitioning",
+    "approval_pending",
+)
+
+
 def view_from(row: Record) -> SessionView:
-    m = row._mapping
-    session = _SESSION.of(m)
-    auto_run = m["auto_run"]
-    pause_reason = m["pause_reason"]
+    (
+        queue_revision,
+        auto_run,
+        pause_reason,
+        clarification_id,
+        queued,
+        running_turn_id,
+        running_turn_owner,
+        cancel_mark,
+        cancelling,
+        cancel_revision,
+        transitioning,
+        approval_pending,
+    ) = _VIEW_COLUMNS(row)
+    session = _SESSION(row)
+    # Positional, in field order (keywords cost a dict per call, on every lock); the tests of
+    # the store read every field back.
     return SessionView(
-        session=session,
+        session,
         # Q1: no policy row reads auto_run true.
-        policy=QueuePolicy(
-            session_id=session.id,
-            auto_run=True if auto_run is None else bool(auto_run),
-            pause_reason=PauseReason(pause_reason) if pause_reason is not None else None,
-            revision=m["queue_revision"],
+        QueuePolicy(
+            session.id,
+            True if auto_run is None else bool(auto_run),
+            PauseReason(pause_reason) if pause_reason is not None else None,
+            queue_revision,
         ),
-        clarification=_CLARIFICATION.of(m) if m["clarification_id"] is not None else None,
-        queued=m["queued"],
-        running_turn_id=m["running_turn_id"],
-        running_turn_owner=m["running_turn_owner"],
-        cancel_mark=m["cancel_mark"],
-        cancelling=bool(m["cancelling"]),
-        cancel_revision=m["cancel_revision"],
-        transitioning=bool(m["transitioning"]),
-        approval_pending=bool(m["approval_pending"]),
+        _CLARIFICATION(row) if clarification_id is not None else None,
+        queued,
+        running_turn_id,
+        running_turn_owner,
+        cancel_mark,
+        bool(cancelling),
+        cancel_revision,
+        bool(transitioning),
+        bool(approval_pending),
     )

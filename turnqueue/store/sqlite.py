@@ -110,18 +110,20 @@ class SqliteWriter:
         self._engine = engine
         self.dialect = engine.dialect
         self._pooled: Any = None
+        self._conn: sqlite3.Connection | None = None
         self.closed = False
 
     def connection(self) -> sqlite3.Connection:
         if self.closed:
             raise StoreError("the store is closed")
-        if self._pooled is None:
+        if self._conn is None:
             self._pooled = self._engine.raw_connection()
+            self._conn = self._pooled.driver_connection
+            assert self._conn is not None
             # Never wait inside a statement (it would block the event loop): the store waits
             # for the write lock itself, between attempts at BEGIN IMMEDIATE.
-            self._pooled.driver_connection.execute("PRAGMA busy_timeout=0")
-        conn: sqlite3.Connection = self._pooled.driver_connection
-        return conn
+            self._conn.execute("PRAGMA busy_timeout=0")
+        return self._conn
 
     def close(self) -> None:
         if self.closed:

@@ -23,8 +23,9 @@ Limits (checked by the tests of the store, which run every statement through her
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from sqlalchemy import Executable, Select, TextClause, TextualSelect
@@ -86,6 +87,19 @@ class CompiledSql:
     record: type[Record] | None
     #: Result processors by column, or None when no column needs one.
     results: tuple[Processor | None, ...] | None
+    #: Derived from the above, for the hot path: the parameters' values from a dict in one C
+    #: call, then a processor only where a parameter (a column) has one, by position.
+    _take: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+    _bind: tuple[tuple[int, Processor], ...] = field(init=False, repr=False, compare=False)
+    _convert: tuple[tuple[int, Processor], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_derived = object.__setattr__  # frozen: set once, here
+        set_derived(self, "_take", _getter([name for name, _ in self.params]))
+        set_derived(self, "_bind", _processors(process for _, process in self.params))
+        set_derived(self, "_convert", _processors(self.results or ()))
 
     @classmethod
     def compile(
@@ -133,25 +147,45 @@ class CompiledSql:
         """The positional arguments for ``given`` parameters."""
         values = ({**self.bound, **given} if given else self.bound) if self.bound else given or {}
         try:
-            return [
-                value if process is None or value is None else process(value)
-                for name, process in self.params
-                for value in (values[name],)
-            ]
+            args = list(self._take(values))
         except KeyError as missing:
             raise ValueError(f"no value for parameter {missing} of: {self.sql}") from None
+        for i, process in self._bind:
+            value = args[i]
+            if value is not None:
+                args[i] = process(value)
+        return args
 
     def rows(self, raw: Iterable[Iterable[Any]]) -> list[Record]:
         """Driver rows (tuples, asyncpg records) as :class:`Record` rows, values processed."""
         assert self.record is not None
         make = self.record
-        results = self.results
-        if results is None:
+        if not self._convert:
             return [make(row) for row in raw]
-        return [
-            make([v if p is None or v is None else p(v) for p, v in zip(results, row, strict=True)])
-            for row in raw
-        ]
+        rows = []
+        for row in raw:
+            values = list(row)
+            for i, process in self._convert:
+                value = values[i]
+                if value is not None:
+                    values[i] = process(value)
+            rows.append(make(values))
+        return rows
+
+
+def _getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """``names``' values of a mapping, as a tuple (``itemgetter`` answers a bare value for one
+    name and refuses none)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    if names:
+        only = names[0]
+        return lambda values: (values[only],)
+    return lambda values: ()
+
+
+def _processors(found: Iterable[Processor | None]) -> tuple[tuple[int, Processor], ...]:
+    return tuple((i, process) for i, process in enumerate(found) if process is not None)
 
 
 class Statement:

@@ -90,6 +90,8 @@ class UtcDateTime(TypeDecorator[datetime]):
 
     # SQLite: the text written and read in one step each, in the format of SQLAlchemy's
     # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff") (timestamps are bound and read on the hot path).
+    # Neither step calls ``datetime.replace``: it rebuilds the datetime from parsed keyword
+    # arguments and costs several times a parse or a format.
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
@@ -97,9 +99,12 @@ class UtcDateTime(TypeDecorator[datetime]):
         def to_text(value: datetime | None) -> str | None:
             if value is None:
                 return None
-            if value.tzinfo is None:
-                raise ValueError("naive datetime given to a UTC column")
-            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+            if value.tzinfo is not UTC:  # utcnow()'s are UTC already
+                if value.tzinfo is None:
+                    raise ValueError("naive datetime given to a UTC column")
+                value = value.astimezone(UTC)
+            naive = datetime.combine(value, value.time())  # its UTC wall time, without a zone
+            return naive.isoformat(" ", "microseconds")
 
         return to_text
 
@@ -108,7 +113,13 @@ class UtcDateTime(TypeDecorator[datetime]):
             return super().result_processor(dialect, coltype)
 
         def from_text(value: str | None) -> datetime | None:
-            return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+            if value is None:
+                return None
+            try:
+                parsed = datetime.fromisoformat(value + "+00:00")  # to_text's naive UTC text
+            except ValueError:  # a text with an offset of its own: read as UTC, as ever
+                parsed = datetime.fromisoformat(value)
+            return parsed if parsed.tzinfo is UTC else parsed.replace(tzinfo=UTC)
 
         return from_text
 
