@@ -7,11 +7,8 @@ a key comparison and ``LIMIT n + 1`` (the extra row says whether more lie beyond
 however many rows are inserted or removed around it. Every key ends with a unique column, so no
 two rows tie.
 
-The listings (declared by ``SqlStore.tasks_page`` and the others) and their keys:
-
-* tasks of an owner: newest first, key ``(created_at, id)`` (index ``ix_tasks_owner_created_at``);
-* sessions of a task: oldest first, key ``(created_at, id)``;
-* turns of a session: oldest first, key ``seq`` (the unique per-session ordinal).
+The listings are declared by ``SqlStore.tasks_page`` and the others; their keys and orders are
+the protocol's (``TaskKey``, ``SessionKey``, ``TurnKey``).
 
 :func:`page` takes the caller's transaction and never commits; ``SqlStore`` runs each page in
 one read transaction, so the page and its "is there more" checks see the same snapshot.
