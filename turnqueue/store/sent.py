@@ -38,7 +38,7 @@ class Kept:
             )
         )
         created_at = bindparam("p_now", type_=UtcDateTime)
-        values = {column: bindparam(f"p_{column}") for column in columns}
+        values: dict[str, Any] = {column: bindparam(f"p_{column}") for column in columns}
         self._insert = Statement(insert(table).values(**values, **fixed, created_at=created_at))
 
     async def add(self, conn: Conn, params: Mapping[str, Any]) -> None:
