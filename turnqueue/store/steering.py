@@ -17,6 +17,7 @@ PENDING = "PENDING"
 _sr = steer_requests
 _ADD = Kept(_sr, "session_id", ("id", "session_id", "turn_id", "entry_id"), state=PENDING)
 _GET = Statement(select(_sr).where(_sr.c.id == bindparam("p_id")))
+_REQUEST = RowMap(SteerRequest)
 _PENDING_OF = Statement(
     select(_sr)
     .where(_sr.c.session_id == bindparam("p_session_id"), _sr.c.state == PENDING)
@@ -28,9 +29,6 @@ _DECIDE = Statement(
     .values(state=bindparam("p_state"))
     .returning(_sr.c.id)
 )
-
-
-_REQUEST = RowMap(SteerRequest)
 
 
 class SteerStatements(Statements):
