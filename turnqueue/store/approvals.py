@@ -25,17 +25,14 @@ _APPROVAL = RowMap(Approval, skip=("options",))
 
 
 def approval_from(row: Record) -> Approval:
-    options = tuple(
-        ApprovalOption(str(o["id"]), str(o["name"]), str(o["kind"]))
-        for o in json.loads(row.options)
-    )
+    options = tuple(ApprovalOption(**option) for option in json.loads(row.options))
     return _APPROVAL(row, options=options)
 
 
 class ApprovalStatements(Statements):
     async def add_approval(self, approval: Approval) -> None:
-        options = [{"id": o.id, "name": o.name, "kind": o.kind} for o in approval.options]
-        values = {**values_of(approval), "options": json.dumps(options)}
+        options = json.dumps([values_of(option) for option in approval.options])
+        values = {**values_of(approval), "options": options}
         await self._conn.execute(insert(approvals).values(**values))
         if approval.outcome is ApprovalOutcome.PENDING:
             self._touched[approval.session_id] = None  # APPROVAL holds its queue (Q9)

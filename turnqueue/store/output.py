@@ -27,6 +27,7 @@ from sqlalchemy import BigInteger, ColumnElement, Integer, bindparam, func, sele
 
 from turnqueue.domain import ItemKind, OutputRecord
 from turnqueue.store.conn import Statements
+from turnqueue.store.rows import RowMap
 from turnqueue.store.statement import Record, Statement
 from turnqueue.store.tables import turn_output
 
@@ -46,21 +47,14 @@ _TEXT_AFTER = _records(
     _o.c.offset + func.length(_o.c.text) > bindparam("p_after", type_=BigInteger),
 )
 _RECORDS_AFTER = _records(_o.c.seq > bindparam("p_after_seq", type_=Integer))
+_RECORD = RowMap(OutputRecord, skip=("turn_id", "data", "key"))  # key: the column ``item_key``
 
 
 def _record(turn_id: str, row: Record) -> OutputRecord:
     data = row.data
     if isinstance(data, str):  # PostgreSQL ``json`` may come back as its text
         data = json.loads(data)
-    return OutputRecord(
-        turn_id=turn_id,
-        seq=int(row.seq),
-        offset=int(row.offset),
-        kind=ItemKind(row.kind),
-        text=row.text,
-        data=data,
-        key=row.item_key,
-    )
+    return _RECORD(row, turn_id=turn_id, data=data, key=row.item_key)
 
 
 class OutputStatements(Statements):

@@ -7,14 +7,11 @@ a key comparison and ``LIMIT n + 1`` (the extra row says whether more lie beyond
 however many rows are inserted or removed around it. Every key ends with a unique column, so no
 two rows tie.
 
-Listings and their keys:
+The listings are declared by ``SqlStore.tasks_page`` and the others; their keys and orders are
+the protocol's (``TaskKey``, ``SessionKey``, ``TurnKey``).
 
-* tasks of an owner: newest first, key ``(created_at, id)`` (index ``ix_tasks_owner_created_at``);
-* sessions of a task: oldest first, key ``(created_at, id)``;
-* turns of a session: oldest first, key ``seq`` (the unique per-session ordinal).
-
-These functions take the caller's transaction and never commit; ``SqlStore`` runs each in one
-read transaction, so the page and its "is there more" checks see the same snapshot.
+:func:`page` takes the caller's transaction and never commits; ``SqlStore`` runs each page in
+one read transaction, so the page and its "is there more" checks see the same snapshot.
 """
 
 from __future__ import annotations
@@ -23,13 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, or_, select
+from sqlalchemy import ColumnElement, Select, and_, or_
 
-from turnqueue.domain import MAX_PAGE, Session, Task, Turn, clamp_page
-from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
-from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
+from turnqueue.domain import MAX_PAGE, clamp_page
+from turnqueue.store.protocol import Page, Window
 from turnqueue.store.statement import Record
-from turnqueue.store.tables import sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
 
 
@@ -46,17 +41,21 @@ def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> Colum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Listing:
-    """One listing: its base SELECT, key columns, direction and row conversion."""
+class Listing:
+    """One listing: its base SELECT, key columns (a key is their values), direction and items."""
 
     base: Select[Any]
     columns: Sequence[Any]
     descending: bool  # newest first
-    key_of: Callable[[Record], Any]
     item_of: Callable[[Record], Any]
 
     def _key(self, key: Any) -> Sequence[Any]:
         return key if isinstance(key, tuple) else (key,)
+
+    def key_of(self, row: Record) -> Any:
+        """The row's key: the value of its one key column, or a tuple of them."""
+        values = tuple(getattr(row, column.key) for column in self.columns)
+        return values if len(values) > 1 else values[0]
 
     def after(self, key: Any) -> ColumnElement[bool]:
         """Rows after ``key`` in the listing's order."""
@@ -74,11 +73,11 @@ class _Listing:
         return and_(*(c == v for c, v in zip(self.columns, self._key(key), strict=True)))
 
 
-async def _exists(tx: SqlTx, listing: _Listing, condition: ColumnElement[bool]) -> bool:
+async def _exists(tx: SqlTx, listing: Listing, condition: ColumnElement[bool]) -> bool:
     return bool(await tx.fetch(listing.base.where(condition).limit(1)))
 
 
-async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, Any]:
+async def page(tx: SqlTx, listing: Listing, window: Window[Any]) -> Page[Any, Any]:
     """The window's items in listing order, and whether items lie before and after them.
 
     ``has_previous``/``has_next`` follow the Relay specification: counting first, the extra
@@ -109,46 +108,3 @@ async def _page(tx: SqlTx, listing: _Listing, window: Window[Any]) -> Page[Any, 
             tx, listing, or_(listing.at(window.after), listing.before(window.after))
         )
     return Page(items=items, has_previous=has_previous, has_next=has_next)
-
-
-def _created_key(row: Record) -> TaskKey | SessionKey:
-    return (row.created_at, row.id)
-
-
-def _turn_key(row: Record) -> TurnKey:
-    return int(row.seq)
-
-
-async def tasks_page(tx: SqlTx, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-    listing = _Listing(
-        base=select(tasks).where(tasks.c.owner == owner),
-        columns=(tasks.c.created_at, tasks.c.id),
-        descending=True,
-        key_of=_created_key,
-        item_of=task_from,
-    )
-    return await _page(tx, listing, window)
-
-
-async def sessions_page(
-    tx: SqlTx, task_id: str, window: Window[SessionKey]
-) -> Page[SessionKey, Session]:
-    listing = _Listing(
-        base=select_sessions().where(sessions.c.task_id == task_id),
-        columns=(sessions.c.created_at, sessions.c.id),
-        descending=False,
-        key_of=_created_key,
-        item_of=session_from,
-    )
-    return await _page(tx, listing, window)
-
-
-async def turns_page(tx: SqlTx, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
-    listing = _Listing(
-        base=select(turns).where(turns.c.session_id == session_id),
-        columns=(turns.c.seq,),
-        descending=False,
-        key_of=_turn_key,
-        item_of=turn_from,
-    )
-    return await _page(tx, listing, window)

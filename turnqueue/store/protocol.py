@@ -18,10 +18,8 @@ transaction is ``BEGIN IMMEDIATE`` behind one in-process writer lock, so the dat
 writer and ``lock`` only reads.
 
 Revisions (R1): methods that change a session's state, turns or clarification bump the session's
-revision themselves and return the new value. Queue changes do *not* bump the queue revision by
-themselves: the engine calls :meth:`Tx.bump_queue` in every transaction that changed the
-queue status (entries, policy, pause reason or holds), and the store bumps it once per
-transaction and session however often it is called, so one commit is one revision.
+revision themselves. A queue gets one new revision per transaction that changed its status,
+however many writes did (Q13): see :meth:`UnitOfWork.changed_queues` and :meth:`Tx.bump_queue`.
 """
 
 from __future__ import annotations
@@ -193,8 +191,7 @@ class InstancesTx(Protocol):
     ) -> None:
         """An agent process group ``instance`` runs on ``host`` (M6 kills it after a crash)."""
 
-    async def forget_process(self, host: str, pgid: int) -> None:
-        """The process group is gone."""
+    async def forget_process(self, host: str, pgid: int) -> None: ...
 
     async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
         """Process groups on ``host`` recorded by instances not in ``live``."""

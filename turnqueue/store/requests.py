@@ -7,7 +7,7 @@ and its requester withdrawing it exactly one wins, and a request runs at most on
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, String, Text, bindparam, select, update
+from sqlalchemy import BigInteger, bindparam, select, update
 
 from turnqueue.domain import OwnerRequest, RequestState
 from turnqueue.store.conn import Statements
@@ -19,17 +19,8 @@ from turnqueue.store.tables import owner_requests
 PENDING = RequestState.PENDING.value
 _r = owner_requests
 #: Answered requests are read once, by their requester; a day later nobody waits for them.
-_ADD = Kept(
-    _r,
-    "owner",
-    id=bindparam("p_id", String),
-    owner=bindparam("p_owner", type_=BigInteger),
-    origin=bindparam("p_origin", type_=BigInteger),
-    op=bindparam("p_op", String),
-    args=bindparam("p_args", Text),
-    state=PENDING,
-)
-_GET = Statement(select(_r).where(_r.c.id == bindparam("p_id", String)))
+_ADD = Kept(_r, "owner", ("id", "owner", "origin", "op", "args"), state=PENDING)
+_GET = Statement(select(_r).where(_r.c.id == bindparam("p_id")))
 _REQUEST = RowMap(OwnerRequest)
 _PENDING_FOR = Statement(
     select(_r.c.id)
@@ -38,8 +29,8 @@ _PENDING_FOR = Statement(
 )
 _MOVE = Statement(
     update(_r)
-    .where(_r.c.id == bindparam("p_id", String), _r.c.state == bindparam("p_from", String))
-    .values(state=bindparam("p_to", String), outcome=bindparam("p_outcome", Text))
+    .where(_r.c.id == bindparam("p_id"), _r.c.state == bindparam("p_from"))
+    .values(state=bindparam("p_to"), outcome=bindparam("p_outcome"))
     .returning(_r.c.id)
 )
 

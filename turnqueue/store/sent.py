@@ -8,11 +8,11 @@ than :data:`KEPT` go with its next keyed send (no background task).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import String, Table, bindparam, delete, insert, select
+from sqlalchemy import Table, bindparam, delete, insert, select
 
 from turnqueue.domain import SentMessage, new_id, utcnow
 from turnqueue.store.conn import Conn, Statements
@@ -26,9 +26,10 @@ KEPT = timedelta(hours=24)
 
 class Kept:
     """The insert of a table whose rows are kept at least :data:`KEPT`: it first deletes the
-    rows of its ``scope`` (a column, the parameter ``p_<scope>``) created longer ago."""
+    rows of its ``scope`` (a column, the parameter ``p_<scope>``) created longer ago. It writes
+    ``columns`` from the parameters ``p_<column>``, ``fixed`` as given, and ``created_at``."""
 
-    def __init__(self, table: Table, scope: str, **values: Any) -> None:
+    def __init__(self, table: Table, scope: str, columns: Sequence[str], **fixed: Any) -> None:
         self._scope = f"p_{scope}"
         self._prune = Statement(
             delete(table).where(
@@ -37,7 +38,8 @@ class Kept:
             )
         )
         created_at = bindparam("p_now", type_=UtcDateTime)
-        self._insert = Statement(insert(table).values(**values, created_at=created_at))
+        values: dict[str, Any] = {column: bindparam(f"p_{column}") for column in columns}
+        self._insert = Statement(insert(table).values(**values, **fixed, created_at=created_at))
 
     async def add(self, conn: Conn, params: Mapping[str, Any]) -> None:
         now = utcnow()
@@ -54,20 +56,13 @@ class Kept:
 _sm = sent_messages
 _FIND = Statement(
     select(_sm).where(
-        _sm.c.session_id == bindparam("p_session_id"), _sm.c.key == bindparam("p_key", String)
+        _sm.c.session_id == bindparam("p_session_id"), _sm.c.key == bindparam("p_key")
     )
 )
 _RECORD = Kept(
     _sm,
     "session_id",
-    session_id=bindparam("p_session_id"),
-    key=bindparam("p_key", String),
-    digest=bindparam("p_digest", String),
-    outcome=bindparam("p_outcome", String),
-    entry_id=bindparam("p_entry_id", String),
-    turn_id=bindparam("p_turn_id", String),
-    position=bindparam("p_position"),
-    queued_at=bindparam("p_queued_at", type_=UtcDateTime),
+    ("session_id", "key", "digest", "outcome", "entry_id", "turn_id", "position", "queued_at"),
 )
 _SENT = RowMap(SentMessage)
 

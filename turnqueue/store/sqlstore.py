@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 
 from turnqueue.domain import Session, Task, Turn, clamp_page
-from turnqueue.store import pages
+from turnqueue.store.pages import Listing, page
 from turnqueue.store.protocol import Page, SessionKey, Store, TaskKey, TurnKey, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.statement import Record
@@ -100,15 +100,34 @@ class SqlStore(Store):
         return turn_from(rows[0]) if rows else None
 
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        async with self.read() as tx:
-            return await pages.tasks_page(tx, owner, window)
+        listing = Listing(
+            base=select(tasks).where(tasks.c.owner == owner),
+            columns=(tasks.c.created_at, tasks.c.id),
+            descending=True,
+            item_of=task_from,
+        )
+        return await self._page(listing, window)
 
     async def sessions_page(
         self, task_id: str, window: Window[SessionKey]
     ) -> Page[SessionKey, Session]:
-        async with self.read() as tx:
-            return await pages.sessions_page(tx, task_id, window)
+        listing = Listing(
+            base=select_sessions().where(sessions.c.task_id == task_id),
+            columns=(sessions.c.created_at, sessions.c.id),
+            descending=False,
+            item_of=session_from,
+        )
+        return await self._page(listing, window)
 
     async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+        listing = Listing(
+            base=select(turns).where(turns.c.session_id == session_id),
+            columns=(turns.c.seq,),
+            descending=False,
+            item_of=turn_from,
+        )
+        return await self._page(listing, window)
+
+    async def _page(self, listing: Listing, window: Window[Any]) -> Page[Any, Any]:
         async with self.read() as tx:
-            return await pages.turns_page(tx, session_id, window)
+            return await page(tx, listing, window)

@@ -4,7 +4,7 @@ instance running the turn, or the requester once that turn has ended: one of the
 
 from __future__ import annotations
 
-from sqlalchemy import String, bindparam, select, update
+from sqlalchemy import bindparam, select, update
 
 from turnqueue.domain import SteerRequest
 from turnqueue.store.conn import Statements
@@ -15,16 +15,9 @@ from turnqueue.store.tables import steer_requests
 
 PENDING = "PENDING"
 _sr = steer_requests
-_ADD = Kept(
-    _sr,
-    "session_id",
-    id=bindparam("p_id", String),
-    session_id=bindparam("p_session_id", String),
-    turn_id=bindparam("p_turn_id", String),
-    entry_id=bindparam("p_entry_id", String),
-    state=PENDING,
-)
-_GET = Statement(select(_sr).where(_sr.c.id == bindparam("p_id", String)))
+_ADD = Kept(_sr, "session_id", ("id", "session_id", "turn_id", "entry_id"), state=PENDING)
+_GET = Statement(select(_sr).where(_sr.c.id == bindparam("p_id")))
+_REQUEST = RowMap(SteerRequest)
 _PENDING_OF = Statement(
     select(_sr)
     .where(_sr.c.session_id == bindparam("p_session_id"), _sr.c.state == PENDING)
@@ -32,13 +25,10 @@ _PENDING_OF = Statement(
 )
 _DECIDE = Statement(
     update(_sr)
-    .where(_sr.c.id == bindparam("p_id", String), _sr.c.state == PENDING)
-    .values(state=bindparam("p_state", String))
+    .where(_sr.c.id == bindparam("p_id"), _sr.c.state == PENDING)
+    .values(state=bindparam("p_state"))
     .returning(_sr.c.id)
 )
-
-
-_REQUEST = RowMap(SteerRequest)
 
 
 class SteerStatements(Statements):
