@@ -21,12 +21,12 @@ from bench.wslib import close_all
 
 
 async def profile(url: str, out: str, fanout: bool, sessions: int, events: int) -> str:
-    kind, query, marker = FIELDS["queueStatusChanged"]
+    kind = FIELDS["queueStatusChanged"][0]
     env = {"TURNQUEUE_SUBSCRIPTION_FANOUT": "true" if fanout else "false"}
     async with ServerProcess(url, env) as server:
         setup = await server.call("/bench/setup", json.dumps({"sessions": sessions}).encode())
         sids = [s["id"] for s in setup["sessions"]]
-        clients = {sid: await _open(server.port, query, sid, marker) for sid in sids}
+        clients = {sid: await _open(server.port, "queueStatusChanged", sid) for sid in sids}
         try:
             for client in clients.values():
                 await client.until(0)
