@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -45,9 +44,8 @@ from turnqueue.agents.acp_process import (
     STDERR_QUIET_SECONDS,
     STOP_GRACE_SECONDS,
     AcpProcess,
-    release,
+    end_process,
     spawn,
-    terminate,
 )
 from turnqueue.agents.acp_resume import (
     ConversationLog,
@@ -314,23 +312,15 @@ class AcpAgent:
 
     async def kill(self, process: AcpProcess) -> None:
         """SIGKILL the group and release the process (a fault, or a turn killed)."""
-        process.dead = True
+        await self.stop(process, grace=0)
+
+    async def stop(self, process: AcpProcess, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop a process: SIGTERM to the group, SIGKILL after ``grace`` seconds; forget it."""
         self.cancel_idle(process)
-        process.killpg(signal.SIGKILL)
         for sid, known in list(self._processes.items()):
             if known is process:
                 del self._processes[sid]
-        await release(process)
-        await self._ended(process)
-
-    async def stop(self, process: AcpProcess) -> None:
-        """Stop a process gently: SIGTERM to the group, SIGKILL after a grace period."""
-        process.dead = True
-        self.cancel_idle(process)
-        await terminate(process)
-        await self._ended(process)
-
-    async def _ended(self, process: AcpProcess) -> None:
+        await end_process(process, grace)
         if self.processes is not None:
             await self.processes.ended(process.pid)
 

@@ -223,16 +223,15 @@ async def _watch(process: AcpProcess) -> None:
     process.killpg(posix_signal.SIGKILL)
 
 
-async def terminate(process: AcpProcess) -> None:
-    """Stop gently: SIGTERM to the group, SIGKILL after a grace period, then release."""
-    process.killpg(posix_signal.SIGTERM)
-    await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
+async def end_process(process: AcpProcess, grace: float) -> None:
+    """Stop the process: SIGTERM to the group and up to ``grace`` seconds to exit (none when
+    ``grace`` is 0), SIGKILL to what is left, then close the connection, reap the process and
+    stop its helper tasks."""
+    process.dead = True
+    if grace > 0:
+        process.killpg(posix_signal.SIGTERM)
+        await bounded(process.proc.wait(), grace)
     process.killpg(posix_signal.SIGKILL)
-    await release(process)
-
-
-async def release(process: AcpProcess) -> None:
-    """Close the connection, reap the process and stop its helper tasks."""
     if process.conn is not None:
         await bounded(process.conn.close(), STOP_GRACE_SECONDS)
     await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
