@@ -41,7 +41,6 @@ from turnqueue.agents.acp_errors import (
     usable_method,
 )
 from turnqueue.agents.acp_process import (
-    STDERR_QUIET_SECONDS,
     STOP_GRACE_SECONDS,
     AcpProcess,
     end_process,
@@ -198,16 +197,14 @@ class AcpAgent:
         if isinstance(exc, AgentStartError):
             reason, kind = str(exc), exc.kind
             if process is not None:  # a refusal: what it logged with it, too
-                await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
+                await process.stderr_quiet()
         elif isinstance(exc, TimeoutError):
             reason = f"agent did not start within {self.profile.start_timeout:g} s"
             kind = None
         elif process is not None and (
             isinstance(exc, ConnectionError) or process.proc.returncode is not None
         ):
-            status = await process.exit_status(STOP_GRACE_SECONDS)
-            if status is not None:  # its group is killed on exit: stderr ends soon
-                await process.stderr_drained(STOP_GRACE_SECONDS)
+            status = await process.exit_status()
             reason, kind = f"{describe_exit(status)} while starting", AgentErrorKind.AGENT_EXITED
         else:
             reason, kind = f"agent could not start: {exc}", None

@@ -32,7 +32,7 @@ from acp import RequestError, text_block
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from turnqueue.agents.acp_errors import AgentFailure, describe_exit, failure_of
-from turnqueue.agents.acp_process import STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS, AcpProcess
+from turnqueue.agents.acp_process import AcpProcess
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal, steer_item
 from turnqueue.agents.profiles import Profile
@@ -160,7 +160,7 @@ class AcpRun(BaseRun):
         except RequestError as exc:
             # A11: an answer. The agent is alive; it keeps its process for the next prompt.
             failure = failure_of(exc)
-            await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
+            await process.stderr_quiet()
             error = self._agent.refusal(None, failure)
             return AgentResult(ok=False, error=error, error_kind=failure.kind)
         except Exception as exc:
@@ -183,9 +183,7 @@ class AcpRun(BaseRun):
     async def _lost(self, process: AcpProcess) -> AgentResult:
         """A4: the process died or closed its pipes mid-turn. Its real exit status is read
         before turnqueue kills what is left; a signal turnqueue sent is named as its own."""
-        status = await process.exit_status(STOP_GRACE_SECONDS)
-        if status is not None:  # its group is killed on exit: stderr ends soon
-            await process.stderr_drained(STOP_GRACE_SECONDS)
+        status = await process.exit_status()
         await self._agent.kill(process)
         sent = [_POSIX[s] for s in self._sent if s in _POSIX]
         reason = describe_exit(status, sent)
