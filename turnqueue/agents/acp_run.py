@@ -118,8 +118,7 @@ class AcpRun(BaseRun):
         self.session_id = session_id
         self.turn_id = turn_id
         self._process: AcpProcess | None = None
-        self._cancelled = False
-        self._sent: list[Signal] = []
+        self._sent: list[Signal] = []  # INTERRUPT in it: cancelled (A5)
         self._updates = 0  # session/update notifications of this turn
         self._waits: set[asyncio.Future[str | None]] = set()
 
@@ -134,7 +133,7 @@ class AcpRun(BaseRun):
             except AgentStartError as exc:
                 return AgentResult(ok=False, error=str(exc), error_kind=exc.kind, stderr=exc.stderr)
             self._process = process
-            if self._cancelled or Signal.TERMINATE in self._sent or Signal.KILL in self._sent:
+            if self._sent:
                 self._apply_kill_signals(process)
                 return AgentResult(ok=False, error="cancelled before the prompt was sent")
             process.run = self
@@ -205,7 +204,7 @@ class AcpRun(BaseRun):
         self, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> str | None:
         """The option to answer (A6), or None for ``cancelled``."""
-        if self._cancelled:
+        if Signal.INTERRUPT in self._sent:
             return None
         policy = self._agent.profile.permissions
         handler = self._agent.approvals
@@ -277,7 +276,6 @@ class AcpRun(BaseRun):
         process = self._process
         if signal is Signal.INTERRUPT:
             # A5: session/cancel, and every pending permission request answered cancelled.
-            self._cancelled = True
             self._cancel_waits()
             if process is not None and process.conn is not None and not process.dead:
                 if (acp_session := process.acp_session_id) is not None:
