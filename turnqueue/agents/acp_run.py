@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal as posix_signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -50,8 +50,8 @@ SEND_TIMEOUT = 2.0
 _END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
 #: The signal a rung of the stop ladder sends a process group.
 _POSIX = {Signal.TERMINATE: posix_signal.SIGTERM, Signal.KILL: posix_signal.SIGKILL}
-_ALLOW_KINDS = ("allow_once", "allow_always")
-_REJECT_KINDS = ("reject_once", "reject_always")
+#: The option kinds the ``allow`` and ``reject`` policies answer with, preferred first (A6).
+POLICY_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,19 +207,16 @@ class AcpRun(BaseRun):
         if Signal.INTERRUPT in self._sent:
             return None
         policy = self._agent.profile.permissions
+        offered = tuple((o.option_id, o.name, str(o.kind)) for o in options)
         handler = self._agent.approvals
-        if handler is None:  # no engine (the agent on its own): the policy here
-            if policy == "ask":
-                return None  # nobody to ask: the request is answered cancelled
-            kinds = _ALLOW_KINDS if policy == "allow" else _REJECT_KINDS
-            chosen = next((o for o in options if o.kind in kinds), None)
-            return chosen.option_id if chosen is not None else None
+        if handler is None:  # no engine: the policy here (ask: nobody to ask, so cancelled)
+            return policy_option(policy, offered)
         request = PermissionRequest(
             session_id=self.session_id,
             turn_id=self.turn_id,
             title=tool_call.title or "permission requested",
             tool_call_id=tool_call.tool_call_id,
-            options=tuple((o.option_id, o.name, str(o.kind)) for o in options),
+            options=offered,
             policy=policy,
             timeout=self._agent.profile.approval_timeout,
         )
@@ -288,6 +285,12 @@ class AcpRun(BaseRun):
         process.dead = True  # A4: the next turn gets a fresh process
         sig = posix_signal.SIGKILL if Signal.KILL in self._sent else posix_signal.SIGTERM
         process.killpg(sig)
+
+
+def policy_option(policy: str, options: Iterable[tuple[str, str, str]]) -> str | None:
+    """The first option (id, name, kind) of a kind ``policy`` answers with; None for ``ask``."""
+    kinds = POLICY_KINDS.get(policy, ())
+    return next((option for option, _, kind in options if kind in kinds), None)
 
 
 def _current_cancelling() -> bool:
