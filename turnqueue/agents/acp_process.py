@@ -178,9 +178,6 @@ class _Client:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         """Updates are taken from the message stream (see :func:`_observer`)."""
 
-    def on_connect(self, conn: Any) -> None:
-        pass
-
 
 def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:
     def observe(event: StreamEvent) -> None:
