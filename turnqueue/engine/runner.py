@@ -96,7 +96,6 @@ class TurnRunner:
                 await asyncio.shield(self.log.detach())  # stopped whatever ended the run
 
     async def _run_agent(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
-        result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(
                 self.turn.prompt, session_id=self.session_id, turn_id=self.turn.id
