@@ -142,7 +142,6 @@ class AcpAgent:
         turns run on one instance at a time)."""
         process = self._processes.get(session_id)
         if process is not None and process.run is None:
-            del self._processes[session_id]
             await self.stop(process)
 
     async def aclose(self) -> None:
