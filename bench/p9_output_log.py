@@ -25,8 +25,10 @@ from typing import Any
 from bench.common import Backend, Config, Row, median
 from bench.p2_turns import SESSIONS, ZeroAgent, _turnqueue_rate
 from turnqueue.agents.base import AgentResult, BaseRun, RunSet, Signal
-from turnqueue.bus import EventBus, EventKind
+from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.domain import ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
 from turnqueue.engine import Engine, outputlog, turns
+from turnqueue.engine.outputlog import MAX_OUTPUT_CHARS
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.settings import Settings
 from turnqueue.store.sql import open_store
@@ -42,11 +44,50 @@ SPARSE_GAP = 0.016
 PAIRS = 3
 
 
-class InMemoryRunner(TurnRunner):
-    """The path before O1: no store, so nothing is logged."""
+class MemoryLog:
+    """The path before O1, in place of a runner's :class:`~turnqueue.engine.outputlog.OutputLog`:
+    text chunks are published as they arrive and nothing is logged."""
 
-    def __init__(self, turn: Any, agent: Any, bus: EventBus, store: Any = None) -> None:
-        super().__init__(turn, agent, bus, None)
+    def __init__(self, turn: Turn, bus: EventBus) -> None:
+        self.turn = turn
+        self._bus = bus
+        self._parts: list[str] = []
+        self._length = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    committed_text = text
+
+    def add(self, item: str | TurnItem) -> None:
+        if isinstance(item, TurnItem):  # the in-memory path streams text only
+            if item.kind is not ItemKind.MESSAGE:
+                return
+            item = str(item.data.get("text", ""))
+        if not item:
+            return
+        offset = self._length
+        self._length += len(item)
+        if offset < MAX_OUTPUT_CHARS:
+            self._parts.append(item[: MAX_OUTPUT_CHARS - offset])
+        sid = self.turn.session_id
+        chunk = OutputChunk(sid, self.turn.id, offset, item, False, TurnStatus.RUNNING)
+        self._bus.publish(Event(EventKind.OUTPUT, sid, chunk=chunk))
+
+    async def detach(self) -> None:
+        pass
+
+    async def write_rest(self, tx: Any) -> None:
+        pass
+
+
+class InMemoryRunner(TurnRunner):
+    """The path before O1: nothing is logged."""
+
+    def __init__(self, turn: Turn, agent: Any, bus: EventBus, store: Any) -> None:
+        super().__init__(turn, agent, bus, store)
+        self.log = MemoryLog(turn, bus)  # type: ignore[assignment]
 
 
 @contextmanager

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -42,12 +41,10 @@ from turnqueue.agents.acp_errors import (
     usable_method,
 )
 from turnqueue.agents.acp_process import (
-    STDERR_QUIET_SECONDS,
     STOP_GRACE_SECONDS,
     AcpProcess,
-    release,
+    end_process,
     spawn,
-    terminate,
 )
 from turnqueue.agents.acp_resume import (
     ConversationLog,
@@ -145,7 +142,6 @@ class AcpAgent:
         turns run on one instance at a time)."""
         process = self._processes.get(session_id)
         if process is not None and process.run is None:
-            del self._processes[session_id]
             await self.stop(process)
 
     async def aclose(self) -> None:
@@ -200,16 +196,14 @@ class AcpAgent:
         if isinstance(exc, AgentStartError):
             reason, kind = str(exc), exc.kind
             if process is not None:  # a refusal: what it logged with it, too
-                await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
+                await process.stderr_quiet()
         elif isinstance(exc, TimeoutError):
             reason = f"agent did not start within {self.profile.start_timeout:g} s"
             kind = None
         elif process is not None and (
             isinstance(exc, ConnectionError) or process.proc.returncode is not None
         ):
-            status = await process.exit_status(STOP_GRACE_SECONDS)
-            if status is not None:  # its group is killed on exit: stderr ends soon
-                await process.stderr_drained(STOP_GRACE_SECONDS)
+            status = await process.exit_status()
             reason, kind = f"{describe_exit(status)} while starting", AgentErrorKind.AGENT_EXITED
         else:
             reason, kind = f"agent could not start: {exc}", None
@@ -314,23 +308,15 @@ class AcpAgent:
 
     async def kill(self, process: AcpProcess) -> None:
         """SIGKILL the group and release the process (a fault, or a turn killed)."""
-        process.dead = True
+        await self.stop(process, grace=0)
+
+    async def stop(self, process: AcpProcess, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop a process: SIGTERM to the group, SIGKILL after ``grace`` seconds; forget it."""
         self.cancel_idle(process)
-        process.killpg(signal.SIGKILL)
         for sid, known in list(self._processes.items()):
             if known is process:
                 del self._processes[sid]
-        await release(process)
-        await self._ended(process)
-
-    async def stop(self, process: AcpProcess) -> None:
-        """Stop a process gently: SIGTERM to the group, SIGKILL after a grace period."""
-        process.dead = True
-        self.cancel_idle(process)
-        await terminate(process)
-        await self._ended(process)
-
-    async def _ended(self, process: AcpProcess) -> None:
+        await end_process(process, grace)
         if self.processes is not None:
             await self.processes.ended(process.pid)
 

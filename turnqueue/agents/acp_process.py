@@ -22,7 +22,6 @@ import contextlib
 import os
 import re
 import signal as posix_signal
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,8 +73,7 @@ class AcpProcess:
     acp_session_id: str | None = None
     can_close: bool = False  # the agent advertised ``session/close`` (A8)
     auth_method: str | None = None  # the method it was authenticated with (A11)
-    stderr: deque[bytes] = field(default_factory=deque)
-    stderr_size: int = 0  # bytes in ``stderr``
+    stderr: bytearray = field(default_factory=bytearray)  # the last STDERR_TAIL_BYTES
     stderr_total: int = 0  # bytes ever read from stderr
     stderr_seen: asyncio.Event = field(default_factory=asyncio.Event)  # set on every read
     dead: bool = False
@@ -91,18 +89,13 @@ class AcpProcess:
         """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
         ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
         its log); empty when nothing was."""
-        data = b"".join(self.stderr)
-        size = min(len(data), STDERR_TAIL_BYTES, max(0, self.stderr_total - since))
-        text = data[len(data) - size :].decode("utf-8", errors="replace")
+        size = min(len(self.stderr), max(0, self.stderr_total - since))
+        text = self.stderr[len(self.stderr) - size :].decode("utf-8", errors="replace")
         return _ANSI.sub("", text).strip()
 
-    async def stderr_drained(self, timeout: float) -> None:
-        """Wait (at most ``timeout``) until stderr has reached its end: after an exit, what the
-        process wrote last is then in the tail."""
-        if self.tasks:
-            await asyncio.wait({self.tasks[0]}, timeout=timeout)
-
-    async def stderr_quiet(self, quiet: float, bound: float) -> None:
+    async def stderr_quiet(
+        self, quiet: float = STDERR_QUIET_SECONDS, bound: float = STOP_GRACE_SECONDS
+    ) -> None:
         """Wait until stderr has been silent for ``quiet`` seconds (at most ``bound``): a live
         agent usually logs an error just before or after it answers it."""
         loop = asyncio.get_running_loop()
@@ -114,11 +107,15 @@ class AcpProcess:
             except TimeoutError:
                 return
 
-    async def exit_status(self, timeout: float) -> int | None:
+    async def exit_status(self, timeout: float = STOP_GRACE_SECONDS) -> int | None:
         """The process's own exit status, waiting at most ``timeout`` for it to exit; None if
-        it is still running. Read before turnqueue kills it, so a status is never ours."""
+        it is still running. Read before turnqueue kills it, so a status is never ours. After
+        an exit it also waits (as long) for stderr to end, so what the process wrote last is
+        in the tail (its group is killed on exit: stderr ends soon)."""
         if self.proc.returncode is None:
             await bounded(self.proc.wait(), timeout)
+        if self.proc.returncode is not None and self.tasks:
+            await asyncio.wait({self.tasks[0]}, timeout=timeout)  # tasks[0]: the stderr drain
         return self.proc.returncode
 
     def killpg(self, sig: posix_signal.Signals) -> None:
@@ -145,7 +142,7 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpPr
         )
     process = AcpProcess(proc)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    # tasks[0] is the stderr drain (``stderr_drained`` waits for it).
+    # tasks[0] is the stderr drain (``exit_status`` waits for it).
     process.tasks.append(asyncio.create_task(_drain_stderr(process), name="acp-stderr"))
     process.tasks.append(asyncio.create_task(_watch(process), name="acp-exit"))
     # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
@@ -181,9 +178,6 @@ class _Client:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         """Updates are taken from the message stream (see :func:`_observer`)."""
 
-    def on_connect(self, conn: Any) -> None:
-        pass
-
 
 def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:
     def observe(event: StreamEvent) -> None:
@@ -206,12 +200,10 @@ async def _drain_stderr(process: AcpProcess) -> None:
     assert stream is not None
     with contextlib.suppress(Exception):
         while chunk := await stream.read(65536):
-            process.stderr.append(chunk)
-            process.stderr_size += len(chunk)
+            process.stderr += chunk
+            del process.stderr[:-STDERR_TAIL_BYTES]
             process.stderr_total += len(chunk)
             process.stderr_seen.set()
-            while process.stderr_size - len(process.stderr[0]) >= STDERR_TAIL_BYTES:
-                process.stderr_size -= len(process.stderr.popleft())
 
 
 async def _watch(process: AcpProcess) -> None:
@@ -223,16 +215,15 @@ async def _watch(process: AcpProcess) -> None:
     process.killpg(posix_signal.SIGKILL)
 
 
-async def terminate(process: AcpProcess) -> None:
-    """Stop gently: SIGTERM to the group, SIGKILL after a grace period, then release."""
-    process.killpg(posix_signal.SIGTERM)
-    await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
+async def end_process(process: AcpProcess, grace: float) -> None:
+    """Stop the process: SIGTERM to the group and up to ``grace`` seconds to exit (none when
+    ``grace`` is 0), SIGKILL to what is left, then close the connection, reap the process and
+    stop its helper tasks."""
+    process.dead = True
+    if grace > 0:
+        process.killpg(posix_signal.SIGTERM)
+        await bounded(process.proc.wait(), grace)
     process.killpg(posix_signal.SIGKILL)
-    await release(process)
-
-
-async def release(process: AcpProcess) -> None:
-    """Close the connection, reap the process and stop its helper tasks."""
     if process.conn is not None:
         await bounded(process.conn.close(), STOP_GRACE_SECONDS)
     await bounded(process.proc.wait(), STOP_GRACE_SECONDS)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal as posix_signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -32,7 +32,7 @@ from acp import RequestError, text_block
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from turnqueue.agents.acp_errors import AgentFailure, describe_exit, failure_of
-from turnqueue.agents.acp_process import STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS, AcpProcess
+from turnqueue.agents.acp_process import AcpProcess
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import AgentResult, AgentStartError, BaseRun, Signal, steer_item
 from turnqueue.agents.profiles import Profile
@@ -50,8 +50,8 @@ SEND_TIMEOUT = 2.0
 _END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
 #: The signal a rung of the stop ladder sends a process group.
 _POSIX = {Signal.TERMINATE: posix_signal.SIGTERM, Signal.KILL: posix_signal.SIGKILL}
-_ALLOW_KINDS = ("allow_once", "allow_always")
-_REJECT_KINDS = ("reject_once", "reject_always")
+#: The option kinds the ``allow`` and ``reject`` policies answer with, preferred first (A6).
+POLICY_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +118,7 @@ class AcpRun(BaseRun):
         self.session_id = session_id
         self.turn_id = turn_id
         self._process: AcpProcess | None = None
-        self._cancelled = False
-        self._sent: list[Signal] = []
+        self._sent: list[Signal] = []  # INTERRUPT in it: cancelled (A5)
         self._updates = 0  # session/update notifications of this turn
         self._waits: set[asyncio.Future[str | None]] = set()
 
@@ -134,7 +133,7 @@ class AcpRun(BaseRun):
             except AgentStartError as exc:
                 return AgentResult(ok=False, error=str(exc), error_kind=exc.kind, stderr=exc.stderr)
             self._process = process
-            if self._cancelled or Signal.TERMINATE in self._sent or Signal.KILL in self._sent:
+            if self._sent:
                 self._apply_kill_signals(process)
                 return AgentResult(ok=False, error="cancelled before the prompt was sent")
             process.run = self
@@ -160,7 +159,7 @@ class AcpRun(BaseRun):
         except RequestError as exc:
             # A11: an answer. The agent is alive; it keeps its process for the next prompt.
             failure = failure_of(exc)
-            await process.stderr_quiet(STDERR_QUIET_SECONDS, STOP_GRACE_SECONDS)
+            await process.stderr_quiet()
             error = self._agent.refusal(None, failure)
             return AgentResult(ok=False, error=error, error_kind=failure.kind)
         except Exception as exc:
@@ -183,9 +182,7 @@ class AcpRun(BaseRun):
     async def _lost(self, process: AcpProcess) -> AgentResult:
         """A4: the process died or closed its pipes mid-turn. Its real exit status is read
         before turnqueue kills what is left; a signal turnqueue sent is named as its own."""
-        status = await process.exit_status(STOP_GRACE_SECONDS)
-        if status is not None:  # its group is killed on exit: stderr ends soon
-            await process.stderr_drained(STOP_GRACE_SECONDS)
+        status = await process.exit_status()
         await self._agent.kill(process)
         sent = [_POSIX[s] for s in self._sent if s in _POSIX]
         reason = describe_exit(status, sent)
@@ -207,22 +204,19 @@ class AcpRun(BaseRun):
         self, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> str | None:
         """The option to answer (A6), or None for ``cancelled``."""
-        if self._cancelled:
+        if Signal.INTERRUPT in self._sent:
             return None
         policy = self._agent.profile.permissions
+        offered = tuple((o.option_id, o.name, str(o.kind)) for o in options)
         handler = self._agent.approvals
-        if handler is None:  # no engine (the agent on its own): the policy here
-            if policy == "ask":
-                return None  # nobody to ask: the request is answered cancelled
-            kinds = _ALLOW_KINDS if policy == "allow" else _REJECT_KINDS
-            chosen = next((o for o in options if o.kind in kinds), None)
-            return chosen.option_id if chosen is not None else None
+        if handler is None:  # no engine: the policy here (ask: nobody to ask, so cancelled)
+            return policy_option(policy, offered)
         request = PermissionRequest(
             session_id=self.session_id,
             turn_id=self.turn_id,
             title=tool_call.title or "permission requested",
             tool_call_id=tool_call.tool_call_id,
-            options=tuple((o.option_id, o.name, str(o.kind)) for o in options),
+            options=offered,
             policy=policy,
             timeout=self._agent.profile.approval_timeout,
         )
@@ -279,7 +273,6 @@ class AcpRun(BaseRun):
         process = self._process
         if signal is Signal.INTERRUPT:
             # A5: session/cancel, and every pending permission request answered cancelled.
-            self._cancelled = True
             self._cancel_waits()
             if process is not None and process.conn is not None and not process.dead:
                 if (acp_session := process.acp_session_id) is not None:
@@ -292,6 +285,12 @@ class AcpRun(BaseRun):
         process.dead = True  # A4: the next turn gets a fresh process
         sig = posix_signal.SIGKILL if Signal.KILL in self._sent else posix_signal.SIGTERM
         process.killpg(sig)
+
+
+def policy_option(policy: str, options: Iterable[tuple[str, str, str]]) -> str | None:
+    """The first option (id, name, kind) of a kind ``policy`` answers with; None for ``ask``."""
+    kinds = POLICY_KINDS.get(policy, ())
+    return next((option for option, _, kind in options if kind in kinds), None)
 
 
 def _current_cancelling() -> bool:

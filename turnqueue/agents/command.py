@@ -218,8 +218,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
 
     async def _run(self) -> AgentResult:
         transport = self._transport
-        if transport is None:
-            raise RuntimeError("process not started")
+        assert transport is not None  # connection_made ran before start() launched the run
         try:
             if self._processes is not None:  # recorded before its end is (same task)
                 await self._processes.started(self._session_id, self.pid)
@@ -236,8 +235,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
             if self._processes is not None:
                 await self._processes.ended(self.pid)  # the group is gone (M6)
         returncode = transport.get_returncode()
-        if returncode is None:  # process_exited is only called once it is set
-            raise RuntimeError("process exited without a return code")
+        assert returncode is not None  # process_exited ran, and is only called once it is set
         return self._result(returncode)
 
     def _result(self, returncode: int) -> AgentResult:

@@ -159,10 +159,8 @@ def load_profiles(path: Path | None) -> Profiles:
             env={key: expand(value) for key, value in table.env.items()},
             **table.model_dump(exclude={"type", "command", "env"}),  # the other fields as given
         )
-    if parsed.default is not None and parsed.default not in profiles | _BUILT_IN:
-        known = ", ".join(sorted(set(profiles) | set(_BUILT_IN)))
-        raise ProfileError(f"{where}: default {parsed.default!r} is not a profile ({known})")
+    known = {*profiles, "scripted", "command"}  # the built-in profiles too
+    if parsed.default is not None and parsed.default not in known:
+        names = ", ".join(sorted(known))
+        raise ProfileError(f"{where}: default {parsed.default!r} is not a profile ({names})")
     return Profiles(profiles, parsed.default)
-
-
-_BUILT_IN = {"scripted": None, "command": None}

@@ -144,8 +144,6 @@ class ScriptedAgent:
     name = "scripted"
 
     def __init__(self, turn_seconds: float, *, bounds: Bounds | None = None) -> None:
-        if turn_seconds < 0:
-            raise ValueError("turn_seconds must be >= 0")
         self.turn_seconds = turn_seconds
         self.bounds = bounds  # A9: None, unbounded
         self._runs = RunSet()

@@ -20,7 +20,6 @@ from typing import Any
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
 from turnqueue.domain import AgentConversation, AgentProfile, SessionState
 from turnqueue.engine.core import Core
-from turnqueue.engine.peers import OwnerUnreachable, Peers
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -69,23 +68,9 @@ class AgentSessions:
             self.core.spawn(self._close(session_id, agent_name), name=f"agent-close:{session_id}")
 
     async def _close(self, session_id: str, agent_name: str) -> None:
-        await self.serve_close({"s": session_id, "a": agent_name})
-        cluster = self.core.cluster
-        if cluster is None:
-            return
-        try:
-            owners = await other_owners(self.core, cluster, session_id)
-        except Exception:
-            log.exception("could not find where the agent of session %s runs", session_id)
-            return
-        timeout = max(5.0, self.core.settings.lease_seconds)
-        for owner in owners:
-            try:
-                await cluster.call(
-                    owner, "close_agent", {"s": session_id, "a": agent_name}, timeout
-                )
-            except OwnerUnreachable:  # its lease ends soon, and its agents with it (M6)
-                log.warning("instance %s did not close the agent of session %s", owner, session_id)
+        args = {"s": session_id, "a": agent_name}
+        await self.serve_close(args)
+        await ask_others(self.core, session_id, "close_agent", args)
 
     async def serve_release(self, args: dict[str, Any]) -> dict[str, Any]:
         """Stop the session's agent on this instance, its agent session left open: another
@@ -157,11 +142,26 @@ class AgentSessions:
                     await self.turns.reserve_in(c, after, automatic=True)
 
 
-async def other_owners(core: Core, cluster: Peers, session_id: str) -> list[int]:
-    """The other live instances that run an agent process of the session, in order (M4)."""
-    async with core.store.read() as tx:
-        owners = await tx.process_owners(session_id)
-    return sorted((owners - {core.instance}) & await cluster.live())
+async def ask_others(core: Core, session_id: str, op: str, args: dict[str, Any]) -> None:
+    """Ask every other live instance that runs an agent process of the session to run ``op``
+    (M4: a process belongs to the instance that started it), one at a time. Never raises: an
+    instance that does not answer is logged (its lease ends soon, and its agents with it, M6)."""
+    cluster = core.cluster
+    if cluster is None:
+        return
+    try:
+        async with core.store.read() as tx:
+            owners = await tx.process_owners(session_id)
+        others = sorted((owners - {core.instance}) & await cluster.live())
+    except Exception:
+        log.exception("could not find where the agent of session %s runs", session_id)
+        return
+    timeout = max(5.0, core.settings.lease_seconds)
+    for owner in others:
+        try:
+            await cluster.call(owner, op, args, timeout)
+        except Exception as exc:
+            log.warning("instance %s: %s of session %s failed: %r", owner, op, session_id, exc)
 
 
 class ProcessRecords:
@@ -223,12 +223,4 @@ class ConversationRecords:
         (``release_agent``, M4). Hazard: an instance that died but whose lease has not ended
         yet still counts as live, and its agent lives until recovery kills it (M6); an agent
         that refuses to resume a session held by that process then starts a new one here."""
-        cluster = self.core.cluster
-        if cluster is None:
-            return
-        try:
-            timeout = max(5.0, self.core.settings.lease_seconds)
-            for owner in await other_owners(self.core, cluster, session_id):
-                await cluster.call(owner, "release_agent", {"s": session_id}, timeout)
-        except Exception as exc:  # OwnerUnreachable, a store error: the resume may still work
-            log.warning("could not release the agent of session %s elsewhere: %r", session_id, exc)
+        await ask_others(self.core, session_id, "release_agent", {"s": session_id})

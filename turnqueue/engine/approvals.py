@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
+from turnqueue.agents.acp_run import POLICY_KINDS, policy_option
 from turnqueue.domain import (
     Approval,
     ApprovalOption,
@@ -55,7 +56,6 @@ from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 
-_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
 #: A10: who answers an expired approval.
 SYSTEM = "system"
 
@@ -89,9 +89,8 @@ class Approvals:
             options=tuple(ApprovalOption(*o) for o in request.options),
             requested_at=utcnow(),
         )
-        if request.policy in _KINDS:
-            kinds = _KINDS[request.policy]
-            chosen = next((o.id for o in approval.options if o.kind in kinds), None)
+        if request.policy in POLICY_KINDS:
+            chosen = policy_option(request.policy, request.options)
             answered = replace(
                 approval,
                 outcome=ApprovalOutcome.SELECTED if chosen else ApprovalOutcome.CANCELLED,
@@ -141,9 +140,8 @@ class Approvals:
             return False
         approval = waiting.approval
         sid = approval.session_id
-        chosen = next(
-            (o.id for kind in _KINDS["reject"] for o in approval.options if o.kind == kind), None
-        )
+        rejects = POLICY_KINDS["reject"]  # reject_once, else reject_always
+        chosen = next((o.id for kind in rejects for o in approval.options if o.kind == kind), None)
         async with self.core.session_lock(sid):
             if self._waiting.get(approval_id) is not waiting or waiting.future.done():
                 return False  # a user's answer won (it is set under this lock)

@@ -154,33 +154,27 @@ class OutputLog:
         return self.text[: self.committed]
 
     def add(self, item: str | TurnItem) -> None:
-        if isinstance(item, str):
+        if isinstance(item, TurnItem) and item.kind is ItemKind.MESSAGE:
+            item = str(item.data.get("text", ""))  # a structured text chunk: its text
+        if isinstance(item, TurnItem):
+            record = OutputRecord(
+                self.turn.id, self._seq, self._length, item.kind, "", dict(item.data), item.key
+            )
+        else:
             if not item or self._length >= MAX_OUTPUT_CHARS:
                 return
             text = item[: MAX_OUTPUT_CHARS - self._length]
             self._parts.append(text)
-            last = self._pending[-1] if self._pending else None
-            if last is not None and last.kind is ItemKind.MESSAGE:
-                # Text that follows text in one batch is one record (a row per batch, not per
-                # token: ~170 bytes of row and index each on PostgreSQL).
-                self._pending[-1] = replace(last, text=last.text + text)
-                self._length += len(text)
-                self._count_piece()
-                return
             record = OutputRecord(self.turn.id, self._seq, self._length, ItemKind.MESSAGE, text)
             self._length += len(text)
-        elif item.kind is ItemKind.MESSAGE:  # a structured text chunk: text as well as data
-            self.add(str(item.data.get("text", "")))
-            return
+        last = self._pending[-1] if self._pending else None
+        if record.kind is ItemKind.MESSAGE and last is not None and last.kind is ItemKind.MESSAGE:
+            # Text that follows text in one batch is one record (a row per batch, not per
+            # token: ~170 bytes of row and index each on PostgreSQL).
+            self._pending[-1] = replace(last, text=last.text + record.text)
         else:
-            record = OutputRecord(
-                self.turn.id, self._seq, self._length, item.kind, "", dict(item.data), item.key
-            )
-        self._seq += 1
-        self._pending.append(record)
-        self._count_piece()
-
-    def _count_piece(self) -> None:
+            self._seq += 1
+            self._pending.append(record)
         self._pieces += 1
         if not self._closed:
             self._flusher.want(self, full=self._pieces >= MAX_BATCH)

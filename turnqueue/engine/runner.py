@@ -4,8 +4,7 @@ The runner only runs the agent, logs its output (:class:`~turnqueue.engine.outpu
 O1) and stops it (the stop ladder, :meth:`TurnRunner.stop`); what the end means for the session
 (status, clarification, drain, workflow) is decided by :mod:`turnqueue.engine.turns` under the
 session lock. The agent's stream yields ``str`` (a MESSAGE
-text chunk) or :class:`~turnqueue.domain.TurnItem`. Without a store (benchmarks' in-memory path)
-text chunks are published as they arrive and nothing is logged.
+text chunk) or :class:`~turnqueue.domain.TurnItem`.
 """
 
 from __future__ import annotations
@@ -16,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
-from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import CancelOutcome, ItemKind, OutputChunk, Turn, TurnItem, TurnStatus
-from turnqueue.engine.outputlog import MAX_OUTPUT_CHARS, OutputLog
+from turnqueue.bus import EventBus
+from turnqueue.domain import CancelOutcome, OutputChunk, Turn, TurnStatus
+from turnqueue.engine.outputlog import OutputLog
 from turnqueue.logs import bind
 from turnqueue.store.protocol import Store, Tx
 from turnqueue.timeouts import within
@@ -43,14 +42,11 @@ class StopLadder:
 
 
 class TurnRunner:
-    def __init__(self, turn: Turn, agent: Agent, bus: EventBus, store: Store | None = None) -> None:
+    def __init__(self, turn: Turn, agent: Agent, bus: EventBus, store: Store) -> None:
         self.turn = turn
         self._agent = agent
-        self._bus = bus
         self._run: AgentRun | None = None
-        self.log = OutputLog(turn, store, bus) if store is not None else None
-        self._parts: list[str] = []  # the in-memory path only
-        self._length = 0
+        self.log = OutputLog(turn, store, bus)
         self.ending = False  # set under the session lock once the end has been decided
         #: the agent's run is over and its end is being recorded (not to be abandoned)
         self._agent_done = False
@@ -70,12 +66,12 @@ class TurnRunner:
 
     @property
     def output(self) -> str:
-        return self.log.text if self.log is not None else "".join(self._parts)
+        return self.log.text
 
     def snapshot(self, after: int = 0) -> OutputChunk:
-        """What subscribers have been sent so far, from character ``after`` (O2): with a log,
-        the committed text, which is exactly what the bus has published."""
-        text = self.log.committed_text if self.log is not None else self.output
+        """What subscribers have been sent so far, from character ``after`` (O2): the log's
+        committed text, which is exactly what the bus has published."""
+        text = self.log.committed_text
         after = max(0, min(after, len(text)))
         return OutputChunk(
             self.session_id, self.turn.id, after, text[after:], False, TurnStatus.RUNNING
@@ -83,8 +79,7 @@ class TurnRunner:
 
     async def write_rest(self, tx: Tx) -> None:
         """In the end's transaction, before the turn is ended: the log's last batch (O1)."""
-        if self.log is not None:
-            await self.log.write_rest(tx)
+        await self.log.write_rest(tx)
 
     async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
@@ -92,11 +87,9 @@ class TurnRunner:
         try:
             await self._run_agent(on_end)
         finally:
-            if self.log is not None:
-                await asyncio.shield(self.log.detach())  # stopped whatever ended the run
+            await asyncio.shield(self.log.detach())  # stopped whatever ended the run
 
     async def _run_agent(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
-        result = AgentResult(ok=False, error="interrupted")
         try:
             self._run = await self._agent.start(
                 self.turn.prompt, session_id=self.session_id, turn_id=self.turn.id
@@ -105,7 +98,7 @@ class TurnRunner:
             for sig in self._signals:
                 await self._run.signal(sig)
             async for piece in self._run.stream():
-                self._append(piece)  # the durable log takes text and items alike (O1, A3)
+                self.log.add(piece)  # the durable log takes text and items alike (O1, A3)
             result = await self._run.wait()
         except asyncio.CancelledError:
             # Abandoned (a stuck agent after the cancel ladder, or shutdown): still record the end.
@@ -125,8 +118,7 @@ class TurnRunner:
     ) -> None:
         # Hazard (order): the flusher's write in flight commits before the end starts, so the
         # end's ``write_rest`` appends after it and ``done`` follows every chunk.
-        if self.log is not None:
-            await self.log.detach()
+        await self.log.detach()
         await on_end(self, ending)
 
     async def stop(self, ladder: StopLadder) -> CancelOutcome:
@@ -177,24 +169,6 @@ class TurnRunner:
         except TimeoutError:
             return False
         return True
-
-    def _append(self, item: str | TurnItem) -> None:
-        if self.log is not None:
-            self.log.add(item)
-            return
-        if isinstance(item, TurnItem):  # the in-memory path streams text only
-            if item.kind is not ItemKind.MESSAGE:
-                return
-            item = str(item.data.get("text", ""))
-        text = item
-        if not text:
-            return
-        offset = self._length
-        self._length += len(text)
-        if offset < MAX_OUTPUT_CHARS:
-            self._parts.append(text[: MAX_OUTPUT_CHARS - offset])
-        chunk = OutputChunk(self.session_id, self.turn.id, offset, text, False, TurnStatus.RUNNING)
-        self._bus.publish(Event(EventKind.OUTPUT, self.session_id, chunk=chunk))
 
     async def _kill_quietly(self) -> None:
         if self._run is not None and not self._run.done:

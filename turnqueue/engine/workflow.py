@@ -11,6 +11,7 @@ import json
 import logging
 import tomllib
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 from turnqueue.domain import (
@@ -45,12 +46,7 @@ def load_workflow(path: Path | None) -> Workflow:
         raise ValueError(f"{path}: a workflow needs a non-empty list of steps")
     steps = []
     for raw in raw_steps:
-        unknown = set(raw) - {
-            "name",
-            "on_turn_complete",
-            "cancel_triggers_turn_complete",
-            "new_session_on_enter",
-        }
+        unknown = set(raw) - {f.name for f in fields(WorkflowStep)}
         if unknown:
             raise ValueError(f"{path}: unknown step keys {sorted(unknown)}")
         steps.append(
