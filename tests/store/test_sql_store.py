@@ -1188,6 +1188,63 @@ async def test_m4_literals_of_the_folded_queries_reach_postgresql_verbatim(
         await listener.close()
 
 
+async def test_q3_a_lock_wait_cancelled_in_flight_rolls_back_cleanly(pg_database_url: str) -> None:
+    """Q3: a transaction cancelled while its lock row (sent with its BEGIN) waits for another
+    holder raises CancelledError, is rolled back by the store itself (the pool finds no open
+    transaction to reset and reports nothing to the loop's exception handler), and the session
+    locks again once the holder commits."""
+    import asyncpg
+
+    from turnqueue.store.notify import asyncpg_dsn
+
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(str(context.get("message"))))
+    watcher = await asyncpg.connect(asyncpg_dsn(pg_database_url))
+    store = await open_store(Settings(database_url=pg_database_url, db_pool_size=2))
+    try:
+        sid = await new_session(store)
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def holder() -> None:
+            async with store.transaction() as tx:
+                await tx.lock(sid)
+                held.set()
+                await release.wait()
+
+        async def waiter() -> None:
+            async with store.transaction() as tx:
+                await tx.lock(sid)
+
+        holding = asyncio.create_task(holder())
+        await within(held.wait(), 10)
+        waiting = asyncio.create_task(waiter())
+        lock_waits = (
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        for _ in range(1000):  # until PostgreSQL shows the waiter blocked on the lock row
+            if await watcher.fetchval(lock_waits):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("the waiter never waited for the lock row")
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        release.set()
+        await within(holding, 10)
+        for _ in range(2):  # both pooled connections: neither is left in a transaction
+            async with store.transaction() as tx:
+                assert (await tx.lock(sid)).session.id == sid
+        assert not [m for m in reported if "active transaction" in m]
+    finally:
+        loop.set_exception_handler(previous)
+        await store.close()
+        await watcher.close()
+
+
 async def test_m4_an_owner_request_is_claimed_or_withdrawn_exactly_once(store: SqlStore) -> None:
     """M4: of the owner claiming a request and its requester withdrawing it, one wins; a request
     runs at most once, and only its owner lists it while it is PENDING."""

@@ -201,9 +201,12 @@ class DriverConn(Conn):
         await self._driver.execute("; ".join(parts))
 
     async def rollback(self) -> None:
-        """ROLLBACK, if the connection is in a transaction (its last answer said so)."""
+        """ROLLBACK, once BEGIN has been sent. Hazard: not ``is_in_transaction()``: a BEGIN
+        that travelled with a statement cancelled in flight (the lock row waiting for its
+        lock) has opened a transaction the driver has not yet been told about; the pool
+        would then reset the connection and report it as an error."""
         self._notifications = []
-        if self._driver.is_in_transaction():
+        if self._begin is None:
             await self._driver.execute("ROLLBACK")
 
 
