@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from enum import Enum
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_type_hints
 
 from sqlalchemy import ColumnClause, Select, String, bindparam, exists, literal_column, select
@@ -27,7 +26,7 @@ from turnqueue.domain import (
     TurnAt,
 )
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.statement import Record, Statement
+from turnqueue.store.statement import Record, Statement, getter
 from turnqueue.store.tables import (
     approvals,
     clarifications,
@@ -66,7 +65,7 @@ class RowMap(Generic[T]):
         self._names = [name for name in names if name not in skip]
         self._positional = self._names == names[: len(self._names)]
         self._columns = [prefix + name for name in self._names]
-        self._of = _getter(self._columns)
+        self._of = getter(self._columns)
         #: (position, column, enum, the enum's members by stored value)
         self._enums: list[tuple[int, str, type[Enum], dict[Any, Enum]]] = []
         for i, (name, column) in enumerate(zip(self._names, self._columns, strict=True)):
@@ -106,15 +105,10 @@ def columns(*names: str) -> Callable[[Record], tuple[Any, ...]]:
     def of(row: Record) -> tuple[Any, ...]:
         get = getters.get(type(row))
         if get is None:
-            get = getters[type(row)] = _getter([row._index[name] for name in names])
+            get = getters[type(row)] = getter([row._index[name] for name in names])
         return get(row)
 
     return of
-
-
-def _getter(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
-    get = itemgetter(*keys)
-    return get if len(keys) > 1 else lambda m: (get(m),)
 
 
 def _is_enum(hint: Any) -> bool:

@@ -97,7 +97,7 @@ class CompiledSql:
 
     def __post_init__(self) -> None:
         set_derived = object.__setattr__  # frozen: set once, here
-        set_derived(self, "_take", _getter([name for name, _ in self.params]))
+        set_derived(self, "_take", getter([name for name, _ in self.params]))
         set_derived(self, "_bind", _processors(process for _, process in self.params))
         set_derived(self, "_convert", _processors(self.results or ()))
 
@@ -173,9 +173,9 @@ class CompiledSql:
         return rows
 
 
-def _getter(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-    """``names``' values of a mapping, as a tuple (``itemgetter`` answers a bare value for one
-    name and refuses none)."""
+def getter(names: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """The values at ``names`` (keys of a mapping, positions of a row) as a tuple, in one C call
+    (``itemgetter`` answers a bare value for one name and refuses none)."""
     if len(names) > 1:
         return itemgetter(*names)
     if names:
