@@ -48,6 +48,10 @@ async def visible(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
         return [(e.position, e.content) for e in await tx.list_entries(session_id)]
 
 
+#: A host no agent process is recorded on (``Tx.orphans`` reads its process groups).
+HOST = "nowhere"
+
+
 async def bump(tx: Any, session_id: str) -> int:
     """Q13: the queue revision this transaction commits."""
     return int(await tx.bump_queue(session_id))
@@ -55,7 +59,7 @@ async def bump(tx: Any, session_id: str) -> int:
 
 async def in_flight_sessions(tx: Any) -> list[str]:
     """Sessions with in-flight entries (all of them orphans of an empty set of instances)."""
-    return sorted(await tx.orphaned_entries([]))
+    return sorted((await tx.orphans([], host=HOST, grace=0)).entries)
 
 
 def _protocol_methods(protocol: type) -> set[str]:
@@ -285,12 +289,12 @@ async def test_q9_holds_are_counted_per_instance_and_orphans_are_dropped(
     assert await view() == (True, True)  # one of instance 1's two still holds
     async with store.transaction() as tx:
         await tx.change_hold(sid, 1, cancelling, -1)
-        assert await tx.orphaned_holds({1}) == [sid]  # instance 2 is not live
-        assert await tx.orphaned_holds({1, 2}) == []
+        assert (await tx.orphans({1}, host=HOST, grace=0)).holds == {sid}  # instance 2 is not live
+        assert (await tx.orphans({1, 2}, host=HOST, grace=0)).holds == set()
         assert await tx.drop_orphaned_holds(sid, {1}) == 1
     assert await view() == (False, False)
     async with store.transaction() as tx:
-        assert await tx.orphaned_holds(set()) == []
+        assert (await tx.orphans(set(), host=HOST, grace=0)).holds == set()
 
 
 async def test_q13_queue_revision_survives_policy_delete(store: SqlStore) -> None:
@@ -338,7 +342,7 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
         view = await tx.lock(sid)
         assert view.session.state is SessionState.RUNNING
         assert view.running_turn_id == first.id
-        assert [t.id for t in await tx.orphaned_turns([])] == [first.id]
+        assert (await tx.orphans([], host=HOST, grace=0)).turns == {sid: [first.id]}
         ended, session = await tx.end_turn(
             first.id,
             status=TurnStatus.COMPLETED,
@@ -728,8 +732,8 @@ async def test_m6_stuck_sessions_spare_a_session_that_is_still_starting(store: S
         )
         await tx.start_turn(busy.id, prompt="p", source=MessageSource.USER)
     async with store.read() as tx:
-        assert set(await tx.stuck_sessions(60.0)) == {running.id}
-        assert set(await tx.stuck_sessions(0.0)) == {running.id, starting.id}
+        assert (await tx.orphans([], host=HOST, grace=60.0)).stuck == {running.id}
+        assert (await tx.orphans([], host=HOST, grace=0.0)).stuck == {running.id, starting.id}
 
 
 async def _assert_counted(tx: Tx, *session_ids: str) -> None:

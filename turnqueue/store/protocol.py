@@ -91,6 +91,22 @@ class SessionView:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Orphans:
+    """What instances not among the live ones left (M6): an owner that is NULL (written before
+    ownership existed) counts as not live. Ids by session, entries in queue order."""
+
+    turns: dict[str, list[str]]  # RUNNING turns
+    entries: dict[str, list[str]]  # in-flight entries
+    cancel_marks: dict[str, str]  # Q7: {session: the marked turn} of an owner not live
+    holds: set[str]  # sessions held (Q9)
+    processes: list[int]  # agent process groups recorded on the host asked about
+    #: Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a grace period.
+    #: Hazard: STARTING is a normal state while a live instance prepares a new session's agent
+    #: (between two transactions of ``createTask``); only one that outlived a lease is stuck.
+    stuck: set[str]
+
+
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -161,26 +177,12 @@ class InstancesTx(Protocol):
 
     async def live_instances(self, lease_seconds: float) -> set[int]: ...
 
-    async def orphaned_turns(self, live: Iterable[int]) -> list[Turn]:
-        """RUNNING turns whose owner is not in ``live``."""
-
-    async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
-        """In-flight entry ids reserved by no instance in ``live``, by session, in queue order."""
-
-    async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
-        """Q7: {session: marked turn} of explicit cancels whose owner is not in ``live``."""
-
-    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
-        """Sessions held by an instance not in ``live`` (M6)."""
+    async def orphans(self, live: Iterable[int], *, host: str, grace: float) -> Orphans:
+        """What instances not in ``live`` left (M6): their processes on ``host``; the stuck
+        sessions of :attr:`Orphans.stuck`, a STARTING one after ``grace`` seconds."""
 
     async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
         """Delete the session's holds of instances not in ``live``; how many rows."""
-
-    async def stuck_sessions(self, lease_seconds: float) -> list[str]:
-        """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.
-
-        Hazard: STARTING is a normal state while a live instance prepares a new session's agent
-        (between two transactions of ``createTask``); only one that outlived a lease is stuck."""
 
     async def eligible_sessions(self) -> list[str]:
         """Sessions whose queue may run now by the durable rules (promptable, no clarification,
@@ -192,9 +194,6 @@ class InstancesTx(Protocol):
         """An agent process group ``instance`` runs on ``host`` (M6 kills it after a crash)."""
 
     async def forget_process(self, host: str, pgid: int) -> None: ...
-
-    async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
-        """Process groups on ``host`` recorded by instances not in ``live``."""
 
     async def process_owners(self, session_id: str) -> set[int]:
         """The instances that run an agent process of the session (A8: where to close it)."""
