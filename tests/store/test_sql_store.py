@@ -22,7 +22,7 @@ from turnqueue.domain import (
 )
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
-from turnqueue.store.protocol import Store, Tx
+from turnqueue.store.protocol import Store, Tx, Window
 from turnqueue.store.sql import SqlStore, open_store
 from turnqueue.timeouts import within
 
@@ -97,8 +97,8 @@ async def test_create_task_and_session(store: SqlStore) -> None:
     assert stored.created_at.tzinfo is not None and stored.created_at.astimezone(UTC) == (
         session.created_at
     )
-    assert [t.id for t in await store.list_tasks("alice", 10)] == [task.id]
-    assert await store.list_tasks("bob", 10) == []
+    assert (await store.tasks_page("alice", Window(first=10))).values() == [stored_task]
+    assert (await store.tasks_page("bob", Window(first=10))).values() == []
     assert (await store.tasks([task.id]))[task.id].title == "Fix it"
     assert (await store.sessions([session.id]))[session.id].agent == "scripted"
     assert [s.id for s in (await store.sessions_of_tasks([task.id]))[task.id]] == [session.id]
@@ -362,10 +362,10 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
         )
         assert again == ended and same == session
         second = await tx.start_turn(sid, prompt="two", source=MessageSource.AGENT)
-    assert [t.prompt for t in await store.last_turns(sid, 20)] == ["one", "two"]
-    assert [t.prompt for t in await store.last_turns(sid, 1)] == ["two"]
-    current = await store.current_turn(sid)
-    assert current is not None and current.id == second.id
+    turns = (await store.turns_page(sid, Window(last=20))).values()
+    assert [t.prompt for t in turns] == ["one", "two"]
+    (current,) = (await store.turns_page(sid, Window(last=1))).values()
+    assert current.id == second.id
     assert current.source is MessageSource.AGENT and current.started_at.tzinfo is not None
     async with store.read() as tx:
         stored = await tx.get_turn(first.id)
@@ -573,7 +573,7 @@ async def test_rollback_on_exception_leaves_nothing_and_runs_no_callback(
             tx.after_commit(lambda: called.append("cb"))
             raise ValueError("boom")
     assert called == []
-    assert await store.list_tasks("alice", 10) == []
+    assert (await store.tasks_page("alice", Window(first=10))).values() == []
     assert await store.tasks([task.id]) == {}
 
 
@@ -714,9 +714,9 @@ async def test_reads_do_not_wait_for_an_open_write_transaction(store: SqlStore) 
         await tx.lock(sid)
         await tx.add_entry(sid, content="uncommitted", source=USER)
         seen = await within(visible(store, sid), timeout=5)
-        current = await within(store.current_turn(sid), timeout=5)
+        turns = await within(store.turns_page(sid, Window(last=1)), timeout=5)
     assert seen == [(1, "committed")]
-    assert current is None
+    assert turns.items == []
     assert await visible(store, sid) == [(1, "committed"), (2, "uncommitted")]
 
 

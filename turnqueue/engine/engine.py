@@ -30,7 +30,6 @@ from turnqueue.domain import (
     Task,
     Turn,
     TurnItem,
-    clamp_page,
     is_valid_id,
 )
 from turnqueue.engine.access import Access
@@ -42,9 +41,15 @@ from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.membership import join_cluster
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
-from turnqueue.engine.reads import Reads
+from turnqueue.engine.reads import Reads, Window
 from turnqueue.engine.recovery import recover
-from turnqueue.engine.replay import EventReads, check_request, output_since, records_since
+from turnqueue.engine.replay import (
+    EventReads,
+    check_request,
+    current_turn,
+    output_since,
+    records_since,
+)
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.steering import Steering
@@ -183,7 +188,7 @@ class Engine:
             return None
 
     async def tasks(self, principal: str, first: int) -> list[Task]:
-        return await self.core.store.list_tasks(principal, clamp_page(first))
+        return (await self.core.store.tasks_page(principal, Window(first=first))).values()
 
     async def queue_status(self, session_id: str) -> QueueStatus:
         return await self.core.queue_status(session_id)
@@ -203,10 +208,11 @@ class Engine:
         return view.clarification if view else None
 
     async def turns_of(self, session_id: str, last: int) -> list[Turn]:
-        return await self.core.store.last_turns(session_id, clamp_page(last))
+        """The session's newest ``last`` turns (at most 200), oldest first."""
+        return (await self.core.store.turns_page(session_id, Window(last=last))).values()
 
     async def current_turn(self, session_id: str) -> Turn | None:
-        return await self.core.store.current_turn(session_id)
+        return await current_turn(self.core.store, session_id)
 
     async def turn(self, turn_id: str) -> Turn | None:
         async with self.core.store.read() as tx:

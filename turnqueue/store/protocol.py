@@ -137,6 +137,10 @@ class Page(Generic[K, T]):
     has_previous: bool
     has_next: bool
 
+    def values(self) -> list[T]:
+        """The items without their keys."""
+        return [item for _, item in self.items]
+
 
 class Listener(Protocol):
     """Hears the notifications of every instance (``Tx.notify``, ``Store.notify``)."""
@@ -505,19 +509,11 @@ class Store(Protocol):
         """(visible, in flight) queue entries over every session (metrics)."""
 
     # -- reads used by queries; no lock, no transaction of the caller's ----------------------
-    async def list_tasks(self, owner: str, first: int) -> list[Task]: ...
-
     async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]: ...
 
     async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]: ...
 
     async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]: ...
-
-    async def last_turns(self, session_id: str, last: int) -> list[Turn]:
-        """The newest ``last`` turns, oldest first."""
-
-    async def current_turn(self, session_id: str) -> Turn | None:
-        """The newest turn whatever its status."""
 
     async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
         """The session's turn that started right after ``after_turn_id`` (None: its first
