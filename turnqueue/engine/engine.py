@@ -95,7 +95,7 @@ class Engine:
         self.event_reads = EventReads()  # O2: the streams' reads again, one per event
         self.approvals = Approvals(core, self.turns)  # A6
         self.steering = Steering(core, self.turns)  # Q16
-        self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
+        self.reads: Reads = core.store  # batches and pages, for the GraphQL layer
         self.access = Access(core.store)  # S2
 
     @classmethod

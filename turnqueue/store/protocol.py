@@ -476,8 +476,34 @@ class Tx(
     """One transaction of the store: every aggregate's part, each small enough to read at once."""
 
 
-class Store(Protocol):
-    """A database behind the :class:`Tx` interface, plus read helpers that need no lock."""
+class Reads(Protocol):
+    """The reads of queries, each in one read transaction of its own (no lock): batches (one
+    query for many ids) and keyset pages (G3). The engine hands them to the GraphQL layer as
+    they are (``turnqueue.engine.reads``)."""
+
+    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        """The tasks found among ``task_ids``, by id."""
+
+    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
+        """The sessions found among ``session_ids``, by id."""
+
+    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]:
+        """Each task's sessions, oldest first (an empty list for a task without any)."""
+
+    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
+        """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
+
+    async def sessions_page(
+        self, task_id: str, window: Window[SessionKey]
+    ) -> Page[SessionKey, Session]:
+        """The task's sessions, oldest first."""
+
+    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+        """The session's turns, oldest first."""
+
+
+class Store(Reads, Protocol):
+    """A database behind the :class:`Tx` interface, plus the reads that need no lock."""
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A write transaction. Nested calls are not supported."""
@@ -508,25 +534,6 @@ class Store(Protocol):
     async def queue_depth(self) -> tuple[int, int]:
         """(visible, in flight) queue entries over every session (metrics)."""
 
-    # -- reads used by queries; no lock, no transaction of the caller's ----------------------
-    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]: ...
-
-    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]: ...
-
-    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]: ...
-
     async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
         """The session's turn that started right after ``after_turn_id`` (None: its first
         turn), whatever its status; None when there is none (yet)."""
-
-    # -- keyset pages (G3): in the database, one read transaction each ----------------------
-    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
-
-    async def sessions_page(
-        self, task_id: str, window: Window[SessionKey]
-    ) -> Page[SessionKey, Session]:
-        """The task's sessions, oldest first."""
-
-    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
-        """The session's turns, oldest first."""
