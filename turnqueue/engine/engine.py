@@ -8,7 +8,7 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
@@ -37,9 +37,10 @@ from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import publish_after
+from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
-from turnqueue.engine.membership import join_cluster
+from turnqueue.engine.peers import ClusterHooks, Handler
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import Reads, Window
 from turnqueue.engine.recovery import recover
@@ -126,9 +127,38 @@ class Engine:
                 "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
                 "release_agent": engine.agent_sessions.serve_release,  # A8: resumed elsewhere
             }
-            await join_cluster(engine.core, engine.turns, served, engine.steering.sweep)
+            await engine._join_cluster(served)
         await recover(engine.core, engine.turns, sweep=True)
         return engine
+
+    async def _join_cluster(self, served: Mapping[str, Handler]) -> None:
+        """Hear the other instances, answer their forwarded requests (``served``), adopt the
+        dead's (M4, M6). The cluster becomes ``core.cluster`` before it starts."""
+        core = self.core
+
+        async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
+            # Each heartbeat: recover what dead instances left; when one has just died, also
+            # sweep for queues it left eligible without running (a crash after a turn's end);
+            # then the rows other instances wrote for this one, in case a NOTIFY was lost.
+            if not core.closing:
+                await recover(core, self.turns, sweep=bool(dead), live=live)
+                self.steering.sweep()
+
+        async def expelled() -> None:
+            # The others declared this instance dead and recovered its turns: let them go.
+            for runner in list(core.runners.values()):
+                runner.abandon()
+
+        hooks = ClusterHooks(handlers=served, on_orphans=adopt_orphans, on_expelled=expelled)
+        core.cluster = cluster = Cluster(
+            instance=core.instance,
+            lease=core.settings.lease_seconds,
+            store=core.store,
+            bus=core.bus,
+            spawn=core.spawn,
+            hooks=hooks,
+        )
+        await cluster.start()
 
     async def aclose(self) -> None:
         """Graceful shutdown: stop every running turn, then wait for background work."""
