@@ -301,9 +301,13 @@ class Engine:
             return fold_records(await tx.read_records(turn_id))
 
     async def pending_approval(self, session_id: str) -> Approval | None:
-        """A6: the session's approval waiting for an answer."""
+        """A6: the session's approval waiting for an answer (its parts name it, R3)."""
         async with self.core.store.read() as tx:
-            return await tx.pending_approval(session_id)
+            session = await tx.get_session(session_id)
+            parts = session.parts if session is not None else None
+            if parts is None or parts.pending_approval_id is None:
+                return None
+            return await tx.get_approval(parts.pending_approval_id)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         """A6: every approval of a turn, with its answer."""

@@ -328,9 +328,6 @@ class ApprovalsTx(Protocol):
 
     async def get_approval(self, approval_id: str) -> Approval | None: ...
 
-    async def pending_approval(self, session_id: str) -> Approval | None:
-        """The session's PENDING approval whose turn still runs."""
-
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]: ...
 
 
