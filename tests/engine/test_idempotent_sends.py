@@ -206,7 +206,7 @@ async def test_q15_a_key_is_kept_a_day_and_forgotten_after(
     its next keyed send (so they do not pile up)."""
     from datetime import timedelta
 
-    from turnqueue.store import sent as sent_module
+    from turnqueue.store import requests as requests_module
 
     sid, _ = await busy_session(engine, agent)
     first = await engine.send_message(PRINCIPAL, sid, "old", "key-8")
@@ -220,7 +220,7 @@ async def test_q15_a_key_is_kept_a_day_and_forgotten_after(
         await tx.fetch(  # type: ignore[attr-defined]
             update(sent_messages)
             .where(sent_messages.c.key == "key-8")
-            .values(created_at=utcnow() - sent_module.KEPT - timedelta(hours=1))
+            .values(created_at=utcnow() - requests_module.KEPT - timedelta(hours=1))
             .returning(sent_messages.c.key)
         )
     await engine.send_message(PRINCIPAL, sid, "new", "key-9")  # prunes the session's old keys

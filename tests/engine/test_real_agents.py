@@ -97,7 +97,7 @@ async def test_command_agent_exit_status_fails_the_turn_and_the_queue_keeps_goin
     assert second.status is TurnStatus.FAILED
     assert (await engine.queue_status(session.id)).entries == ()
     async with engine.store.read() as tx:  # M6: each turn's group forgotten once gone
-        assert await tx.orphaned_processes(set(), socket.gethostname()) == []
+        assert (await tx.orphans(set(), host=socket.gethostname(), grace=0)).processes == []
 
 
 async def test_c5_command_agent_ignoring_sigint_is_escalated_and_the_flag_clears(
@@ -138,7 +138,7 @@ async def test_m6_recovery_kills_the_process_group_a_dead_server_left_behind(
     turn = await dead.current_turn(session.id)
     assert turn is not None
     async with dead.store.read() as tx:  # recorded as this instance's (M6)
-        (pgid,) = await tx.orphaned_processes(set(), socket.gethostname())
+        (pgid,) = (await tx.orphans(set(), host=socket.gethostname(), grace=0)).processes
     # The server dies: its runtime is gone, the agent's process group lives on.
     dead.core.closing = True
     dead.core.runners.clear()

@@ -231,7 +231,7 @@ async def test_m6_the_agent_process_groups_a_dead_server_left_are_killed_on_its_
         assert await asyncio.to_thread(procs["here"].wait, WAIT) == -9  # SIGKILL
         assert procs["elsewhere"].poll() is None
         async with restarted.core.store.read() as tx:
-            assert await tx.orphaned_processes(set(), socket.gethostname()) == []
+            assert (await tx.orphans(set(), host=socket.gethostname(), grace=0)).processes == []
     finally:
         for proc in procs.values():
             if proc.poll() is None:

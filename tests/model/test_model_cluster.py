@@ -582,8 +582,8 @@ class ClusterMachine(RuleBasedStateMachine):
 
             async def recovered() -> bool:
                 async with survivor.store.read() as tx:
-                    orphans = await tx.orphaned_turns({survivor.engine.core.instance})
-                return not orphans
+                    orphans = await tx.orphans({survivor.engine.core.instance}, host="", grace=0)
+                return not orphans.turns
 
             await _poll_async_or_fail(recovered, "the survivor to recover the dead's turns")
         self.instances[index] = await self._open_instance(f"{victim.name}'")

@@ -22,7 +22,7 @@ from turnqueue.domain import (
 )
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
-from turnqueue.store.protocol import Store, Tx
+from turnqueue.store.protocol import Store, Tx, Window
 from turnqueue.store.sql import SqlStore, open_store
 from turnqueue.timeouts import within
 
@@ -48,6 +48,10 @@ async def visible(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
         return [(e.position, e.content) for e in await tx.list_entries(session_id)]
 
 
+#: A host no agent process is recorded on (``Tx.orphans`` reads its process groups).
+HOST = "nowhere"
+
+
 async def bump(tx: Any, session_id: str) -> int:
     """Q13: the queue revision this transaction commits."""
     return int(await tx.bump_queue(session_id))
@@ -55,7 +59,7 @@ async def bump(tx: Any, session_id: str) -> int:
 
 async def in_flight_sessions(tx: Any) -> list[str]:
     """Sessions with in-flight entries (all of them orphans of an empty set of instances)."""
-    return sorted(await tx.orphaned_entries([]))
+    return sorted((await tx.orphans([], host=HOST, grace=0)).entries)
 
 
 def _protocol_methods(protocol: type) -> set[str]:
@@ -93,8 +97,8 @@ async def test_create_task_and_session(store: SqlStore) -> None:
     assert stored.created_at.tzinfo is not None and stored.created_at.astimezone(UTC) == (
         session.created_at
     )
-    assert [t.id for t in await store.list_tasks("alice", 10)] == [task.id]
-    assert await store.list_tasks("bob", 10) == []
+    assert (await store.tasks_page("alice", Window(first=10))).values() == [stored_task]
+    assert (await store.tasks_page("bob", Window(first=10))).values() == []
     assert (await store.tasks([task.id]))[task.id].title == "Fix it"
     assert (await store.sessions([session.id]))[session.id].agent == "scripted"
     assert [s.id for s in (await store.sessions_of_tasks([task.id]))[task.id]] == [session.id]
@@ -285,12 +289,12 @@ async def test_q9_holds_are_counted_per_instance_and_orphans_are_dropped(
     assert await view() == (True, True)  # one of instance 1's two still holds
     async with store.transaction() as tx:
         await tx.change_hold(sid, 1, cancelling, -1)
-        assert await tx.orphaned_holds({1}) == [sid]  # instance 2 is not live
-        assert await tx.orphaned_holds({1, 2}) == []
+        assert (await tx.orphans({1}, host=HOST, grace=0)).holds == {sid}  # instance 2 is not live
+        assert (await tx.orphans({1, 2}, host=HOST, grace=0)).holds == set()
         assert await tx.drop_orphaned_holds(sid, {1}) == 1
     assert await view() == (False, False)
     async with store.transaction() as tx:
-        assert await tx.orphaned_holds(set()) == []
+        assert (await tx.orphans(set(), host=HOST, grace=0)).holds == set()
 
 
 async def test_q13_queue_revision_survives_policy_delete(store: SqlStore) -> None:
@@ -338,7 +342,7 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
         view = await tx.lock(sid)
         assert view.session.state is SessionState.RUNNING
         assert view.running_turn_id == first.id
-        assert [t.id for t in await tx.orphaned_turns([])] == [first.id]
+        assert (await tx.orphans([], host=HOST, grace=0)).turns == {sid: [first.id]}
         ended, session = await tx.end_turn(
             first.id,
             status=TurnStatus.COMPLETED,
@@ -358,10 +362,10 @@ async def test_turn_lifecycle_and_idempotent_end(store: SqlStore) -> None:
         )
         assert again == ended and same == session
         second = await tx.start_turn(sid, prompt="two", source=MessageSource.AGENT)
-    assert [t.prompt for t in await store.last_turns(sid, 20)] == ["one", "two"]
-    assert [t.prompt for t in await store.last_turns(sid, 1)] == ["two"]
-    current = await store.current_turn(sid)
-    assert current is not None and current.id == second.id
+    turns = (await store.turns_page(sid, Window(last=20))).values()
+    assert [t.prompt for t in turns] == ["one", "two"]
+    (current,) = (await store.turns_page(sid, Window(last=1))).values()
+    assert current.id == second.id
     assert current.source is MessageSource.AGENT and current.started_at.tzinfo is not None
     async with store.read() as tx:
         stored = await tx.get_turn(first.id)
@@ -569,7 +573,7 @@ async def test_rollback_on_exception_leaves_nothing_and_runs_no_callback(
             tx.after_commit(lambda: called.append("cb"))
             raise ValueError("boom")
     assert called == []
-    assert await store.list_tasks("alice", 10) == []
+    assert (await store.tasks_page("alice", Window(first=10))).values() == []
     assert await store.tasks([task.id]) == {}
 
 
@@ -710,9 +714,9 @@ async def test_reads_do_not_wait_for_an_open_write_transaction(store: SqlStore) 
         await tx.lock(sid)
         await tx.add_entry(sid, content="uncommitted", source=USER)
         seen = await within(visible(store, sid), timeout=5)
-        current = await within(store.current_turn(sid), timeout=5)
+        turns = await within(store.turns_page(sid, Window(last=1)), timeout=5)
     assert seen == [(1, "committed")]
-    assert current is None
+    assert turns.items == []
     assert await visible(store, sid) == [(1, "committed"), (2, "uncommitted")]
 
 
@@ -728,8 +732,8 @@ async def test_m6_stuck_sessions_spare_a_session_that_is_still_starting(store: S
         )
         await tx.start_turn(busy.id, prompt="p", source=MessageSource.USER)
     async with store.read() as tx:
-        assert set(await tx.stuck_sessions(60.0)) == {running.id}
-        assert set(await tx.stuck_sessions(0.0)) == {running.id, starting.id}
+        assert (await tx.orphans([], host=HOST, grace=60.0)).stuck == {running.id}
+        assert (await tx.orphans([], host=HOST, grace=0.0)).stuck == {running.id, starting.id}
 
 
 async def _assert_counted(tx: Tx, *session_ids: str) -> None:

@@ -8,7 +8,7 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
@@ -30,7 +30,6 @@ from turnqueue.domain import (
     Task,
     Turn,
     TurnItem,
-    clamp_page,
     is_valid_id,
 )
 from turnqueue.engine.access import Access
@@ -38,13 +37,20 @@ from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import publish_after
+from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
-from turnqueue.engine.membership import join_cluster
+from turnqueue.engine.peers import ClusterHooks, Handler
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
-from turnqueue.engine.reads import Reads
+from turnqueue.engine.reads import Reads, Window
 from turnqueue.engine.recovery import recover
-from turnqueue.engine.replay import EventReads, check_request, output_since, records_since
+from turnqueue.engine.replay import (
+    EventReads,
+    check_request,
+    current_turn,
+    output_since,
+    records_since,
+)
 from turnqueue.engine.snapshots import SharedReads
 from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.steering import Steering
@@ -90,7 +96,7 @@ class Engine:
         self.event_reads = EventReads()  # O2: the streams' reads again, one per event
         self.approvals = Approvals(core, self.turns)  # A6
         self.steering = Steering(core, self.turns)  # Q16
-        self.reads = Reads(core.store)  # batches and pages, for the GraphQL layer
+        self.reads: Reads = core.store  # batches and pages, for the GraphQL layer
         self.access = Access(core.store)  # S2
 
     @classmethod
@@ -121,9 +127,38 @@ class Engine:
                 "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
                 "release_agent": engine.agent_sessions.serve_release,  # A8: resumed elsewhere
             }
-            await join_cluster(engine.core, engine.turns, served, engine.steering.sweep)
+            await engine._join_cluster(served)
         await recover(engine.core, engine.turns, sweep=True)
         return engine
+
+    async def _join_cluster(self, served: Mapping[str, Handler]) -> None:
+        """Hear the other instances, answer their forwarded requests (``served``), adopt the
+        dead's (M4, M6). The cluster becomes ``core.cluster`` before it starts."""
+        core = self.core
+
+        async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
+            # Each heartbeat: recover what dead instances left; when one has just died, also
+            # sweep for queues it left eligible without running (a crash after a turn's end);
+            # then the rows other instances wrote for this one, in case a NOTIFY was lost.
+            if not core.closing:
+                await recover(core, self.turns, sweep=bool(dead), live=live)
+                self.steering.sweep()
+
+        async def expelled() -> None:
+            # The others declared this instance dead and recovered its turns: let them go.
+            for runner in list(core.runners.values()):
+                runner.abandon()
+
+        hooks = ClusterHooks(handlers=served, on_orphans=adopt_orphans, on_expelled=expelled)
+        core.cluster = cluster = Cluster(
+            instance=core.instance,
+            lease=core.settings.lease_seconds,
+            store=core.store,
+            bus=core.bus,
+            spawn=core.spawn,
+            hooks=hooks,
+        )
+        await cluster.start()
 
     async def aclose(self) -> None:
         """Graceful shutdown: stop every running turn, then wait for background work."""
@@ -183,7 +218,7 @@ class Engine:
             return None
 
     async def tasks(self, principal: str, first: int) -> list[Task]:
-        return await self.core.store.list_tasks(principal, clamp_page(first))
+        return (await self.core.store.tasks_page(principal, Window(first=first))).values()
 
     async def queue_status(self, session_id: str) -> QueueStatus:
         return await self.core.queue_status(session_id)
@@ -203,10 +238,11 @@ class Engine:
         return view.clarification if view else None
 
     async def turns_of(self, session_id: str, last: int) -> list[Turn]:
-        return await self.core.store.last_turns(session_id, clamp_page(last))
+        """The session's newest ``last`` turns (at most 200), oldest first."""
+        return (await self.core.store.turns_page(session_id, Window(last=last))).values()
 
     async def current_turn(self, session_id: str) -> Turn | None:
-        return await self.core.store.current_turn(session_id)
+        return await current_turn(self.core.store, session_id)
 
     async def turn(self, turn_id: str) -> Turn | None:
         async with self.core.store.read() as tx:
@@ -265,9 +301,13 @@ class Engine:
             return fold_records(await tx.read_records(turn_id))
 
     async def pending_approval(self, session_id: str) -> Approval | None:
-        """A6: the session's approval waiting for an answer."""
+        """A6: the session's approval waiting for an answer (its parts name it, R3)."""
         async with self.core.store.read() as tx:
-            return await tx.pending_approval(session_id)
+            session = await tx.get_session(session_id)
+            parts = session.parts if session is not None else None
+            if parts is None or parts.pending_approval_id is None:
+                return None
+            return await tx.get_approval(parts.pending_approval_id)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         """A6: every approval of a turn, with its answer."""

@@ -63,7 +63,7 @@ class Spawn(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ClusterHooks:
-    """What the cluster calls back into the engine (wired once, by ``membership.join_cluster``)."""
+    """What the cluster calls back into the engine (wired once, by ``Engine.open``)."""
 
     #: the requests this instance serves as a turn's owner (``cancel``, ``send_now``, ...)
     handlers: Mapping[str, Handler]

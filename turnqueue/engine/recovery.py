@@ -47,27 +47,22 @@ async def recover(
     if live is None:  # the heartbeat passes what it has just read
         live = await core.cluster.live() if core.cluster is not None else set()
     live = live | {core.instance}
+    host = socket.gethostname()
+    # At start-up on a single-process store nothing else can be mid-way: no grace period.
+    grace = core.settings.lease_seconds if core.cluster is not None else 0.0
     async with core.store.read() as tx:
-        orphan_turns = await tx.orphaned_turns(live)
-        orphan_entries = await tx.orphaned_entries(live)
-        # At start-up on a single-process store nothing else can be mid-way: no grace period.
-        grace = core.settings.lease_seconds if core.cluster is not None else 0.0
-        stuck = set(await tx.stuck_sessions(grace))
-        marks = await tx.orphaned_cancel_marks(live)
-        held = set(await tx.orphaned_holds(live))
+        orphans = await tx.orphans(live, host=host, grace=grace)
         eligible = set(await tx.eligible_sessions()) if sweep else set()
-    await _kill_orphaned_processes(core, live)
-    by_session: dict[str, list[str]] = {}
-    for turn in orphan_turns:
-        by_session.setdefault(turn.session_id, []).append(turn.id)
-    recovered = sorted(set(by_session) | set(orphan_entries) | stuck | set(marks) | held)
+    await _kill_orphaned_processes(core, host, orphans.processes)
+    o = orphans  # its sessions with something to recover, in id order:
+    recovered = sorted({*o.turns, *o.entries, *o.stuck, *o.cancel_marks, *o.holds})
     for session_id in recovered:
         await _recover_session(
             core,
             session_id,
-            by_session.get(session_id, []),
-            orphan_entries.get(session_id, []),
-            marks.get(session_id),
+            o.turns.get(session_id, []),
+            o.entries.get(session_id, []),
+            o.cancel_marks.get(session_id),
             live,
         )
         log.warning("recovered session %s", session_id)
@@ -76,15 +71,12 @@ async def recover(
             await turns.reserve(session_id)
 
 
-async def _kill_orphaned_processes(core: Core, live: set[int]) -> None:
+async def _kill_orphaned_processes(core: Core, host: str, orphans: list[int]) -> None:
     """A dead server's agent process groups live on (each had a session of its own): every one
     recorded on this host by an instance that is not live is killed, turn or idle (M6).
 
     Hazard: only on the host that ran it, and only soon after the death, since a process group
     id can be reused once the group is gone; recovery runs at start-up or within one lease."""
-    host = socket.gethostname()
-    async with core.store.read() as tx:
-        orphans = await tx.orphaned_processes(live, host)
     for pgid in orphans:
         try:
             os.killpg(pgid, signal.SIGKILL)

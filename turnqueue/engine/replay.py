@@ -27,6 +27,8 @@ from turnqueue.bus import Event
 from turnqueue.domain import ItemKind, OutputChunk, OutputRecord, Turn, TurnStatus
 from turnqueue.engine.core import Core
 from turnqueue.errors import InvalidInput, NotFound
+from turnqueue.store import Store
+from turnqueue.store.protocol import Window
 
 T = TypeVar("T")
 
@@ -112,10 +114,16 @@ async def output_since(
     return OutputChunk(session_id, turn.id, start, text, ended, turn.status)
 
 
+async def current_turn(store: Store, session_id: str) -> Turn | None:
+    """The session's newest turn whatever its status; None before its first."""
+    newest = (await store.turns_page(session_id, Window(last=1))).values()
+    return newest[0] if newest else None
+
+
 async def _turn(core: Core, session_id: str, turn_id: str | None) -> Turn | None:
     """The turn named (None: the session's current one, None when it has none yet)."""
     if turn_id is None:
-        return await core.store.current_turn(session_id)
+        return await current_turn(core.store, session_id)
     async with core.store.read() as tx:
         turn = await tx.get_turn(turn_id)
     if turn is None or turn.session_id != session_id:

@@ -14,9 +14,9 @@ from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
 from turnqueue.store.conn import Statements
-from turnqueue.store.rows import RUNNING, RowMap, values_of
+from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Record
-from turnqueue.store.tables import approvals, turns
+from turnqueue.store.tables import approvals
 
 _PENDING = ApprovalOutcome.PENDING.value
 
@@ -76,20 +76,6 @@ class ApprovalStatements(Statements):
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         stmt = select(approvals).where(approvals.c.id == approval_id)
-        return await self._conn.maybe(stmt, None, approval_from)
-
-    async def pending_approval(self, session_id: str) -> Approval | None:
-        stmt = (
-            select(approvals)
-            .join(turns, turns.c.id == approvals.c.turn_id)
-            .where(
-                approvals.c.session_id == session_id,
-                approvals.c.outcome == _PENDING,
-                turns.c.status == RUNNING,
-            )
-            .order_by(approvals.c.requested_at.desc())
-            .limit(1)
-        )
         return await self._conn.maybe(stmt, None, approval_from)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:

@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, false, or_, select, true, update
+from sqlalchemy import ColumnElement, Select, delete, false, or_, select, true, update
 
-from turnqueue.domain import PROMPTABLE, SessionState, Turn, utcnow
+from turnqueue.domain import PROMPTABLE, SessionState, utcnow
 from turnqueue.store.conn import Statements
-from turnqueue.store.rows import RUNNING, turn_from
+from turnqueue.store.protocol import Orphans
+from turnqueue.store.rows import RUNNING
 from turnqueue.store.tables import (
     agent_processes,
     clarifications,
@@ -24,11 +25,12 @@ from turnqueue.store.tables import (
     queue_entries,
     queue_session_locks,
     queue_session_state,
+    session_holds,
     sessions,
     turns,
 )
 
-qe = queue_entries
+qe, locks, holds = queue_entries, queue_session_locks, session_holds
 
 
 def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
@@ -70,29 +72,51 @@ class InstanceStatements(Statements):
         )
         return {int(i) for i in rows}
 
-    async def orphaned_turns(self, live: Iterable[int]) -> list[Turn]:
-        stmt = select(turns).where(turns.c.status == RUNNING, _not_live(turns.c.owner, live))
-        return [turn_from(row) for row in await self._conn.execute(stmt)]
-
-    async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
-        stmt = (
+    async def orphans(self, live: Iterable[int], *, host: str, grace: float) -> Orphans:
+        live = list(live)
+        running = select(turns.c.session_id, turns.c.id).where(
+            turns.c.status == RUNNING, _not_live(turns.c.owner, live)
+        )
+        in_flight = (
             select(qe.c.session_id, qe.c.id)
             .where(qe.c.in_flight == true(), _not_live(qe.c.reserved_by, live))
             .order_by(qe.c.session_id, qe.c.position, qe.c.id)
         )
-        found: dict[str, list[str]] = {}
-        for session_id, entry_id in await self._conn.execute(stmt):
-            found.setdefault(session_id, []).append(entry_id)
-        return found
-
-    async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
-        locks = queue_session_locks
-        stmt = (
+        marks = (
             select(locks.c.session_id, locks.c.cancel_mark)
             .select_from(locks.outerjoin(turns, turns.c.id == locks.c.cancel_mark))
             .where(locks.c.cancel_mark.is_not(None), _not_live(turns.c.owner, live))
         )
-        return {str(sid): str(mark) for sid, mark in await self._conn.execute(stmt)}
+        held = select(holds.c.session_id).where(_not_live(holds.c.instance, live)).distinct()
+        processes = select(agent_processes.c.pgid).where(
+            agent_processes.c.host == host, _not_live(agent_processes.c.instance, live)
+        )
+        running_turn = select(turns.c.id).where(
+            turns.c.session_id == sessions.c.id, turns.c.status == RUNNING
+        )
+        starting_since = utcnow() - timedelta(seconds=grace)
+        stuck = select(sessions.c.id).where(
+            or_(
+                sessions.c.state == SessionState.RUNNING.value,
+                (sessions.c.state == SessionState.STARTING.value)
+                & (sessions.c.updated_at < starting_since),
+            ),
+            ~running_turn.exists(),
+        )
+        return Orphans(
+            turns=await self._by_session(running),
+            entries=await self._by_session(in_flight),
+            cancel_marks={str(sid): str(m) for sid, m in await self._conn.execute(marks)},
+            holds={str(sid) for sid in await self._conn.scalars(held)},
+            processes=sorted(int(pgid) for pgid in await self._conn.scalars(processes)),
+            stuck={str(sid) for sid in await self._conn.scalars(stuck)},
+        )
+
+    async def _by_session(self, stmt: Select[Any]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for session_id, row_id in await self._conn.execute(stmt):
+            found.setdefault(session_id, []).append(row_id)
+        return found
 
     async def eligible_sessions(self) -> list[str]:
         has_entries = select(qe.c.id).where(
@@ -132,24 +156,3 @@ class InstanceStatements(Statements):
     async def process_owners(self, session_id: str) -> set[int]:
         stmt = select(agent_processes.c.instance).where(agent_processes.c.session_id == session_id)
         return {int(instance) for instance in await self._conn.scalars(stmt)}
-
-    async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
-        stmt = select(agent_processes.c.pgid).where(
-            agent_processes.c.host == host, _not_live(agent_processes.c.instance, live)
-        )
-        return sorted(int(pgid) for pgid in await self._conn.scalars(stmt))
-
-    async def stuck_sessions(self, lease_seconds: float) -> list[str]:
-        running = select(turns.c.id).where(
-            turns.c.session_id == sessions.c.id, turns.c.status == RUNNING
-        )
-        cutoff = utcnow() - timedelta(seconds=lease_seconds)
-        stmt = select(sessions.c.id).where(
-            or_(
-                sessions.c.state == SessionState.RUNNING.value,
-                (sessions.c.state == SessionState.STARTING.value)
-                & (sessions.c.updated_at < cutoff),
-            ),
-            ~running.exists(),
-        )
-        return [str(sid) for sid in await self._conn.scalars(stmt)]

@@ -91,6 +91,22 @@ class SessionView:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Orphans:
+    """What instances not among the live ones left (M6): an owner that is NULL (written before
+    ownership existed) counts as not live. Ids by session, entries in queue order."""
+
+    turns: dict[str, list[str]]  # RUNNING turns
+    entries: dict[str, list[str]]  # in-flight entries
+    cancel_marks: dict[str, str]  # Q7: {session: the marked turn} of an owner not live
+    holds: set[str]  # sessions held (Q9)
+    processes: list[int]  # agent process groups recorded on the host asked about
+    #: Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a grace period.
+    #: Hazard: STARTING is a normal state while a live instance prepares a new session's agent
+    #: (between two transactions of ``createTask``); only one that outlived a lease is stuck.
+    stuck: set[str]
+
+
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -120,6 +136,10 @@ class Page(Generic[K, T]):
     items: list[tuple[K, T]]
     has_previous: bool
     has_next: bool
+
+    def values(self) -> list[T]:
+        """The items without their keys."""
+        return [item for _, item in self.items]
 
 
 class Listener(Protocol):
@@ -161,26 +181,12 @@ class InstancesTx(Protocol):
 
     async def live_instances(self, lease_seconds: float) -> set[int]: ...
 
-    async def orphaned_turns(self, live: Iterable[int]) -> list[Turn]:
-        """RUNNING turns whose owner is not in ``live``."""
-
-    async def orphaned_entries(self, live: Iterable[int]) -> dict[str, list[str]]:
-        """In-flight entry ids reserved by no instance in ``live``, by session, in queue order."""
-
-    async def orphaned_cancel_marks(self, live: Iterable[int]) -> dict[str, str]:
-        """Q7: {session: marked turn} of explicit cancels whose owner is not in ``live``."""
-
-    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
-        """Sessions held by an instance not in ``live`` (M6)."""
+    async def orphans(self, live: Iterable[int], *, host: str, grace: float) -> Orphans:
+        """What instances not in ``live`` left (M6): their processes on ``host``; the stuck
+        sessions of :attr:`Orphans.stuck`, a STARTING one after ``grace`` seconds."""
 
     async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
         """Delete the session's holds of instances not in ``live``; how many rows."""
-
-    async def stuck_sessions(self, lease_seconds: float) -> list[str]:
-        """Sessions left RUNNING with no RUNNING turn, or STARTING for longer than a lease.
-
-        Hazard: STARTING is a normal state while a live instance prepares a new session's agent
-        (between two transactions of ``createTask``); only one that outlived a lease is stuck."""
 
     async def eligible_sessions(self) -> list[str]:
         """Sessions whose queue may run now by the durable rules (promptable, no clarification,
@@ -192,9 +198,6 @@ class InstancesTx(Protocol):
         """An agent process group ``instance`` runs on ``host`` (M6 kills it after a crash)."""
 
     async def forget_process(self, host: str, pgid: int) -> None: ...
-
-    async def orphaned_processes(self, live: Iterable[int], host: str) -> list[int]:
-        """Process groups on ``host`` recorded by instances not in ``live``."""
 
     async def process_owners(self, session_id: str) -> set[int]:
         """The instances that run an agent process of the session (A8: where to close it)."""
@@ -324,9 +327,6 @@ class ApprovalsTx(Protocol):
         """Answer every PENDING approval of the turn CANCELLED (its turn ended, M6); how many."""
 
     async def get_approval(self, approval_id: str) -> Approval | None: ...
-
-    async def pending_approval(self, session_id: str) -> Approval | None:
-        """The session's PENDING approval whose turn still runs."""
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]: ...
 
@@ -473,8 +473,34 @@ class Tx(
     """One transaction of the store: every aggregate's part, each small enough to read at once."""
 
 
-class Store(Protocol):
-    """A database behind the :class:`Tx` interface, plus read helpers that need no lock."""
+class Reads(Protocol):
+    """The reads of queries, each in one read transaction of its own (no lock): batches (one
+    query for many ids) and keyset pages (G3). The engine hands them to the GraphQL layer as
+    they are (``turnqueue.engine.reads``)."""
+
+    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        """The tasks found among ``task_ids``, by id."""
+
+    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
+        """The sessions found among ``session_ids``, by id."""
+
+    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]:
+        """Each task's sessions, oldest first (an empty list for a task without any)."""
+
+    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
+        """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
+
+    async def sessions_page(
+        self, task_id: str, window: Window[SessionKey]
+    ) -> Page[SessionKey, Session]:
+        """The task's sessions, oldest first."""
+
+    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
+        """The session's turns, oldest first."""
+
+
+class Store(Reads, Protocol):
+    """A database behind the :class:`Tx` interface, plus the reads that need no lock."""
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A write transaction. Nested calls are not supported."""
@@ -505,33 +531,6 @@ class Store(Protocol):
     async def queue_depth(self) -> tuple[int, int]:
         """(visible, in flight) queue entries over every session (metrics)."""
 
-    # -- reads used by queries; no lock, no transaction of the caller's ----------------------
-    async def list_tasks(self, owner: str, first: int) -> list[Task]: ...
-
-    async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]: ...
-
-    async def sessions(self, session_ids: Sequence[str]) -> dict[str, Session]: ...
-
-    async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]: ...
-
-    async def last_turns(self, session_id: str, last: int) -> list[Turn]:
-        """The newest ``last`` turns, oldest first."""
-
-    async def current_turn(self, session_id: str) -> Turn | None:
-        """The newest turn whatever its status."""
-
     async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
         """The session's turn that started right after ``after_turn_id`` (None: its first
         turn), whatever its status; None when there is none (yet)."""
-
-    # -- keyset pages (G3): in the database, one read transaction each ----------------------
-    async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        """The owner's tasks, newest first. Another owner's tasks are never read (S2)."""
-
-    async def sessions_page(
-        self, task_id: str, window: Window[SessionKey]
-    ) -> Page[SessionKey, Session]:
-        """The task's sessions, oldest first."""
-
-    async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
-        """The session's turns, oldest first."""

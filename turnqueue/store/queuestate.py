@@ -220,14 +220,6 @@ class QueueStateStatements(Statements):
             await self._conn.scalar(_HELD, {"p_session_id": session_id, "p_kind": kind.value})
         )
 
-    async def orphaned_holds(self, live: Iterable[int]) -> list[str]:
-        stmt = (
-            select(session_holds.c.session_id)
-            .where(session_holds.c.instance.not_in(list(live)))
-            .distinct()
-        )
-        return sorted(await self._conn.scalars(stmt))
-
     async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
         result = await self._conn.execute(
             delete(session_holds).where(

@@ -1,33 +1,103 @@
-"""Owner-request statements of :class:`~turnqueue.store.tx.SqlTx` (M4): an operation asked of the
-instance running a session's turn, as a row (``owner_requests``).
+"""Request statements of :class:`~turnqueue.store.tx.SqlTx`: three kinds of request kept as rows,
+each written inside the caller's unit of work and kept at least :data:`KEPT`.
 
-Each transition is a conditional ``UPDATE … WHERE state = …``, so of an owner claiming a request
-and its requester withdrawing it exactly one wins, and a request runs at most once.
+- *Keyed sends* (Q15, ``sent_messages``): a send that carried a client's ``clientMessageId``, and
+  what it did, read back by a retry of the same key. Both run under the session's lock row, so
+  two sends racing with one key are serialised: the second reads what the first committed.
+- *Steer requests* (Q16, ``steer_requests``): a message offered to a running turn, decided once
+  by the instance running the turn, or by the requester once that turn has ended.
+- *Owner requests* (M4, ``owner_requests``): an operation asked of the instance running a
+  session's turn. Answered ones are read once, by their requester; a day later nobody waits.
+
+A request moves on by a conditional ``UPDATE … WHERE state = …``, so of two sides racing
+(an owner claiming a request and its requester withdrawing it) exactly one wins, and a request
+is decided or run at most once. Old rows go with the next insert of their scope (no background
+task).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, bindparam, select, update
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
 
-from turnqueue.domain import OwnerRequest, RequestState
-from turnqueue.store.conn import Statements
-from turnqueue.store.rows import RowMap
-from turnqueue.store.sent import Kept
+from sqlalchemy import BigInteger, Table, bindparam, delete, insert, select, update
+
+from turnqueue.domain import OwnerRequest, RequestState, SentMessage, SteerRequest, new_id, utcnow
+from turnqueue.store.conn import Conn, Statements
+from turnqueue.store.rows import RowMap, values_of
 from turnqueue.store.statement import Statement
-from turnqueue.store.tables import owner_requests
+from turnqueue.store.tables import UtcDateTime, owner_requests, sent_messages, steer_requests
 
-PENDING = RequestState.PENDING.value
-_r = owner_requests
-#: Answered requests are read once, by their requester; a day later nobody waits for them.
-_ADD = Kept(_r, "owner", ("id", "owner", "origin", "op", "args"), state=PENDING)
-_GET = Statement(select(_r).where(_r.c.id == bindparam("p_id")))
+#: Q15: keys are kept at least this long (and the other requests as long).
+KEPT = timedelta(hours=24)
+PENDING = RequestState.PENDING.value  # the steer requests' PENDING too
+
+
+class Kept:
+    """The insert of a table whose rows are kept at least :data:`KEPT`: it first deletes the
+    rows of its ``scope`` (a column, the parameter ``p_<scope>``) created longer ago. It writes
+    ``columns`` from the parameters ``p_<column>``, ``fixed`` as given, and ``created_at``."""
+
+    def __init__(self, table: Table, scope: str, columns: Sequence[str], **fixed: Any) -> None:
+        self._scope = f"p_{scope}"
+        self._prune = Statement(
+            delete(table).where(
+                table.c[scope] == bindparam(self._scope),
+                table.c.created_at < bindparam("p_before", type_=UtcDateTime),
+            )
+        )
+        created_at = bindparam("p_now", type_=UtcDateTime)
+        values: dict[str, Any] = {column: bindparam(f"p_{column}") for column in columns}
+        self._insert = Statement(insert(table).values(**values, **fixed, created_at=created_at))
+
+    async def add(self, conn: Conn, params: Mapping[str, Any]) -> None:
+        now = utcnow()
+        await conn.execute(self._prune, {self._scope: params[self._scope], "p_before": now - KEPT})
+        await conn.execute(self._insert, {**params, "p_now": now})
+
+    async def add_new(self, conn: Conn, params: Mapping[str, Any]) -> str:
+        """:meth:`add` a row with a new id (the parameter ``p_id``); that id."""
+        row_id = new_id()
+        await self.add(conn, {**params, "p_id": row_id})
+        return row_id
+
+
+_sm, _sr, _r = sent_messages, steer_requests, owner_requests
+_SENT = RowMap(SentMessage)
+_FIND_SENT = Statement(
+    select(_sm).where(
+        _sm.c.session_id == bindparam("p_session_id"), _sm.c.key == bindparam("p_key")
+    )
+)
+_RECORD_SENT = Kept(
+    _sm,
+    "session_id",
+    ("session_id", "key", "digest", "outcome", "entry_id", "turn_id", "position", "queued_at"),
+)
+_STEER = RowMap(SteerRequest)
+_ADD_STEER = Kept(_sr, "session_id", ("id", "session_id", "turn_id", "entry_id"), state=PENDING)
+_GET_STEER = Statement(select(_sr).where(_sr.c.id == bindparam("p_id")))
+_PENDING_STEERS = Statement(
+    select(_sr)
+    .where(_sr.c.session_id == bindparam("p_session_id"), _sr.c.state == PENDING)
+    .order_by(_sr.c.created_at, _sr.c.id)
+)
+_DECIDE_STEER = Statement(
+    update(_sr)
+    .where(_sr.c.id == bindparam("p_id"), _sr.c.state == PENDING)
+    .values(state=bindparam("p_state"))
+    .returning(_sr.c.id)
+)
 _REQUEST = RowMap(OwnerRequest)
-_PENDING_FOR = Statement(
+_ADD_REQUEST = Kept(_r, "owner", ("id", "owner", "origin", "op", "args"), state=PENDING)
+_GET_REQUEST = Statement(select(_r).where(_r.c.id == bindparam("p_id")))
+_PENDING_REQUESTS = Statement(
     select(_r.c.id)
     .where(_r.c.owner == bindparam("p_owner", type_=BigInteger), _r.c.state == PENDING)
     .order_by(_r.c.created_at, _r.c.id)
 )
-_MOVE = Statement(
+_MOVE_REQUEST = Statement(
     update(_r)
     .where(_r.c.id == bindparam("p_id"), _r.c.state == bindparam("p_from"))
     .values(state=bindparam("p_to"), outcome=bindparam("p_outcome"))
@@ -36,15 +106,40 @@ _MOVE = Statement(
 
 
 class RequestStatements(Statements):
+    # -- keyed sends (Q15) ----------------------------------------------------------------------
+    async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
+        params = {"p_session_id": session_id, "p_key": key}
+        return await self._conn.maybe(_FIND_SENT, params, _SENT)
+
+    async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
+        await _RECORD_SENT.add(self._conn, {"p_session_id": session_id, **values_of(sent, "p_")})
+
+    # -- steer requests (Q16) -------------------------------------------------------------------
+    async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
+        params = {"p_session_id": session_id, "p_turn_id": turn_id, "p_entry_id": entry_id}
+        return await _ADD_STEER.add_new(self._conn, params)
+
+    async def steer_request(self, request_id: str) -> SteerRequest | None:
+        return await self._conn.maybe(_GET_STEER, {"p_id": request_id}, _STEER)
+
+    async def pending_steers(self, session_id: str) -> list[SteerRequest]:
+        rows = await self._conn.execute(_PENDING_STEERS, {"p_session_id": session_id})
+        return [_STEER(row) for row in rows.all()]
+
+    async def decide_steer(self, request_id: str, state: str) -> bool:
+        params = {"p_id": request_id, "p_state": state}
+        return (await self._conn.execute(_DECIDE_STEER, params)).one_or_none() is not None
+
+    # -- owner requests (M4) --------------------------------------------------------------------
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
         params = {"p_owner": owner, "p_origin": origin, "p_op": op, "p_args": args}
-        return await _ADD.add_new(self._conn, params)
+        return await _ADD_REQUEST.add_new(self._conn, params)
 
     async def owner_request(self, request_id: str) -> OwnerRequest | None:
-        return await self._conn.maybe(_GET, {"p_id": request_id}, _REQUEST)
+        return await self._conn.maybe(_GET_REQUEST, {"p_id": request_id}, _REQUEST)
 
     async def pending_requests(self, owner: int) -> list[str]:
-        return list(await self._conn.scalars(_PENDING_FOR, {"p_owner": owner}))
+        return list(await self._conn.scalars(_PENDING_REQUESTS, {"p_owner": owner}))
 
     async def move_request(
         self,
@@ -59,4 +154,4 @@ class RequestStatements(Statements):
             "p_to": to_state.value,
             "p_outcome": outcome,
         }
-        return (await self._conn.execute(_MOVE, params)).one_or_none() is not None
+        return (await self._conn.execute(_MOVE_REQUEST, params)).one_or_none() is not None

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 
-from turnqueue.domain import Session, Task, Turn, clamp_page
+from turnqueue.domain import Session, Task, Turn
 from turnqueue.store.pages import Listing, page
 from turnqueue.store.protocol import Page, SessionKey, Store, TaskKey, TurnKey, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
@@ -43,15 +43,6 @@ class SqlStore(Store):
         async with self.read() as tx:
             return await tx.fetch(stmt)
 
-    async def list_tasks(self, owner: str, first: int) -> list[Task]:
-        stmt = (
-            select(tasks)
-            .where(tasks.c.owner == owner)
-            .order_by(tasks.c.created_at.desc(), tasks.c.id)
-            .limit(clamp_page(first))
-        )
-        return [task_from(row) for row in await self._all(stmt)]
-
     async def sessions_of_tasks(self, task_ids: Sequence[str]) -> dict[str, list[Session]]:
         result: dict[str, list[Session]] = {task_id: [] for task_id in task_ids}
         if not task_ids:
@@ -77,19 +68,6 @@ class SqlStore(Store):
             return {}
         stmt = select(tasks).where(tasks.c.id.in_(list(task_ids)))
         return {t.id: t for t in map(task_from, await self._all(stmt))}
-
-    async def last_turns(self, session_id: str, last: int) -> list[Turn]:
-        stmt = (
-            select(turns)
-            .where(turns.c.session_id == session_id)
-            .order_by(turns.c.seq.desc())
-            .limit(clamp_page(last))
-        )
-        return [turn_from(row) for row in reversed(await self._all(stmt))]
-
-    async def current_turn(self, session_id: str) -> Turn | None:
-        last = await self.last_turns(session_id, 1)
-        return last[0] if last else None
 
     async def next_turn(self, session_id: str, after_turn_id: str | None) -> Turn | None:
         stmt = select(turns).where(turns.c.session_id == session_id)

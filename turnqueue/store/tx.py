@@ -66,9 +66,7 @@ from turnqueue.store.rows import (
     values_of,
     view_from,
 )
-from turnqueue.store.sent import SentMessageStatements
 from turnqueue.store.statement import Record, Statement
-from turnqueue.store.steering import SteerStatements
 from turnqueue.store.tables import (
     UtcDateTime,
     queue_entries,
@@ -178,8 +176,6 @@ class SqlTx(
     ApprovalStatements,
     QueueStateStatements,
     RequestStatements,
-    SentMessageStatements,
-    SteerStatements,
 ):
     def __init__(self, conn: Conn) -> None:
         self._conn = conn
