@@ -78,7 +78,8 @@ _INSERT_ENTRY = Statement(
 _head = qe.alias("head")
 # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent reservation
 # that did not take the lock row (a caller bug) re-checks it on PostgreSQL and reserves nothing
-# instead of the same entry twice.
+# instead of the same entry twice. It returns only the columns ``entry_from`` reads (the
+# reservation's own columns are known to the caller).
 _RESERVE_HEAD = Statement(
     update(qe)
     .where(
@@ -91,11 +92,11 @@ _RESERVE_HEAD = Statement(
         VISIBLE,
     )
     .values(
-        in_flight=True,
+        in_flight=true(),
         reserved_at=bindparam("p_now", type_=UtcDateTime),
         reserved_by=bindparam("p_owner", type_=BigInteger),
     )
-    .returning(*qe.c)
+    .returning(*(qe.c[name] for name in entry_from.columns))
 )
 
 _UPDATE_ENTRY = Statement(

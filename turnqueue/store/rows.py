@@ -56,7 +56,7 @@ class RowMap(Generic[T]):
     dict of their members, and the dataclass is built positionally when the skipped fields
     all come last (a call with keywords builds a dict of them first)."""
 
-    __slots__ = ("_columns", "_enums", "_kind", "_names", "_of", "_of_row", "_positional")
+    __slots__ = ("_enums", "_kind", "_names", "_of", "_of_row", "_positional", "columns")
 
     def __init__(self, kind: type[T], *, prefix: str = "", skip: Sequence[str] = ()) -> None:
         hints = get_type_hints(kind)
@@ -64,16 +64,17 @@ class RowMap(Generic[T]):
         names = [f.name for f in fields(kind)]
         self._names = [name for name in names if name not in skip]
         self._positional = self._names == names[: len(self._names)]
-        self._columns = [prefix + name for name in self._names]
-        self._of = getter(self._columns)
+        #: The columns it reads, in field order.
+        self.columns: list[str] = [prefix + name for name in self._names]
+        self._of = getter(self.columns)
         #: (position, column, enum, the enum's members by stored value)
         self._enums: list[tuple[int, str, type[Enum], dict[Any, Enum]]] = []
-        for i, (name, column) in enumerate(zip(self._names, self._columns, strict=True)):
+        for i, (name, column) in enumerate(zip(self._names, self.columns, strict=True)):
             hint = hints[name]
             enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
             if enum is not None:
                 self._enums.append((i, column, enum, {m.value: m for m in enum}))
-        self._of_row = columns(*self._columns)
+        self._of_row = columns(*self.columns)
 
     def __call__(self, row: Record, **given: Any) -> T:
         return self._build(self._of_row(row), given)

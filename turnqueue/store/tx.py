@@ -304,6 +304,7 @@ class SqlTx(
         entry_id: str | None = None,
     ) -> Turn:
         now = utcnow()
+        # Positional, in field order (keywords cost a dict per call, on every turn's start).
         turn = Turn(
             new_id(),
             session_id,
@@ -315,8 +316,10 @@ class SqlTx(
             now,
             None,
             owner,
-            client_message_id=client_message_id,
-            entry_id=entry_id,
+            None,  # error_kind
+            None,  # agent_stderr
+            client_message_id,
+            entry_id,
         )
         params = {
             "p_turn_id": turn.id,
