@@ -60,6 +60,20 @@ def test_it_stays_frozen_and_copies_pickles_and_replaces() -> None:
     assert dataclasses.replace(p, y=7) == Point(1, 7)
 
 
+class Tagged(Point):
+    """A subclass with a slot of its own: built through the slots' descriptors."""
+
+    __slots__ = ("tag",)
+
+
+def test_an_instance_keeps_its_class_and_a_subclass_is_built_too() -> None:
+    assert type(Point(1)) is Point and isinstance(Point(1), Point)
+    tagged = Tagged(1, 2, z=3)
+    assert type(tagged) is Tagged and (tagged.x, tagged.y, tagged.label, tagged.z) == (1, 2, "", 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tagged.x = 2  # type: ignore[misc]
+
+
 def test_it_refuses_what_it_cannot_copy_exactly() -> None:
     with pytest.raises(TypeError):
         fast_init(dataclass(frozen=True)(type("NoSlots", (), {"__annotations__": {"a": "int"}})))

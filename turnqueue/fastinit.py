@@ -4,8 +4,15 @@
 a slot wrapper called through its argument tuples, a check against bypassing a C type's
 ``__setattr__``, then a lookup of the name. That is several times the cost of the rest of the
 construction, and the store builds these objects for every row it maps (the session, policy and
-view of each lock, each entry and turn). The ``__init__`` made here writes each slot through its
-own member descriptor (``Class.__dict__[name].__set__``), which is what the lookup ends in anyway.
+view of each lock, each entry and turn).
+
+The ``__init__`` made here gives the new instance, for the length of its body, the class of a
+plain slotted *twin* (the same slots, in the same order, so the same layout: Python checks it
+and refuses the assignment otherwise), stores each field with a plain attribute assignment (the
+interpreter's fastest store), and gives it back its own class. Nothing else can see the
+instance in between, and none of those stores can fail. An instance of a subclass (whose layout
+may differ) is written through each slot's member descriptor instead (``__set__``, what
+``object.__setattr__`` ends in).
 
 Same contract as the dataclass's own ``__init__``: the same parameters in the same order, the
 same defaults, keyword-only fields after ``*``, the same values stored. The instance stays
@@ -33,30 +40,44 @@ T = TypeVar("T", bound=type)
 def fast_init(cls: T) -> T:
     if not is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__}: fast_init is for frozen dataclasses")
-    if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__}: fast_init needs slots=True and no __post_init__")
+    slots = cls.__dict__.get("__slots__")
+    if slots is None or hasattr(cls, "__post_init__") or cls.__bases__ != (object,):
+        raise TypeError(f"{cls.__name__}: fast_init needs slots=True, no base, no __post_init__")
     own = fields(cls)
-    if len(own) != len(cls.__dataclass_fields__) or any(
-        not f.init or f.default_factory is not MISSING for f in own
+    if (
+        len(own) != len(cls.__dataclass_fields__)
+        or tuple(slots) != tuple(f.name for f in own)
+        or any(not f.init or f.default_factory is not MISSING for f in own)
+        or any(f.name.startswith("_fi_") for f in own)
     ):
         raise TypeError(f"{cls.__name__}: fast_init takes plain init fields only")
     original = cls.__init__
+    twin = type(cls.__name__, (), {"__slots__": tuple(slots), "__module__": cls.__module__})
     setters = [cls.__dict__[f.name].__set__ for f in own]
     defaults = [f.default for f in own]
     positional = [_param(i, f.name, f.default) for i, f in enumerate(own) if not f.kw_only]
     keyword = [_param(i, f.name, f.default) for i, f in enumerate(own) if f.kw_only]
     params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    body = "\n".join(f"        _set{i}(self, {f.name})" for i, f in enumerate(own)) or "pass"
+    stores = "".join(f"            self.{f.name} = {f.name}\n" for f in own)
+    sets = "".join(f"            _fi_set{i}(self, {f.name})\n" for i, f in enumerate(own))
     source = (
-        "def make(setters, defaults):\n"
-        + "".join(f"    _set{i} = setters[{i}]\n" for i in range(len(own)))
-        + "".join(f"    _default{i} = defaults[{i}]\n" for i in range(len(own)))
-        + f"    def __init__({params}) -> None:\n{body}\n"
-        + "    return __init__\n"
+        "def make(_fi_cls, _fi_twin, _fi_setters, _fi_defaults):\n"
+        "    _fi_become = object.__setattr__\n"
+        + "".join(f"    _fi_set{i} = _fi_setters[{i}]\n" for i in range(len(own)))
+        + "".join(f"    _fi_default{i} = _fi_defaults[{i}]\n" for i in range(len(own)))
+        + f"    def __init__({params}) -> None:\n"
+        "        if type(self) is _fi_cls:\n"
+        '            _fi_become(self, "__class__", _fi_twin)\n'
+        f"{stores}"
+        "            self.__class__ = _fi_cls\n"
+        "        else:\n"
+        f"{sets}"
+        "            pass\n"
+        "    return __init__\n"
     )
     namespace: dict[str, Any] = {}
-    exec(source, {}, namespace)
-    init = namespace["make"](setters, defaults)
+    exec(source, {}, namespace)  # generated from the field names, as dataclasses does
+    init = namespace["make"](cls, twin, setters, defaults)
     init.__qualname__ = original.__qualname__
     init.__module__ = original.__module__
     init.__annotations__ = dict(original.__annotations__)
@@ -66,4 +87,4 @@ def fast_init(cls: T) -> T:
 
 
 def _param(i: int, name: str, default: object) -> str:
-    return name if default is MISSING else f"{name}=_default{i}"
+    return name if default is MISSING else f"{name}=_fi_default{i}"

@@ -41,6 +41,10 @@ ENTRY_ORDER = (qe.c.position, qe.c.id)
 entry_from = RowMap(QueueEntry, skip=("position",))
 
 
+def _head_entry(row: Record) -> QueueEntry:
+    return entry_from(row, position=1)
+
+
 def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
     return [entry_from(row, position=i) for i, row in enumerate(rows, start=1)]
 
@@ -187,12 +191,10 @@ class EntryStatements(Statements):
 
     async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_owner": owner}
-        result = await self._conn.execute(_RESERVE_HEAD, params)
-        row = result.one_or_none()
-        if row is None:
-            return None
-        self._touched[session_id] = None
-        return entry_from(row, position=1)
+        entry = await self._conn.maybe(_RESERVE_HEAD, params, _head_entry)
+        if entry is not None:
+            self._touched[session_id] = None
+        return entry
 
     async def claim_entries(
         self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None

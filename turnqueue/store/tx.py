@@ -100,6 +100,7 @@ def session_bump(*, with_state: bool) -> Update:
 
 
 _BUMP_SESSION = Statement(session_bump(with_state=False))
+_RUNNING_STATE = SessionState.RUNNING.value  # an enum's ``value`` is a Python-level property
 BUMP_SESSION_STATE = Statement(session_bump(with_state=True))
 
 
@@ -328,7 +329,7 @@ class SqlTx(
             "p_source": source.value,
             "p_now": now,
             "p_owner": owner,
-            "p_state": SessionState.RUNNING.value,
+            "p_state": _RUNNING_STATE,
             "p_key": client_message_id,
             "p_entry_id": entry_id,
         }
