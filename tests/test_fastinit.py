@@ -60,6 +60,22 @@ def test_it_stays_frozen_and_copies_pickles_and_replaces() -> None:
     assert dataclasses.replace(p, y=7) == Point(1, 7)
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
+class Shadowing:
+    """Fields named like the builtins the generated code could use."""
+
+    type: str
+    object: int = 0
+    setattr: int = 1
+
+
+def test_fields_may_be_named_like_builtins() -> None:
+    value = Shadowing("t", 2)
+    assert (value.type, value.object, value.setattr) == ("t", 2, 1)
+    assert type(value) is Shadowing
+
+
 class Tagged(Point):
     """A subclass with a slot of its own: built through the slots' descriptors."""
 

@@ -18,7 +18,8 @@ Same contract as the dataclass's own ``__init__``: the same parameters in the sa
 same defaults, keyword-only fields after ``*``, the same values stored. The instance stays
 frozen (``__setattr__`` still refuses), equal and hashable as before. Classes this cannot copy
 exactly (``__post_init__``, ``InitVar``, ``init=False`` or ``default_factory`` fields, no
-slots) are refused when the module defining them is imported.
+slots) are refused when the module defining them is imported. The generated code names nothing
+a field could shadow (a field may be called ``type``).
 
 Usage, above the dataclass decorator (type checkers read the dataclass as usual)::
 
@@ -48,7 +49,7 @@ def fast_init(cls: T) -> T:
         len(own) != len(cls.__dataclass_fields__)
         or tuple(slots) != tuple(f.name for f in own)
         or any(not f.init or f.default_factory is not MISSING for f in own)
-        or any(f.name.startswith("_fi_") for f in own)
+        or any(f.name.startswith("_fi_") or f.name == "self" for f in own)
     ):
         raise TypeError(f"{cls.__name__}: fast_init takes plain init fields only")
     original = cls.__init__
@@ -62,11 +63,11 @@ def fast_init(cls: T) -> T:
     sets = "".join(f"            _fi_set{i}(self, {f.name})\n" for i, f in enumerate(own))
     source = (
         "def make(_fi_cls, _fi_twin, _fi_setters, _fi_defaults):\n"
-        "    _fi_become = object.__setattr__\n"
+        "    _fi_become, _fi_type = object.__setattr__, type\n"
         + "".join(f"    _fi_set{i} = _fi_setters[{i}]\n" for i in range(len(own)))
         + "".join(f"    _fi_default{i} = _fi_defaults[{i}]\n" for i in range(len(own)))
         + f"    def __init__({params}) -> None:\n"
-        "        if type(self) is _fi_cls:\n"
+        "        if _fi_type(self) is _fi_cls:\n"
         '            _fi_become(self, "__class__", _fi_twin)\n'
         f"{stores}"
         "            self.__class__ = _fi_cls\n"
