@@ -18,7 +18,7 @@ Same contract as the dataclass's own ``__init__``: the same parameters in the sa
 same defaults, keyword-only fields after ``*``, the same values stored. The instance stays
 frozen (``__setattr__`` still refuses), equal and hashable as before. Classes this cannot copy
 exactly (``__post_init__``, ``InitVar``, ``init=False`` or ``default_factory`` fields, no
-slots) are refused when the module defining them is imported. The generated code names nothing
+slots, a base class) are refused when the module defining them is imported. The generated code names nothing
 a field could shadow (a field may be called ``type``).
 
 Usage, above the dataclass decorator (type checkers read the dataclass as usual)::
