@@ -69,8 +69,7 @@ UPDATE queue_entries SET in_flight = {true}, reserved_at = ?, reserved_by = ?
 WHERE queue_entries.id = (SELECT head.id FROM queue_entries AS head
   WHERE head.session_id = ? AND head.in_flight = {false} ORDER BY head.position, head.id LIMIT 1)
   AND queue_entries.in_flight = {false}
-RETURNING id, session_id, position, content, source, queued_at, in_flight, reserved_at,
-  reserved_by, client_message_id"""
+RETURNING id, session_id, content, source, queued_at, client_message_id"""
 BUMP_SESSION = """
 UPDATE sessions SET state = ?, revision = sessions.revision + 1, updated_at = ?
 WHERE sessions.id = ? RETURNING revision"""
@@ -211,7 +210,7 @@ def _sqlite_reserver(conn: sqlite3.Connection) -> Callable[[str], bool]:
                 conn.execute("ROLLBACK")
                 return False
             conn.execute(BUMP_SESSION, ("RUNNING", now, sid)).fetchone()
-            turn = (str(uuid.uuid4()), sid, entry[3], entry[4], now, OWNER, None, None, sid)
+            turn = (str(uuid.uuid4()), sid, entry[2], entry[3], now, OWNER, None, None, sid)
             conn.execute(insert_sql, turn)
             conn.execute(consume_sql, (entry[0],))
             conn.execute(BUMP_QUEUE, (sid,)).fetchone()

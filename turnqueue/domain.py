@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from turnqueue.fastinit import fast_init
+
 
 class SessionState(StrEnum):
     CREATED = "CREATED"
@@ -112,6 +114,7 @@ def clamp_page(count: int) -> int:
     return min(count, MAX_PAGE)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Task:
     id: str
@@ -122,6 +125,7 @@ class Task:
     created_at: datetime
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnAt:
     """A turn as one session revision shows it (R1: a turn's start and end are revisions)."""
@@ -132,6 +136,7 @@ class TurnAt:
     ended_at: datetime | None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SessionParts:
     """What a session's own revision covers besides its state (R1, A6), read in the statement
@@ -142,6 +147,7 @@ class SessionParts:
     current_turn: TurnAt | None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Session:
     id: str
@@ -161,6 +167,7 @@ class Session:
         return self.state in PROMPTABLE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Turn:
     id: str
@@ -179,6 +186,7 @@ class Turn:
     entry_id: str | None = None  # Q16: the queue entry it was started from, if one
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
     id: str
@@ -216,6 +224,7 @@ class RequestState(StrEnum):
     WITHDRAWN = "WITHDRAWN"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OwnerRequest:
     """M4: an operation asked of the instance running a session's turn, and where it stands."""
@@ -229,6 +238,7 @@ class OwnerRequest:
     outcome: str | None  # JSON, once DONE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SteerRequest:
     """Q16: a message (its queue entry) offered to a running turn, and where that stands."""
@@ -240,6 +250,7 @@ class SteerRequest:
     state: str  # PENDING, or a SendOutcome once decided
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SentMessage:
     """Q15: what a send with a ``clientMessageId`` did (the entry it queued, the turn it
@@ -254,6 +265,7 @@ class SentMessage:
     queued_at: datetime | None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Clarification:
     id: str
@@ -263,6 +275,7 @@ class Clarification:
     asked_at: datetime
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
     """The durable queue state of one session (Q1, Q13, Q14)."""
@@ -273,6 +286,7 @@ class QueuePolicy:
     revision: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class QueueStatus:
     session_id: str
@@ -288,6 +302,7 @@ class QueueStatus:
         return len(self.entries)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CancellationStatus:
     session_id: str
@@ -295,6 +310,7 @@ class CancellationStatus:
     revision: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutputChunk:
     session_id: str
@@ -305,6 +321,7 @@ class OutputChunk:
     status: TurnStatus
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutputMark:
     """A turn's output log committed up to ``end`` characters (O1), as another instance
@@ -346,6 +363,7 @@ class AuthState(StrEnum):
     REFUSED = "REFUSED"  # it refused for want of authentication
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AuthMethod:
     """One authentication method an agent lists in ``initialize`` (ACP ``authMethods``)."""
@@ -356,6 +374,7 @@ class AuthMethod:
     env_vars: tuple[str, ...] = ()  # an ``env_var`` method: the variables it needs
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AgentAuth:
     state: AuthState = AuthState.UNKNOWN
@@ -372,6 +391,7 @@ class ConversationStart(StrEnum):
     LOADED = "LOADED"  # ``session/load``: the agent replayed its history (kept out of turns)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AgentConversation:
     """A8: the agent's own session behind a turnqueue session, and what the agent advertised,
@@ -388,6 +408,7 @@ class AgentConversation:
     updated_at: datetime
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AgentProfile:
     """A profile as clients see it (A1): never its command or environment."""
@@ -407,6 +428,7 @@ class ItemKind(StrEnum):
     STEER = "STEER"  # data {"text": str, "entryId": str}: a message steered into the turn (Q16)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnItem:
     """One structured piece of a turn's output (A3); a plain text chunk is a MESSAGE item."""
@@ -416,6 +438,7 @@ class TurnItem:
     key: str | None = None  # upsert key (a tool call's id): later items with the same key update it
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutputRecord:
     """One entry of a turn's durable output log (O1).
@@ -432,6 +455,7 @@ class OutputRecord:
     key: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LogBatch:
     """Records of a turn's log that just committed (O1), as the bus carries them: ``end`` is the
@@ -444,6 +468,7 @@ class LogBatch:
     records: tuple[OutputRecord, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ItemsChunk:
     """What ``turnItems`` sends (A3, O2): the changes log entries ``offset .. next_offset-1``
@@ -464,6 +489,7 @@ class ApprovalOutcome(StrEnum):
     CANCELLED = "CANCELLED"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ApprovalOption:
     id: str
@@ -471,6 +497,7 @@ class ApprovalOption:
     kind: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Approval:
     """An agent's permission request of a turn and its answer (A6)."""
@@ -488,6 +515,7 @@ class Approval:
     answered_at: datetime | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class WorkflowStep:
     name: str
@@ -496,6 +524,7 @@ class WorkflowStep:
     new_session_on_enter: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Workflow:
     steps: tuple[WorkflowStep, ...] = field(

@@ -38,9 +38,7 @@ class Buffered:
         return self._rows
 
     def one_or_none(self) -> Record | None:
-        if len(self._rows) > 1:
-            raise MultipleResultsFound("more than one row where one was expected")
-        return self._rows[0] if self._rows else None
+        return only(self._rows)
 
     def one(self) -> Record:
         row = self.one_or_none()
@@ -53,6 +51,13 @@ class Buffered:
 
     def scalars(self) -> list[Any]:
         return [row[0] for row in self._rows]
+
+
+def only(rows: list[Record]) -> Record | None:
+    """The one row of ``rows``, or None; more than one is an error."""
+    if len(rows) > 1:
+        raise MultipleResultsFound("more than one row where one was expected")
+    return rows[0] if rows else None
 
 
 class Conn:

@@ -41,6 +41,10 @@ ENTRY_ORDER = (qe.c.position, qe.c.id)
 entry_from = RowMap(QueueEntry, skip=("position",))
 
 
+def _head_entry(row: Record) -> QueueEntry:
+    return entry_from(row, position=1)
+
+
 def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
     return [entry_from(row, position=i) for i, row in enumerate(rows, start=1)]
 
@@ -78,7 +82,8 @@ _INSERT_ENTRY = Statement(
 _head = qe.alias("head")
 # One statement. ``VISIBLE`` is repeated outside the subquery so that a concurrent reservation
 # that did not take the lock row (a caller bug) re-checks it on PostgreSQL and reserves nothing
-# instead of the same entry twice.
+# instead of the same entry twice. It returns only the columns ``entry_from`` reads (the
+# reservation's own columns are known to the caller).
 _RESERVE_HEAD = Statement(
     update(qe)
     .where(
@@ -91,11 +96,11 @@ _RESERVE_HEAD = Statement(
         VISIBLE,
     )
     .values(
-        in_flight=True,
+        in_flight=true(),
         reserved_at=bindparam("p_now", type_=UtcDateTime),
         reserved_by=bindparam("p_owner", type_=BigInteger),
     )
-    .returning(*qe.c)
+    .returning(*(qe.c[name] for name in entry_from.columns))
 )
 
 _UPDATE_ENTRY = Statement(
@@ -186,12 +191,10 @@ class EntryStatements(Statements):
 
     async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_owner": owner}
-        result = await self._conn.execute(_RESERVE_HEAD, params)
-        row = result.one_or_none()
-        if row is None:
-            return None
-        self._touched[session_id] = None
-        return entry_from(row, position=1)
+        entry = await self._conn.maybe(_RESERVE_HEAD, params, _head_entry)
+        if entry is not None:
+            self._touched[session_id] = None
+        return entry
 
     async def claim_entries(
         self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None

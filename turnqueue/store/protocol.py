@@ -52,8 +52,10 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
+from turnqueue.fastinit import fast_init
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SessionView:
     """What :meth:`Tx.lock` reads under the lock: everything a queue decision needs."""

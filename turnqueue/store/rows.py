@@ -54,26 +54,29 @@ class RowMap(Generic[T]):
 
     Hot path (every row the store maps): the row's values are taken by position, enums by a
     dict of their members, and the dataclass is built positionally when the skipped fields
-    all come last (a call with keywords builds a dict of them first)."""
+    all come last or are given (a call with keywords builds a dict of them first)."""
 
-    __slots__ = ("_columns", "_enums", "_kind", "_names", "_of", "_of_row", "_positional")
+    __slots__ = ("_enums", "_inserted", "_kind", "_names", "_of", "_of_row", "columns")
 
     def __init__(self, kind: type[T], *, prefix: str = "", skip: Sequence[str] = ()) -> None:
         hints = get_type_hints(kind)
         self._kind = kind
         names = [f.name for f in fields(kind)]
         self._names = [name for name in names if name not in skip]
-        self._positional = self._names == names[: len(self._names)]
-        self._columns = [prefix + name for name in self._names]
-        self._of = getter(self._columns)
+        #: Skipped fields before a column's, by field position: built positionally when given.
+        last = max((i for i, name in enumerate(names) if name not in skip), default=-1)
+        self._inserted = [(i, name) for i, name in enumerate(names[:last]) if name in skip]
+        #: The columns it reads, in field order.
+        self.columns: list[str] = [prefix + name for name in self._names]
+        self._of = getter(self.columns)
         #: (position, column, enum, the enum's members by stored value)
         self._enums: list[tuple[int, str, type[Enum], dict[Any, Enum]]] = []
-        for i, (name, column) in enumerate(zip(self._names, self._columns, strict=True)):
+        for i, (name, column) in enumerate(zip(self._names, self.columns, strict=True)):
             hint = hints[name]
             enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
             if enum is not None:
                 self._enums.append((i, column, enum, {m.value: m for m in enum}))
-        self._of_row = columns(*self._columns)
+        self._of_row = columns(*self.columns)
 
     def __call__(self, row: Record, **given: Any) -> T:
         return self._build(self._of_row(row), given)
@@ -83,6 +86,7 @@ class RowMap(Generic[T]):
         return self._build(self._of(m), given)
 
     def _build(self, row: Sequence[Any], given: dict[str, Any]) -> T:
+        """``given``: the caller's own keywords (a dict of this call's, taken from here)."""
         values = list(row)
         for i, column, enum, members in self._enums:
             value = values[i]
@@ -91,9 +95,14 @@ class RowMap(Generic[T]):
                 if member is None:
                     raise ValueError(f"{column} holds {value!r}, not a {enum.__name__}")
                 values[i] = member
-        if self._positional:
-            return self._kind(*values, **given)
-        return self._kind(**dict(zip(self._names, values, strict=True)), **given)
+        inserted = self._inserted
+        if inserted:
+            for _, name in inserted:
+                if name not in given:  # defaulted: by keyword
+                    return self._kind(**dict(zip(self._names, values, strict=True)), **given)
+            for i, name in inserted:
+                values.insert(i, given.pop(name))
+        return self._kind(*values, **given) if given else self._kind(*values)
 
 
 def columns(*names: str) -> Callable[[Record], tuple[Any, ...]]:

@@ -38,7 +38,7 @@ import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -58,16 +58,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Conn, Params
+from turnqueue.store.conn import Buffered, Conn, Params, only
 from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.protocol import Listener
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, policy_upsert
 from turnqueue.store.rows import RUNNING
 from turnqueue.store.sqlstore import SqlStore
-from turnqueue.store.statement import CompiledSql, Statement, plan_for
+from turnqueue.store.statement import CompiledSql, Record, Statement, plan_for
 from turnqueue.store.tables import UtcDateTime, epochs, turn_output, turns
 from turnqueue.store.tx import SqlTx
 
+T = TypeVar("T")
 #: What fails when the database does (SQLAlchemy's own wrap the driver's on the read engine).
 DATABASE_ERRORS = (SQLAlchemyError, sqlite3.Error)
 _NEXT_EPOCH = Statement(
@@ -192,6 +193,13 @@ def run_sqlite(conn: sqlite3.Connection, plan: CompiledSql, params: Params) -> B
     return Buffered(rows, len(rows))
 
 
+def rows_sqlite(conn: sqlite3.Connection, plan: CompiledSql, params: Params) -> list[Record]:
+    """The rows of one statement on the write connection (``run_sqlite`` without the
+    :class:`Buffered` around them, for the callers that read one row)."""
+    cursor = conn.execute(plan.sql, plan.args(params))
+    return plan.rows(cursor.fetchall()) if plan.record is not None else []
+
+
 def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
     """End the write connection's transaction (if one is open): COMMIT, or ROLLBACK. A failed
     COMMIT is rolled back before its error is raised, so the connection is clean again."""
@@ -220,6 +228,20 @@ class SqliteConn(Conn):
 
     async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
         return run_sqlite(self._conn, plan_for(statement, self._dialect, params), params)
+
+    # ``one`` and ``maybe`` as ``Conn``'s, without a ``Buffered`` and a nested coroutine:
+    # they are on every write's path (the lock, the revision bumps).
+    async def one(self, statement: Statement | Executable, params: Params, key: str) -> Record:
+        row = only(rows_sqlite(self._conn, plan_for(statement, self._dialect, params), params))
+        if row is None:
+            raise KeyError(key)
+        return row
+
+    async def maybe(
+        self, statement: Statement | Executable, params: Params, build: Callable[[Record], T]
+    ) -> T | None:
+        row = only(rows_sqlite(self._conn, plan_for(statement, self._dialect, params), params))
+        return build(row) if row is not None else None
 
     def execute_many(self, statement: Statement, many: Sequence[Params]) -> None:
         """One prepared statement run for each parameter set (its rows, if any, not read)."""

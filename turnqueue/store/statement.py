@@ -7,7 +7,14 @@ dialect's own bind and result processors (the very functions SQLAlchemy applies:
 ``UtcDateTime``, SQLite's datetime text and booleans).
 
 * :class:`Statement` wraps a statement built once at import; its plan is compiled on first use
-  per dialect and kept. Any other statement is compiled on each call (:meth:`CompiledSql.compile`).
+  per dialect and kept, with its constants written into the SQL (below). Any other statement is
+  compiled on each call (:meth:`CompiledSql.compile`).
+* Constants in a prebuilt statement (``LIMIT 1``, ``revision + 1``, ``coalesce(…, 0)``, the
+  ``OFFSET 0`` SQLite adds to every ``LIMIT``: the anonymous binds SQLAlchemy makes for a plain
+  ``int`` or ``bool``) are rendered as literals, not parameters: nobody can name them, so no
+  caller's parameters could set them, and they are the same for every execution. A statement
+  compiled per call keeps them as parameters: its values change between calls (a page size, a
+  shift), and a literal would make a new SQL text, and a new prepared statement, for each.
 * Rows are :class:`Record` tuples: ``row[0]``, ``row.name`` and ``row._mapping["name"]``, as
   with SQLAlchemy's ``Row``; a name that appears twice resolves to its first column.
 
@@ -26,11 +33,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from operator import itemgetter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from sqlalchemy import Executable, Select, TextClause, TextualSelect
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import BindParameter, ClauseElement, _anonymous_label
 
 Processor = Callable[[Any], Any]
 
@@ -103,12 +112,20 @@ class CompiledSql:
 
     @classmethod
     def compile(
-        cls, clause: Executable, dialect: Dialect, keys: Iterable[str] | None = None
+        cls,
+        clause: Executable,
+        dialect: Dialect,
+        keys: Iterable[str] | None = None,
+        *,
+        constants: bool = False,
     ) -> CompiledSql:
         """Compile ``clause``; ``keys`` are the parameter names an INSERT/UPDATE without
-        ``values()`` will be given (they choose its columns, as SQLAlchemy's execute does)."""
-        compiled = clause.compile(  # type: ignore[attr-defined]
-            dialect=dialect,
+        ``values()`` will be given (they choose its columns, as SQLAlchemy's execute does);
+        ``constants``: render its constants as literals (a prebuilt statement, see above)."""
+        compiler = _constants_compiler(dialect.statement_compiler) if constants else None
+        compiled = (compiler or dialect.statement_compiler)(
+            dialect,
+            cast("ClauseElement", clause),
             column_keys=list(keys) if keys is not None else None,
             compile_kwargs={"render_postcompile": True},
         )
@@ -137,7 +154,7 @@ class CompiledSql:
             bound={
                 name: value
                 for name, value in compiled.params.items()
-                if (bind := binds.get(name)) is None or not bind.required
+                if name in names and ((bind := binds.get(name)) is None or not bind.required)
             },
             record=record,
             results=results,
@@ -173,6 +190,36 @@ class CompiledSql:
         return rows
 
 
+def _is_constant(bind: BindParameter[Any]) -> bool:
+    """An ``int`` or ``bool`` SQLAlchemy bound under a name of its own making (see above)."""
+    return (
+        isinstance(bind.key, _anonymous_label)
+        and not bind.required
+        and not bind.expanding
+        and bind.callable is None
+        and type(bind.value) in (int, bool)
+    )
+
+
+_CONSTANTS_COMPILERS: dict[type[SQLCompiler], type[SQLCompiler]] = {}
+
+
+def _constants_compiler(base: type[SQLCompiler]) -> type[SQLCompiler]:
+    """``base`` (a dialect's statement compiler), rendering constants as literals."""
+    made = _CONSTANTS_COMPILERS.get(base)
+    if made is None:
+
+        def visit_bindparam(self: SQLCompiler, bindparam: BindParameter[Any], **kw: Any) -> str:
+            if _is_constant(bindparam):
+                kw["literal_binds"] = True
+            result: str = base.visit_bindparam(self, bindparam, **kw)  # type: ignore[no-untyped-call]
+            return result
+
+        made = type(f"Constants{base.__name__}", (base,), {"visit_bindparam": visit_bindparam})
+        _CONSTANTS_COMPILERS[base] = made
+    return made
+
+
 def getter(names: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
     """The values at ``names`` (keys of a mapping, positions of a row) as a tuple, in one C call
     (``itemgetter`` answers a bare value for one name and refuses none)."""
@@ -200,7 +247,8 @@ class Statement:
     def plan(self, dialect: Dialect) -> CompiledSql:
         plan = self._plans.get(dialect.name)
         if plan is None:
-            plan = self._plans[dialect.name] = CompiledSql.compile(self.clause, dialect)
+            plan = CompiledSql.compile(self.clause, dialect, constants=True)
+            self._plans[dialect.name] = plan
         return plan
 
 

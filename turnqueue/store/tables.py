@@ -63,6 +63,12 @@ class TableModel(SQLModel, registry=registry(metadata=metadata)):
     """The base of every table model: turnqueue's own registry and metadata."""
 
 
+#: SQLite: the last datetime written as text, and its text (a turn's start binds one timestamp
+#: in two statements). By identity: the pair holds the datetime, so no other object can take
+#: its id while it is here; one tuple, replaced whole, so a reader never sees half of a pair.
+_last_text: tuple[datetime | None, str] = (None, "")
+
+
 class UtcDateTime(TypeDecorator[datetime]):
     """``DateTime(timezone=True)`` that always binds and returns aware UTC datetimes.
 
@@ -97,14 +103,21 @@ class UtcDateTime(TypeDecorator[datetime]):
             return super().bind_processor(dialect)
 
         def to_text(value: datetime | None) -> str | None:
+            global _last_text
             if value is None:
                 return None
+            last = _last_text
+            if last[0] is value:
+                return last[1]
+            given = value
             if value.tzinfo is not UTC:  # utcnow()'s are UTC already
                 if value.tzinfo is None:
                     raise ValueError("naive datetime given to a UTC column")
                 value = value.astimezone(UTC)
             naive = datetime.combine(value, value.time())  # its UTC wall time, without a zone
-            return naive.isoformat(" ", "microseconds")
+            text = naive.isoformat(" ", "microseconds")
+            _last_text = (given, text)
+            return text
 
         return to_text
 

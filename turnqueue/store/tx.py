@@ -98,6 +98,7 @@ def session_bump(*, with_state: bool) -> Update:
 
 
 _BUMP_SESSION = Statement(session_bump(with_state=False))
+_RUNNING_STATE = SessionState.RUNNING.value  # an enum's ``value`` is a Python-level property
 BUMP_SESSION_STATE = Statement(session_bump(with_state=True))
 
 
@@ -300,6 +301,7 @@ class SqlTx(
         entry_id: str | None = None,
     ) -> Turn:
         now = utcnow()
+        # Positional, in field order (keywords cost a dict per call, on every turn's start).
         turn = Turn(
             new_id(),
             session_id,
@@ -311,8 +313,10 @@ class SqlTx(
             now,
             None,
             owner,
-            client_message_id=client_message_id,
-            entry_id=entry_id,
+            None,  # error_kind
+            None,  # agent_stderr
+            client_message_id,
+            entry_id,
         )
         params = {
             "p_turn_id": turn.id,
@@ -321,7 +325,7 @@ class SqlTx(
             "p_source": source.value,
             "p_now": now,
             "p_owner": owner,
-            "p_state": SessionState.RUNNING.value,
+            "p_state": _RUNNING_STATE,
             "p_key": client_message_id,
             "p_entry_id": entry_id,
         }
