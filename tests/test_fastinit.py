@@ -82,7 +82,7 @@ class Tagged(Point):
     __slots__ = ("tag",)
 
 
-def test_an_instance_keeps_its_class_and_a_subclass_is_built_too() -> None:
+def test_an_instance_is_of_its_class_and_a_subclass_is_built_too() -> None:
     assert type(Point(1)) is Point and isinstance(Point(1), Point)
     tagged = Tagged(1, 2, z=3)
     assert type(tagged) is Tagged and (tagged.x, tagged.y, tagged.label, tagged.z) == (1, 2, "", 3)

@@ -6,20 +6,17 @@ a slot wrapper called through its argument tuples, a check against bypassing a C
 construction, and the store builds these objects for every row it maps (the session, policy and
 view of each lock, each entry and turn).
 
-The ``__init__`` made here gives the new instance, for the length of its body, the class of a
-plain slotted *twin* (the same slots, in the same order, so the same layout: Python checks it
-and refuses the assignment otherwise), stores each field with a plain attribute assignment (the
-interpreter's fastest store), and gives it back its own class. Nothing else can see the
-instance in between, and none of those stores can fail. An instance of a subclass (whose layout
-may differ) is written through each slot's member descriptor instead (``__set__``, what
-``object.__setattr__`` ends in).
+The ``__init__`` made here stores each field through its slot's member descriptor
+(``__set__``, what ``object.__setattr__`` ends in), bound once when the class is decorated, so
+it skips the per-field argument tuple, the bypass check and the name lookup. Subclass instances
+are written the same way (a slot's descriptor serves every subclass).
 
 Same contract as the dataclass's own ``__init__``: the same parameters in the same order, the
 same defaults, keyword-only fields after ``*``, the same values stored. The instance stays
 frozen (``__setattr__`` still refuses), equal and hashable as before. Classes this cannot copy
 exactly (``__post_init__``, ``InitVar``, ``init=False`` or ``default_factory`` fields, no
-slots, a base class) are refused when the module defining them is imported. The generated code names nothing
-a field could shadow (a field may be called ``type``).
+slots, a base class) are refused when the module defining them is imported. The generated code
+names nothing a field could shadow (a field may be called ``type``).
 
 Usage, above the dataclass decorator (type checkers read the dataclass as usual)::
 
@@ -53,32 +50,23 @@ def fast_init(cls: T) -> T:
     ):
         raise TypeError(f"{cls.__name__}: fast_init takes plain init fields only")
     original = cls.__init__
-    twin = type(cls.__name__, (), {"__slots__": tuple(slots), "__module__": cls.__module__})
     setters = [cls.__dict__[f.name].__set__ for f in own]
     defaults = [f.default for f in own]
     positional = [_param(i, f.name, f.default) for i, f in enumerate(own) if not f.kw_only]
     keyword = [_param(i, f.name, f.default) for i, f in enumerate(own) if f.kw_only]
     params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    stores = "".join(f"            self.{f.name} = {f.name}\n" for f in own)
-    sets = "".join(f"            _fi_set{i}(self, {f.name})\n" for i, f in enumerate(own))
+    body = "".join(f"        _fi_set{i}(self, {f.name})\n" for i, f in enumerate(own))
+    body = body or "        pass\n"
     source = (
-        "def make(_fi_cls, _fi_twin, _fi_setters, _fi_defaults):\n"
-        "    _fi_become, _fi_type = object.__setattr__, type\n"
+        "def make(_fi_setters, _fi_defaults):\n"
         + "".join(f"    _fi_set{i} = _fi_setters[{i}]\n" for i in range(len(own)))
         + "".join(f"    _fi_default{i} = _fi_defaults[{i}]\n" for i in range(len(own)))
-        + f"    def __init__({params}) -> None:\n"
-        "        if _fi_type(self) is _fi_cls:\n"
-        '            _fi_become(self, "__class__", _fi_twin)\n'
-        f"{stores}"
-        "            self.__class__ = _fi_cls\n"
-        "        else:\n"
-        f"{sets}"
-        "            pass\n"
-        "    return __init__\n"
+        + f"    def __init__({params}) -> None:\n{body}"
+        + "    return __init__\n"
     )
     namespace: dict[str, Any] = {}
     exec(source, {}, namespace)  # generated from the field names, as dataclasses does
-    init = namespace["make"](cls, twin, setters, defaults)
+    init = namespace["make"](setters, defaults)
     init.__qualname__ = original.__qualname__
     init.__module__ = original.__module__
     init.__annotations__ = dict(original.__annotations__)
