@@ -78,7 +78,8 @@ class TurnRunner:
         )
 
     async def write_rest(self, tx: Tx) -> None:
-        """In the end's transaction, before the turn is ended: the log's last batch (O1)."""
+        """In the end's transaction, before the turn is ended, which read the turn RUNNING
+        under the session's lock row: the log's last batch (O1)."""
         await self.log.write_rest(tx)
 
     async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
