@@ -141,6 +141,8 @@ class OutputLog:
         self.committed = 0
         self._flusher = flusher_of(store)
         self._closed = False
+        #: :meth:`detach` has returned: no write holds this log's batches, nor will
+        self.detached = False
         self._ended = False  # the turn ended elsewhere: nothing more is written
 
     # -- the producer side ------------------------------------------------------------------
@@ -220,6 +222,7 @@ class OutputLog:
         first; what is still pending is for :meth:`write_rest`. Idempotent."""
         self._closed = True
         await self._flusher.forget(self)
+        self.detached = True
 
     async def write_rest(self, tx: Tx) -> None:
         """In the turn end's transaction, which holds the session's lock row and read the turn

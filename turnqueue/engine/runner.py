@@ -88,7 +88,8 @@ class TurnRunner:
         try:
             await self._run_agent(on_end)
         finally:
-            await asyncio.shield(self.log.detach())  # stopped whatever ended the run
+            if not self.log.detached:  # whatever ended the run (the end detaches first)
+                await asyncio.shield(self.log.detach())
 
     async def _run_agent(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         try:
