@@ -53,6 +53,7 @@ class MemoryLog:
         self._bus = bus
         self._parts: list[str] = []
         self._length = 0
+        self.detached = False
 
     @property
     def text(self) -> str:
@@ -76,7 +77,7 @@ class MemoryLog:
         self._bus.publish(Event(EventKind.OUTPUT, sid, chunk=chunk))
 
     async def detach(self) -> None:
-        pass
+        self.detached = True
 
     async def write_rest(self, tx: Any) -> None:
         pass

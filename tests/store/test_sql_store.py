@@ -448,6 +448,51 @@ async def test_o1_one_append_writes_every_running_turn_and_refuses_ended_ones(
         assert [r.text for r in await tx.read_output(a, 7)] == ["wörld"]
 
 
+async def test_o1_an_end_appends_its_last_batch_with_its_commit_and_only_then(
+    store: SqlStore,
+) -> None:
+    """O1: a turn's end appends its last batch unchecked (``running=True``: it read the turn
+    RUNNING under the lock row) in the end's own transaction. The records are written exactly
+    (quotes, backslashes, newlines, non-ASCII, an item's data and key) when that transaction
+    commits, in the same snapshot as the end; a rolled-back end writes none, and its retry
+    writes them once."""
+    sid = await new_session(store)
+    async with store.transaction() as tx:
+        turn = await tx.start_turn(sid, prompt="p", source=USER)
+    tid = turn.id
+    data = {"path": "C:\\tmp\\it's", "quote": "E'x'; --", "n": [1, None]}
+    rest = [
+        OutputRecord(tid, 0, 0, ItemKind.MESSAGE, "it's \\ a 'quote'\n\u2603 "),
+        OutputRecord(tid, 1, 17, ItemKind.TOOL_CALL, "", MappingProxyType(data), "k'1"),
+        OutputRecord(tid, 2, 17, ItemKind.MESSAGE, "$$ end $$"),
+    ]
+
+    async def end(tx: Tx) -> None:
+        assert await tx.append_output({tid: rest}, running=True) == set()
+        await tx.end_turn(
+            tid,
+            status=TurnStatus.COMPLETED,
+            output="",
+            error=None,
+            session_state=SessionState.WAITING_FOR_INPUT,
+        )
+
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await end(tx)
+            raise RuntimeError("the end's transaction fails")
+    async with store.read() as tx:
+        assert await tx.read_records(tid) == []
+        running = await tx.get_turn(tid)
+        assert running is not None and running.status is TurnStatus.RUNNING
+    async with store.transaction() as tx:
+        await end(tx)
+    async with store.read() as tx:
+        assert await tx.read_records(tid) == rest
+        ended = await tx.get_turn(tid)
+        assert ended is not None and ended.status is TurnStatus.COMPLETED
+
+
 async def test_q3_reserve_head_is_fifo_and_hides_in_flight(store: SqlStore) -> None:
     sid = await new_session(store)
     ids = await add(store, sid, "a", "b", "c")

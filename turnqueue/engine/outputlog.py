@@ -141,6 +141,8 @@ class OutputLog:
         self.committed = 0
         self._flusher = flusher_of(store)
         self._closed = False
+        #: :meth:`detach` has returned: no write holds this log's batches, nor will
+        self.detached = False
         self._ended = False  # the turn ended elsewhere: nothing more is written
 
     # -- the producer side ------------------------------------------------------------------
@@ -220,15 +222,17 @@ class OutputLog:
         first; what is still pending is for :meth:`write_rest`. Idempotent."""
         self._closed = True
         await self._flusher.forget(self)
+        self.detached = True
 
     async def write_rest(self, tx: Tx) -> None:
-        """In the turn end's transaction: append what is still pending; it is published after
-        COMMIT, before the end's ``done`` (whose callback is registered after this one)."""
+        """In the turn end's transaction, which holds the session's lock row and read the turn
+        RUNNING under it (a turn recovery ended takes nothing more): append what is still
+        pending, without a check of its own (``running``). It is published after COMMIT,
+        before the end's ``done`` (whose callback is registered after this one)."""
         if self._ended or not self._pending:
             return
         rest = list(self._pending)
-        if await tx.append_output({self.turn.id: rest}):
-            return  # the turn had ended (recovery): nothing was written
+        await tx.append_output({self.turn.id: rest}, running=True)
         # A retried end (its first transaction rolled back) writes the same records again.
 
         def committed() -> None:

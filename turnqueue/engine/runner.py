@@ -78,7 +78,8 @@ class TurnRunner:
         )
 
     async def write_rest(self, tx: Tx) -> None:
-        """In the end's transaction, before the turn is ended: the log's last batch (O1)."""
+        """In the end's transaction, before the turn is ended, which read the turn RUNNING
+        under the session's lock row: the log's last batch (O1)."""
         await self.log.write_rest(tx)
 
     async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
@@ -87,7 +88,8 @@ class TurnRunner:
         try:
             await self._run_agent(on_end)
         finally:
-            await asyncio.shield(self.log.detach())  # stopped whatever ended the run
+            if not self.log.detached:  # whatever ended the run (the end detaches first)
+                await asyncio.shield(self.log.detach())
 
     async def _run_agent(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         try:

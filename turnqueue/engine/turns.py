@@ -275,7 +275,8 @@ class Turns:
         # then turn, then session).
         async with self.core.change(sid, session_lock=False) as c:
             ended_elsewhere = c.view.running_turn_id != runner.turn.id  # under the lock row
-            await runner.write_rest(c.tx)  # O1: the log's last batch, published before ``done``
+            if not ended_elsewhere:  # O1: the log's last batch, published before ``done``
+                await runner.write_rest(c.tx)
             turn, session = await c.end_turn(
                 runner.turn.id,
                 status=end.status,

@@ -16,6 +16,12 @@ A flush appends the records of all its turns at once, not two statements per tur
 PostgreSQL one ``unnest`` statement over arrays whose RETURNING names the turns appended to; on
 SQLite one check of which turns are RUNNING, then one ``executemany`` of the insert for theirs.
 The turns given records and not appended to are the ones that had ended.
+
+A turn's end appends its last batch with ``running=True``: it holds the session's lock row, under
+which every end (recovery's included) is written, and read the turn RUNNING there, so the check
+is not made again. On SQLite that is one ``executemany`` and no ``SELECT``; on PostgreSQL the
+insert travels in the COMMIT's round trip (:meth:`~turnqueue.store.postgres.DriverConn.at_commit`)
+instead of a round trip of its own.
 """
 
 from __future__ import annotations
@@ -58,14 +64,24 @@ def _record(turn_id: str, row: Record) -> OutputRecord:
 
 
 class OutputStatements(Statements):
-    async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+    async def append_output(
+        self, batches: Mapping[str, Sequence[OutputRecord]], *, running: bool = False
+    ) -> set[str]:
         given = {turn_id for turn_id, records in batches.items() if records}
         if not given:
+            return set()
+        if running:
+            await self._append_running(batches)
             return set()
         return given - await self._append_records(batches)
 
     async def _append_records(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
         """The backend's one statement; the turns whose records it inserted."""
+        raise NotImplementedError
+
+    async def _append_running(self, batches: Mapping[str, Sequence[OutputRecord]]) -> None:
+        """The backend's insert of records of turns the caller knows are RUNNING (no check);
+        it may travel with the COMMIT."""
         raise NotImplementedError
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:

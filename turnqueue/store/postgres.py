@@ -150,13 +150,14 @@ class DriverConn(Conn):
     PostgreSQL takes at the first statement anyway) starts with the first statement, not when
     the connection is handed out."""
 
-    __slots__ = ("_begin", "_driver", "_notifications")
+    __slots__ = ("_at_commit", "_begin", "_driver", "_notifications")
 
     def __init__(self, driver: asyncpg.Connection, *, read_only: bool = False) -> None:
         self._driver = driver
         #: the BEGIN not sent yet; None once it has been
         self._begin: str | None = _BEGIN[read_only]
         self._notifications: list[str] = []
+        self._at_commit: list[str] = []
 
     async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
         if self._begin is not None:
@@ -185,13 +186,22 @@ class DriverConn(Conn):
         """A NOTIFY to send with the COMMIT (M4: delivered at COMMIT, never on ROLLBACK)."""
         self._notifications.append(payload)
 
+    def at_commit(self, sql: str) -> None:
+        """A write (simple-query text, values as :func:`literal` strings) to send with the COMMIT,
+        before its NOTIFYs. Hazard: it runs only then, so this transaction's later statements
+        do not see it; if it fails, the COMMIT does not happen (the transaction rolls back)."""
+        self._at_commit.append(sql)
+
     async def commit(self) -> None:
-        """COMMIT, the transaction's NOTIFYs in the same round trip: one simple query,
-        ``SELECT pg_notify(…); …; COMMIT``, run in order, so they are sent (and delivered) in
-        the order :meth:`notify` was called; a failing one aborts the rest and the COMMIT.
-        A transaction that sent nothing and notifies nothing costs no round trip."""
-        parts = [_NOTIFY_TEXT.format(literal(payload)) for payload in self._notifications]
+        """COMMIT, the transaction's :meth:`at_commit` writes and NOTIFYs in the same round
+        trip: one simple query, ``INSERT …; SELECT pg_notify(…); …; COMMIT``, run in order,
+        so the NOTIFYs are sent (and delivered) in the order :meth:`notify` was called; a
+        failing part aborts the rest and the COMMIT. A transaction that sent nothing and
+        notifies nothing costs no round trip."""
+        notifies = [_NOTIFY_TEXT.format(literal(payload)) for payload in self._notifications]
+        parts = [*self._at_commit, *notifies]
         self._notifications = []
+        self._at_commit = []
         if self._begin is not None:
             if not parts:
                 return
@@ -206,6 +216,7 @@ class DriverConn(Conn):
         lock) has opened a transaction the driver has not yet been told about; the pool
         would then reset the connection and report it as an error."""
         self._notifications = []
+        self._at_commit = []
         if self._begin is None:
             await self._driver.execute("ROLLBACK")
 
@@ -275,6 +286,34 @@ class PostgresTx(SqlTx):
             },
         )
         return {row.turn_id for row in result}
+
+    async def _append_running(self, batches: Mapping[str, Sequence[OutputRecord]]) -> None:
+        """In the COMMIT's round trip, as literals; a record no literal can carry (a NUL)
+        goes as parameters now, and the driver refuses it as it would any other write."""
+        try:
+            values = ", ".join(
+                _record_values(turn_id, r) for turn_id, records in batches.items() for r in records
+            )
+        except ValueError:
+            await self._append_records(batches)
+            return
+        self._driver_conn.at_commit(_INSERT_RECORDS_TEXT + values)
+
+
+#: The head of :meth:`PostgresTx._append_running`'s insert; the rows follow as literals.
+_INSERT_RECORDS_TEXT = (
+    'INSERT INTO turn_output (turn_id, seq, "offset", kind, item_key, text, data) VALUES '
+)
+
+
+def _record_values(turn_id: str, r: OutputRecord) -> str:
+    """One row of ``_INSERT_RECORDS_TEXT`` (ValueError: a value no literal can carry)."""
+    key = "NULL" if r.key is None else literal(r.key)
+    data = "NULL" if r.data is None else f"CAST({literal(_json(r.data))} AS json)"
+    return (
+        f"({literal(turn_id)}, {int(r.seq)}, {int(r.offset)}, {literal(r.kind.value)}, "
+        f"{key}, {literal(r.text)}, {data})"
+    )
 
 
 def _json(data: object) -> str:

@@ -293,10 +293,17 @@ class SessionsTx(Protocol):
 class OutputTx(Protocol):
     """The turn output log (O1)."""
 
-    async def append_output(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
+    async def append_output(
+        self, batches: Mapping[str, Sequence[OutputRecord]], *, running: bool = False
+    ) -> set[str]:
         """Append each turn's records to its log, all in one statement, while the turn is
         RUNNING (its row is taken). Returns the turns whose records were refused, nothing
-        written, because the turn had ended: an ended turn's log never changes."""
+        written, because the turn had ended: an ended turn's log never changes.
+
+        ``running``: the caller holds the lock row of each turn's session and read the turn
+        RUNNING under it in this transaction (a turn's end): no check is made, nothing is
+        refused. Hazard: the records may then be written only at COMMIT (PostgreSQL), so a
+        later read in this transaction need not see them."""
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
         """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""

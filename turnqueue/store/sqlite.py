@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import (
@@ -262,6 +262,16 @@ class SqliteTx(SqlTx):
     async def _append_records(self, batches: Mapping[str, Sequence[OutputRecord]]) -> set[str]:
         ids = json.dumps(list(batches))
         running = {row.id for row in await self._conn.execute(_RUNNING_AMONG, {"p_ids": ids})}
+        self._insert_records(running, batches)
+        return running
+
+    async def _append_running(self, batches: Mapping[str, Sequence[OutputRecord]]) -> None:
+        self._insert_records(batches, batches)
+
+    def _insert_records(
+        self, turn_ids: Iterable[str], batches: Mapping[str, Sequence[OutputRecord]]
+    ) -> None:
+        """One prepared insert run for every record of ``turn_ids``."""
         assert isinstance(self._conn, SqliteConn)  # appends run in write transactions only
         self._conn.execute_many(
             _INSERT_RECORD,
@@ -275,11 +285,10 @@ class SqliteTx(SqlTx):
                     "p_text": r.text,
                     "p_data": None if r.data is None else dict(r.data),
                 }
-                for turn_id in running
+                for turn_id in turn_ids
                 for r in batches[turn_id]
             ],
         )
-        return running
 
 
 class SqliteStore(SqlStore):
