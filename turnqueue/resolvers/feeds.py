@@ -70,12 +70,14 @@ class Feed(Generic[T]):
 
     kinds: tuple[EventKind, ...] = ()
 
-    def __init__(self, ctx: Context, session_id: str, emit: Emit[T], fail: Fail) -> None:
+    def __init__(
+        self, ctx: Context, session_id: str, emit: Emit[T], fail: Fail, after: int = -1
+    ) -> None:
         self.session_id = session_id
         self._ctx = ctx
         self._emit = emit
         self._fail = fail
-        self._last = -1  # the newest revision pushed
+        self._last = after  # the newest revision pushed (a reconnect's: it had it, O3)
         self._watch: Watch | None = None
         self._closed = False
 
@@ -130,8 +132,10 @@ class QueueFeed(Feed[QueueStatus]):
 
     kinds = (EventKind.QUEUE,)
 
-    def __init__(self, ctx: Context, session_id: str, emit: Emit[QueueStatus], fail: Fail) -> None:
-        super().__init__(ctx, session_id, emit, fail)
+    def __init__(
+        self, ctx: Context, session_id: str, emit: Emit[QueueStatus], fail: Fail, after: int = -1
+    ) -> None:
+        super().__init__(ctx, session_id, emit, fail, after)
         self._wanted = -1  # the newest revision an event without its status announced
         self._reading: asyncio.Task[None] | None = None
 

@@ -154,13 +154,14 @@ SNAPSHOTS: Mapping[str, Snapshot] = {
 }
 
 
-def _opener(kind: type[Feed[T]], *, authorize: bool = False) -> FeedOpener[T]:
-    """Opens a ``kind`` feed; ``authorize``: checks the session first (else the caller did)."""
+def _opener(kind: type[Feed[T]], *, authorize: bool = False, after: int = -1) -> FeedOpener[T]:
+    """Opens a ``kind`` feed; ``authorize``: checks the session first (else the caller did);
+    ``after``: pushes only newer revisions."""
 
     async def open_feed(ctx: Context, session_id: str, emit: Emit[T], fail: Fail) -> Feed[T]:
         if authorize:
             await _authorize(ctx, session_id)
-        feed = kind(ctx, session_id, emit, fail)
+        feed = kind(ctx, session_id, emit, fail, after)
         await feed.open()
         return feed
 
@@ -176,16 +177,6 @@ FEEDS: Mapping[str, FeedOpener[Any]] = {
 }
 
 
-async def _newer(stream: AsyncGenerator[T, None], revision: int) -> AsyncGenerator[T, None]:
-    """O3: a reconnect's states, without those it had (``Last-Event-ID``'s revision or older)."""
-    try:
-        async for state in stream:
-            if state.revision > revision:
-                yield state
-    finally:
-        await stream.aclose()
-
-
 def _state_stream(
     kind: type[Feed[T]],
 ) -> Callable[[Context, str], Awaitable[AsyncGenerator[T, None]]]:
@@ -193,9 +184,8 @@ def _state_stream(
 
     async def open_stream(ctx: Context, session_id: str) -> AsyncGenerator[T, None]:
         await _authorize(ctx, session_id)
-        had = last_revisions(ctx, 1)
-        stream = states(_opener(kind), ctx, session_id, ctx.engine.bus.buffer_size)
-        return stream if had is None else _newer(stream, had[0])
+        (had,) = last_revisions(ctx, 1) or (-1,)  # O3: a reconnect gets only newer states
+        return states(_opener(kind, after=had), ctx, session_id, ctx.engine.bus.buffer_size)
 
     return open_stream
 
