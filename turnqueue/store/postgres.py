@@ -134,8 +134,11 @@ def literal(value: str) -> str:
 
 #: The lock row (Q3) as a simple query: sent with the transaction's BEGIN (``lock_row``).
 _LOCK_TEXT = "SELECT 1 FROM queue_session_locks WHERE session_id = {} FOR UPDATE"
-#: One notification as a simple query: sent with the transaction's COMMIT (``commit``).
-_NOTIFY_TEXT = f"SELECT pg_notify({literal(CHANNEL)}, {{}})"
+#: One notification as a simple query: sent with the transaction's COMMIT (``commit``). The
+#: NOTIFY command, not ``SELECT pg_notify(…)``: a utility statement that PostgreSQL neither
+#: plans nor answers with a row (the same delivery: at COMMIT, in order, identical payloads of
+#: one transaction folded into one). The channel is an identifier, quoted.
+_NOTIFY_TEXT = f'NOTIFY "{CHANNEL}", {{}}'
 _BEGIN = {
     False: "BEGIN ISOLATION LEVEL READ COMMITTED",
     True: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -187,7 +190,7 @@ class DriverConn(Conn):
 
     async def commit(self) -> None:
         """COMMIT, the transaction's NOTIFYs in the same round trip: one simple query,
-        ``SELECT pg_notify(…); …; COMMIT``, run in order, so they are sent (and delivered) in
+        ``NOTIFY "turnqueue", E'…'; …; COMMIT``, run in order, so they are sent (and delivered) in
         the order :meth:`notify` was called; a failing one aborts the rest and the COMMIT.
         A transaction that sent nothing and notifies nothing costs no round trip."""
         parts = [_NOTIFY_TEXT.format(literal(payload)) for payload in self._notifications]
