@@ -103,7 +103,7 @@ def _last_word(sql: str) -> str:
 def is_simple(sql: str, params: Sequence[Any]) -> bool:
     """Whether the store sent ``sql`` as a simple query (``execute`` without arguments): its
     control statements, and those it folds a BEGIN or a COMMIT into (PostgreSQL:
-    ``BEGIN …; SELECT … FOR UPDATE``, ``SELECT pg_notify(…); COMMIT``), literals inlined."""
+    ``BEGIN …; SELECT … FOR UPDATE``, ``NOTIFY …; COMMIT``), literals inlined."""
     return not params and (is_control(sql) or _last_word(sql) in CONTROL)
 
 

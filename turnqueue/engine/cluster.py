@@ -110,6 +110,8 @@ class Cluster:
         self._heard: set[int] = set()
         #: instances that died since the recovery loop last ran
         self._dead: set[int] = set()
+        #: how every message this instance sends begins (``"o"``, its origin, comes first)
+        self._own = f'{{"o":{instance},'
         self._listener = store.listen(self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
@@ -169,8 +171,7 @@ class Cluster:
             self._send({"t": "ev", "k": "items", "s": b.session_id, "u": b.turn_id, "n": b.end})
 
     def _send(self, message: dict[str, Any]) -> None:
-        message["o"] = self.instance
-        self._outbox.put_nowait(payload(message))
+        self._outbox.put_nowait(payload({"o": self.instance} | message))
 
     async def _send_loop(self) -> None:
         while True:
@@ -287,6 +288,11 @@ class Cluster:
 
     # -- incoming -------------------------------------------------------------------------------
     def _on_message(self, payload: str) -> None:
+        # Every message this instance sends comes back on its own LISTEN connection; it has
+        # already published them locally. Dropped before parsing (the origin comes first in
+        # each message built here); any other spelling is still checked after parsing.
+        if payload.startswith(self._own):
+            return
         message = json.loads(payload)
         origin = message.get("o")
         if origin == self.instance:

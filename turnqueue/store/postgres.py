@@ -132,10 +132,20 @@ def literal(value: str) -> str:
     return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-#: The lock row (Q3) as a simple query: sent with the transaction's BEGIN (``lock_row``).
-_LOCK_TEXT = "SELECT 1 FROM queue_session_locks WHERE session_id = {} FOR UPDATE"
-#: One notification as a simple query: sent with the transaction's COMMIT (``commit``).
-_NOTIFY_TEXT = f"SELECT pg_notify({literal(CHANNEL)}, {{}})"
+#: The lock row (Q3), prepared once by every pooled connection (``_prepare``), so the simple
+#: query that carries BEGIN names it (``EXECUTE``) and PostgreSQL neither parses nor plans the
+#: SELECT again for each transaction. Its tag is the SELECT's (``SELECT 1``: the row exists).
+_LOCK_NAME = "turnqueue_lock_row"
+_PREPARE_LOCK = (
+    f"PREPARE {_LOCK_NAME} (text) AS "
+    "SELECT 1 FROM queue_session_locks WHERE session_id = $1 FOR UPDATE"
+)
+_LOCK_TEXT = f"EXECUTE {_LOCK_NAME}({{}})"
+#: One notification as a simple query: sent with the transaction's COMMIT (``commit``). The
+#: NOTIFY command, not ``SELECT pg_notify(…)``: a utility statement that PostgreSQL neither
+#: plans nor answers with a row (the same delivery: at COMMIT, in order, identical payloads of
+#: one transaction folded into one). The channel is an identifier, quoted.
+_NOTIFY_TEXT = f'NOTIFY "{CHANNEL}", {{}}'
 _BEGIN = {
     False: "BEGIN ISOLATION LEVEL READ COMMITTED",
     True: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -172,8 +182,9 @@ class DriverConn(Conn):
 
     async def lock_row(self, session_id: str) -> bool:
         """Q3: the session's lock row ``FOR UPDATE``; whether it exists. As the transaction's
-        first statement it goes in BEGIN's round trip: one simple query (``BEGIN …; SELECT …``,
-        the id as a :func:`literal`), whose status is the SELECT's. An id no literal can
+        first statement it goes in BEGIN's round trip: one simple query (``BEGIN …; EXECUTE …``,
+        the connection's prepared lock row, the id as a :func:`literal`), whose status is the
+        SELECT's. An id no literal can
         carry (a NUL, which no row holds) goes as a parameter, and the driver refuses it."""
         if self._begin is None or "\x00" in session_id:
             found = await self.execute(_LOCK, {"p_session_id": session_id})
@@ -194,7 +205,7 @@ class DriverConn(Conn):
 
     async def commit(self) -> None:
         """COMMIT, the transaction's :meth:`at_commit` writes and NOTIFYs in the same round
-        trip: one simple query, ``INSERT …; SELECT pg_notify(…); …; COMMIT``, run in order,
+        trip: one simple query, ``INSERT …; NOTIFY "turnqueue", E'…'; …; COMMIT``, run in order,
         so the NOTIFYs are sent (and delivered) in the order :meth:`notify` was called; a
         failing part aborts the rest and the COMMIT. A transaction that sent nothing and
         notifies nothing costs no round trip."""
@@ -320,11 +331,18 @@ def _json(data: object) -> str:
     return json.dumps(data, separators=(",", ":"), default=dict)  # default: a read-only mapping
 
 
+async def _prepare(connection: asyncpg.Connection) -> None:
+    """Every new pooled connection: the lock row's prepared statement (``lock_row``). It lives
+    as long as the connection (nothing of ours deallocates it: ``_keep_session``)."""
+    await connection.execute(_PREPARE_LOCK)
+
+
 async def _keep_session(_connection: Any) -> None:
     """The pool's reset on release: asyncpg has already rolled back any transaction left open
     (its ``Connection._reset``); nothing of ours changes session state, so asyncpg's default
     reset query (``RESET ALL``, ``UNLISTEN *``, …) would be a wasted round trip per
-    transaction."""
+    transaction. Hazard: a reset that deallocates prepared statements (``DISCARD ALL``) would
+    take the lock row's (``_prepare``) with it."""
 
 
 class PostgresStore(SqlStore):
@@ -393,6 +411,7 @@ class PostgresStore(SqlStore):
                         min_size=0,
                         max_size=1 if lease else self._pool_size,
                         max_inactive_connection_lifetime=300,
+                        init=_prepare,
                         reset=_keep_session,
                         timeout=self._timeout,
                         command_timeout=self._timeout,
