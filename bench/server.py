@@ -325,7 +325,14 @@ def main() -> None:
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(serve(args.db))
+    # The loop `turnqueue serve` runs on: uvicorn's loop="auto" picks uvloop when it is installed
+    # (uvicorn[standard] installs it); the baselines served here run on it too.
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(args.db))
+    else:
+        uvloop.run(serve(args.db))
 
 
 if __name__ == "__main__":
