@@ -42,6 +42,7 @@ from bench.sqlrecord import (
     replay_pg,
     replay_sqlite,
 )
+from turnqueue.store.postgres import prepare_connection
 
 
 class RawDatabase:
@@ -74,6 +75,9 @@ class RawDatabase:
                     dsn.render_as_string(hide_password=False),
                     min_size=0,
                     max_size=5,
+                    # The store's per-connection set-up: the statements it replays name the
+                    # lock row's prepared statement (``EXECUTE turnqueue_lock_row(…)``).
+                    init=prepare_connection,
                     reset=_no_reset,
                 )
         return self._pool

@@ -132,9 +132,10 @@ def literal(value: str) -> str:
     return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-#: The lock row (Q3), prepared once by every pooled connection (``_prepare``), so the simple
-#: query that carries BEGIN names it (``EXECUTE``) and PostgreSQL neither parses nor plans the
-#: SELECT again for each transaction. Its tag is the SELECT's (``SELECT 1``: the row exists).
+#: The lock row (Q3), prepared once by every pooled connection (``prepare_connection``), so
+#: the simple query that carries BEGIN names it (``EXECUTE``) and PostgreSQL neither parses nor
+#: plans the SELECT again for each transaction. Its tag is the SELECT's (``SELECT 1``: the
+#: row exists).
 _LOCK_NAME = "turnqueue_lock_row"
 _PREPARE_LOCK = (
     f"PREPARE {_LOCK_NAME} (text) AS "
@@ -331,7 +332,7 @@ def _json(data: object) -> str:
     return json.dumps(data, separators=(",", ":"), default=dict)  # default: a read-only mapping
 
 
-async def _prepare(connection: asyncpg.Connection) -> None:
+async def prepare_connection(connection: asyncpg.Connection) -> None:
     """Every new pooled connection: the lock row's prepared statement (``lock_row``). It lives
     as long as the connection (nothing of ours deallocates it: ``_keep_session``)."""
     await connection.execute(_PREPARE_LOCK)
@@ -342,7 +343,7 @@ async def _keep_session(_connection: Any) -> None:
     (its ``Connection._reset``); nothing of ours changes session state, so asyncpg's default
     reset query (``RESET ALL``, ``UNLISTEN *``, …) would be a wasted round trip per
     transaction. Hazard: a reset that deallocates prepared statements (``DISCARD ALL``) would
-    take the lock row's (``_prepare``) with it."""
+    take the lock row's (``prepare_connection``) with it."""
 
 
 class PostgresStore(SqlStore):
@@ -411,7 +412,7 @@ class PostgresStore(SqlStore):
                         min_size=0,
                         max_size=1 if lease else self._pool_size,
                         max_inactive_connection_lifetime=300,
-                        init=_prepare,
+                        init=prepare_connection,
                         reset=_keep_session,
                         timeout=self._timeout,
                         command_timeout=self._timeout,
