@@ -485,7 +485,7 @@ class Tx(
 class Reads(Protocol):
     """The reads of queries, each in one read transaction of its own (no lock): batches (one
     query for many ids) and keyset pages (G3). The engine hands them to the GraphQL layer as
-    they are (``turnqueue.engine.reads``)."""
+    they are (``Engine.reads``)."""
 
     async def tasks(self, task_ids: Sequence[str]) -> dict[str, Task]:
         """The tasks found among ``task_ids``, by id."""
