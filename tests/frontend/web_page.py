@@ -75,9 +75,11 @@ def open_page(context: Any, server: Server, session_id: str) -> Any:
     return page
 
 
-def wait_ready(page: Any, snapshots: int = 1) -> None:
-    expect(page.locator("#conn")).to_have_text("live")
-    page.wait_for_function(f"Number(document.body.dataset.snapshots ?? 0) >= {snapshots}")
+def wait_ready(page: Any, snapshots: int = 1, timeout: float = 5_000) -> None:
+    expect(page.locator("#conn")).to_have_text("live", timeout=timeout)
+    page.wait_for_function(
+        f"Number(document.body.dataset.snapshots ?? 0) >= {snapshots}", timeout=timeout
+    )
 
 
 #: Each turn of the conversation as ``"<prompt> · <STATUS>"``, oldest first.
