@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from dataclasses import replace
 
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import (
@@ -159,27 +158,36 @@ class OutputLog:
         if isinstance(item, TurnItem) and item.kind is ItemKind.MESSAGE:
             item = str(item.data.get("text", ""))  # a structured text chunk: its text
         if isinstance(item, TurnItem):
-            record = OutputRecord(
-                self.turn.id, self._seq, self._length, item.kind, "", dict(item.data), item.key
+            self._append(
+                OutputRecord(
+                    self.turn.id, self._seq, self._length, item.kind, "", dict(item.data), item.key
+                )
             )
         else:
             if not item or self._length >= MAX_OUTPUT_CHARS:
                 return
             text = item[: MAX_OUTPUT_CHARS - self._length]
             self._parts.append(text)
-            record = OutputRecord(self.turn.id, self._seq, self._length, ItemKind.MESSAGE, text)
+            last = self._pending[-1] if self._pending else None
+            if last is not None and last.kind is ItemKind.MESSAGE:
+                # Text that follows text in one batch is one record (a row per batch, not per
+                # token: ~170 bytes of row and index each on PostgreSQL). Hot while a turn
+                # streams, so built positionally rather than with dataclasses.replace.
+                self._pending[-1] = OutputRecord(
+                    last.turn_id, last.seq, last.offset, last.kind, last.text + text
+                )
+            else:
+                self._append(
+                    OutputRecord(self.turn.id, self._seq, self._length, ItemKind.MESSAGE, text)
+                )
             self._length += len(text)
-        last = self._pending[-1] if self._pending else None
-        if record.kind is ItemKind.MESSAGE and last is not None and last.kind is ItemKind.MESSAGE:
-            # Text that follows text in one batch is one record (a row per batch, not per
-            # token: ~170 bytes of row and index each on PostgreSQL).
-            self._pending[-1] = replace(last, text=last.text + record.text)
-        else:
-            self._seq += 1
-            self._pending.append(record)
         self._pieces += 1
         if not self._closed:
             self._flusher.want(self, full=self._pieces >= MAX_BATCH)
+
+    def _append(self, record: OutputRecord) -> None:
+        self._seq += 1
+        self._pending.append(record)
 
     def _take(self) -> list[OutputRecord]:
         """The pending batch, for the flusher (nothing once closed: the end writes the rest)."""
