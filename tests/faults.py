@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from turnqueue.errors import StoreError
-from turnqueue.store.protocol import Listener, Store
+from turnqueue.store import Listener, Store
 
 Hook = Callable[..., Awaitable[None]]
 

@@ -27,8 +27,10 @@ _CONVERSATION = RowMap(AgentConversation)
 
 class ConversationStatements(Statements):
     async def conversation(self, session_id: str) -> AgentConversation | None:
+        """The session's agent conversation as last recorded; None before its agent started."""
         return await self._conn.maybe(_FIND, {"p_session_id": session_id}, _CONVERSATION)
 
     async def record_conversation(self, conversation: AgentConversation) -> None:
+        """Record (replace) the session's agent conversation."""
         await self._conn.execute(_FORGET, {"p_session_id": conversation.session_id})
         await self._conn.execute(_RECORD, values_of(conversation))

@@ -123,6 +123,10 @@ _COUNT_BEFORE = Statement(
 
 class EntryStatements(Statements):
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
+        """Visible entries (not in flight), FIFO order.
+
+        ``QueueEntry.position`` is always the 1-based place among the visible entries (1 = head),
+        whatever the stored sort key is, in every method that returns entries."""
         result = await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})
         return entries_from(result.all())
 
@@ -134,6 +138,7 @@ class EntryStatements(Statements):
         source: MessageSource,
         client_message_id: str | None = None,
     ) -> QueueEntry:
+        """Append at the tail (with the key of the send that queued it, Q15)."""
         entry_id, queued_at = new_id(), utcnow()
         params = {
             "p_id": entry_id,
@@ -165,6 +170,7 @@ class EntryStatements(Statements):
         return entry_from(row, position=int(before or 0) + 1)
 
     async def remove_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
+        """Delete visible entries (all of them when ``entry_ids`` is None). Returns the count."""
         stmt = delete(qe).where(qe.c.session_id == session_id, VISIBLE)
         if entry_ids is not None:
             stmt = stmt.where(qe.c.id.in_(list(entry_ids)))
@@ -174,6 +180,7 @@ class EntryStatements(Statements):
         return removed
 
     async def reorder_entries(self, session_id: str, ordered_ids: Sequence[str]) -> None:
+        """Give the visible entries positions in this order (caller checked it is exactly them)."""
         await self._set_positions(session_id, {eid: i for i, eid in enumerate(ordered_ids, 1)})
         self._touched[session_id] = None
 
@@ -190,6 +197,7 @@ class EntryStatements(Statements):
         )
 
     async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
+        """Mark the FIFO head in flight (reserved by ``owner``) and return it (None when empty)."""
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_owner": owner}
         entry = await self._conn.maybe(_RESERVE_HEAD, params, _head_entry)
         if entry is not None:
@@ -199,6 +207,8 @@ class EntryStatements(Statements):
     async def claim_entries(
         self, session_id: str, entry_ids: Sequence[str], *, owner: int | None = None
     ) -> list[QueueEntry]:
+        """Mark exactly these visible entries in flight; returns those that were visible (the
+        caller compares and rolls back when one is missing)."""
         wanted = set(entry_ids)
         visible = (await self._conn.execute(VISIBLE_ENTRIES, {"p_session_id": session_id})).all()
         # Ordinals are the places the entries had before the claim; FIFO order.
@@ -218,6 +228,8 @@ class EntryStatements(Statements):
         return [entry for entry in claimed if entry.id in marked]
 
     async def release_entries(self, session_id: str, entry_ids: Sequence[str] | None) -> int:
+        """Return in-flight entries (all of the session's when None) to the head of the queue,
+        keeping their ids and their relative order (Q10). Returns how many."""
         stmt = select(qe.c.id, qe.c.session_id).where(qe.c.in_flight == true())
         if entry_ids is None:
             stmt = stmt.where(qe.c.session_id == session_id)
@@ -240,6 +252,8 @@ class EntryStatements(Statements):
         return len(rows)
 
     async def count_in_flight(self, session_id: str, entry_ids: Sequence[str]) -> int:
+        """How many of these entries are in flight in this session's queue (a Send Now checks
+        that its claim is still its own before it starts, W3)."""
         stmt = select(func.count()).where(
             qe.c.session_id == session_id, qe.c.in_flight == true(), qe.c.id.in_(list(entry_ids))
         )
@@ -247,6 +261,7 @@ class EntryStatements(Statements):
 
     async def move_entries(self, source_id: str, destination_id: str) -> int:
         # Every entry moves, in-flight ones included (they keep their flag; see release_entries).
+        """Move every entry of the source to the destination's tail, in order (W3)."""
         tail = await self._conn.scalar(
             select(func.max(qe.c.position)).where(qe.c.session_id == destination_id)
         )

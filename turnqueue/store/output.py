@@ -67,6 +67,14 @@ class OutputStatements(Statements):
     async def append_output(
         self, batches: Mapping[str, Sequence[OutputRecord]], *, running: bool = False
     ) -> set[str]:
+        """Append each turn's records to its log, all in one statement, while the turn is
+        RUNNING (its row is taken). Returns the turns whose records were refused, nothing
+        written, because the turn had ended: an ended turn's log never changes.
+
+        ``running``: the caller holds the lock row of each turn's session and read the turn
+        RUNNING under it in this transaction (a turn's end): no check is made, nothing is
+        refused. Hazard: the records may then be written only at COMMIT (PostgreSQL), so a
+        later read in this transaction need not see them."""
         given = {turn_id for turn_id, records in batches.items() if records}
         if not given:
             return set()
@@ -85,16 +93,19 @@ class OutputStatements(Statements):
         raise NotImplementedError
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
+        """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""
         rows = await self._conn.execute(
             _TEXT_AFTER, {"p_turn_id": turn_id, "p_after": after_offset}
         )
         return [_record(turn_id, row) for row in rows]
 
     async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
+        """Every record of the turn's log after ``after_seq``, in order (text and items: A3)."""
         rows = await self._conn.execute(
             _RECORDS_AFTER, {"p_turn_id": turn_id, "p_after_seq": after_seq}
         )
         return [_record(turn_id, row) for row in rows]
 
     async def output_text(self, turn_id: str) -> str:
+        """The turn's output text as its log holds it (what a recovered turn keeps, M6)."""
         return "".join(r.text for r in await self.read_output(turn_id, 0))

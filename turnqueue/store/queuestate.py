@@ -156,6 +156,7 @@ class QueueStateStatements(Statements):
     async def set_clarification(
         self, session_id: str, *, turn_id: str | None, question: str
     ) -> Clarification:
+        """Replace the session's pending clarification; bumps the session revision."""
         clarification = Clarification(new_id(), session_id, turn_id, question, utcnow())
         values = values_of(clarification)
         await self._conn.execute(
@@ -166,6 +167,8 @@ class QueueStateStatements(Statements):
         return clarification
 
     async def clear_clarification(self, session_id: str) -> Clarification | None:
+        """Remove and return the pending clarification (None if none); bumps the session
+        revision only when there was one."""
         result = await self._conn.execute(
             delete(clarifications)
             .where(clarifications.c.session_id == session_id)
@@ -182,12 +185,15 @@ class QueueStateStatements(Statements):
     async def set_policy(
         self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
     ) -> None:
+        """Upsert the ``queue_session_state`` row."""
         await self._conn.execute(self._set_policy, _policy(session_id, auto_run, pause_reason))
         self._touched[session_id] = None
 
     async def set_policy_bumped(
         self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
     ) -> int:
+        """:meth:`set_policy`, then :meth:`bump_queue`; the queue revision. One statement
+        where the dialect can (PostgreSQL), and when the revision was not bumped yet."""
         statement = self._set_policy_bumped
         if statement is None or session_id in self._queue_revisions:
             await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
@@ -199,6 +205,7 @@ class QueueStateStatements(Statements):
         return bumped
 
     async def delete_policy(self, session_id: str) -> None:
+        """Remove the policy row (W3); the session then reads auto-run true again."""
         await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
         self._touched[session_id] = None
 
@@ -206,6 +213,8 @@ class QueueStateStatements(Statements):
     async def change_hold(
         self, session_id: str, instance: int, kind: HoldReason, delta: int
     ) -> bool:
+        """Count ``delta`` more (or, negative, fewer) holds of ``kind`` by ``instance``; the
+        session holds ``kind`` while any instance's count is above zero. Whether it does now."""
         params = {"p_session_id": session_id, "p_instance": instance, "p_kind": kind.value}
         if delta > 0:
             await self._conn.execute(self._add_hold, {**params, "p_one": delta})
@@ -221,6 +230,7 @@ class QueueStateStatements(Statements):
         )
 
     async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
+        """Delete the session's holds of instances not in ``live``; how many rows."""
         result = await self._conn.execute(
             delete(session_holds).where(
                 session_holds.c.session_id == session_id,
@@ -235,6 +245,8 @@ class QueueStateStatements(Statements):
         # One revision per transaction and session (Q13): a second change in the same
         # transaction (a turn's end, then the turn its drain starts) commits with the first,
         # so no snapshot can show the state between them; it shares the first's revision.
+        """Increment the durable queue revision kept on the lock row (never deleted), once per
+        transaction: a second call in the same transaction returns the same revision."""
         bumped = self._queue_revisions.get(session_id)
         if bumped is None:
             row = await self._conn.one(_BUMP_QUEUE, {"p_session_id": session_id}, session_id)
@@ -242,8 +254,10 @@ class QueueStateStatements(Statements):
         return bumped
 
     async def bump_cancellation(self, session_id: str) -> int:
+        """Increment the session's durable cancellation revision (C2); the new revision."""
         params = {"p_session_id": session_id}
         return int((await self._conn.one(_BUMP_CANCELLATION, params, session_id))[0])
 
     async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
+        """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
         await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})

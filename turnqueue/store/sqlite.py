@@ -60,7 +60,7 @@ from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
 from turnqueue.store.conn import Buffered, Conn, Params, only
 from turnqueue.store.drivers import create_sqlite_writer_engine
-from turnqueue.store.protocol import Listener
+from turnqueue.store.notify import Listener
 from turnqueue.store.queuestate import DialectInsert, add_hold_statement, policy_upsert
 from turnqueue.store.rows import RUNNING
 from turnqueue.store.sqlstore import SqlStore

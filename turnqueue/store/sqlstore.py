@@ -12,23 +12,19 @@ from sqlalchemy import Select, func, select
 
 from turnqueue.domain import Session, Task, Turn
 from turnqueue.store.pages import Listing, page
-from turnqueue.store.protocol import Page, SessionKey, Store, TaskKey, TurnKey, Window
+from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.statement import Record
 from turnqueue.store.tables import queue_entries, sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
 
 
-class SqlStore(Store):
-    """The :class:`~turnqueue.store.protocol.Store` methods both backends share; the others are
-    each backend's own (mypy refuses a backend that lacks one)."""
+class SqlStore:
+    """The :class:`~turnqueue.store.Store` methods both backends share; the others are each
+    backend's own (mypy refuses a backend that lacks one where the engine is given it)."""
 
     #: ``"sqlite"`` or ``"postgresql"``
     dialect: str
-
-    # -- the backend's own, typed with its transactions ---------------------------------------
-    def transaction(self) -> AbstractAsyncContextManager[SqlTx]:
-        raise NotImplementedError
 
     def read(self) -> AbstractAsyncContextManager[SqlTx]:
         raise NotImplementedError
