@@ -13,9 +13,8 @@ from datetime import datetime
 from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
-from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
-from turnqueue.store.statement import Record
+from turnqueue.store.statement import Record, Statements
 from turnqueue.store.tables import approvals
 
 _PENDING = ApprovalOutcome.PENDING.value

@@ -12,9 +12,8 @@ from __future__ import annotations
 from sqlalchemy import bindparam, delete, insert, select
 
 from turnqueue.domain import AgentConversation
-from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Statement, Statements
 from turnqueue.store.tables import agent_conversations
 
 _ac = agent_conversations

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, false, or_, select, true, update
 
 from turnqueue.domain import PROMPTABLE, SessionState, utcnow
-from turnqueue.store.conn import Statements
 from turnqueue.store.protocol import Orphans
 from turnqueue.store.rows import RUNNING
+from turnqueue.store.statement import Statements
 from turnqueue.store.tables import (
     agent_processes,
     clarifications,

@@ -32,9 +32,8 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import BigInteger, ColumnElement, Integer, bindparam, func, select
 
 from turnqueue.domain import ItemKind, OutputRecord
-from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
-from turnqueue.store.statement import Record, Statement
+from turnqueue.store.statement import Record, Statement, Statements
 from turnqueue.store.tables import turn_output
 
 _o = turn_output

@@ -24,9 +24,8 @@ from typing import Any
 from sqlalchemy import BigInteger, Table, bindparam, delete, insert, select, update
 
 from turnqueue.domain import OwnerRequest, RequestState, SentMessage, SteerRequest, new_id, utcnow
-from turnqueue.store.conn import Conn, Statements
 from turnqueue.store.rows import RowMap, values_of
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Conn, Statement, Statements
 from turnqueue.store.tables import UtcDateTime, owner_requests, sent_messages, steer_requests
 
 #: Q15: keys are kept at least this long (and the other requests as long).

@@ -1,6 +1,6 @@
-r"""``SqlTx``: the :class:`~turnqueue.store.protocol.Tx` interface in SQLAlchemy Core.
+r"""``SqlTx`` (exported as :class:`turnqueue.store.Tx`): one transaction, in SQLAlchemy Core.
 
-One ``SqlTx`` wraps one :class:`~turnqueue.store.conn.Conn` inside a transaction owned by its
+One ``SqlTx`` wraps one :class:`~turnqueue.store.statement.Conn` inside a transaction owned by its
 store. Nothing here commits. This class is the portable SQL; the dialect differences (the
 ``FOR UPDATE`` of the lock row, the epoch source, upserts, statements PostgreSQL sends in one
 round trip as a data-modifying ``WITH``) are the overrides of ``SqliteTx``
@@ -48,13 +48,11 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.store.approvals import ApprovalStatements
-from turnqueue.store.conn import Conn, Params
 from turnqueue.store.conversations import ConversationStatements
-from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.output import OutputStatements
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queuestate import QueueStateStatements
+from turnqueue.store.queues import QueueStatements
 from turnqueue.store.requests import RequestStatements
 from turnqueue.store.rows import (
     RUNNING,
@@ -66,7 +64,7 @@ from turnqueue.store.rows import (
     values_of,
     view_from,
 )
-from turnqueue.store.statement import Record, Statement
+from turnqueue.store.statement import Conn, Params, Record, Statement
 from turnqueue.store.tables import (
     UtcDateTime,
     queue_entries,
@@ -171,11 +169,10 @@ _TASK = Statement(select(tasks).where(tasks.c.id == bindparam("p_task_id")))
 
 class SqlTx(
     ConversationStatements,
-    EntryStatements,
     InstanceStatements,
     OutputStatements,
     ApprovalStatements,
-    QueueStateStatements,
+    QueueStatements,
     RequestStatements,
 ):
     def __init__(self, conn: Conn) -> None:
