@@ -17,11 +17,9 @@ PostgreSQL one ``unnest`` statement over arrays whose RETURNING names the turns 
 SQLite one check of which turns are RUNNING, then one ``executemany`` of the insert for theirs.
 The turns given records and not appended to are the ones that had ended.
 
-A turn's end appends its last batch with ``running=True``: it holds the session's lock row, under
-which every end (recovery's included) is written, and read the turn RUNNING there, so the check
-is not made again. On SQLite that is one ``executemany`` and no ``SELECT``; on PostgreSQL the
-insert travels in the COMMIT's round trip (:meth:`~turnqueue.store.postgres.DriverConn.at_commit`)
-instead of a round trip of its own.
+A turn's end appends its last batch with ``running=True`` (see ``append_output``): on SQLite one
+``executemany`` and no ``SELECT``; on PostgreSQL the insert travels in the COMMIT's round trip
+(:meth:`~turnqueue.store.postgres.DriverConn.at_commit`).
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ class SessionView:
     approval_pending: bool = False  # an approval of the running turn waits (APPROVAL, A6)
 
     def with_policy(self, policy: QueuePolicy) -> SessionView:
-        """This view with ``policy`` (what a rule's own policy write made of it). Hot path
-        (P4): several times cheaper than ``dataclasses.replace``. Hazard: a new field must be
-        passed on here too (``tests/store/test_sql_store.py`` checks every field is)."""
+        """This view with ``policy`` (what a rule's own policy write made of it); on the hot
+        path, so not ``dataclasses.replace``. Hazard: a new field must be passed on here too
+        (``tests/store/test_sql_store.py`` checks every field is)."""
         return SessionView(
             self.session,
             policy,
