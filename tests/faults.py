@@ -1,7 +1,7 @@
 """The seam tests inject store faults through (M3), as httpx's ``MockTransport`` is for HTTP.
 
 :class:`FaultyStore` wraps a real store and hands the engine the same store, except that its
-transactions run a test's hook before chosen :class:`~turnqueue.store.protocol.Tx` methods — in
+transactions run a test's hook before chosen :class:`~turnqueue.store.Tx` methods — in
 the transaction that calls them, with the method's arguments — or once after the commit of a
 transaction that called one (:meth:`FaultyStore.after_commit`). A hook may raise (the database
 away: the transaction rolls back as it would), or act at that exact point (let an agent end while
@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from turnqueue.errors import StoreError
-from turnqueue.store.protocol import Listener, Store
+from turnqueue.store import Listener, Store
 
 Hook = Callable[..., Awaitable[None]]
 

@@ -22,7 +22,7 @@ from turnqueue.bus import EventBus
 from turnqueue.domain import AgentType, ConversationStart, ItemKind, Turn
 from turnqueue.engine import Engine
 from turnqueue.settings import Settings
-from turnqueue.store.protocol import Store
+from turnqueue.store import Store
 from turnqueue.store.sql import open_store
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")

@@ -22,7 +22,7 @@ from turnqueue.domain import (
 )
 from turnqueue.errors import StoreError
 from turnqueue.settings import Settings
-from turnqueue.store.protocol import Store, Tx, Window
+from turnqueue.store import Store, Tx, Window
 from turnqueue.store.sql import SqlStore, open_store
 from turnqueue.timeouts import within
 

@@ -35,7 +35,7 @@ from turnqueue.domain import (
     TurnItem,
     TurnStatus,
 )
-from turnqueue.store.protocol import Store, Tx
+from turnqueue.store import Store, Tx
 
 log = logging.getLogger(__name__)
 

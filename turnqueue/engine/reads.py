@@ -11,6 +11,6 @@ Authorisation (S2) is the caller's: these take ids the caller already authorised
 sessions, a session's turns) or the calling principal (its tasks).
 """
 
-from turnqueue.store.protocol import Page, Reads, SessionKey, TaskKey, TurnKey, Window
+from turnqueue.store import Page, Reads, SessionKey, TaskKey, TurnKey, Window
 
 __all__ = ["Page", "Reads", "SessionKey", "TaskKey", "TurnKey", "Window"]

@@ -19,7 +19,7 @@ from turnqueue.bus import EventBus
 from turnqueue.domain import CancelOutcome, OutputChunk, Turn, TurnStatus
 from turnqueue.engine.outputlog import OutputLog
 from turnqueue.logs import bind
-from turnqueue.store.protocol import Store, Tx
+from turnqueue.store import Store, Tx
 from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)

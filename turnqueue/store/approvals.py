@@ -13,9 +13,8 @@ from datetime import datetime
 from sqlalchemy import insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
-from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
-from turnqueue.store.statement import Record
+from turnqueue.store.statement import Record, Statements
 from turnqueue.store.tables import approvals
 
 _PENDING = ApprovalOutcome.PENDING.value
@@ -46,6 +45,8 @@ class ApprovalStatements(Statements):
         answered_by: str | None,
         at: datetime,
     ) -> bool:
+        """Answer a PENDING approval; False when it was already answered or does not exist
+        (exactly once)."""
         stmt = (
             update(approvals)
             .where(approvals.c.id == approval_id, approvals.c.outcome == _PENDING)
@@ -61,6 +62,7 @@ class ApprovalStatements(Statements):
         return True
 
     async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
+        """Answer every PENDING approval of the turn CANCELLED (its turn ended, M6); how many."""
         stmt = (
             update(approvals)
             .where(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from sqlalchemy import bindparam, delete, insert, select
 
 from turnqueue.domain import AgentConversation
-from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap, values_of
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Statement, Statements
 from turnqueue.store.tables import agent_conversations
 
 _ac = agent_conversations
@@ -27,8 +26,10 @@ _CONVERSATION = RowMap(AgentConversation)
 
 class ConversationStatements(Statements):
     async def conversation(self, session_id: str) -> AgentConversation | None:
+        """The session's agent conversation as last recorded; None before its agent started."""
         return await self._conn.maybe(_FIND, {"p_session_id": session_id}, _CONVERSATION)
 
     async def record_conversation(self, conversation: AgentConversation) -> None:
+        """Record (replace) the session's agent conversation."""
         await self._conn.execute(_FORGET, {"p_session_id": conversation.session_id})
         await self._conn.execute(_RECORD, values_of(conversation))

@@ -10,11 +10,8 @@ SQLite hazards handled here:
 * Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
   transaction never fails half-way when upgrading from a read lock). A connection opts in with
   the execution option :data:`IMMEDIATE` (migrations); reads use a deferred ``BEGIN`` (a WAL
-  snapshot). The store's connections begin their own transactions (``store.sqlite``). Both
-  engines share these listeners.
-* Within one process every write transaction additionally holds one ``asyncio.Lock`` (see
-  :class:`turnqueue.store.sqlite.SqliteStore`) so concurrent tasks wait in line instead of
-  spinning on SQLITE_BUSY; the busy timeout only covers other processes.
+  snapshot). The store's connections begin their own transactions, behind its one writer lock
+  (``store.sqlite``).
 """
 
 from __future__ import annotations

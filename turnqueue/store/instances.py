@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, false, or_, select, true, update
 
 from turnqueue.domain import PROMPTABLE, SessionState, utcnow
-from turnqueue.store.conn import Statements
 from turnqueue.store.protocol import Orphans
 from turnqueue.store.rows import RUNNING
+from turnqueue.store.statement import Statements
 from turnqueue.store.tables import (
     agent_processes,
     clarifications,
@@ -40,7 +40,8 @@ def _not_live(column: Any, live: Iterable[int]) -> ColumnElement[bool]:
 
 class InstanceStatements(Statements):
     def notify(self, payload: str) -> None:
-        """A no-op: SQLite has a single process (``PostgresTx`` sends it)."""
+        """Deliver ``payload`` to every instance's listener if and when this commits (M4): a
+        no-op here, as SQLite has a single process (``PostgresTx`` sends it)."""
 
     async def register_instance(self, instance: int) -> None:
         now = utcnow()
@@ -53,6 +54,7 @@ class InstanceStatements(Statements):
         await self._conn.execute(delete(instances).where(instances.c.id == instance))
 
     async def heartbeat(self, instance: int, lease_seconds: float) -> bool:
+        """Refresh this instance's lease; False when its row is gone (declared dead)."""
         now = utcnow()
         # Forgets long-dead instances on the way (their work was recovered long ago).
         await self._conn.execute(
@@ -73,6 +75,8 @@ class InstanceStatements(Statements):
         return {int(i) for i in rows}
 
     async def orphans(self, live: Iterable[int], *, host: str, grace: float) -> Orphans:
+        """What instances not in ``live`` left (M6): their processes on ``host``; the stuck
+        sessions of :attr:`Orphans.stuck`, a STARTING one after ``grace`` seconds."""
         live = list(live)
         running = select(turns.c.session_id, turns.c.id).where(
             turns.c.status == RUNNING, _not_live(turns.c.owner, live)
@@ -119,6 +123,8 @@ class InstanceStatements(Statements):
         return found
 
     async def eligible_sessions(self) -> list[str]:
+        """Sessions whose queue may run now by the durable rules (promptable, no clarification,
+        auto-run not OFF, a visible entry): the start-up sweep drains them (Q9/M6)."""
         has_entries = select(qe.c.id).where(
             qe.c.session_id == sessions.c.id, qe.c.in_flight == false()
         )
@@ -139,6 +145,7 @@ class InstanceStatements(Statements):
     async def record_process(
         self, host: str, pgid: int, instance: int, session_id: str | None
     ) -> None:
+        """An agent process group ``instance`` runs on ``host`` (M6 kills it after a crash)."""
         await self.forget_process(host, pgid)  # a reused id: ours now
         await self._conn.execute(
             agent_processes.insert().values(
@@ -154,5 +161,6 @@ class InstanceStatements(Statements):
         )
 
     async def process_owners(self, session_id: str) -> set[int]:
+        """The instances that run an agent process of the session (A8: where to close it)."""
         stmt = select(agent_processes.c.instance).where(agent_processes.c.session_id == session_id)
         return {int(instance) for instance in await self._conn.scalars(stmt)}

@@ -17,11 +17,9 @@ PostgreSQL one ``unnest`` statement over arrays whose RETURNING names the turns 
 SQLite one check of which turns are RUNNING, then one ``executemany`` of the insert for theirs.
 The turns given records and not appended to are the ones that had ended.
 
-A turn's end appends its last batch with ``running=True``: it holds the session's lock row, under
-which every end (recovery's included) is written, and read the turn RUNNING there, so the check
-is not made again. On SQLite that is one ``executemany`` and no ``SELECT``; on PostgreSQL the
-insert travels in the COMMIT's round trip (:meth:`~turnqueue.store.postgres.DriverConn.at_commit`)
-instead of a round trip of its own.
+A turn's end appends its last batch with ``running=True`` (see ``append_output``): on SQLite one
+``executemany`` and no ``SELECT``; on PostgreSQL the insert travels in the COMMIT's round trip
+(:meth:`~turnqueue.store.postgres.DriverConn.at_commit`).
 """
 
 from __future__ import annotations
@@ -32,9 +30,8 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import BigInteger, ColumnElement, Integer, bindparam, func, select
 
 from turnqueue.domain import ItemKind, OutputRecord
-from turnqueue.store.conn import Statements
 from turnqueue.store.rows import RowMap
-from turnqueue.store.statement import Record, Statement
+from turnqueue.store.statement import Record, Statement, Statements
 from turnqueue.store.tables import turn_output
 
 _o = turn_output
@@ -67,6 +64,14 @@ class OutputStatements(Statements):
     async def append_output(
         self, batches: Mapping[str, Sequence[OutputRecord]], *, running: bool = False
     ) -> set[str]:
+        """Append each turn's records to its log, all in one statement, while the turn is
+        RUNNING (its row is taken). Returns the turns whose records were refused, nothing
+        written, because the turn had ended: an ended turn's log never changes.
+
+        ``running``: the caller holds the lock row of each turn's session and read the turn
+        RUNNING under it in this transaction (a turn's end): no check is made, nothing is
+        refused. Hazard: the records may then be written only at COMMIT (PostgreSQL), so a
+        later read in this transaction need not see them."""
         given = {turn_id for turn_id, records in batches.items() if records}
         if not given:
             return set()
@@ -85,16 +90,19 @@ class OutputStatements(Statements):
         raise NotImplementedError
 
     async def read_output(self, turn_id: str, after_offset: int = 0) -> list[OutputRecord]:
+        """The turn's MESSAGE records that end after ``after_offset`` characters, in order."""
         rows = await self._conn.execute(
             _TEXT_AFTER, {"p_turn_id": turn_id, "p_after": after_offset}
         )
         return [_record(turn_id, row) for row in rows]
 
     async def read_records(self, turn_id: str, after_seq: int = -1) -> list[OutputRecord]:
+        """Every record of the turn's log after ``after_seq``, in order (text and items: A3)."""
         rows = await self._conn.execute(
             _RECORDS_AFTER, {"p_turn_id": turn_id, "p_after_seq": after_seq}
         )
         return [_record(turn_id, row) for row in rows]
 
     async def output_text(self, turn_id: str) -> str:
+        """The turn's output text as its log holds it (what a recovered turn keeps, M6)."""
         return "".join(r.text for r in await self.read_output(turn_id, 0))

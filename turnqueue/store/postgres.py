@@ -32,19 +32,20 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, Session, Turn
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Conn, Params
-from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queuestate import (
+from turnqueue.store.queues import (
+    ENTRY_VALUES,
     DialectInsert,
     add_hold_statement,
     policy_upsert,
+    qe,
     set_policy_bumped_statement,
+    tail_select,
 )
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sqlstore import SqlStore
-from turnqueue.store.statement import Statement, plan_for
+from turnqueue.store.statement import Buffered, Conn, Params, Statement, plan_for
 from turnqueue.store.tables import epoch_seq, queue_session_locks
 from turnqueue.store.tx import (
     SqlTx,
@@ -154,8 +155,8 @@ _BEGIN = {
 
 
 class DriverConn(Conn):
-    """:class:`~turnqueue.store.conn.Conn` on an asyncpg connection: one transaction, begun with
-    its first statement and ended by :meth:`commit` or :meth:`rollback`.
+    """:class:`~turnqueue.store.statement.Conn` on an asyncpg connection: one transaction, begun
+    with its first statement and ended by :meth:`commit` or :meth:`rollback`.
 
     Hazard: BEGIN is sent lazily, so the transaction (and a REPEATABLE READ snapshot, which
     PostgreSQL takes at the first statement anyway) starts with the first statement, not when

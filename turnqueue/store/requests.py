@@ -24,9 +24,8 @@ from typing import Any
 from sqlalchemy import BigInteger, Table, bindparam, delete, insert, select, update
 
 from turnqueue.domain import OwnerRequest, RequestState, SentMessage, SteerRequest, new_id, utcnow
-from turnqueue.store.conn import Conn, Statements
 from turnqueue.store.rows import RowMap, values_of
-from turnqueue.store.statement import Statement
+from turnqueue.store.statement import Conn, Statement, Statements
 from turnqueue.store.tables import UtcDateTime, owner_requests, sent_messages, steer_requests
 
 #: Q15: keys are kept at least this long (and the other requests as long).
@@ -108,14 +107,17 @@ _MOVE_REQUEST = Statement(
 class RequestStatements(Statements):
     # -- keyed sends (Q15) ----------------------------------------------------------------------
     async def sent_message(self, session_id: str, key: str) -> SentMessage | None:
+        """What a send of the session with this ``clientMessageId`` did, if one was recorded."""
         params = {"p_session_id": session_id, "p_key": key}
         return await self._conn.maybe(_FIND_SENT, params, _SENT)
 
     async def record_sent_message(self, session_id: str, sent: SentMessage) -> None:
+        """Record what a keyed send did (and forget the session's keys past their day)."""
         await _RECORD_SENT.add(self._conn, {"p_session_id": session_id, **values_of(sent, "p_")})
 
     # -- steer requests (Q16) -------------------------------------------------------------------
     async def add_steer_request(self, session_id: str, turn_id: str, entry_id: str) -> str:
+        """Offer the queued entry to the running turn; the request's id (PENDING)."""
         params = {"p_session_id": session_id, "p_turn_id": turn_id, "p_entry_id": entry_id}
         return await _ADD_STEER.add_new(self._conn, params)
 
@@ -123,15 +125,19 @@ class RequestStatements(Statements):
         return await self._conn.maybe(_GET_STEER, {"p_id": request_id}, _STEER)
 
     async def pending_steers(self, session_id: str) -> list[SteerRequest]:
+        """The session's undecided requests, oldest first."""
         rows = await self._conn.execute(_PENDING_STEERS, {"p_session_id": session_id})
         return [_STEER(row) for row in rows.all()]
 
     async def decide_steer(self, request_id: str, state: str) -> bool:
+        """Decide a PENDING request (``state``: a SendOutcome), exactly once: False when it was
+        decided already."""
         params = {"p_id": request_id, "p_state": state}
         return (await self._conn.execute(_DECIDE_STEER, params)).one_or_none() is not None
 
     # -- owner requests (M4) --------------------------------------------------------------------
     async def add_request(self, owner: int, origin: int, op: str, args: str) -> str:
+        """Ask instance ``owner`` to run ``op`` (``args``: JSON); the request's id (PENDING)."""
         params = {"p_owner": owner, "p_origin": origin, "p_op": op, "p_args": args}
         return await _ADD_REQUEST.add_new(self._conn, params)
 
@@ -139,6 +145,7 @@ class RequestStatements(Statements):
         return await self._conn.maybe(_GET_REQUEST, {"p_id": request_id}, _REQUEST)
 
     async def pending_requests(self, owner: int) -> list[str]:
+        """The ids of the PENDING requests asked of ``owner``, oldest first."""
         return list(await self._conn.scalars(_PENDING_REQUESTS, {"p_owner": owner}))
 
     async def move_request(
@@ -148,6 +155,8 @@ class RequestStatements(Statements):
         to_state: RequestState,
         outcome: str | None = None,
     ) -> bool:
+        """Move a request on, exactly once: False when it was not in ``from_state`` (the other
+        side moved it first)."""
         params = {
             "p_id": request_id,
             "p_from": from_state.value,

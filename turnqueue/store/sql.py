@@ -4,33 +4,23 @@
 * PostgreSQL: :class:`~turnqueue.store.postgres.PostgresStore` (asyncpg; several instances).
 
 Both are a :class:`~turnqueue.store.sqlstore.SqlStore` whose transactions are a
-:class:`~turnqueue.store.tx.SqlTx`: the :class:`~turnqueue.store.protocol.Store` and
-:class:`~turnqueue.store.protocol.Tx` the engine sees.
+:class:`~turnqueue.store.tx.SqlTx`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from turnqueue.settings import Settings
-from turnqueue.store.postgres import PostgresStore, PostgresTx
-from turnqueue.store.protocol import Tx
-from turnqueue.store.sqlite import SqliteStore, SqliteTx
+from turnqueue.store.postgres import PostgresStore
+from turnqueue.store.sqlite import SqliteStore
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.tx import SqlTx
 
 __all__ = ["SqlStore", "SqlTx", "open_store"]
 
 
-async def open_store(settings: Settings) -> SqlStore:
+async def open_store(settings: Settings) -> SqliteStore | PostgresStore:
     """The store for ``settings``; no I/O yet. It does not migrate (``turnqueue.store.migrate``)."""
     url = settings.async_database_url
     if url.startswith("sqlite"):
         return SqliteStore(url, timeout=settings.db_timeout)
     return PostgresStore(url, timeout=settings.db_timeout, pool_size=settings.db_pool_size)
-
-
-if TYPE_CHECKING:  # mypy proves the transactions implement Tx (the stores subclass Store)
-
-    def _implements(a: SqliteTx, b: PostgresTx) -> tuple[Tx, Tx]:
-        return a, b

@@ -58,13 +58,21 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
-from turnqueue.store.conn import Buffered, Conn, Params, only
 from turnqueue.store.drivers import create_sqlite_writer_engine
-from turnqueue.store.protocol import Listener
-from turnqueue.store.queuestate import DialectInsert, add_hold_statement, policy_upsert
+from turnqueue.store.notify import Listener
+from turnqueue.store.queues import DialectInsert, add_hold_statement, policy_upsert
 from turnqueue.store.rows import RUNNING
 from turnqueue.store.sqlstore import SqlStore
-from turnqueue.store.statement import CompiledSql, Record, Statement, plan_for
+from turnqueue.store.statement import (
+    Buffered,
+    CompiledSql,
+    Conn,
+    Params,
+    Record,
+    Statement,
+    only,
+    plan_for,
+)
 from turnqueue.store.tables import UtcDateTime, epochs, turn_output, turns
 from turnqueue.store.tx import SqlTx
 
@@ -217,7 +225,7 @@ def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
 
 
 class SqliteConn(Conn):
-    """:class:`~turnqueue.store.conn.Conn` of one write transaction: statements run
+    """:class:`~turnqueue.store.statement.Conn` of one write transaction: statements run
     synchronously on the event loop (see above for why and for the hazards)."""
 
     __slots__ = ("_conn", "_dialect")

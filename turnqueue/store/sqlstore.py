@@ -1,34 +1,120 @@
 """``SqlStore``: what both backends' stores share — the reads used by queries and the metrics,
 each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages
-(the backends: ``turnqueue.store.sql``)."""
+of the long listings (G3): a caller's tasks, a task's sessions, a session's turns.
+
+A page is a window of one listing in its fixed order, bounded by the keys of two items (exclusive)
+and cut to the first or the last ``n`` items inside those bounds. The SQL pages in the database:
+a key comparison and ``LIMIT n + 1`` (the extra row says whether more lie beyond), never
+``OFFSET``, so an item's key — and the cursor a client holds for it — means the same position
+however many rows are inserted or removed around it. Every key ends with a unique column, so no
+two rows tie. A page and its "is there more" checks run in one read transaction (one snapshot).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 
-from turnqueue.domain import Session, Task, Turn
-from turnqueue.store.pages import Listing, page
-from turnqueue.store.protocol import Page, SessionKey, Store, TaskKey, TurnKey, Window
+from turnqueue.domain import MAX_PAGE, Session, Task, Turn, clamp_page
+from turnqueue.store.protocol import Page, SessionKey, TaskKey, TurnKey, Window
 from turnqueue.store.rows import select_sessions, session_from, task_from, turn_from
 from turnqueue.store.statement import Record
 from turnqueue.store.tables import queue_entries, sessions, tasks, turns
 from turnqueue.store.tx import SqlTx
 
 
-class SqlStore(Store):
-    """The :class:`~turnqueue.store.protocol.Store` methods both backends share; the others are
-    each backend's own (mypy refuses a backend that lacks one)."""
+def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> ColumnElement[bool]:
+    """Rows strictly after (``later``) or strictly before ``key`` in ascending column order.
+
+    Spelled out (``a > x OR (a = x AND b > y)``) rather than as a row-value comparison, which
+    SQLAlchemy binds without the columns' types (``UtcDateTime`` must format SQLite's text)."""
+    column, value = columns[0], key[0]
+    strict: ColumnElement[bool] = column > value if later else column < value
+    if len(columns) == 1:
+        return strict
+    return or_(strict, and_(column == value, _beyond(columns[1:], key[1:], later=later)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listing:
+    """One listing: its base SELECT, key columns (a key is their values), direction and items."""
+
+    base: Select[Any]
+    columns: Sequence[Any]
+    descending: bool  # newest first
+    item_of: Callable[[Record], Any]
+
+    def _key(self, key: Any) -> Sequence[Any]:
+        return key if isinstance(key, tuple) else (key,)
+
+    def key_of(self, row: Record) -> Any:
+        """The row's key: the value of its one key column, or a tuple of them."""
+        values = tuple(getattr(row, column.key) for column in self.columns)
+        return values if len(values) > 1 else values[0]
+
+    def after(self, key: Any) -> ColumnElement[bool]:
+        """Rows after ``key`` in the listing's order."""
+        return _beyond(self.columns, self._key(key), later=not self.descending)
+
+    def before(self, key: Any) -> ColumnElement[bool]:
+        """Rows before ``key`` in the listing's order."""
+        return _beyond(self.columns, self._key(key), later=self.descending)
+
+    def order(self, *, reverse: bool) -> list[Any]:
+        descending = self.descending != reverse
+        return [c.desc() if descending else c.asc() for c in self.columns]
+
+    def at(self, key: Any) -> ColumnElement[bool]:
+        return and_(*(c == v for c, v in zip(self.columns, self._key(key), strict=True)))
+
+
+async def _exists(tx: SqlTx, listing: Listing, condition: ColumnElement[bool]) -> bool:
+    return bool(await tx.fetch(listing.base.where(condition).limit(1)))
+
+
+async def page(tx: SqlTx, listing: Listing, window: Window[Any]) -> Page[Any, Any]:
+    """The window's items in listing order, and whether items lie before and after them.
+
+    ``has_previous``/``has_next`` follow the Relay specification: counting first, the extra
+    row answers ``has_next`` and ``has_previous`` is whether anything precedes ``after``
+    (counting last, the mirror image)."""
+    from_end = window.last is not None
+    count = window.last if from_end else window.first
+    limit = clamp_page(count if count is not None else MAX_PAGE)
+    stmt = listing.base
+    if window.after is not None:
+        stmt = stmt.where(listing.after(window.after))
+    if window.before is not None:
+        stmt = stmt.where(listing.before(window.before))
+    rows = list(await tx.fetch(stmt.order_by(*listing.order(reverse=from_end)).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if from_end:
+        rows.reverse()
+    items = [(listing.key_of(row), listing.item_of(row)) for row in rows]
+    if from_end:
+        has_previous = more
+        has_next = window.before is not None and await _exists(
+            tx, listing, or_(listing.at(window.before), listing.after(window.before))
+        )
+    else:
+        has_next = more
+        has_previous = window.after is not None and await _exists(
+            tx, listing, or_(listing.at(window.after), listing.before(window.after))
+        )
+    return Page(items=items, has_previous=has_previous, has_next=has_next)
+
+
+class SqlStore:
+    """The :class:`~turnqueue.store.Store` methods both backends share; the others are each
+    backend's own (mypy refuses a backend that lacks one where the engine is given it)."""
 
     #: ``"sqlite"`` or ``"postgresql"``
     dialect: str
-
-    # -- the backend's own, typed with its transactions ---------------------------------------
-    def transaction(self) -> AbstractAsyncContextManager[SqlTx]:
-        raise NotImplementedError
 
     def read(self) -> AbstractAsyncContextManager[SqlTx]:
         raise NotImplementedError

@@ -1,23 +1,18 @@
-"""The schema: every table turnqueue stores, declared as SQLModel models (``table=True``).
+"""The schema: every table turnqueue stores, declared once, as SQLModel models (``table=True``).
 
 The Alembic migrations create exactly this (``tests/store/test_migrations.py`` runs autogenerate's
 comparison against a migrated database). Ids are UUID strings, enums are stored as their string
 values, timestamps are timezone-aware UTC.
 
-How the models are written, and why:
-
-* Every field has an explicit ``sa_column``: SQLModel's own choices would be wrong here (a ``str``
-  becomes an unbounded ``VARCHAR`` where the schema has ``VARCHAR(36)`` or ``TEXT``, an ``int``
-  an ``INTEGER`` where revisions and epochs are ``BIGINT``, no ``UtcDateTime``, no server
-  defaults), and the column order is the table's.
-* No Python-side defaults: statements run on the driver without SQLAlchemy's execution
-  context, which is what would apply them (``turnqueue.store.statement``); defaults are the
-  server's. No field has a default, so none can become one.
-* The models share a metadata of their own (:data:`metadata`, with the naming convention), not
-  SQLModel's global one.
-* The models are the schema, not the rows the store passes around: statements are SQLAlchemy
-  Core, compiled once from ``Model.__table__`` (the module-level tables below), and rows become
-  domain dataclasses (``turnqueue.store.rows``). No ORM session, no model instances.
+* Every field has an explicit ``sa_column``, in the table's column order: SQLModel's own types
+  would be wrong here (unbounded ``VARCHAR`` for ``VARCHAR(36)``/``TEXT``, ``INTEGER`` for
+  ``BIGINT`` revisions, no ``UtcDateTime``, no server defaults).
+* No Python-side defaults: statements run on the driver, without the SQLAlchemy execution
+  context that would apply them (``turnqueue.store.statement``); defaults are the server's.
+* The models share a metadata of their own (:data:`metadata`), not SQLModel's global one.
+* Statements are SQLAlchemy Core against ``Model.__table__`` (the module-level tables below) and
+  rows become domain dataclasses by column name (``turnqueue.store.rows.RowMap``): no ORM
+  session, no model instances.
 """
 
 from __future__ import annotations

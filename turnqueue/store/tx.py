@@ -1,6 +1,6 @@
-r"""``SqlTx``: the :class:`~turnqueue.store.protocol.Tx` interface in SQLAlchemy Core.
+r"""``SqlTx`` (exported as :class:`turnqueue.store.Tx`): one transaction, in SQLAlchemy Core.
 
-One ``SqlTx`` wraps one :class:`~turnqueue.store.conn.Conn` inside a transaction owned by its
+One ``SqlTx`` wraps one :class:`~turnqueue.store.statement.Conn` inside a transaction owned by its
 store. Nothing here commits. This class is the portable SQL; the dialect differences (the
 ``FOR UPDATE`` of the lock row, the epoch source, upserts, statements PostgreSQL sends in one
 round trip as a data-modifying ``WITH``) are the overrides of ``SqliteTx``
@@ -48,13 +48,11 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.store.approvals import ApprovalStatements
-from turnqueue.store.conn import Conn, Params
 from turnqueue.store.conversations import ConversationStatements
-from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.output import OutputStatements
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queuestate import QueueStateStatements
+from turnqueue.store.queues import QueueStatements
 from turnqueue.store.requests import RequestStatements
 from turnqueue.store.rows import (
     RUNNING,
@@ -66,7 +64,7 @@ from turnqueue.store.rows import (
     values_of,
     view_from,
 )
-from turnqueue.store.statement import Record, Statement
+from turnqueue.store.statement import Conn, Params, Record, Statement
 from turnqueue.store.tables import (
     UtcDateTime,
     queue_entries,
@@ -171,11 +169,10 @@ _TASK = Statement(select(tasks).where(tasks.c.id == bindparam("p_task_id")))
 
 class SqlTx(
     ConversationStatements,
-    EntryStatements,
     InstanceStatements,
     OutputStatements,
     ApprovalStatements,
-    QueueStateStatements,
+    QueueStatements,
     RequestStatements,
 ):
     def __init__(self, conn: Conn) -> None:
@@ -187,9 +184,13 @@ class SqlTx(
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` (sync, or returning an awaitable that is awaited) after COMMIT."""
         self._callbacks.append(callback)
 
     def changed_queues(self) -> list[str]:
+        """Sessions whose queue status (entries, policy, state, clarification, approvals,
+        holds) this transaction changed, in the order it first changed them. Each gets a new
+        queue revision before COMMIT (Q13): the unit of work bumps it, or the store does."""
         return list(self._touched)
 
     async def prepare_commit(self) -> None:
@@ -218,6 +219,7 @@ class SqlTx(
 
     # -- epochs (R2): the backend's own source -----------------------------------------------
     async def next_epoch(self) -> int:
+        """A new value of the durable epoch sequence: larger than every earlier one."""
         raise NotImplementedError
 
     # -- tasks and sessions -----------------------------------------------------------------
@@ -236,6 +238,10 @@ class SqlTx(
         return task_from(await self._conn.one(stmt, None, task_id))
 
     async def create_session(self, *, task_id: str, agent: str, state: SessionState) -> Session:
+        """Insert the session (revision 1) and its ``queue_session_locks`` row (queue revision 0).
+
+        Also points the task's ``current_session_id`` at it. No policy row: auto-run reads true.
+        """
         now = utcnow()
         session_id = new_id()
         point = (
@@ -259,11 +265,15 @@ class SqlTx(
         return await self._conn.maybe(SESSION, {"p_session_id": session_id}, session_from)
 
     async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
+        """Whether the session becomes COMPLETED (not WAITING_FOR_INPUT) when its running turn
+        ends: its task reached the workflow's last step while the turn ran. The end clears it."""
         await self._conn.execute(
             update(sessions).where(sessions.c.id == session_id).values(complete_on_idle=complete)
         )
 
     async def touch_starting(self, session_id: str) -> None:
+        """Refresh a STARTING session's ``updated_at`` while its agent starts (A2), so recovery
+        does not take it for one a dead instance left STARTING."""
         await self._conn.execute(
             update(sessions)
             .where(sessions.c.id == session_id, sessions.c.state == SessionState.STARTING.value)
@@ -271,10 +281,12 @@ class SqlTx(
         )
 
     async def bump_session(self, session_id: str) -> int:
+        """A new session revision and ``updated_at``, the state unchanged; the revision (A6)."""
         params = {"p_session_id": session_id, "p_now": utcnow()}
         return int((await self._conn.one(_BUMP_SESSION, params, session_id))[0])
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
+        """Set the state, bump the session revision and ``updated_at``."""
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_state": state.value}
         await self._conn.one(BUMP_SESSION_STATE, params, session_id)
         self._touched[session_id] = None  # BUSY, NOT_PROMPTABLE
@@ -283,9 +295,11 @@ class SqlTx(
         return session
 
     async def lock(self, session_id: str) -> SessionView:
+        """Take the session's lock row (Q3) and read its view. ``KeyError`` if it does not exist."""
         return view_from(await self._conn.one(VIEW, {"p_session_id": session_id}, session_id))
 
     async def view(self, session_id: str) -> SessionView | None:
+        """The same view without taking the lock (reads, snapshots)."""
         return await self._conn.maybe(VIEW, {"p_session_id": session_id}, view_from)
 
     # -- turns ------------------------------------------------------------------------------
@@ -300,6 +314,9 @@ class SqlTx(
         client_message_id: str | None = None,
         entry_id: str | None = None,
     ) -> Turn:
+        """Insert a RUNNING turn, make the session RUNNING (revision +1) and, in the same
+        statement batch, delete the in-flight entries named in ``consume`` (Q10). The turn
+        carries the key of the send it came from (Q15) and the entry it started from (Q16)."""
         now = utcnow()
         # Positional, in field order (keywords cost a dict per call, on every turn's start).
         turn = Turn(
@@ -355,6 +372,9 @@ class SqlTx(
         error_kind: AgentErrorKind | None = None,
         agent_stderr: str | None = None,
     ) -> tuple[Turn, Session]:
+        """End a RUNNING turn and set its session's state (revision +1). A turn that is no
+        longer RUNNING is left as it is and returned unchanged (idempotent end). A11: its
+        failure's classification and its agent's stderr are kept with it."""
         params = {
             "p_turn_id": turn_id,
             "p_status": status.value,
@@ -387,5 +407,6 @@ class SqlTx(
         return await self._conn.maybe(_TURN, {"p_turn_id": turn_id}, turn_from)
 
     async def turn_started_from(self, session_id: str, entry_id: str) -> Turn | None:
+        """Q16: the session's turn started from this queue entry, if one was."""
         query = select(turns).where(turns.c.session_id == session_id, turns.c.entry_id == entry_id)
         return await self._conn.maybe(query, None, turn_from)
