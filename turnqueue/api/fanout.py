@@ -123,7 +123,7 @@ class _Group:
         if not self.stopped:
             if error is not None:
                 self.fanout._deliver(self, self.fanout._failure(error), final=True)
-            self.fanout._end(self, None)
+            self.fanout._end(self)
 
 
 class _Refused(Exception):
@@ -149,8 +149,7 @@ class FanOut:
         *,
         render: bool,
     ) -> None:
-        """``rules``: the validation rules the schema's extensions add to graphql-core's
-        (``api.validation_rules``): an operation is rendered here only if it passes them all.
+        """``rules``: ``api.validation_rules``, which a rendered operation must pass too;
         ``render=False``: every group executes its operation (``Settings.compiled_operations``)."""
         self._schema = schema
         self._max_tokens = max_tokens
@@ -199,10 +198,8 @@ class FanOut:
         except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
             return None  # Strawberry's own path answers it (close 4400 or an error message)
 
-    # -- which groups are rendered here (turnqueue.api.render) ----------------------------------
-    def compiled(self, key: GroupKey) -> Compiled | None:
-        """The group's operation compiled (its payloads rendered without GraphQL execution), or
-        None: its lead runs the ordinary execution."""
+    def _compile(self, key: GroupKey) -> Compiled | None:
+        """The group's operation compiled (``turnqueue.api.render``), or None: it is executed."""
         if not self._render:
             return None
         root = self._roots(key.document, key.operation_name)
@@ -214,8 +211,7 @@ class FanOut:
         return compiled
 
     def _root_uncached(self, document_text: str, operation_name: str | None) -> Root | None:
-        """The document compiled once, for every group that runs it (any variables). Validated
-        as Strawberry validates it, so that nothing the ordinary path refuses is rendered."""
+        """Validated as Strawberry validates it: nothing the ordinary path refuses is rendered."""
         schema, kind = self._schema._schema, OperationType.SUBSCRIPTION
         root = compile_text(schema, document_text, operation_name, kind, self._rules)
         return root if root is not None and root.name in STREAMS else None
@@ -245,7 +241,7 @@ class FanOut:
     def _start(
         self, key: GroupKey, query: str, variables: dict[str, Any] | None, engine: Engine
     ) -> _Group:
-        compiled = self.compiled(key)
+        compiled = self._compile(key)
         group = _Group(self, key, compiled)
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
@@ -289,11 +285,11 @@ class FanOut:
         for member in lagged:
             del group.members[member]
 
-    def _end(self, group: _Group, errors: list[GraphQLError] | None) -> None:
-        """The group ends: its source stopped, its members sent ``complete`` (or ``error``)."""
+    def _end(self, group: _Group) -> None:
+        """The group ends: its source stopped, its members sent ``complete``."""
         self._stop(group)
         for member in group.members:
-            member.finish(errors)
+            member.finish(None)
 
     def _failure(self, error: Exception) -> str:
         """The last payload of a source that failed, as the ordinary execution sends it: a
@@ -406,4 +402,4 @@ class FanOut:
             lead.cancel()
         await asyncio.gather(*leads, return_exceptions=True)
         for group in list(self._groups.values()):
-            self._end(group, None)
+            self._end(group)
