@@ -2,7 +2,7 @@
 
 - the schema's assembly from the resolver roots, its extensions and limits (``assembly``);
 - the view: authentication, origins, body limits, graphql-transport-ws and graphql-sse
-  (``view``, ``sse``), GraphiQL and the web page (``graphiql``, ``webui``);
+  (``view``), GraphiQL and the web page (``graphiql``, ``webui``);
 - the shared execution of identical snapshot subscriptions (``fanout``, ``fanout_members``);
 - the compiled path: plain-field operations rendered and mutations' arguments converted
   without GraphQL execution (``render``, ``arguments``, ``plans``), and the executor with

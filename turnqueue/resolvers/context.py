@@ -138,7 +138,7 @@ class Context:
     response: Response | WebSocket | None = None
     #: set by Strawberry from the ``connection_init`` payload (WebSocket only)
     connection_params: dict[str, object] | None = field(default=None)
-    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.api.sse)
+    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.api.view)
     event_id: str | None = None
     #: an HTTP request that asks for no stream (no graphql-sse ``Accept``): it cannot run a
     #: subscription (S3; ``turnqueue.api.SubscriptionsNeedAStream``)

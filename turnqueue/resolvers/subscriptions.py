@@ -15,7 +15,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import strawberry
 from graphql import GraphQLError
@@ -45,6 +45,7 @@ from turnqueue.schema.sessions import Session
 from turnqueue.schema.turns import TurnItemsChunk, TurnOutputChunk
 
 Info = strawberry.Info[Context, None]
+V = TypeVar("V")
 #: ``turnId`` of turnOutput and turnItems: the turn whose log is read.
 TurnToRead = Annotated[
     strawberry.ID | None,
@@ -59,11 +60,16 @@ SessionId = Annotated[
 ]
 
 
-async def _authorize(ctx: Context, session_id: str) -> domain.Session:
+async def _answer(call: Awaitable[V]) -> V:
+    """An engine call whose refusal is a GraphQL error with its code (S2: NOT_FOUND)."""
     try:
-        return await ctx.engine.authorize_session(ctx.require_principal(), session_id)
+        return await call
     except UserFacingError as e:
         raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+
+
+def _authorize(ctx: Context, session_id: str) -> Awaitable[domain.Session]:
+    return _answer(ctx.engine.authorize_session(ctx.require_principal(), session_id))
 
 
 #: Q13: a QueueStatus is covered by the queue revision as a whole.
@@ -217,10 +223,7 @@ async def _start(
     ``Last-Event-ID`` over the arguments."""
     await _authorize(ctx, session_id)
     start = start_of(ctx, str(turn_id) if turn_id is not None else None, after_offset)
-    try:
-        await ctx.engine.check_output_request(session_id, start.turn_id, start.after)
-    except UserFacingError as e:
-        raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+    await _answer(ctx.engine.check_output_request(session_id, start.turn_id, start.after))
     return start
 
 
