@@ -1,12 +1,9 @@
 """The GraphQL view: authentication (S1), origins (S4), body size and GraphQL-shaped refusals (S3).
 
 HTTP: ``Authorization: Bearer <token>`` (a static token or a JWT, :mod:`turnqueue.auth`) on every
-GraphQL request; the GraphiQL page (a browser's GET with no query) is served without one.
-Refusals — missing or wrong token, oversized body, malformed JSON — answer GraphQL JSON
-``{"errors": [...]}``, never a bare text page.
-
-A JSON body that is no object (``"…"``, ``1``, ``null``) is a 400, and a subscription in a request
-that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``).
+GraphQL request but the GraphiQL page (a browser's GET with no query). Refusals (a missing or
+wrong token, an oversized body, malformed JSON, a JSON body that is no object, a subscription in
+a request that asks for no stream) answer GraphQL JSON ``{"errors": [...]}``.
 
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
@@ -138,15 +135,13 @@ def _posted_json(request: Request, body: bytes) -> object:
 
 
 class MessageLimit:
-    """S3: every WebSocket message held to the HTTP body limit, refused before anything parses
-    it (uvicorn's own limit is 16 MiB).
+    """S3: every WebSocket message held to the HTTP body limit before anything parses it
+    (uvicorn's own is 16 MiB), by wrapping the socket's ASGI ``receive`` and ``send``.
 
-    Wraps the ASGI ``receive`` and ``send`` of one WebSocket. A message over ``limit`` bytes
-    closes the socket with 4400 and the reason, and the application is handed a disconnect, so
-    Strawberry cleans up as for a client that left; what it sends after that is dropped (the
-    socket is closed). 4400 is graphql-transport-ws's Bad Request, which graphql-ws reports to
-    the application at once: a code it does not know, such as 4413, it retries with the same
-    message (five times by default)."""
+    A message over ``limit`` bytes closes the socket with 4400 and the reason, and the
+    application is handed a disconnect (Strawberry cleans up as for a client that left; what it
+    sends then is dropped). 4400 is graphql-transport-ws's Bad Request, which graphql-ws reports
+    at once; a code it does not know, such as 4413, it retries with the same message."""
 
     def __init__(self, receive: Receive, send: Send, limit: int) -> None:
         self._receive = receive
