@@ -133,7 +133,7 @@ class _Refused(Exception):
         self.errors = errors
 
 
-#: An executed lead's source: each payload's JSON text, and whether it is the last (an error)
+#: An executed lead's payloads: each one's JSON text, and whether it is the last (an error)
 Payloads = AsyncGenerator[tuple[str, bool], None]
 
 
