@@ -1,12 +1,10 @@
 """Subscription roots (SPEC §7, R3): authorise, then snapshot first, then every newer state.
 
 Each stream subscribes to the bus *before* it reads its snapshot, so no change can fall between
-the two; afterwards it yields a state only when its revision is larger than the last one
-yielded. The queue and cancellation streams push the state their events carry
-(``resolvers/feeds.py``); ``sessionChanged`` reads the session again on each event; the output
-streams read the durable log. A subscriber that fell behind (or a bus that lost events) ends
-with a ``RESYNC`` error: the client resubscribes and gets a fresh snapshot. The bus subscription
-is closed in ``finally`` whatever ends the stream.
+the two, then yields a state only when its revision is larger than the last one yielded. The
+queue and cancellation streams push the state their events carry (``resolvers/feeds.py``);
+``sessionChanged`` reads the session again on each event; the output streams read the durable
+log. A subscriber that fell behind (or a bus that lost events) ends with a ``RESYNC`` error.
 
 Authorisation runs in the resolver coroutine, before the stream exists, so an unknown or foreign
 session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``, S2).
