@@ -16,7 +16,7 @@ compare turnqueue's answer with Strawberry's own.
   Strawberry's own stream answers it. A client gone while being sent to raises
   ``WebSocketDisconnected``, as Strawberry's adapter does. Frames compared with Strawberry's
   path: tests/api/test_api_fanout.py.
-- **HTTP streams** (``api.sse``, ``api.view``): graphql-sse events carry an ``id:`` line (O3), so
+- **HTTP streams** (``api.view``): graphql-sse events carry an ``id:`` line (O3), so
   the view registers a subclass of Strawberry's ``SSETransport`` in its transports by protocol
   (``BaseView.stream_transport_classes_by_protocol``). tests/ops/test_output_sse_resume.py.
 - **Request refusals** (``api.assembly``, ``api.view``): a subscription over a plain POST and an
@@ -30,7 +30,7 @@ compare turnqueue's answer with Strawberry's own.
   list items with ``gather_with_cancel``, a name its module ``graphql.execution.executor`` binds
   at import; turnqueue rebinds it there to a version that lets every task start before it is
   cancelled (docs/upstream/graphql-core-cancel-before-start.md). tests/api/test_api_execution.py.
-- **Compiled operations** (``api.render``, ``api.arguments``, ``api.plans``): a plain-field
+- **Compiled operations** (``api.render``, ``api.plans``): a plain-field
   operation is rendered from the resolver's value and a mutation's arguments converted once per
   field, so they read Strawberry's type definitions (fields, lists, optionals, enums, scalars, lazy
   types) and validate with Strawberry's own rules (``validate_document``). Compared with

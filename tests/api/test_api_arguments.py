@@ -1,4 +1,4 @@
-"""``turnqueue.api.arguments``: a compiled call converts a resolver's arguments exactly as
+"""``turnqueue.api.plans``: a compiled call converts a resolver's arguments exactly as
 Strawberry's ``convert_arguments`` does, for every mutation's input, on random values of every
 shape the schema allows (fields given, omitted or null; enums; lists); and passes the resolver
 what Strawberry's ``get_arguments`` passes (P4)."""
@@ -23,7 +23,7 @@ from strawberry.types.arguments import convert_arguments
 from strawberry.types.field import StrawberryField
 
 from turnqueue.api import build_schema
-from turnqueue.api.arguments import compile_call
+from turnqueue.api.plans import compile_call
 from turnqueue.api.render import DEFINITION
 from turnqueue.settings import Settings
 

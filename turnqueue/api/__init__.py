@@ -1,17 +1,10 @@
-"""The GraphQL edge: everything that speaks GraphQL over HTTP, WebSocket and SSE.
+"""The GraphQL edge: the schema's assembly (``assembly``, ``execution``), the view over HTTP,
+WebSocket and SSE (``view``, with the pages ``graphiql`` and ``webui``), the shared execution of
+identical snapshot subscriptions (``fanout``, ``fanout_members``) and the operations answered
+without GraphQL execution (``render``, ``plans``).
 
-- the schema's assembly from the resolver roots, its extensions and limits (``assembly``);
-- the view: authentication, origins, body limits, graphql-transport-ws and graphql-sse
-  (``view``, ``sse``), GraphiQL and the web page (``graphiql``, ``webui``);
-- the shared execution of identical snapshot subscriptions (``fanout``, ``fanout_members``);
-- the compiled path: plain-field operations rendered and mutations' arguments converted
-  without GraphQL execution (``render``, ``arguments``, ``plans``), and the executor with
-  graphql-core's per-event memo reset and its gather that cancels no field before it
-  starts (``execution``).
-
-What the rest of turnqueue (the composition root, the CLI) uses is exported here; tests reach
-the modules themselves. Strawberry's and graphql-core's non-public names come through
-:mod:`turnqueue.graphql_internals` only. See docs/architecture.md.
+What the composition root and the CLI use is exported here. Strawberry's and graphql-core's
+non-public names come through :mod:`turnqueue.graphql_internals` only (docs/architecture.md).
 """
 
 from turnqueue.api.assembly import build_schema, print_schema_sdl, validation_rules

@@ -103,15 +103,12 @@ class TurnqueueSchema(strawberry.Schema):
 
 
 class SubscriptionsNeedAStream(SchemaExtension):
-    """S3: a subscription sent as a plain HTTP request (no graphql-sse ``Accept``) is refused
-    with Strawberry's own 400 for an operation type the request cannot run.
+    """S3: a subscription in a plain HTTP request (no graphql-sse ``Accept``) is refused with
+    Strawberry's own 400 (``InvalidOperationTypeError``) before anything runs.
 
-    Hazard (Strawberry 0.341.2): it allows subscriptions on every GET and POST (for its streaming
-    transports) and, when the request asks for no stream, executes the subscription as a query:
-    the resolver's stream is no value, a fault ("Unexpected error." and a traceback). Taking
-    SUBSCRIPTION out of the operation's allowed types before it is parsed makes Strawberry
-    refuse it (``InvalidOperationTypeError``, a 400 from its view) before anything runs
-    (docs/upstream/strawberry-http-body.md)."""
+    Hazard (Strawberry 0.341.2): it allows subscriptions on every GET and POST and, when the
+    request asks for no stream, executes one as a query: a fault. Hence SUBSCRIPTION is taken out
+    of the allowed types before parsing (docs/upstream/strawberry-http-body.md)."""
 
     def on_operation(self) -> Iterator[None]:
         execution = self.execution_context
@@ -123,10 +120,10 @@ class SubscriptionsNeedAStream(SchemaExtension):
 
 def validation_rules(settings: Settings) -> list[type[ASTValidationRule]]:
     """The rules every operation is validated with besides graphql-core's own: the depth and
-    alias limits (S3) and, when introspection is off, the rule that refuses it. The fan-out
-    checks the operations it renders itself against the same list (``turnqueue.api.fanout``)."""
-    # Built once per schema, not as per-operation extensions: those make a new rule *class*
-    # per operation, kept alive by it and new in every ValidationCache key (bench P5).
+    alias limits (S3) and, when introspection is off, the rule that refuses it (also for the
+    operations the fan-out and the plans compile)."""
+    # Built once per schema: the per-operation extensions make a new rule *class* per
+    # operation, a new key in every ValidationCache.
     rules: list[type[ASTValidationRule]] = [
         *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
         *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,

@@ -1,35 +1,20 @@
-"""The graphql-core executor turnqueue runs operations on: Strawberry's, with a fresh
-sub-field memo for every subscription event (bench P7), and graphql-core's gather of sibling
-fields made to cancel no field before it has started.
+"""The graphql-core executor turnqueue runs operations on: Strawberry's, with a fresh sub-field
+memo for every subscription event, and a gather of sibling fields that cancels no field before it
+has started. (graphql-core 3.3, Strawberry 0.341: pyproject.toml's ranges end before their next
+minor release; scripts/newest_graphql.py tests the newest they allow.)
 
-Hazard (graphql-core 3.3, Strawberry 0.341; pyproject.toml's ranges end before the next minor
-release of each, and scripts/newest_graphql.py tests the newest they allow): every event of a
-subscription is executed by ``Executor.build_per_event_executor``, a *shallow* ``copy`` of the
-subscription's executor, so the copies share ``_relevant_sub_fields``, the memo of
-``Executor.collect_subfields``, keyed by ``(return_type, id(field_details_list))``. The root
-field's ``field_details_list`` is built anew for every event, so each event adds a key per
-object-typed field it completes, kept (with its lists and sub-fields) until the subscription
-ends: +3 KiB per event. The keys are never equal across events, so a memo per event loses no
-hit. ``_stream_usages`` (the other identity-keyed map) is never filled for a subscription; the
-rest of the shared state (the sets of pending and background futures) is shared on purpose.
-See docs/upstream/ for the reproduction and the patch proposed to graphql-core.
+Hazard (memo): every subscription event is executed by a *shallow* copy of the subscription's
+executor (``build_per_event_executor``), so the copies share ``_relevant_sub_fields``, the memo
+of ``collect_subfields``, keyed by ``(return_type, id(field_details_list))``. Those lists are new
+for every event, so each event adds keys that are never hit again and are kept until the
+subscription ends; a memo per event loses nothing. See docs/upstream/.
 
-Hazard (graphql-core 3.3.2 on Python 3.11): a resolver's coroutine is created when its field is
-executed and handed, unstarted, to the coroutine that completes the field
-(``complete_awaitable_value(…, result)``, and likewise for list items and sub-selections), which
-``gather_with_cancel`` runs as a task beside its siblings. When a field's error reaches an
-ancestor (a non-null field failing), the ancestor's ``gather_with_cancel`` cancels its pending
-children, and cancelling a child that is itself waiting in ``asyncio.gather`` cancels *its*
-children at once — tasks created in the step just before, which have not run yet. A task
-cancelled before its first step never runs its coroutine, so the unstarted coroutines it was
-handed each warn ``coroutine '…_async_resolver' was never awaited`` when collected.
-:func:`gather_started_then_cancel` replaces graphql-core's ``gather_with_cancel`` in its executor
-(:func:`install`): it awaits the gather through ``asyncio.shield``, so an ancestor's cancellation
-reaches the children only through its own handler, which runs after every child has taken its
-first step: each cancelled field runs up to its first ``await`` and is cancelled there. The
-first error still propagates, after the pending children are cancelled and settled (now also
-when the gathering task is itself cancelled). See
-docs/upstream/graphql-core-cancel-before-start.md for the reproduction.
+Hazard (cancelled before started, graphql-core 3.3.2 on Python 3.11): a resolver's coroutine is
+handed unstarted to the task that completes its field. When an error reaches an ancestor, its
+``gather_with_cancel`` cancels the pending children at once, including tasks that never ran, and
+each unstarted coroutine then warns "never awaited". :func:`gather_started_then_cancel` awaits
+the gather through ``asyncio.shield`` and cancels the children from its own handler, after every
+child has taken its first step (docs/upstream/graphql-core-cancel-before-start.md).
 """
 
 from __future__ import annotations

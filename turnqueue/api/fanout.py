@@ -1,34 +1,24 @@
 """Multiplexed subscription fan-out: identical snapshot subscriptions share one execution.
 
 WebSocket subscriptions that are identical (same normalised document, variables, operation name
-and principal) form a *group* (bench P3). The group executes once (its *lead*, a task owned by
-:class:`FanOut`) and every *member* is sent the same encoded payload. A member is the source
-Strawberry's graphql-transport-ws handler reads for the operation (``TurnqueueSchema.stream``
-hands it :meth:`FanOut.share`), so the handshake, pings, ``complete``, the limits and every
-frame's framing stay Strawberry's; clients see the frames the ordinary path would send them
-(``fanout_members``).
+and principal) form a *group*: its source runs once and every *member* is sent the same encoded
+payload. A member is the source Strawberry's graphql-transport-ws handler reads for the operation
+(``TurnqueueSchema.stream`` hands it :meth:`FanOut.share`), so the protocol, the limits and every
+frame stay Strawberry's (``fanout_members``).
 
 Only snapshot subscriptions are grouped, and only when every field they select moves with a
-revision their stream watches (each stream declares which fields do, beside itself:
-``resolvers.subscriptions.SNAPSHOTS``, see :mod:`turnqueue.resolvers.revisions`). Every payload
-is then a full state carrying a revision, so a member that joins late is first sent the group's
-newest payload, which is the current state (R3: snapshot first; anything newer is still to come
-from the lead), and a member that cannot keep up may skip states that a newer one replaces.
-``turnOutput`` (chunks are deltas) and anything not recognised take Strawberry's own path
-unchanged (``share`` answers None).
+revision their stream watches (``resolvers.subscriptions.SNAPSHOTS``,
+:mod:`turnqueue.resolvers.revisions`). Every payload is then a full state, so a member that joins
+late is first sent the group's newest payload (R3: snapshot first), and a member that cannot keep
+up may skip states a newer one replaces. Anything else takes Strawberry's own path (``share``
+answers None).
 
-A group's source is one of three, cheapest first:
-
-- *fed*: an operation that selects only plain fields (``turnqueue.api.render``) of a pushed stream
-  (``queueStatusChanged``, ``cancellationChanged``: ``resolvers/feeds.py``). A short task opens
-  the feed (authorisation, the snapshot); from then on the bus calls the feed inside
-  ``publish``, and each state is rendered and offered at once. The group holds no task.
-- *rendered*: plain fields of a pulled stream (``sessionChanged``): its lead task iterates the
-  stream and renders each state.
-- *executed*: anything else: its lead runs Strawberry's execution of the operation.
-
-A refusal when a fed or rendered group opens (NOT_FOUND, S2) is answered by the executed path,
-so its ``error`` message is the one Strawberry sends.
+A group whose operation selects only plain fields (``turnqueue.api.render``) is *compiled*: the
+group consumes its stream's values and renders each payload itself. A pushed stream (a feed,
+``resolvers/feeds.py``) calls the group from inside ``publish`` and the group then holds no task;
+a pulled one (``sessionChanged``) is read by its lead task. Any other group's lead runs
+Strawberry's execution of the operation, which also answers a refusal when a compiled group opens
+(NOT_FOUND, S2), so the ``error`` message is the one Strawberry sends.
 
 Ownership: :class:`FanOut` is created by the composition root (``app.create_app``) and closed in
 the lifespan. A lead is cancelled, and a feed closed, when its group's last member leaves or when
@@ -42,7 +32,7 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -81,25 +71,59 @@ class FanOutStats(NamedTuple):
 
 
 class _Group:
-    __slots__ = ("feed", "key", "last", "lead", "members", "on_empty", "rendered", "stopped")
+    """Members sharing one source; a compiled group is also its stream's consumer (``emit``,
+    ``fail``).
 
-    def __init__(self, key: GroupKey, rendered: bool, on_empty: Callable[[_Group], None]) -> None:
+    Hazard: a feed calls ``emit`` and ``fail`` inside ``publish``, in the task that committed the
+    change (a mutation's, under its session's lock): they only schedule (``call_soon``: in the
+    order published), so that task pays for no member's send."""
+
+    __slots__ = ("compiled", "fanout", "feed", "key", "last", "lead", "loop", "members", "stopped")
+
+    def __init__(self, fanout: FanOut, key: GroupKey, compiled: Compiled | None) -> None:
+        self.fanout = fanout
         self.key = key
-        self.on_empty = on_empty  # its last member left: the source stops
-        self.rendered = rendered  # compiled (turnqueue.api.render), not executed
+        self.compiled = compiled  # None: the lead executes the operation
         self.members: dict[Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
         #: the task that runs the group's source (or, for a fed group, opens its feed)
         self.lead: asyncio.Task[None] | None = None
-        #: a fed group's source once open (resolvers/feeds.py): it runs in ``publish``
-        self.feed: Feed[Any] | None = None
+        self.feed: Feed[Any] | None = None  # a fed group's source once open
         self.stopped = False  # its source stopped: nothing more is offered to its members
+        self.loop = asyncio.get_running_loop()
 
     def leave(self, member: Member) -> None:
         if member in self.members:  # not taken out already (a member that lagged)
             del self.members[member]
             if not self.members:
-                self.on_empty(self)  # the last one left: nobody to serve
+                self.fanout._stop(self)  # the last one left: nobody to serve
+
+    def emit(self, value: object) -> None:
+        self.loop.call_soon(self._offer, value)
+
+    def fail(self, error: Exception | None = None) -> None:
+        """The source ended (``error``: failed); scheduled after every value it emitted."""
+        self.loop.call_soon(self._end, error)
+
+    def _offer(self, value: object) -> None:
+        if self.stopped:
+            return
+        assert self.compiled is not None
+        try:
+            payload = self.compiled.payload(value)
+        except Exception as error:  # a state that cannot be rendered: as the stream's fault
+            self._end(error)
+            return
+        self.fanout._deliver(self, payload, final=False)
+        if not self.members:
+            self.fanout._stop(self)  # every member was too slow: nobody left to serve
+
+    def _end(self, error: Exception | None) -> None:
+        """Its members are sent the failure, if any, then ``complete``."""
+        if not self.stopped:
+            if error is not None:
+                self.fanout._deliver(self, self.fanout._failure(error), final=True)
+            self.fanout._end(self)
 
 
 class _Refused(Exception):
@@ -109,48 +133,7 @@ class _Refused(Exception):
         self.errors = errors
 
 
-class _Feeding:
-    """A fed group's side of its feed: each state the feed pushes (inside ``publish``, in the
-    task that committed it) is rendered and offered to the members in a loop callback
-    (``call_soon``: in the order published), so that task pays for no member's send; a group
-    stopped meanwhile is offered nothing more. A class, not closures: smaller (bench P5b)."""
-
-    __slots__ = ("compiled", "fanout", "group", "loop")
-
-    def __init__(self, fanout: FanOut, group: _Group, compiled: Compiled) -> None:
-        self.fanout = fanout
-        self.group = group
-        self.compiled = compiled
-        self.loop = asyncio.get_running_loop()
-
-    def emit(self, value: object) -> None:
-        self.loop.call_soon(self._offer, value)
-
-    def fail(self, error: Exception) -> None:
-        self.loop.call_soon(self.end, error)
-
-    def _offer(self, value: object) -> None:
-        group = self.group
-        if group.stopped:
-            return
-        try:
-            payload = self.compiled.payload(value)
-        except Exception as error:  # a state that cannot be rendered: as the stream's fault
-            self.end(error)
-            return
-        self.fanout._deliver(group, payload, final=False)
-        if not group.members:
-            self.fanout._stop(group)  # every member was too slow: nobody left to serve
-
-    def end(self, error: Exception) -> None:
-        """The feed failed (or its state could not be rendered): its members are sent the
-        failure, then ``complete``."""
-        if not self.group.stopped:
-            self.fanout._deliver(self.group, self.fanout._failure(error), final=True)
-            self.fanout._end(self.group, None)
-
-
-#: A lead's source: each payload's JSON text, and whether it is the last (an error result)
+#: An executed lead's payloads: each one's JSON text, and whether it is the last (an error)
 Payloads = AsyncGenerator[tuple[str, bool], None]
 
 
@@ -166,8 +149,7 @@ class FanOut:
         *,
         render: bool,
     ) -> None:
-        """``rules``: the validation rules the schema's extensions add to graphql-core's
-        (``api.validation_rules``): an operation is rendered here only if it passes them all.
+        """``rules``: ``api.validation_rules``, which a rendered operation must pass too;
         ``render=False``: every group executes its operation (``Settings.compiled_operations``)."""
         self._schema = schema
         self._max_tokens = max_tokens
@@ -216,10 +198,8 @@ class FanOut:
         except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
             return None  # Strawberry's own path answers it (close 4400 or an error message)
 
-    # -- which groups are rendered here (turnqueue.api.render) ----------------------------------
-    def compiled(self, key: GroupKey) -> Compiled | None:
-        """The group's operation compiled (its payloads rendered without GraphQL execution), or
-        None: its lead runs the ordinary execution."""
+    def _compile(self, key: GroupKey) -> Compiled | None:
+        """The group's operation compiled (``turnqueue.api.render``), or None: it is executed."""
         if not self._render:
             return None
         root = self._roots(key.document, key.operation_name)
@@ -231,8 +211,7 @@ class FanOut:
         return compiled
 
     def _root_uncached(self, document_text: str, operation_name: str | None) -> Root | None:
-        """The document compiled once, for every group that runs it (any variables). Validated
-        as Strawberry validates it, so that nothing the ordinary path refuses is rendered."""
+        """Validated as Strawberry validates it: nothing the ordinary path refuses is rendered."""
         schema, kind = self._schema._schema, OperationType.SUBSCRIPTION
         root = compile_text(schema, document_text, operation_name, kind, self._rules)
         return root if root is not None and root.name in STREAMS else None
@@ -262,22 +241,15 @@ class FanOut:
     def _start(
         self, key: GroupKey, query: str, variables: dict[str, Any] | None, engine: Engine
     ) -> _Group:
-        compiled = self.compiled(key)
-        group = _Group(key, compiled is not None, self._stop)
+        compiled = self._compile(key)
+        group = _Group(self, key, compiled)
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
-        name = key.operation_name
-
-        def executed() -> Payloads:
-            return self._executed(query, variables, name, context)
-
-        lead: Coroutine[Any, Any, None]
-        if compiled is not None and compiled.root.name in FEEDS:
-            lead = self._fed(group, compiled, context, executed)
-        elif compiled is not None:
-            lead = self._lead(group, self._rendered(compiled, context, executed))
+        executed = self._executed(query, variables, key.operation_name, context)
+        if compiled is None:
+            lead = self._lead(group, executed)
         else:
-            lead = self._lead(group, executed())
+            lead = self._consume(group, compiled, context, executed)
         group.lead = asyncio.create_task(
             lead,
             name=f"turnqueue.api.fanout lead {key.variables[:120]}",
@@ -313,11 +285,11 @@ class FanOut:
         for member in lagged:
             del group.members[member]
 
-    def _end(self, group: _Group, errors: list[GraphQLError] | None) -> None:
-        """The group ends: its source stopped, its members sent ``complete`` (or ``error``)."""
+    def _end(self, group: _Group) -> None:
+        """The group ends: its source stopped, its members sent ``complete``."""
         self._stop(group)
         for member in group.members:
-            member.finish(errors)
+            member.finish(None)
 
     def _failure(self, error: Exception) -> str:
         """The last payload of a source that failed, as the ordinary execution sends it: a
@@ -328,7 +300,7 @@ class FanOut:
         self._schema.process_errors([GraphQLError(str(error), original_error=error)])
         return self._masked
 
-    # -- the lead -----------------------------------------------------------------------------
+    # -- the leads ---------------------------------------------------------------------------
     async def _lead(self, group: _Group, payloads: Payloads) -> None:
         """Offer each payload to every member; the members' ``complete`` (or ``error``) when
         the source ends."""
@@ -349,33 +321,36 @@ class FanOut:
             for member in group.members:
                 member.finish(errors)
 
-    async def _fed(
-        self,
-        group: _Group,
-        compiled: Compiled,
-        context: Context,
-        executed: Callable[[], Payloads],
+    async def _consume(
+        self, group: _Group, compiled: Compiled, context: Context, executed: Payloads
     ) -> None:
-        """Open a compiled group's feed (``resolvers/feeds.py``) and return: from then on the
-        feed pushes each state from inside ``publish``, and the group holds no task (bench P8).
-
-        Hazard: ``publish`` runs in the task that committed the change (a mutation's, under its
-        session's lock): the feed's ``emit`` and ``fail`` only schedule (:class:`_Feeding`)."""
-        feeding = _Feeding(self, group, compiled)
+        """A compiled group's lead: open its stream, the group its consumer. A feed then pushes
+        each state from inside ``publish`` and the lead is done (bench P8); a pulled stream is
+        read here. A refusal (NOT_FOUND, S2) is answered by the executed path."""
+        name, session_id = compiled.root.name, compiled.arguments["sessionId"]
         try:
-            opener = FEEDS[compiled.root.name]
-            session_id = compiled.arguments["sessionId"]
-            group.feed = await opener(context, session_id, feeding.emit, feeding.fail)
+            if name in FEEDS:
+                group.feed = await FEEDS[name](context, session_id, group.emit, group.fail)
+                group.lead = None  # a fed group holds no task
+                if group.stopped:
+                    group.feed.close()  # it ended while it opened: nothing more comes
+                return
+            stream = await STREAMS[name](context, session_id)
         except GraphQLError:
-            # A refusal (NOT_FOUND, S2): the executed path answers it (see the module's docstring).
-            await self._lead(group, executed())
+            await self._lead(group, executed)
+            return
         except Exception as error:  # the snapshot read failed: as the executed stream's fault
-            feeding.end(error)
-        else:
-            if group.members and self._groups.get(group.key) is not group:
-                group.feed.close()  # it ended while it opened (a RESYNC): nothing more comes
-        finally:
-            group.lead = None  # done: a fed group holds no task
+            group.fail(error)
+            return
+        async with aclosing(stream):  # type: ignore[type-var]
+            try:
+                async for value in stream:
+                    group.emit(value)
+                    del value  # not kept while the stream waits (bench P5b)
+            except Exception as error:
+                group.fail(error)
+            else:
+                group.fail()
 
     async def _executed(
         self,
@@ -406,28 +381,6 @@ class FanOut:
                 first = False
                 yield encode_payload(result), bool(result.errors)
 
-    async def _rendered(
-        self, compiled: Compiled, context: Context, executed: Callable[[], Payloads]
-    ) -> Payloads:
-        """The payloads of a compiled operation: its stream's values rendered without GraphQL
-        execution (``turnqueue.api.render``), with the frames the ordinary execution sends."""
-        try:
-            stream = await STREAMS[compiled.root.name](context, compiled.arguments["sessionId"])
-        except GraphQLError:
-            # A refusal (NOT_FOUND, S2): the executed path answers it (see the module's docstring).
-            async with aclosing(executed()) as refused:
-                async for item in refused:
-                    yield item
-            return
-        async with aclosing(stream):  # type: ignore[type-var]
-            try:
-                async for value in stream:
-                    payload = compiled.payload(value)
-                    del value  # not kept while the stream waits (bench P5b)
-                    yield payload, False
-            except Exception as error:
-                yield self._failure(error), True
-
     # -- life cycle ---------------------------------------------------------------------------
     def stats(self) -> FanOutStats:
         """The groups open to newcomers and their members (for metrics and tests)."""
@@ -435,7 +388,7 @@ class FanOut:
         return FanOutStats(
             groups=len(groups),
             members=sum(len(g.members) for g in groups),
-            rendered=sum(g.rendered for g in groups),
+            rendered=sum(g.compiled is not None for g in groups),
         )
 
     def leads(self) -> list[asyncio.Task[None]]:
@@ -449,4 +402,4 @@ class FanOut:
             lead.cancel()
         await asyncio.gather(*leads, return_exceptions=True)
         for group in list(self._groups.values()):
-            self._end(group, None)
+            self._end(group)

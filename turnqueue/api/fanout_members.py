@@ -1,10 +1,9 @@
-"""A member of a fan-out group (:mod:`turnqueue.api.fanout`): one client's subscription, read by
-Strawberry's graphql-transport-ws handler as the operation's source (``TurnqueueSchema.stream``):
-an async iterator of results that it closes with ``aclose()``.
+"""A member of a fan-out group (:mod:`turnqueue.api.fanout`): one client's subscription, the
+async iterator Strawberry's graphql-transport-ws handler reads as the operation's source.
 
-Strawberry writes the member's frames (``Operation.send_next``); the view's ``encode_json``
-writes the group's payload, encoded once, into each (:func:`shared_frame`). A member that is
-idle is written to at once instead (:meth:`Member.offer`), without waking its task.
+Strawberry writes the member's frames; the view's ``encode_json`` writes the group's payload,
+encoded once, into each (:func:`shared_frame`). An idle member is written to at once instead
+(:meth:`Member.offer`), without waking its task.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ def encode_payload(result: ExecutionResult) -> str:
 
 class EncodedPayload(dict[str, object]):
     """The ``data`` of a result a member yields: the whole ``next`` payload, already encoded
-    (``text``, shared by the group). Only :func:`shared_frame` reads it."""
+    (``text``, shared by the group), for :func:`shared_frame`."""
 
     __slots__ = ("member", "text")
 
@@ -46,9 +45,8 @@ class EncodedPayload(dict[str, object]):
 
 
 def shared_frame(message: object) -> str | None:
-    """The frame of a ``next`` message that carries an :class:`EncodedPayload`, or None (any
-    other message: encoded as usual). Teaches the member its frames' prefix, so that it can be
-    written to at once from then on."""
+    """The frame of a ``next`` message that carries an :class:`EncodedPayload`, or None. Teaches
+    the member its frames' prefix, so that it can be written to at once from then on."""
     if not isinstance(message, dict) or message.get("type") != "next":
         return None
     payload = message.get("payload")
@@ -72,9 +70,8 @@ def _gone(error: BaseException) -> BaseException:
 
 
 def quiet_disconnects(record: logging.LogRecord) -> bool:
-    """A log filter that drops the record of an operation whose client went away while being
-    sent to: an ordinary end of a connection, with nobody left to tell (Strawberry logs every
-    failed operation on ``strawberry.ws.task`` with its traceback)."""
+    """A log filter for ``strawberry.ws.task``: a client gone while being sent to is an ordinary
+    end of a connection, not a failed operation to log with its traceback."""
     error = record.exc_info[1] if record.exc_info else None
     return not isinstance(error, WebSocketDisconnected)
 
@@ -91,17 +88,15 @@ class Group(Protocol):
 class Member:
     """One client's subscription in a group, with a one-payload slot.
 
-    Hazard (slow consumers): the group never awaits a member. A member that is idle (its task
-    waits in ``__anext__``, nothing pending, its frame prefix known) is written the payload at
-    once on its connection, by stepping the send's coroutine synchronously: a WebSocket send
-    suspends only when the connection's buffer is full, and then the half-done send is handed
-    to the member's own task to finish. So the common case costs no task switch per member
-    (bench P3), and a client that does not read blocks only its own task. Otherwise the payload
-    waits in the slot for the member's task, which yields it to Strawberry; a payload not sent
-    yet is replaced by a newer one (a full state with a revision: clients keep the highest), so
-    a member holds at most one payload, a reference to the text its group shares. A member that
-    had more than ``limit`` payloads replaced since it last took one is too slow: it leaves the
-    group and is sent RESYNC (R3), so it resubscribes.
+    Hazard (slow consumers): the group never awaits a member. An idle member (its task waits in
+    ``__anext__``, nothing pending, its frame prefix known) is written the payload at once by
+    stepping the send's coroutine synchronously: a WebSocket send suspends only when the
+    connection's buffer is full, and then the half-done send is handed to the member's own task
+    to finish, so a client that does not read blocks only its own task. Otherwise the payload
+    waits in the slot for the member's task; a payload not sent yet is replaced by a newer one
+    (a full state with a revision), so a member holds at most one. A member that had more than
+    ``limit`` payloads replaced since it last took one is too slow: it leaves the group and is
+    sent RESYNC (R3).
     """
 
     __slots__ = (
@@ -196,9 +191,7 @@ class Member:
             self.sending = (send, awaited)
         self._wake()
 
-    # -- the source Strawberry reads (an async iterator it closes) --------------------------
-    # Not an async generator: an idle member waits in one ``__anext__``, and a generator would
-    # add its own frame and asyncio's registration of it to every idle subscription (bench P5).
+    # -- the source Strawberry reads (not an async generator: smaller when idle) --------------
     def __aiter__(self) -> Member:
         return self
 

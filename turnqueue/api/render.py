@@ -1,23 +1,20 @@
-"""Compiled snapshot payloads: a subscription's selection rendered straight from the value its
-stream yields, without running GraphQL for every event (bench P3, P5b, P8).
+"""Compiled payloads: an operation's selection rendered straight from the value its root field
+yields, without running GraphQL for every event.
 
 When every field an operation selects is a plain data field (Strawberry's *basic* field: no
 resolver, no field extension), its result is a pure function of the object: each response key
-takes the field's attribute (through the field's own default resolver), leaves are coerced by
-their GraphQL type as the executor does (``coerce_output_value``), lists and objects recurse.
-A :class:`Compiled` is that function, built once per document and bound to each variables'
-binding (``bind``).
+takes the field's attribute (through the field's own default resolver), leaves are coerced as the
+executor coerces them (``coerce_output_value``), lists and objects recurse. A :class:`Root` is
+that function, built once per document; :func:`bind` binds it to one set of variables.
 
 Compiled: one operation of one root field; aliases, merged when a response key repeats; inline
 fragments and fragment spreads on the selected type itself; ``__typename``; ``@skip`` and
-``@include`` on literals. Anything else (a field with a resolver or arguments below the root,
-an abstract type, another directive, a document that does not validate) is not compiled
-(``compile_root`` answers None) and takes graphql-core's execution. The two give the same frames
-(``tests/api/test_api_render.py`` compares them on every payload field).
+``@include`` on literals. Anything else is not compiled (``compile_root`` answers None) and takes
+graphql-core's execution. Both give the same frames (``tests/api/test_api_render.py``).
 
-Hazard: a value the type does not allow (``None`` for a non-null field) would be an error in
-the executor's result (null propagation); here it raises :class:`Unrenderable`, which the
-fan-out treats as a fault (logged, masked, the subscription ends). The domain never yields one.
+Hazard: a value the type does not allow (``None`` for a non-null field) would be an error in the
+executor's result (null propagation); here it raises :class:`Unrenderable`, which the fan-out
+treats as a fault (logged, masked, the subscription ends). The domain never yields one.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The GraphQL view: authentication (S1), origins (S4), body size and GraphQL-shaped refusals (S3).
 
 HTTP: ``Authorization: Bearer <token>`` (a static token or a JWT, :mod:`turnqueue.auth`) on every
-GraphQL request; the GraphiQL page (a browser's GET with no query) is served without one.
-Refusals — missing or wrong token, oversized body, malformed JSON — answer GraphQL JSON
-``{"errors": [...]}``, never a bare text page.
-
-A JSON body that is no object (``"…"``, ``1``, ``null``) is a 400, and a subscription in a request
-that asks for no stream (no graphql-sse ``Accept``) a 400 too (``api.SubscriptionsNeedAStream``).
+GraphQL request but the GraphiQL page (a browser's GET with no query). Refusals (a missing or
+wrong token, an oversized body, malformed JSON, a JSON body that is no object, a subscription in
+a request that asks for no stream) answer GraphQL JSON ``{"errors": [...]}``.
 
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
 and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
@@ -14,6 +11,15 @@ handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's
 Every message is held to the HTTP body limit before anything parses it (:class:`MessageLimit`).
 Identical snapshot subscriptions over WebSockets share one execution (``Context.share``,
 :mod:`turnqueue.api.fanout`).
+
+GraphQL over SSE (O3): Strawberry serves graphql-sse in its *distinct connections* mode, each
+subscription its own request (``GET /graphql?query=…`` or a ``POST`` with ``Accept:
+text/event-stream``), so a reconnect (an ``EventSource`` repeats the URL and adds
+``Last-Event-ID``) runs the operation again and its resolver reads the header. Strawberry's events
+carry no ``id``: a stream sets ``Context.event_id`` right before it yields, ``process_result`` (in
+the same task) moves it into the response under :data:`EVENT_ID_KEY`, and
+:class:`IdentifiedSSETransport` writes it as the event's ``id:`` line. A browser's ``EventSource``
+cannot send headers, so with tokens configured a page uses a fetch-based SSE client.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from cross_web import HTTPException
 from starlette.requests import Request
@@ -39,7 +45,6 @@ from turnqueue.api.fanout import FanOut
 from turnqueue.api.fanout_members import quiet_disconnects, shared_frame
 from turnqueue.api.graphiql import page_html
 from turnqueue.api.plans import Plans
-from turnqueue.api.sse import IdentifiedSSETransport, attach_event_id
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
 from turnqueue.auth import Authenticator as Authenticator
 from turnqueue.engine import Engine
@@ -48,7 +53,9 @@ from turnqueue.graphql_internals import (
     BaseView,
     HTTPStreamTransport,
     InvalidOperationTypeError,
+    JSONEncoder,
     OperationType,
+    SSETransport,
     UnsetType,
     is_same_origin,
     normalize_origin,
@@ -128,15 +135,13 @@ def _posted_json(request: Request, body: bytes) -> object:
 
 
 class MessageLimit:
-    """S3: every WebSocket message held to the HTTP body limit, refused before anything parses
-    it (uvicorn's own limit is 16 MiB).
+    """S3: every WebSocket message held to the HTTP body limit before anything parses it
+    (uvicorn's own is 16 MiB), by wrapping the socket's ASGI ``receive`` and ``send``.
 
-    Wraps the ASGI ``receive`` and ``send`` of one WebSocket. A message over ``limit`` bytes
-    closes the socket with 4400 and the reason, and the application is handed a disconnect, so
-    Strawberry cleans up as for a client that left; what it sends after that is dropped (the
-    socket is closed). 4400 is graphql-transport-ws's Bad Request, which graphql-ws reports to
-    the application at once: a code it does not know, such as 4413, it retries with the same
-    message (five times by default)."""
+    A message over ``limit`` bytes closes the socket with 4400 and the reason, and the
+    application is handed a disconnect (Strawberry cleans up as for a client that left; what it
+    sends then is dropped). 4400 is graphql-transport-ws's Bad Request, which graphql-ws reports
+    at once; a code it does not know, such as 4413, it retries with the same message."""
 
     def __init__(self, receive: Receive, send: Send, limit: int) -> None:
         self._receive = receive
@@ -167,6 +172,23 @@ class MessageLimit:
         return len(text) * 4 > self._limit and len(text.encode()) > self._limit
 
 
+#: The private response key that carries an event's SSE id from the view to the transport.
+EVENT_ID_KEY = "__turnqueue_sse_id"
+
+
+class IdentifiedSSETransport(SSETransport):
+    """graphql-sse events with an ``id:`` line when the stream named one."""
+
+    def encode_next(self, response: GraphQLHTTPResponse, encode_json: JSONEncoder) -> str:
+        event_id = cast(dict[str, Any], response).pop(EVENT_ID_KEY, None)
+        event = super().encode_next(response, encode_json)
+        if event_id is None:
+            return event
+        if any(c in event_id for c in "\r\n\0"):  # unreachable: ids are built by the server
+            raise ValueError("an SSE id must be one line")
+        return f"id: {event_id}\r\n{event}"
+
+
 def _replay(body: bytes) -> Receive:
     sent = False
 
@@ -181,7 +203,7 @@ def _replay(body: bytes) -> Receive:
 
 
 class TurnqueueGraphQL(GraphQL[Context, None]):
-    #: O3: graphql-sse events carry an ``id`` (turnqueue.api.sse)
+    #: O3: graphql-sse events carry an ``id``
     stream_transport_classes_by_protocol = {
         **BaseView.stream_transport_classes_by_protocol,
         GRAPHQL_SSE_PROTOCOL: IdentifiedSSETransport,
@@ -336,7 +358,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         context = request.scope.get("state", {}).get(CONTEXT_KEY)
         if isinstance(context, Context) and context.event_id is not None:
             # An SSE event (O3): the id its stream set just before yielding this result.
-            attach_event_id(response, context.event_id)
+            cast(dict[str, Any], response)[EVENT_ID_KEY] = context.event_id
             context.event_id = None
         return response
 

@@ -36,10 +36,9 @@ V = TypeVar("V")
 
 
 class SharedLoader(DataLoader[K, V]):
-    """A DataLoader answers every field of an operation that reads one key with one future.
-    graphql-core 3.3 cancels the sibling fields of a field whose error reaches their parent
-    (``gather_with_cancel``); each load is shielded, so that cancels that field's wait, not the
-    future every other reader of the key awaits
+    """Hazard: a DataLoader answers every reader of a key with one future, and graphql-core 3.3
+    cancels the siblings of a field whose error reaches their parent. Each load is shielded, so
+    that cancels one field's wait, not the shared future
     (docs/upstream/graphql-core-gather-cancels-dataloader.md)."""
 
     def load(self, key: K) -> Awaitable[V]:
@@ -47,12 +46,8 @@ class SharedLoader(DataLoader[K, V]):
 
 
 class Loaders:
-    """One operation's DataLoaders (batched and cached for that operation only).
-
-    Each loader is created on first use: most operations (and every idle subscription) need
-    one or two of them, and a DataLoader is not small. ``cached_property`` creates it
-    synchronously, so concurrent resolvers of one operation still share a single loader.
-    """
+    """One operation's DataLoaders, each created on first use (``cached_property``: synchronously,
+    so concurrent resolvers of one operation still share one)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -138,7 +133,7 @@ class Context:
     response: Response | WebSocket | None = None
     #: set by Strawberry from the ``connection_init`` payload (WebSocket only)
     connection_params: dict[str, object] | None = field(default=None)
-    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.api.sse)
+    #: the SSE ``id`` of the event a subscription is about to yield (O3; see turnqueue.api.view)
     event_id: str | None = None
     #: an HTTP request that asks for no stream (no graphql-sse ``Accept``): it cannot run a
     #: subscription (S3; ``turnqueue.api.SubscriptionsNeedAStream``)

@@ -1,22 +1,16 @@
-"""Snapshot feeds: a session's queue status or cancellation status pushed to a consumer as each
-new state is published (R3), without a task or a buffer of their own.
+"""Snapshot feeds: a session's queue or cancellation status pushed to a consumer as each new
+state is published (R3), without a task or a buffer of their own.
 
-A feed watches the bus (``Engine.watch``: called inside ``publish``), then reads the current state
-and pushes it, and from then on pushes every newer state, in revision order, never an older one.
-A queue event carries the status its transaction read (``engine/change.py``), and a cancellation
-event its status, so most states cost no read at all; a queue event without one (another
-instance's change, M4) is read once, shared by the session's other readers, by a task the feed
-owns. A RESYNC (the bus lost events) ends the feed with the resync error.
-
-Two consumers: the fan-out renders and offers each state as it comes, so a standing shared
-subscription holds no task (bench P5b, P8); a subscription Strawberry executes reads the states
-from a bounded buffer (:func:`states`), which ends with the resync error when its reader falls
-``size`` states behind (R3: never skipped silently).
+A feed watches the bus (``Engine.watch``: called inside ``publish``), reads and pushes the current
+state, then pushes every newer state in revision order. Most states come with their event (a
+queue event carries the status its transaction read, a cancellation event its status); a queue
+event without one (another instance's change, M4) is read by a task the feed owns. A RESYNC ends
+the feed with the resync error. The fan-out consumes feeds directly; Strawberry's execution reads
+one through the bounded buffer of :func:`states`.
 
 Hazards:
 - The watch is registered before the snapshot is read, so no change falls between the two; a
-  newer state pushed while the read is in flight simply makes the read's result stale, and the
-  revision check drops it.
+  state pushed while the read is in flight makes its result stale, and the revision check drops it.
 - ``emit`` and ``fail`` run inside ``publish`` (or the feed's read task): they must be quick and
   must not block. A failing ``emit`` ends the feed with its error (``fail``).
 """

@@ -1,19 +1,14 @@
 """The ``turnItems`` stream (A3, O2, O3): a turn's items from its durable log, then live.
 
-It works as ``turnOutput`` does (:mod:`turnqueue.resolvers.output_stream`: one place, ids that
-name it, the log read from the place on for anything an event does not carry), with one
-difference: its offsets are log positions (records: text pieces and items alike), not characters,
-because a tool call's update or a plan has no place among characters.
+It works as ``turnOutput`` does (:mod:`turnqueue.resolvers.output_stream`), except that its
+offsets are log positions (text pieces and items alike), not characters. Its place is the log
+entries folded so far (``end``) into an :class:`~turnqueue.engine.items.ItemFold` that keeps no
+text; a turn is folded from entry 0 (indices and tool calls need every earlier entry), and only
+what follows ``afterOffset`` (or a reconnect's place) is sent.
 
-The place of the turn it is in: the log entries folded so far (``end``) into an
-:class:`~turnqueue.engine.items.ItemFold` that keeps no text. A turn is folded from entry 0
-(indices and tool calls need every earlier entry); only what follows ``afterOffset`` (or a
-reconnect's place) is sent.
-
-Hazard (order), as for turnOutput: subscribe first, then read. A batch is published only after
-it committed, so what the read missed is still to come on ``sub``; what both carry is dropped by
+Hazard (order), as for turnOutput: subscribe first, then read; what both carry is dropped by
 position. A batch relayed from another instance carries only its end: the log is read from the
-place's end (as after a gap, which a lagging buffer would otherwise cause, RESYNC ends the stream).
+place's end.
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
 """The ``turnOutput`` stream (O2, O3, M4): a turn's output from the durable log, then live.
 
 A stream has one *place*: the turn it is in, the characters of it sent (``end``) and whether it
-sent that turn's end (``done``). Every message it sends starts exactly at its place and moves it,
-so nothing is sent twice or skipped; a stream that follows the session (no ``turnId``) moves on
-to the next turn only after the end of the one it is in. The place is all it keeps, however many
-turns it follows (P7), and all a reconnect needs (its SSE id, :mod:`turnqueue.resolvers.resume`).
+sent that turn's end (``done``). Every message starts exactly at the place and moves it, so
+nothing is sent twice or skipped; following the session (no ``turnId``), it moves to the next
+turn only after the end of the one it is in. The place is all it keeps and all a reconnect needs
+(its SSE id, :mod:`turnqueue.resolvers.resume`).
 
 Live events are hints; the log is the truth. Text this instance's runner published right at the
-place is taken from the event itself. Everything else — another instance's pointer
-(``OutputMark``, M4), a later turn, a session revision (an end recorded without a ``done`` here:
-recovery after the owner died, M6; an agent gone, C5) — makes the stream read from its place
-on (:func:`catch_up`): the rest of its turn from the log, then each later turn in the order they
-started (``Engine.next_turn``).
+place is taken from the event. Anything else (another instance's ``OutputMark``, M4; a later
+turn; a session revision: an end recorded elsewhere, M6, C5) makes the stream read from its place
+on (``catch_up``): the rest of its turn from the log, then each later turn in order.
 
 Hazard (order): subscribe first, then read. A chunk is published only after its batch
 committed, so what a read missed is still to come on the subscription; what both carry is

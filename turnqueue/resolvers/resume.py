@@ -1,17 +1,13 @@
 """Where a resumable stream starts (O2, O3): its arguments, or a reconnect's ``Last-Event-ID``.
 
-Every event of ``turnOutput`` and ``turnItems`` has an SSE ``id`` that is a *place* in the
-stream the client had: ``<turnId>:<end>``, or ``<turnId>:<end>:done`` for the turn's last message
-(its end). ``end`` counts in the stream's own unit (characters for turnOutput, log entries for
-turnItems). A reconnect repeats the request (the same arguments) and adds the id; the stream
-resumes right after that event: the rest of that turn, and — for a stream that follows the
-session (no ``turnId``) — every later turn, from its beginning. ``done`` is part of the place:
-without it a client that had a turn's end could not be told apart from one that had only its
-last text, and was sent that end again.
+Every event of ``turnOutput`` and ``turnItems`` has an SSE ``id`` naming the *place* right after
+it: ``<turnId>:<end>``, or ``<turnId>:<end>:done`` for the turn's last message (``end`` in the
+stream's own unit: characters, or log entries). A reconnect resumes right after it: the rest of
+that turn and, following the session (no ``turnId``), every later turn. ``done`` is part of the
+place, so a client that had a turn's end is not sent it again.
 
 The snapshot streams' ids are their revisions (``<revision>``; sessionChanged
-``<revision>:<cancellationRevision>``): a reconnect is sent only states newer than the one it had
-(:func:`last_revisions`).
+``<revision>:<cancellationRevision>``): a reconnect is sent only newer states.
 """
 
 from __future__ import annotations

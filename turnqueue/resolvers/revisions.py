@@ -1,17 +1,14 @@
 """What a snapshot subscription's revisions cover: the fields that move with them, and the rest.
 
-A snapshot stream (R3) yields a full state each time a revision it watches grows. The fan-out
-(:mod:`turnqueue.api.fanout`) runs identical subscriptions once and sends a member that joins late
-the group's newest payload. That replay is the current state only if every value the operation
-selects changes with a revision the stream watches: ``currentTurn { output }`` grows with no
-revision at all (R1), so a replayed one could be older than a fresh read.
+The fan-out (:mod:`turnqueue.api.fanout`) sends a member that joins a group late the group's
+newest payload. That replay is the current state only if every value the operation selects
+changes with a revision the stream watches (``currentTurn { output }`` grows with none, R1).
 
 Each stream therefore declares, beside itself (``resolvers/subscriptions.py``), a
 :class:`Snapshot`: the bus events it watches and, for every object type its payload can reach,
-which fields *move* with those revisions and which stay *still* (change without one). The
-fan-out groups an operation only when it selects moving fields alone (:func:`groupable`). A
-field declared neither way counts as still, so a new field is never shared by accident, and
-``tests/api/test_api_fanout_declarations.py`` fails until it is declared one way or the other.
+which fields *move* with those revisions and which stay *still*. The fan-out groups an operation
+only when it selects moving fields alone (:func:`groupable`). A field declared neither way counts
+as still, and ``tests/api/test_api_fanout_declarations.py`` fails until it is declared.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Subscription roots (SPEC §7, R3): authorise, then snapshot first, then every newer state.
 
 Each stream subscribes to the bus *before* it reads its snapshot, so no change can fall between
-the two; afterwards it yields a state only when its revision is larger than the last one
-yielded. The queue and cancellation streams push the state their events carry
-(``resolvers/feeds.py``); ``sessionChanged`` reads the session again on each event; the output
-streams read the durable log. A subscriber that fell behind (or a bus that lost events) ends
-with a ``RESYNC`` error: the client resubscribes and gets a fresh snapshot. The bus subscription
-is closed in ``finally`` whatever ends the stream.
+the two, then yields a state only when its revision is larger than the last one yielded. The
+queue and cancellation streams push the state their events carry (``resolvers/feeds.py``);
+``sessionChanged`` reads the session again on each event; the output streams read the durable
+log. A subscriber that fell behind (or a bus that lost events) ends with a ``RESYNC`` error.
 
 Authorisation runs in the resolver coroutine, before the stream exists, so an unknown or foreign
 session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``, S2).
@@ -15,7 +13,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import strawberry
 from graphql import GraphQLError
@@ -45,6 +43,7 @@ from turnqueue.schema.sessions import Session
 from turnqueue.schema.turns import TurnItemsChunk, TurnOutputChunk
 
 Info = strawberry.Info[Context, None]
+V = TypeVar("V")
 #: ``turnId`` of turnOutput and turnItems: the turn whose log is read.
 TurnToRead = Annotated[
     strawberry.ID | None,
@@ -59,11 +58,16 @@ SessionId = Annotated[
 ]
 
 
-async def _authorize(ctx: Context, session_id: str) -> domain.Session:
+async def _answer(call: Awaitable[V]) -> V:
+    """An engine call whose refusal is a GraphQL error with its code (S2: NOT_FOUND)."""
     try:
-        return await ctx.engine.authorize_session(ctx.require_principal(), session_id)
+        return await call
     except UserFacingError as e:
         raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+
+
+def _authorize(ctx: Context, session_id: str) -> Awaitable[domain.Session]:
+    return _answer(ctx.engine.authorize_session(ctx.require_principal(), session_id))
 
 
 #: Q13: a QueueStatus is covered by the queue revision as a whole.
@@ -217,10 +221,7 @@ async def _start(
     ``Last-Event-ID`` over the arguments."""
     await _authorize(ctx, session_id)
     start = start_of(ctx, str(turn_id) if turn_id is not None else None, after_offset)
-    try:
-        await ctx.engine.check_output_request(session_id, start.turn_id, start.after)
-    except UserFacingError as e:
-        raise GraphQLError(e.message, extensions={"code": e.code.value}) from None
+    await _answer(ctx.engine.check_output_request(session_id, start.turn_id, start.after))
     return start
 
 
