@@ -10,10 +10,10 @@ said about authentication, and a refusal names the agent's methods (:mod:`.acp_e
 The process (:mod:`.acp_process`: its own process group, a minimal environment, stderr drained)
 is stopped after ``idle_timeout`` without a turn, at shutdown, and when it dies or is killed;
 the session's next turn then starts a fresh one, which continues the agent's own session as the
-session's records keep it (A8, :mod:`.acp_resume`: ``session/resume``, else ``session/load``,
-else a new ``session/new``), on this instance or any other, after a restart too. When
-turnqueue's session ends (:meth:`AcpAgent.close_session`) the agent's session is closed
-(``session/close``, when advertised) before its process stops.
+session's records keep it (A8, :class:`ConversationLog`: ``session/resume``, else
+``session/load``, else a new ``session/new``), on this instance or any other, after a restart
+too. When turnqueue's session ends (:meth:`AcpAgent.close_session`) the agent's session is
+closed (``session/close``, when advertised) before its process stops.
 
 A turn's ``session/update`` notifications become turn output (:mod:`.acp_updates`); updates
 outside a turn (the history ``session/load`` replays) are dropped. Its permission requests go to
@@ -43,7 +43,7 @@ import signal as posix_signal
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from weakref import WeakValueDictionary
 
 from acp import PROTOCOL_VERSION, RequestError, default_environment, text_block
@@ -58,12 +58,6 @@ from turnqueue.agents.acp_errors import (
     usable_method,
 )
 from turnqueue.agents.acp_process import STOP_GRACE_SECONDS, AcpProcess, end_process, spawn
-from turnqueue.agents.acp_resume import (
-    ConversationLog,
-    MemoryConversations,
-    advertised,
-    open_conversation,
-)
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import (
     AgentResult,
@@ -76,7 +70,15 @@ from turnqueue.agents.base import (
 )
 from turnqueue.agents.profiles import Profile
 from turnqueue.agents.watchdog import Bounds
-from turnqueue.domain import AgentAuth, AgentErrorKind, AuthMethod, AuthState
+from turnqueue.domain import (
+    AgentAuth,
+    AgentConversation,
+    AgentErrorKind,
+    AuthMethod,
+    AuthState,
+    ConversationStart,
+    utcnow,
+)
 from turnqueue.timeouts import bounded
 
 log = logging.getLogger(__name__)
@@ -317,6 +319,37 @@ def _current_cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
+class ConversationLog(Protocol):
+    """Where each session's agent conversation is kept (A8). Set by the engine (the session's
+    records, shared by every instance); an agent on its own keeps them in memory. Neither call
+    raises: a read that fails is no conversation, a write that fails is logged."""
+
+    async def conversation(self, session_id: str) -> AgentConversation | None: ...
+
+    async def record(self, conversation: AgentConversation) -> None: ...
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        """Before the conversation is continued here: stop the session's agent wherever else it
+        runs (another instance's idle process may hold it open, and an agent may refuse to
+        resume a session another of its processes holds: fast-agent does)."""
+
+
+class MemoryConversations:
+    """A :class:`ConversationLog` in this process's memory (an agent without an engine)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, AgentConversation] = {}
+
+    async def conversation(self, session_id: str) -> AgentConversation | None:
+        return self._kept.get(session_id)
+
+    async def record(self, conversation: AgentConversation) -> None:
+        self._kept[conversation.session_id] = conversation
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        pass  # one process: nowhere else
+
+
 #: The engine's lookup of a session's task id (the task's working directory, A1).
 TaskLookup = Callable[[str], Awaitable[str | None]]
 
@@ -478,6 +511,10 @@ class AcpAgent:
         return cwd
 
     async def _open_session(self, session_id: str, process: AcpProcess, cwd: Path) -> None:
+        """``initialize``, ``authenticate`` and the conversation (A8): continue the agent's own
+        session that the session's records keep (``session/resume`` when advertised, else
+        ``session/load``), else, or when that fails, a new ``session/new``. The outcome is
+        recorded for the session and logged."""
         conn = process.conn
         assert conn is not None
         init = await self._ask(
@@ -488,28 +525,78 @@ class AcpAgent:
                 client_info=Implementation(name="turnqueue", version="0.1.0"),
             ),
         )
-        offers = advertised(init.agent_capabilities)
-        process.can_close = offers.close
+        caps = init.agent_capabilities
+        sessions = caps.session_capabilities if caps is not None else None
+        can_resume = sessions is not None and sessions.resume is not None
+        can_load = caps is not None and bool(caps.load_session)
+        process.can_close = sessions is not None and sessions.close is not None
         await self._authenticate(process, auth_methods(init.auth_methods))
-
-        async def new() -> str:
-            created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
-            return created.session_id
-
         stored = await self.conversations.conversation(session_id)
-        if stored is not None and (offers.resume or offers.load):
+        if stored is not None and (can_resume or can_load):
             await self.conversations.release_elsewhere(session_id)
-        conversation = await open_conversation(
-            conn,
-            session_id=session_id,
-            profile=self.name,
-            cwd=cwd,
-            offers=offers,
-            stored=stored,
-            new=new,
+        error: str | None = None
+        how, agent_session = ConversationStart.NEW, None
+        method = "session/resume" if can_resume else "session/load" if can_load else None
+        if stored is not None and stored.profile == self.name:
+            previous = stored.agent_session_id
+            if method is None:
+                log.info(
+                    "session %s: agent %s advertises neither session/resume nor session/load; "
+                    "its conversation %s is not continued",
+                    session_id,
+                    self.name,
+                    previous,
+                )
+            else:
+                try:
+                    if can_resume:
+                        await conn.resume_session(session_id=previous, cwd=str(cwd), mcp_servers=[])
+                        how = ConversationStart.RESUMED
+                    else:
+                        await conn.load_session(cwd=str(cwd), session_id=previous, mcp_servers=[])
+                        how = ConversationStart.LOADED
+                    agent_session = previous
+                    log.info(
+                        "session %s: agent %s continued its session %s (%s)",
+                        session_id,
+                        self.name,
+                        previous,
+                        how.value,
+                    )
+                except Exception as exc:
+                    reason = (
+                        failure_of(exc).text
+                        if isinstance(exc, RequestError)
+                        else str(exc) or type(exc).__name__
+                    )
+                    error = f"{method} failed: {reason}"
+                    log.warning(
+                        "session %s: %s of agent session %s failed (%s); starting a new one",
+                        session_id,
+                        method,
+                        previous,
+                        error,
+                    )
+        if agent_session is None:
+            created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
+            agent_session = created.session_id
+            log.info(
+                "session %s: agent %s opened a new session %s", session_id, self.name, agent_session
+            )
+        process.acp_session_id = agent_session
+        await self.conversations.record(
+            AgentConversation(
+                session_id=session_id,
+                profile=self.name,
+                agent_session_id=agent_session,
+                can_resume=can_resume,
+                can_load=can_load,
+                can_close=process.can_close,
+                resumed=how,
+                resume_error=error,
+                updated_at=utcnow(),
+            )
         )
-        process.acp_session_id = conversation.agent_session_id
-        await self.conversations.record(conversation)
         if self.auth.state is not AuthState.REFUSED or process.auth_method is not None:
             state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
             self.auth = AgentAuth(state, process.auth_method, self.auth.methods)
