@@ -88,6 +88,12 @@ def spawn_errors(program: str) -> Iterator[None]:
         raise AgentStartError(f"cannot start agent command {program}: {exc}") from exc
 
 
+def current_cancelling() -> bool:
+    """Whether a cancellation of the current task is pending."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 @runtime_checkable
 class AgentRun(Protocol):
     """One running turn."""
@@ -244,8 +250,7 @@ class BaseRun(ABC):
             # Shielded: a caller that gives up waiting must not cancel the run itself.
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if task.cancelled() and (current is None or not current.cancelling()):
+            if task.cancelled() and not current_cancelling():
                 if self.stalled is not None:
                     return self._stall_result()
                 return AgentResult(ok=False, error="agent closed")
