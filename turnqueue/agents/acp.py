@@ -82,6 +82,7 @@ from turnqueue.agents.base import (
     AgentResult,
     AgentStartError,
     BaseRun,
+    Bounds,
     ProcessLog,
     RunSet,
     Signal,
@@ -90,7 +91,6 @@ from turnqueue.agents.base import (
     steer_item,
 )
 from turnqueue.agents.profiles import Profile
-from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import (
     AgentAuth,
     AgentConversation,
@@ -276,23 +276,6 @@ async def _watch(process: AcpProcess) -> None:
         await process.proc.wait()
     process.dead = True
     process.killpg(posix_signal.SIGKILL)
-
-
-async def end_process(process: AcpProcess, grace: float) -> None:
-    """Stop the process: SIGTERM to the group and up to ``grace`` seconds to exit (none when
-    ``grace`` is 0), SIGKILL to what is left, then close the connection, reap the process and
-    stop its helper tasks."""
-    process.dead = True
-    if grace > 0:
-        process.killpg(posix_signal.SIGTERM)
-        await bounded(process.proc.wait(), grace)
-    process.killpg(posix_signal.SIGKILL)
-    if process.conn is not None:
-        await bounded(process.conn.close(), STOP_GRACE_SECONDS)
-    await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
-    for task in process.tasks:
-        if task is not asyncio.current_task():
-            task.cancel()
 
 
 @dataclass(frozen=True, slots=True)
@@ -843,12 +826,24 @@ class AcpAgent:
         await self.stop(process, grace=0)
 
     async def stop(self, process: AcpProcess, grace: float = STOP_GRACE_SECONDS) -> None:
-        """Stop a process: SIGTERM to the group, SIGKILL after ``grace`` seconds; forget it."""
+        """Stop a process and forget it: SIGTERM to the group and up to ``grace`` seconds to
+        exit (none when ``grace`` is 0), SIGKILL to what is left, then close the connection,
+        reap the process and stop its helper tasks."""
         self.cancel_idle(process)
         for sid, known in list(self._processes.items()):
             if known is process:
                 del self._processes[sid]
-        await end_process(process, grace)
+        process.dead = True
+        if grace > 0:
+            process.killpg(posix_signal.SIGTERM)
+            await bounded(process.proc.wait(), grace)
+        process.killpg(posix_signal.SIGKILL)
+        if process.conn is not None:
+            await bounded(process.conn.close(), STOP_GRACE_SECONDS)
+        await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
+        for task in process.tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
         if self.processes is not None:
             await self.processes.ended(process.pid)
 
