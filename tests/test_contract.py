@@ -26,8 +26,13 @@ from graphql import (
 )
 
 from turnqueue.cli import main
-from turnqueue.client_documents import documents_in, expand_paths, script_documents
-from turnqueue.contract import check_documents, load_schema
+from turnqueue.contract import (
+    check_documents,
+    documents_in,
+    expand_paths,
+    load_schema,
+    script_documents,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "schema.graphql"

@@ -20,7 +20,7 @@ LAYERS = (
     {"engine"},
     {"store"},
     {"bus", "schema", "agents", "auth", "contract", "graphql_internals"},
-    {"domain", "errors", "settings", "logs", "timeouts", "client_documents", "fastinit", ""},
+    {"domain", "errors", "settings", "logs", "timeouts", "fastinit", ""},
 )
 #: A layer skipped on purpose: the resolvers read through the engine, never the store.
 BYPASSES = {("resolvers", "store")}

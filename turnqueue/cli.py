@@ -117,13 +117,12 @@ def load_settings(overrides: dict[str, Any]) -> Settings:
 
 def _schema(args: argparse.Namespace) -> int:
     from turnqueue import contract
-    from turnqueue.client_documents import read_text
 
     try:
         if args.verb == "diff":
             return contract.run_diff(args.old, args.new, strict=args.strict)
         if args.schema is not None:
-            sdl = read_text(args.schema)
+            sdl = contract.read_text(args.schema)
         else:
             from turnqueue.api import print_schema_sdl
 

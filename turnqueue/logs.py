@@ -17,7 +17,9 @@ import logging
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
+
+from turnqueue.settings import Settings
 
 SESSION_ID: ContextVar[str | None] = ContextVar("turnqueue_session_id", default=None)
 TURN_ID: ContextVar[str | None] = ContextVar("turnqueue_turn_id", default=None)
@@ -28,11 +30,6 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "asctime",
     "taskName",
 }
-
-
-class _LogSettings(Protocol):
-    log_json: bool
-    log_level: str
 
 
 def bind(*, session_id: str | None = None, turn_id: str | None = None) -> None:
@@ -102,7 +99,7 @@ class StartChatter(logging.Filter):
         return not (isinstance(record.msg, str) and record.msg.startswith(self.DROPPED))
 
 
-def configure_logging(settings: _LogSettings) -> None:
+def configure_logging(settings: Settings) -> None:
     """Replace the root logger's handlers with one structured handler (idempotent).
 
     Alembic's INFO lines (its plugins, each migration run) show only at DEBUG: a start says

@@ -17,8 +17,8 @@ from faults import FaultyStore, faults_of
 
 from turnqueue.agents import Agent, CommandAgent, ProfileError, ScriptedAgent, build_agents
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
+from turnqueue.agents.base import Bounds, Watchdog
 from turnqueue.agents.profiles import Profile, load_profiles
-from turnqueue.agents.watchdog import Bounds, Watchdog
 from turnqueue.bus import EventBus
 from turnqueue.domain import (
     AgentErrorKind,

@@ -21,6 +21,7 @@ from turnqueue.agents.base import (
     AgentRun,
     AgentStartError,
     BaseRun,
+    Bounds,
     ProcessLog,
     Signal,
     Steerable,
@@ -28,7 +29,6 @@ from turnqueue.agents.base import (
 from turnqueue.agents.command import CommandAgent
 from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
 from turnqueue.agents.scripted import ScriptedAgent
-from turnqueue.agents.watchdog import Bounds
 from turnqueue.domain import AgentProfile, AgentType
 from turnqueue.errors import InvalidInput
 from turnqueue.settings import Settings

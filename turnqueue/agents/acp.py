@@ -3,34 +3,71 @@
 turnqueue is the ACP *client* (package ``agent-client-protocol``). One agent process per
 session, started by :meth:`AcpAgent.prepare_session` when the session starts (spawn,
 ``initialize``, ``session/new`` in ``<workspace>/<task id>``, all within the profile's start
-timeout) and reused for every turn; each turn is one ``session/prompt`` (:mod:`.acp_run`).
+timeout) and reused for every turn; each turn is one ``session/prompt`` (:class:`AcpRun`).
 When ``initialize`` lists authentication methods and the profile provides what one needs, the
 agent is authenticated before ``session/new`` (A11); :attr:`AcpAgent.auth` is what the agent last
 said about authentication, and a refusal names the agent's methods (:mod:`.acp_errors`).
-The process (:mod:`.acp_process`: its own process group, a minimal environment, stderr drained)
-is stopped after ``idle_timeout`` without a turn, at shutdown, and when it dies or is killed;
-the session's next turn then starts a fresh one, which continues the agent's own session as the
-session's records keep it (A8, :mod:`.acp_resume`: ``session/resume``, else ``session/load``,
-else a new ``session/new``), on this instance or any other, after a restart too. When
-turnqueue's session ends (:meth:`AcpAgent.close_session`) the agent's session is closed
-(``session/close``, when advertised) before its process stops.
 
-Every ``session/update`` of a turn becomes turn output (:mod:`.acp_updates`); updates outside a
-turn (the history ``session/load`` replays) are dropped.
+The process (:class:`AcpProcess`) runs in its own process group (``start_new_session=True``:
+pgid == pid), so SIGTERM and SIGKILL reach the whole group; it gets the profile's environment on
+top of a minimal one (``acp.default_environment()``), never the server's whole environment; its
+stderr is drained continuously (the last :data:`STDERR_TAIL_BYTES` kept, and a count of every
+byte, so a turn can take what was written while it ran), so an agent that writes megabytes of
+logs never blocks on a full pipe. It is stopped after ``idle_timeout`` without a turn, at
+shutdown, and when it dies or is killed; the session's next turn then starts a fresh one, which
+continues the agent's own session as the session's records keep it (A8, :class:`ConversationLog`:
+``session/resume``, else ``session/load``, else a new ``session/new``), on this instance or any
+other, after a restart too. When turnqueue's session ends (:meth:`AcpAgent.close_session`) the
+agent's session is closed (``session/close``, when advertised) before its process stops.
+
+What the agent sends goes to the process's current turn: ``session/update`` notifications, from
+the connection's message stream in arrival order (a connection *observer*, before the package
+validates them), become turn output (:mod:`.acp_updates`); ``session/request_permission``
+(:class:`_Client`) goes to the engine (A6, :data:`ApprovalHandler`) or, without one, is answered
+by the profile's policy. With no turn (as while ``session/load`` replays the history), updates
+are dropped and permission requests answered ``cancelled``. INTERRUPT is ``session/cancel`` and
+answers every pending permission request ``cancelled`` (A5); TERMINATE and KILL signal the
+process group and mark the process dead, so the next turn gets a fresh one (A4).
+
+Hazards:
+- ``session/prompt`` of one session never overlaps another: a per-session lock is held from the
+  start of a turn's process set-up to the end of its prompt, so a new turn whose predecessor was
+  abandoned (killed) waits for that predecessor to wind down first.
+- A stop reason is read only from the prompt's answer. An error answer (A11) fails the turn with
+  the agent's own code and message, classified, and keeps the process: it is alive and takes the
+  next prompt. Only a closed pipe or a dead process is reported as an exit, with the status the
+  process really had (read before turnqueue kills anything), and marks the process dead so
+  nothing is sent to it again.
+- What the agent wrote to stderr during the turn goes with the result (``AgentResult.stderr``),
+  never into its reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+import os
+import re
+import signal as posix_signal
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar, cast
 from weakref import WeakValueDictionary
 
-from acp import PROTOCOL_VERSION, RequestError, default_environment
-from acp.schema import ClientCapabilities, Implementation
+from acp import PROTOCOL_VERSION, Client, RequestError, default_environment, text_block
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    Implementation,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
 
 from turnqueue.agents.acp_errors import (
     AgentFailure,
@@ -40,28 +77,450 @@ from turnqueue.agents.acp_errors import (
     methods_hint,
     usable_method,
 )
-from turnqueue.agents.acp_process import (
-    STOP_GRACE_SECONDS,
-    AcpProcess,
-    end_process,
-    spawn,
+from turnqueue.agents.acp_updates import to_output
+from turnqueue.agents.base import (
+    AgentResult,
+    AgentStartError,
+    BaseRun,
+    Bounds,
+    ProcessLog,
+    RunSet,
+    Signal,
+    current_cancelling,
+    spawn_errors,
+    steer_item,
 )
-from turnqueue.agents.acp_resume import (
-    ConversationLog,
-    MemoryConversations,
-    advertised,
-    open_conversation,
-)
-from turnqueue.agents.acp_run import SEND_TIMEOUT, AcpRun, ApprovalHandler, PermissionRequest
-from turnqueue.agents.base import AgentStartError, ProcessLog, RunSet
 from turnqueue.agents.profiles import Profile
-from turnqueue.agents.watchdog import Bounds
-from turnqueue.domain import AgentAuth, AgentErrorKind, AuthMethod, AuthState
-
-__all__ = ["AcpAgent", "AcpRun", "ApprovalHandler", "PermissionRequest", "TaskLookup"]
+from turnqueue.domain import (
+    AgentAuth,
+    AgentConversation,
+    AgentErrorKind,
+    AuthMethod,
+    AuthState,
+    ConversationStart,
+    utcnow,
+)
+from turnqueue.timeouts import bounded, within
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: JSON-RPC's "method not found": the agent has no ``_session/steering`` (Q16).
+METHOD_NOT_FOUND = -32601
+
+#: Seconds to wait for ``session/cancel`` to be written to an agent that does not read.
+SEND_TIMEOUT = 2.0
+
+_END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
+#: The signal a rung of the stop ladder sends a process group.
+_POSIX = {Signal.TERMINATE: posix_signal.SIGTERM, Signal.KILL: posix_signal.SIGKILL}
+#: The option kinds the ``allow`` and ``reject`` policies answer with, preferred first (A6).
+POLICY_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
+STDERR_TAIL_BYTES = 4 * 1024
+#: Largest JSON-RPC line read in one piece (longer lines are still read, in pieces).
+LINE_LIMIT = 1024 * 1024
+#: Seconds a stopping agent gets between SIGTERM and SIGKILL (idle stop, shutdown).
+STOP_GRACE_SECONDS = 2.0
+#: Terminal escape sequences (colours, cursor moves) in an agent's log.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: Silence on stderr after which what a live agent logged with an error answer is taken.
+STDERR_QUIET_SECONDS = 0.05
+
+
+@dataclass(eq=False)
+class AcpProcess:
+    """One live agent process of one session."""
+
+    proc: asyncio.subprocess.Process
+    conn: ClientSideConnection | None = None
+    acp_session_id: str | None = None
+    can_close: bool = False  # the agent advertised ``session/close`` (A8)
+    auth_method: str | None = None  # the method it was authenticated with (A11)
+    stderr: bytearray = field(default_factory=bytearray)  # the last STDERR_TAIL_BYTES
+    stderr_total: int = 0  # bytes ever read from stderr
+    stderr_seen: asyncio.Event = field(default_factory=asyncio.Event)  # set on every read
+    dead: bool = False
+    run: AcpRun | None = None  # the turn receiving updates
+    idle: asyncio.TimerHandle | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def tail(self, since: int = 0) -> str:
+        """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
+        ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
+        its log); empty when nothing was."""
+        size = min(len(self.stderr), max(0, self.stderr_total - since))
+        text = self.stderr[len(self.stderr) - size :].decode("utf-8", errors="replace")
+        return _ANSI.sub("", text).strip()
+
+    async def stderr_quiet(
+        self, quiet: float = STDERR_QUIET_SECONDS, bound: float = STOP_GRACE_SECONDS
+    ) -> None:
+        """Wait until stderr has been silent for ``quiet`` seconds (at most ``bound``): a live
+        agent usually logs an error just before or after it answers it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + bound
+        while (left := deadline - loop.time()) > 0:
+            self.stderr_seen.clear()
+            try:
+                await within(self.stderr_seen.wait(), min(quiet, left))
+            except TimeoutError:
+                return
+
+    async def exit_status(self, timeout: float = STOP_GRACE_SECONDS) -> int | None:
+        """The process's own exit status, waiting at most ``timeout`` for it to exit; None if
+        it is still running. Read before turnqueue kills it, so a status is never ours. After
+        an exit it also waits (as long) for stderr to end, so what the process wrote last is
+        in the tail (its group is killed on exit: stderr ends soon)."""
+        if self.proc.returncode is None:
+            await bounded(self.proc.wait(), timeout)
+        if self.proc.returncode is not None and self.tasks:
+            await asyncio.wait({self.tasks[0]}, timeout=timeout)  # tasks[0]: the stderr drain
+        return self.proc.returncode
+
+    def killpg(self, sig: posix_signal.Signals) -> None:
+        # The group id is the leader's pid. Hazard: once the leader is reaped and the group
+        # empty, that id could in principle be reused; SIGTERM is sent only while the leader
+        # lives, SIGKILL (the last word) also right after its exit, to reach what it left.
+        if self.proc.returncode is None or sig is posix_signal.SIGKILL:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+
+async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpProcess:
+    """Start the agent command in ``cwd`` and open its ACP connection (not yet initialised)."""
+    with spawn_errors(argv[0]):
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=str(cwd),
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        )
+    process = AcpProcess(proc)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    # tasks[0] is the stderr drain (``exit_status`` waits for it).
+    process.tasks.append(asyncio.create_task(_drain_stderr(process), name="acp-stderr"))
+    process.tasks.append(asyncio.create_task(_watch(process), name="acp-exit"))
+    # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
+    # answers those "method not found"), hence the cast to the full protocol.
+    client = cast(Client, _Client(process))
+    process.conn = ClientSideConnection(
+        client, proc.stdin, proc.stdout, observers=[_observer(process)]
+    )
+    return process
+
+
+class _Client:
+    """The ACP client side of one process: permission requests go to its current turn."""
+
+    def __init__(self, process: AcpProcess) -> None:
+        self._process = process
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        run = self._process.run
+        option = await run.permission(tool_call, options) if run is not None else None
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=option, outcome="selected")
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        """Updates are taken from the message stream (see :func:`_observer`)."""
+
+
+def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:
+    def observe(event: StreamEvent) -> None:
+        # Called by the connection's reader for every message, in arrival order.
+        message = event.message
+        if event.direction is not StreamDirection.INCOMING:
+            return
+        if message.get("method") != "session/update" or "id" in message:
+            return
+        run = process.run
+        params = message.get("params")
+        if run is not None and isinstance(params, dict):
+            run.on_update(params)
+
+    return observe
+
+
+async def _drain_stderr(process: AcpProcess) -> None:
+    stream = process.proc.stderr
+    assert stream is not None
+    with contextlib.suppress(Exception):
+        while chunk := await stream.read(65536):
+            process.stderr += chunk
+            del process.stderr[:-STDERR_TAIL_BYTES]
+            process.stderr_total += len(chunk)
+            process.stderr_seen.set()
+
+
+async def _watch(process: AcpProcess) -> None:
+    """When the leader exits, kill what is left of its group, so the pipes close and the
+    connection (and any prompt on it) ends."""
+    with contextlib.suppress(Exception):
+        await process.proc.wait()
+    process.dead = True
+    process.killpg(posix_signal.SIGKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """A ``session/request_permission`` of a turn, for the engine to ask a user (A6)."""
+
+    session_id: str
+    turn_id: str
+    title: str
+    tool_call_id: str | None
+    options: tuple[tuple[str, str, str], ...]  # (id, name, kind)
+    policy: str = "ask"  # the profile's: ask | allow | reject (the engine applies it)
+    timeout: float | None = None  # A10: the profile's approval_timeout (the engine applies it)
+
+
+#: The engine's handler: answers an option id, or None for ``cancelled``. The agent cancels the
+#: awaiting task when the turn is cancelled or ends.
+ApprovalHandler = Callable[[PermissionRequest], Awaitable[str | None]]
+
+
+class AcpRun(BaseRun):
+    """One turn: one ``session/prompt`` on the session's agent process.
+
+    A9: its watchdog is armed when the prompt is sent (the agent's start has its own bound);
+    every ``session/update`` is activity, and the clock stands still while a permission
+    request waits for its answer."""
+
+    ARMS_ON_LAUNCH = False
+
+    def __init__(
+        self,
+        agent: AcpAgent,
+        prompt: str,
+        *,
+        session_id: str,
+        turn_id: str,
+        bounds: Bounds | None = None,
+    ) -> None:
+        super().__init__(f"agent-acp-{turn_id}", bounds)
+        self._agent = agent
+        self._prompt = prompt
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self._process: AcpProcess | None = None
+        self._sent: list[Signal] = []  # INTERRUPT in it: cancelled (A5)
+        self._updates = 0  # session/update notifications of this turn
+        self._waits: set[asyncio.Future[str | None]] = set()
+
+    async def _run(self) -> AgentResult:
+        async with self._agent.session_lock(self.session_id):
+            try:
+                process = await self._agent.ensure(self.session_id)
+            except AgentStartError as exc:
+                return AgentResult(ok=False, error=str(exc), error_kind=exc.kind, stderr=exc.stderr)
+            self._process = process
+            if self._sent:
+                self._apply_kill_signals(process)
+                return AgentResult(ok=False, error="cancelled before the prompt was sent")
+            process.run = self
+            self._agent.cancel_idle(process)
+            mark = process.stderr_total  # what the agent writes to stderr from here is this turn's
+            try:
+                result = await self._prompt_once(process)
+            finally:
+                process.run = None
+                self._cancel_waits()
+                self._agent.idle(self.session_id, process)
+            return replace(result, stderr=process.tail(mark) or None)
+
+    async def _prompt_once(self, process: AcpProcess) -> AgentResult:
+        """The prompt's result, its stderr left to the caller."""
+        assert process.conn is not None and process.acp_session_id is not None
+        if self.watchdog is not None:
+            self.watchdog.arm()
+        try:
+            response = await process.conn.prompt(
+                session_id=process.acp_session_id, prompt=[text_block(self._prompt)]
+            )
+        except RequestError as exc:
+            # A11: an answer. The agent is alive; it keeps its process for the next prompt.
+            failure = failure_of(exc)
+            await process.stderr_quiet()
+            error = self._agent.refusal(None, failure)
+            return AgentResult(ok=False, error=error, error_kind=failure.kind)
+        except Exception as exc:
+            if not isinstance(exc, ConnectionError) and not process.dead:
+                # Not an exit (e.g. an answer that is not a valid response): the process stays.
+                log.warning("turn %s: session/prompt failed: %r", self.turn_id, exc)
+                reason = f"agent error: {str(exc) or type(exc).__name__}"
+                return AgentResult(ok=False, error=reason, error_kind=AgentErrorKind.INTERNAL)
+            return await self._lost(process)
+        reason = str(response.stop_reason)
+        if reason == "end_turn":
+            if self._updates:
+                self._agent.prompt_succeeded(process)
+            return AgentResult(ok=True)
+        if reason == "cancelled":
+            return AgentResult(ok=False, error="cancelled")
+        error = reason if reason in _END_REASONS else f"stop: {reason}"
+        return AgentResult(ok=False, error=error)
+
+    async def _lost(self, process: AcpProcess) -> AgentResult:
+        """A4: the process died or closed its pipes mid-turn. Its real exit status is read
+        before turnqueue kills what is left; a signal turnqueue sent is named as its own."""
+        status = await process.exit_status()
+        await self._agent.kill(process)
+        sent = [_POSIX[s] for s in self._sent if s in _POSIX]
+        reason = describe_exit(status, sent)
+        if self._sent:
+            reason = f"stopped ({', '.join(s.name for s in self._sent)}): {reason}"
+        return AgentResult(ok=False, error=reason, error_kind=AgentErrorKind.AGENT_EXITED)
+
+    def on_update(self, params: dict[str, Any]) -> None:
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        self._updates += 1
+        self._bump()  # A9: any update is activity, also one that makes no output
+        out = to_output(update)
+        if out is not None:
+            self._emit(out)
+
+    async def permission(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> str | None:
+        """The option to answer (A6), or None for ``cancelled``."""
+        if Signal.INTERRUPT in self._sent:
+            return None
+        policy = self._agent.profile.permissions
+        offered = tuple((o.option_id, o.name, str(o.kind)) for o in options)
+        handler = self._agent.approvals
+        if handler is None:  # no engine: the policy here (ask: nobody to ask, so cancelled)
+            return policy_option(policy, offered)
+        request = PermissionRequest(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            title=tool_call.title or "permission requested",
+            tool_call_id=tool_call.tool_call_id,
+            options=offered,
+            policy=policy,
+            timeout=self._agent.profile.approval_timeout,
+        )
+        wait: asyncio.Future[str | None] = asyncio.ensure_future(handler(request))
+        self._waits.add(wait)
+        try:
+            if self.watchdog is None:
+                return await wait
+            with self.watchdog.paused():  # A9: a pending approval is not a stall
+                return await wait
+        except asyncio.CancelledError:
+            if wait.cancelled() and not current_cancelling():
+                return None  # cancelled by us (A5): answer ``cancelled``
+            raise
+        finally:
+            self._waits.discard(wait)
+
+    def _cancel_waits(self) -> None:
+        for wait in list(self._waits):
+            wait.cancel()
+
+    async def steer(self, text: str, entry_id: str) -> bool:
+        """Q16: offer ``text`` to the running prompt through the ``_session/steering``
+        extension method (Claude Code's and Codex's adapters answer ``injected``,
+        ``startedNewTurn`` or ``failed``). False when the prompt is not under way, the agent
+        has no such method, or it answered ``failed``: the message is then queued instead.
+
+        Hazard: an answer lost with the agent (it died mid-call) counts as not taken, so a
+        message could reach an agent that died and still be queued; never the other way."""
+        process = self._process
+        if self.done or process is None or process.run is not self or process.conn is None:
+            return False
+        params = {"sessionId": process.acp_session_id, "prompt": [{"type": "text", "text": text}]}
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT):
+                answer = await process.conn.ext_method("session/steering", params)
+        except RequestError as exc:
+            if exc.code == METHOD_NOT_FOUND:
+                self._agent.steering = False
+            return False
+        except (TimeoutError, ConnectionError, OSError):
+            return False
+        self._agent.steering = True
+        if answer.get("outcome") not in ("injected", "startedNewTurn"):
+            return False
+        self._emit(steer_item(text, entry_id))
+        return True
+
+    async def signal(self, signal: Signal) -> None:
+        if self.done:
+            return
+        if signal not in self._sent:
+            self._sent.append(signal)
+        process = self._process
+        if signal is Signal.INTERRUPT:
+            # A5: session/cancel, and every pending permission request answered cancelled.
+            self._cancel_waits()
+            if process is not None and process.conn is not None and not process.dead:
+                if (acp_session := process.acp_session_id) is not None:
+                    await bounded(process.conn.cancel(session_id=acp_session), SEND_TIMEOUT)
+            return
+        if process is not None:
+            self._apply_kill_signals(process)
+
+    def _apply_kill_signals(self, process: AcpProcess) -> None:
+        process.dead = True  # A4: the next turn gets a fresh process
+        sig = posix_signal.SIGKILL if Signal.KILL in self._sent else posix_signal.SIGTERM
+        process.killpg(sig)
+
+
+def policy_option(policy: str, options: Iterable[tuple[str, str, str]]) -> str | None:
+    """The first option (id, name, kind) of a kind ``policy`` answers with; None for ``ask``."""
+    kinds = POLICY_KINDS.get(policy, ())
+    return next((option for option, _, kind in options if kind in kinds), None)
+
+
+class ConversationLog(Protocol):
+    """Where each session's agent conversation is kept (A8). Set by the engine (the session's
+    records, shared by every instance); an agent on its own keeps them in memory. Neither call
+    raises: a read that fails is no conversation, a write that fails is logged."""
+
+    async def conversation(self, session_id: str) -> AgentConversation | None: ...
+
+    async def record(self, conversation: AgentConversation) -> None: ...
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        """Before the conversation is continued here: stop the session's agent wherever else it
+        runs (another instance's idle process may hold it open, and an agent may refuse to
+        resume a session another of its processes holds: fast-agent does)."""
+
+
+class MemoryConversations:
+    """A :class:`ConversationLog` in this process's memory (an agent without an engine)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, AgentConversation] = {}
+
+    async def conversation(self, session_id: str) -> AgentConversation | None:
+        return self._kept.get(session_id)
+
+    async def record(self, conversation: AgentConversation) -> None:
+        self._kept[conversation.session_id] = conversation
+
+    async def release_elsewhere(self, session_id: str) -> None:
+        pass  # one process: nowhere else
+
 
 #: The engine's lookup of a session's task id (the task's working directory, A1).
 TaskLookup = Callable[[str], Awaitable[str | None]]
@@ -224,6 +683,10 @@ class AcpAgent:
         return cwd
 
     async def _open_session(self, session_id: str, process: AcpProcess, cwd: Path) -> None:
+        """``initialize``, ``authenticate`` and the conversation (A8): continue the agent's own
+        session that the session's records keep (``session/resume`` when advertised, else
+        ``session/load``), else, or when that fails, a new ``session/new``. The outcome is
+        recorded for the session and logged."""
         conn = process.conn
         assert conn is not None
         init = await self._ask(
@@ -234,31 +697,80 @@ class AcpAgent:
                 client_info=Implementation(name="turnqueue", version="0.1.0"),
             ),
         )
-        offers = advertised(init.agent_capabilities)
-        process.can_close = offers.close
+        caps = init.agent_capabilities
+        sessions = caps.session_capabilities if caps is not None else None
+        can_resume = sessions is not None and sessions.resume is not None
+        can_load = caps is not None and bool(caps.load_session)
+        process.can_close = sessions is not None and sessions.close is not None
         await self._authenticate(process, auth_methods(init.auth_methods))
-
-        async def new() -> str:
-            created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
-            return created.session_id
-
         stored = await self.conversations.conversation(session_id)
-        if stored is not None and (offers.resume or offers.load):
+        if stored is not None and (can_resume or can_load):
             await self.conversations.release_elsewhere(session_id)
-        conversation = await open_conversation(
-            conn,
-            session_id=session_id,
-            profile=self.name,
-            cwd=cwd,
-            offers=offers,
-            stored=stored,
-            new=new,
+        error: str | None = None
+        how, agent_session = ConversationStart.NEW, None
+        method = "session/resume" if can_resume else "session/load" if can_load else None
+        if stored is not None and stored.profile == self.name:
+            previous = stored.agent_session_id
+            if method is None:
+                log.info(
+                    "session %s: agent %s advertises neither session/resume nor session/load; "
+                    "its conversation %s is not continued",
+                    session_id,
+                    self.name,
+                    previous,
+                )
+            else:
+                try:
+                    if can_resume:
+                        await conn.resume_session(session_id=previous, cwd=str(cwd), mcp_servers=[])
+                        how = ConversationStart.RESUMED
+                    else:
+                        await conn.load_session(cwd=str(cwd), session_id=previous, mcp_servers=[])
+                        how = ConversationStart.LOADED
+                    agent_session = previous
+                    log.info(
+                        "session %s: agent %s continued its session %s (%s)",
+                        session_id,
+                        self.name,
+                        previous,
+                        how.value,
+                    )
+                except Exception as exc:
+                    reason = (
+                        failure_of(exc).text
+                        if isinstance(exc, RequestError)
+                        else str(exc) or type(exc).__name__
+                    )
+                    error = f"{method} failed: {reason}"
+                    log.warning(
+                        "session %s: %s of agent session %s failed (%s); starting a new one",
+                        session_id,
+                        method,
+                        previous,
+                        error,
+                    )
+        if agent_session is None:
+            created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
+            agent_session = created.session_id
+            log.info(
+                "session %s: agent %s opened a new session %s", session_id, self.name, agent_session
+            )
+        process.acp_session_id = agent_session
+        await self.conversations.record(
+            AgentConversation(
+                session_id=session_id,
+                profile=self.name,
+                agent_session_id=agent_session,
+                can_resume=can_resume,
+                can_load=can_load,
+                can_close=process.can_close,
+                resumed=how,
+                resume_error=error,
+                updated_at=utcnow(),
+            )
         )
-        process.acp_session_id = conversation.agent_session_id
-        await self.conversations.record(conversation)
         if self.auth.state is not AuthState.REFUSED or process.auth_method is not None:
-            state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
-            self.auth = AgentAuth(state, process.auth_method, self.auth.methods)
+            self._accepted(process)
 
     async def _authenticate(self, process: AcpProcess, methods: tuple[AuthMethod, ...]) -> None:
         """A11: ``authenticate`` with the method the profile provides for, if any."""
@@ -303,20 +815,35 @@ class AcpAgent:
         """A prompt was answered with some work: an earlier refusal is over. (Claude Code
         answers the prompt after a refusal ``end_turn`` with nothing: that proves nothing.)"""
         if self.auth.state is AuthState.REFUSED:
-            state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
-            self.auth = AgentAuth(state, process.auth_method, self.auth.methods)
+            self._accepted(process)
+
+    def _accepted(self, process: AcpProcess) -> None:
+        state = AuthState.NOT_ASKED if process.auth_method is None else AuthState.AUTHENTICATED
+        self.auth = AgentAuth(state, process.auth_method, self.auth.methods)
 
     async def kill(self, process: AcpProcess) -> None:
         """SIGKILL the group and release the process (a fault, or a turn killed)."""
         await self.stop(process, grace=0)
 
     async def stop(self, process: AcpProcess, grace: float = STOP_GRACE_SECONDS) -> None:
-        """Stop a process: SIGTERM to the group, SIGKILL after ``grace`` seconds; forget it."""
+        """Stop a process and forget it: SIGTERM to the group and up to ``grace`` seconds to
+        exit (none when ``grace`` is 0), SIGKILL to what is left, then close the connection,
+        reap the process and stop its helper tasks."""
         self.cancel_idle(process)
         for sid, known in list(self._processes.items()):
             if known is process:
                 del self._processes[sid]
-        await end_process(process, grace)
+        process.dead = True
+        if grace > 0:
+            process.killpg(posix_signal.SIGTERM)
+            await bounded(process.proc.wait(), grace)
+        process.killpg(posix_signal.SIGKILL)
+        if process.conn is not None:
+            await bounded(process.conn.close(), STOP_GRACE_SECONDS)
+        await bounded(process.proc.wait(), STOP_GRACE_SECONDS)
+        for task in process.tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
         if self.processes is not None:
             await self.processes.ended(process.pid)
 

@@ -12,11 +12,23 @@ named supervising task (which awaits any helper task it makes); ``wait()`` await
 so once ``wait()`` returns nothing of the run is left on the event loop. :class:`RunSet` lets an
 agent kill what it still runs on ``aclose()``.
 
-A9: a run given :class:`~turnqueue.agents.watchdog.Bounds` watches its agent's activity (every
-chunk and item it emits; a subclass bumps more, and pauses the clock while a person is asked).
-A run whose agent stays silent past a bound is killed through its own ``signal(KILL)`` and
+A9: a run given :class:`Bounds` has a :class:`Watchdog`, told of every sign of life of its agent
+(:meth:`Watchdog.bump`: every chunk and item it emits; a subclass bumps more) and of the time a
+pending approval waits on a person (:meth:`Watchdog.paused`: the clock stands still meanwhile).
+Once armed (:meth:`Watchdog.arm`: the prompt has reached the agent), the agent has
+``Bounds.start`` seconds for its first sign of life and then ``Bounds.stall`` seconds between
+two. A run whose agent stays silent past a bound is killed through its own ``signal(KILL)`` and
 ends failed with kind STALLED, whatever the kill made of its result; one that does not end
 within :data:`CLOSE_GRACE_SECONDS` of the kill has its task cancelled (the same end).
+
+Hazards:
+- A bump is on the output path (one per chunk): it only stores the time, without waking the
+  watching task. The watcher sleeps to the deadline it knows and, on waking, compares with the
+  last bump, so it wakes at most once per bound while the agent is lively. Only what can move
+  the deadline *earlier* (arming, the first sign of life when ``stall < start``, a pause ending)
+  wakes it.
+- The watchdog never acts itself: the run awaits :meth:`Watchdog.expired` in one named task and
+  stops itself through its own kill path.
 """
 
 from __future__ import annotations
@@ -30,14 +42,81 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
-from turnqueue.agents.watchdog import Bounds, Watchdog
 from turnqueue.domain import AgentErrorKind, ItemKind, TurnItem
 from turnqueue.errors import TurnqueueError
+from turnqueue.timeouts import bounded
 
 log = logging.getLogger(__name__)
 
 #: How long ``aclose`` waits for a killed run to wind down before cancelling its task.
 CLOSE_GRACE_SECONDS = 2.0
+#: A9: a profile's ``stall_timeout`` by default (seconds; ``TURNQUEUE_STALL_TIMEOUT``).
+DEFAULT_STALL_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How long an agent may stay silent: ``start`` to its first sign of life after the
+    prompt, ``stall`` between two (A9)."""
+
+    start: float
+    stall: float
+
+
+class Watchdog:
+    def __init__(self, bounds: Bounds) -> None:
+        self.bounds = bounds
+        self._loop = asyncio.get_running_loop()
+        self._armed = False
+        self._active = False  # a sign of life since arming
+        self._paused = 0
+        self._last = self._loop.time()
+        self._wake = asyncio.Event()
+
+    def arm(self) -> None:
+        """The prompt has reached the agent: its clock starts now, for its first sign of life."""
+        self._armed = True
+        self._active = False
+        self._last = self._loop.time()
+        self._wake.set()
+
+    def bump(self) -> None:
+        """A sign of life of the agent."""
+        self._last = self._loop.time()
+        if not self._active:
+            self._active = True
+            self._wake.set()  # the bound may shrink from ``start`` to ``stall``
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """While a person is asked (a pending approval): no stall. Asking and being answered
+        are both signs of life."""
+        self.bump()
+        self._paused += 1
+        self._wake.set()
+        try:
+            yield
+        finally:
+            self._paused -= 1
+            self.bump()
+            self._wake.set()
+
+    async def expired(self) -> str:
+        """Return (with the reason) once a bound is exceeded; never while paused or unarmed."""
+        while True:
+            self._wake.clear()
+            if not self._armed or self._paused:
+                await self._wake.wait()
+                continue
+            bound = self.bounds.stall if self._active else self.bounds.start
+            left = self._last + bound - self._loop.time()
+            if left <= 0:
+                if self._active:
+                    return f"stalled: no agent activity for {bound:g} s"
+                return f"stalled: the agent showed no activity within {bound:g} s of the prompt"
+            # ``bounded``, not wait_for: a cancel arriving as the event is set (the run ending
+            # right after a bump) must end the watcher (turnqueue.timeouts).
+            await bounded(self._wake.wait(), left)
 
 
 class Signal(IntEnum):
@@ -86,6 +165,12 @@ def spawn_errors(program: str) -> Iterator[None]:
         raise AgentStartError(f"agent command is not executable: {program}") from exc
     except OSError as exc:
         raise AgentStartError(f"cannot start agent command {program}: {exc}") from exc
+
+
+def current_cancelling() -> bool:
+    """Whether a cancellation of the current task is pending."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @runtime_checkable
@@ -244,8 +329,7 @@ class BaseRun(ABC):
             # Shielded: a caller that gives up waiting must not cancel the run itself.
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if task.cancelled() and (current is None or not current.cancelling()):
+            if task.cancelled() and not current_cancelling():
                 if self.stalled is not None:
                     return self._stall_result()
                 return AgentResult(ok=False, error="agent closed")

@@ -36,12 +36,12 @@ from turnqueue.agents.base import (
     AgentResult,
     AgentStartError,
     BaseRun,
+    Bounds,
     ProcessLog,
     RunSet,
     Signal,
     spawn_errors,
 )
-from turnqueue.agents.watchdog import Bounds
 from turnqueue.timeouts import bounded
 
 MAX_CHUNK_CHARS = 16 * 1024

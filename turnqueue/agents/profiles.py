@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from turnqueue.agents.watchdog import DEFAULT_STALL_TIMEOUT, Bounds
+from turnqueue.agents.base import DEFAULT_STALL_TIMEOUT, Bounds
 from turnqueue.domain import AgentType
 
 log = logging.getLogger(__name__)

@@ -29,11 +29,11 @@ from turnqueue.agents.base import (
     AgentResult,
     AgentStartError,
     BaseRun,
+    Bounds,
     RunSet,
     Signal,
     steer_item,
 )
-from turnqueue.agents.watchdog import Bounds
 from turnqueue.timeouts import bounded
 
 #: How many chunks a reply is streamed in.

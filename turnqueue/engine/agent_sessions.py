@@ -192,7 +192,7 @@ class ProcessRecords:
 
 
 class ConversationRecords:
-    """The ACP agents' :class:`~turnqueue.agents.acp_resume.ConversationLog`: each session's
+    """The ACP agents' :class:`~turnqueue.agents.acp.ConversationLog`: each session's
     agent conversation is a row (``agent_conversations``) any instance reads when it starts the
     session's agent again (A8). Not units of work: the row belongs to no queue and moves no
     revision. A read that fails is no conversation (a new agent session), a write that fails is
