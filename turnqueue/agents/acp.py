@@ -8,26 +8,22 @@ When ``initialize`` lists authentication methods and the profile provides what o
 agent is authenticated before ``session/new`` (A11); :attr:`AcpAgent.auth` is what the agent last
 said about authentication, and a refusal names the agent's methods (:mod:`.acp_errors`).
 
-The process (:class:`AcpProcess`) runs in its own process group (``start_new_session=True``:
-pgid == pid), so SIGTERM and SIGKILL reach the whole group; it gets the profile's environment on
-top of a minimal one (``acp.default_environment()``), never the server's whole environment; its
-stderr is drained continuously (the last :data:`STDERR_TAIL_BYTES` kept, and a count of every
-byte, so a turn can take what was written while it ran), so an agent that writes megabytes of
-logs never blocks on a full pipe. It is stopped after ``idle_timeout`` without a turn, at
-shutdown, and when it dies or is killed; the session's next turn then starts a fresh one, which
-continues the agent's own session as the session's records keep it (A8, :class:`ConversationLog`:
-``session/resume``, else ``session/load``, else a new ``session/new``), on this instance or any
-other, after a restart too. When turnqueue's session ends (:meth:`AcpAgent.close_session`) the
-agent's session is closed (``session/close``, when advertised) before its process stops.
+The process (:class:`~.acp_process.AcpProcess`: its group, environment and stderr) is stopped
+after ``idle_timeout`` without a turn, at shutdown, and when it dies or is killed; the session's
+next turn then starts a fresh one, which continues the agent's own session as the session's
+records keep it (A8, :class:`ConversationLog`: ``session/resume``, else ``session/load``, else a
+new ``session/new``), on this instance or any other, after a restart too. When turnqueue's
+session ends (:meth:`AcpAgent.close_session`) the agent's session is closed (``session/close``,
+when advertised) before its process stops.
 
 What the agent sends goes to the process's current turn: ``session/update`` notifications, from
 the connection's message stream in arrival order (a connection *observer*, before the package
 validates them), become turn output (:mod:`.acp_updates`); ``session/request_permission``
-(:class:`_Client`) goes to the engine (A6, :data:`ApprovalHandler`) or, without one, is answered
-by the profile's policy. With no turn (as while ``session/load`` replays the history), updates
-are dropped and permission requests answered ``cancelled``. INTERRUPT is ``session/cancel`` and
-answers every pending permission request ``cancelled`` (A5); TERMINATE and KILL signal the
-process group and mark the process dead, so the next turn gets a fresh one (A4).
+(the process's client callbacks) goes to the engine (A6, :data:`ApprovalHandler`) or, without
+one, is answered by the profile's policy. With no turn (as while ``session/load`` replays the
+history), updates are dropped and permission requests answered ``cancelled``. INTERRUPT is
+``session/cancel`` and answers every pending permission request ``cancelled`` (A5); TERMINATE and
+KILL signal the process group and mark the process dead, so the next turn gets a fresh one (A4).
 
 Hazards:
 - ``session/prompt`` of one session never overlaps another: a per-session lock is held from the
@@ -45,27 +41,19 @@ Hazards:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import re
 import signal as posix_signal
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 from weakref import WeakValueDictionary
 
-from acp import PROTOCOL_VERSION, Client, RequestError, default_environment, text_block
-from acp.client.connection import ClientSideConnection
-from acp.connection import StreamDirection, StreamEvent
+from acp import PROTOCOL_VERSION, RequestError, default_environment, text_block
 from acp.schema import (
-    AllowedOutcome,
     ClientCapabilities,
-    DeniedOutcome,
     Implementation,
     PermissionOption,
-    RequestPermissionResponse,
     ToolCallUpdate,
 )
 
@@ -77,6 +65,7 @@ from turnqueue.agents.acp_errors import (
     methods_hint,
     usable_method,
 )
+from turnqueue.agents.acp_process import STOP_GRACE_SECONDS, AcpProcess, spawn
 from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import (
     AgentResult,
@@ -87,7 +76,6 @@ from turnqueue.agents.base import (
     RunSet,
     Signal,
     current_cancelling,
-    spawn_errors,
     steer_item,
 )
 from turnqueue.agents.profiles import Profile
@@ -100,7 +88,7 @@ from turnqueue.domain import (
     ConversationStart,
     utcnow,
 )
-from turnqueue.timeouts import bounded, within
+from turnqueue.timeouts import bounded
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,166 +104,6 @@ _END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
 _POSIX = {Signal.TERMINATE: posix_signal.SIGTERM, Signal.KILL: posix_signal.SIGKILL}
 #: The option kinds the ``allow`` and ``reject`` policies answer with, preferred first (A6).
 POLICY_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
-STDERR_TAIL_BYTES = 4 * 1024
-#: Largest JSON-RPC line read in one piece (longer lines are still read, in pieces).
-LINE_LIMIT = 1024 * 1024
-#: Seconds a stopping agent gets between SIGTERM and SIGKILL (idle stop, shutdown).
-STOP_GRACE_SECONDS = 2.0
-#: Terminal escape sequences (colours, cursor moves) in an agent's log.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-#: Silence on stderr after which what a live agent logged with an error answer is taken.
-STDERR_QUIET_SECONDS = 0.05
-
-
-@dataclass(eq=False)
-class AcpProcess:
-    """One live agent process of one session."""
-
-    proc: asyncio.subprocess.Process
-    conn: ClientSideConnection | None = None
-    acp_session_id: str | None = None
-    can_close: bool = False  # the agent advertised ``session/close`` (A8)
-    auth_method: str | None = None  # the method it was authenticated with (A11)
-    stderr: bytearray = field(default_factory=bytearray)  # the last STDERR_TAIL_BYTES
-    stderr_total: int = 0  # bytes ever read from stderr
-    stderr_seen: asyncio.Event = field(default_factory=asyncio.Event)  # set on every read
-    dead: bool = False
-    run: AcpRun | None = None  # the turn receiving updates
-    idle: asyncio.TimerHandle | None = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def tail(self, since: int = 0) -> str:
-        """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
-        ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
-        its log); empty when nothing was."""
-        size = min(len(self.stderr), max(0, self.stderr_total - since))
-        text = self.stderr[len(self.stderr) - size :].decode("utf-8", errors="replace")
-        return _ANSI.sub("", text).strip()
-
-    async def stderr_quiet(
-        self, quiet: float = STDERR_QUIET_SECONDS, bound: float = STOP_GRACE_SECONDS
-    ) -> None:
-        """Wait until stderr has been silent for ``quiet`` seconds (at most ``bound``): a live
-        agent usually logs an error just before or after it answers it."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + bound
-        while (left := deadline - loop.time()) > 0:
-            self.stderr_seen.clear()
-            try:
-                await within(self.stderr_seen.wait(), min(quiet, left))
-            except TimeoutError:
-                return
-
-    async def exit_status(self, timeout: float = STOP_GRACE_SECONDS) -> int | None:
-        """The process's own exit status, waiting at most ``timeout`` for it to exit; None if
-        it is still running. Read before turnqueue kills it, so a status is never ours. After
-        an exit it also waits (as long) for stderr to end, so what the process wrote last is
-        in the tail (its group is killed on exit: stderr ends soon)."""
-        if self.proc.returncode is None:
-            await bounded(self.proc.wait(), timeout)
-        if self.proc.returncode is not None and self.tasks:
-            await asyncio.wait({self.tasks[0]}, timeout=timeout)  # tasks[0]: the stderr drain
-        return self.proc.returncode
-
-    def killpg(self, sig: posix_signal.Signals) -> None:
-        # The group id is the leader's pid. Hazard: once the leader is reaped and the group
-        # empty, that id could in principle be reused; SIGTERM is sent only while the leader
-        # lives, SIGKILL (the last word) also right after its exit, to reach what it left.
-        if self.proc.returncode is None or sig is posix_signal.SIGKILL:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
-
-
-async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpProcess:
-    """Start the agent command in ``cwd`` and open its ACP connection (not yet initialised)."""
-    with spawn_errors(argv[0]):
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(env),
-            cwd=str(cwd),
-            start_new_session=True,
-            limit=LINE_LIMIT,
-        )
-    process = AcpProcess(proc)
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    # tasks[0] is the stderr drain (``exit_status`` waits for it).
-    process.tasks.append(asyncio.create_task(_drain_stderr(process), name="acp-stderr"))
-    process.tasks.append(asyncio.create_task(_watch(process), name="acp-exit"))
-    # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
-    # answers those "method not found"), hence the cast to the full protocol.
-    client = cast(Client, _Client(process))
-    process.conn = ClientSideConnection(
-        client, proc.stdin, proc.stdout, observers=[_observer(process)]
-    )
-    return process
-
-
-class _Client:
-    """The ACP client side of one process: permission requests go to its current turn."""
-
-    def __init__(self, process: AcpProcess) -> None:
-        self._process = process
-
-    async def request_permission(
-        self,
-        session_id: str,
-        tool_call: ToolCallUpdate,
-        options: list[PermissionOption],
-        **kwargs: Any,
-    ) -> RequestPermissionResponse:
-        run = self._process.run
-        option = await run.permission(tool_call, options) if run is not None else None
-        if option is None:
-            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(
-            outcome=AllowedOutcome(option_id=option, outcome="selected")
-        )
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        """Updates are taken from the message stream (see :func:`_observer`)."""
-
-
-def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:
-    def observe(event: StreamEvent) -> None:
-        # Called by the connection's reader for every message, in arrival order.
-        message = event.message
-        if event.direction is not StreamDirection.INCOMING:
-            return
-        if message.get("method") != "session/update" or "id" in message:
-            return
-        run = process.run
-        params = message.get("params")
-        if run is not None and isinstance(params, dict):
-            run.on_update(params)
-
-    return observe
-
-
-async def _drain_stderr(process: AcpProcess) -> None:
-    stream = process.proc.stderr
-    assert stream is not None
-    with contextlib.suppress(Exception):
-        while chunk := await stream.read(65536):
-            process.stderr += chunk
-            del process.stderr[:-STDERR_TAIL_BYTES]
-            process.stderr_total += len(chunk)
-            process.stderr_seen.set()
-
-
-async def _watch(process: AcpProcess) -> None:
-    """When the leader exits, kill what is left of its group, so the pipes close and the
-    connection (and any prompt on it) ends."""
-    with contextlib.suppress(Exception):
-        await process.proc.wait()
-    process.dead = True
-    process.killpg(posix_signal.SIGKILL)
 
 
 @dataclass(frozen=True, slots=True)
