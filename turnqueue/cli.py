@@ -93,8 +93,7 @@ def _parser() -> argparse.ArgumentParser:
 def load_settings(overrides: dict[str, Any]) -> Settings:
     """Environment first, flags on top (pydantic validates and parses both the same way)."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    env = Settings()
-    return Settings.model_validate({**env.model_dump(), **given})
+    return Settings.model_validate({**Settings().model_dump(), **given})
 
 
 def _schema(args: argparse.Namespace) -> int:
