@@ -1,9 +1,7 @@
 """``turnqueue serve | migrate | export-schema | schema diff | schema check`` (SPEC M1, M2, U1, G4).
 
-Every setting of :class:`~turnqueue.settings.Settings` is a flag of ``serve``, generated from the
-model (name, help text, environment variable), so the two cannot drift. A flag overrides the
-matching ``TURNQUEUE_…`` environment variable; a flag left out keeps the environment's (or the
-default) value.
+Every setting is a flag of ``serve``, generated from :class:`~turnqueue.settings.Settings`; a flag
+overrides its ``TURNQUEUE_…`` environment variable, a flag left out keeps the environment's value.
 """
 
 from __future__ import annotations
@@ -23,16 +21,9 @@ from pydantic_core import PydanticUndefined
 
 from turnqueue.settings import Settings
 
-ENV_PREFIX = str(Settings.model_config.get("env_prefix", ""))
-
-
-def flag_name(field: str) -> str:
-    """``queue_max`` → ``--queue-max`` (M2: the flag of each setting)."""
-    return "--" + field.replace("_", "-")
-
 
 def env_name(field: str) -> str:
-    return f"{ENV_PREFIX}{field}".upper()
+    return f"TURNQUEUE_{field.upper()}"
 
 
 def _choices(info: FieldInfo) -> list[str] | None:
@@ -49,18 +40,6 @@ def _help(name: str, info: FieldInfo) -> str:
     return f"{text} ({'; '.join(extra)})".replace("%", "%%")
 
 
-def add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per Settings field; values stay strings (or booleans) for pydantic to parse."""
-    for name, info in Settings.model_fields.items():
-        flag: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, info)}
-        if info.annotation is bool:
-            parser.add_argument(flag_name(name), action=argparse.BooleanOptionalAction, **flag)
-        else:
-            parser.add_argument(
-                flag_name(name), choices=_choices(info), metavar=name.upper(), **flag
-            )
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turnqueue", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -69,16 +48,18 @@ def _parser() -> argparse.ArgumentParser:
         help="run the GraphQL server",
         description="Run the GraphQL server. Every flag overrides its environment variable.",
     )
-    add_settings_flags(serve)
+    # One flag per setting (M2); values stay strings (or booleans) for pydantic to parse.
+    for name, info in Settings.model_fields.items():
+        flag: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, info)}
+        if info.annotation is bool:
+            flag["action"] = argparse.BooleanOptionalAction
+        else:
+            flag.update(choices=_choices(info), metavar=name.upper())
+        serve.add_argument("--" + name.replace("_", "-"), **flag)
     export = commands.add_parser("export-schema", help="write the sorted SDL")
     export.add_argument("path", nargs="?", default="schema.graphql")
     migrate = commands.add_parser("migrate", help="upgrade the database to the newest schema")
     migrate.add_argument("--database-url", dest="database_url", default=None)
-    _schema_commands(commands)
-    return parser
-
-
-def _schema_commands(commands: Any) -> None:
     schema = commands.add_parser("schema", help="the contract kit: compare schemas, check clients")
     verbs = schema.add_subparsers(dest="verb", required=True)
     diff = verbs.add_parser(
@@ -106,13 +87,13 @@ def _schema_commands(commands: Any) -> None:
         help="SDL file to check against (default: this turnqueue's own schema)",
     )
     check.add_argument("--strict", action="store_true", help="warnings fail too")
+    return parser
 
 
 def load_settings(overrides: dict[str, Any]) -> Settings:
     """Environment first, flags on top (pydantic validates and parses both the same way)."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    env = Settings()
-    return Settings.model_validate({**env.model_dump(), **given})
+    return Settings.model_validate({**Settings().model_dump(), **given})
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -1,8 +1,5 @@
-"""The domain: frozen value objects and enums shared by every layer.
-
-Nothing here does I/O. The store builds these from rows, the engine passes them around and the
-GraphQL schema converts them with ``from_domain``.
-"""
+"""Frozen value objects and enums shared by every layer; nothing here does I/O. The store builds
+them from rows, the GraphQL schema converts them with ``from_domain``."""
 
 from __future__ import annotations
 
@@ -11,9 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from itertools import pairwise
+from typing import Any, TypeVar, dataclass_transform
 
 from turnqueue.fastinit import fast_init
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def value(cls: type[_T]) -> type[_T]:
+    """A frozen, slotted dataclass, built by :func:`~turnqueue.fastinit.fast_init`."""
+    return fast_init(dataclass(frozen=True, slots=True)(cls))
 
 
 class SessionState(StrEnum):
@@ -107,15 +113,13 @@ MAX_PAGE = 200
 
 
 def clamp_page(count: int) -> int:
-    """``count`` as a page answers it: at most :data:`MAX_PAGE`. A negative count is refused
-    where the argument arrives (``schema.connections.page_count``); here it is a bug."""
+    """At most :data:`MAX_PAGE`; a negative count is refused where it arrives (a bug here)."""
     if count < 0:
         raise ValueError(f"a page of {count} items")
     return min(count, MAX_PAGE)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class Task:
     id: str
     title: str
@@ -125,8 +129,7 @@ class Task:
     created_at: datetime
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class TurnAt:
     """A turn as one session revision shows it (R1: a turn's start and end are revisions)."""
 
@@ -136,8 +139,7 @@ class TurnAt:
     ended_at: datetime | None
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class SessionParts:
     """What a session's own revision covers besides its state (R1, A6), read in the statement
     that read the revision, so one revision always shows the same parts (R3)."""
@@ -147,8 +149,7 @@ class SessionParts:
     current_turn: TurnAt | None
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class Session:
     id: str
     task_id: str
@@ -167,8 +168,7 @@ class Session:
         return self.state in PROMPTABLE
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class Turn:
     id: str
     session_id: str
@@ -186,8 +186,7 @@ class Turn:
     entry_id: str | None = None  # Q16: the queue entry it was started from, if one
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class QueueEntry:
     id: str
     session_id: str
@@ -224,8 +223,7 @@ class RequestState(StrEnum):
     WITHDRAWN = "WITHDRAWN"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class OwnerRequest:
     """M4: an operation asked of the instance running a session's turn, and where it stands."""
 
@@ -238,8 +236,7 @@ class OwnerRequest:
     outcome: str | None  # JSON, once DONE
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class SteerRequest:
     """Q16: a message (its queue entry) offered to a running turn, and where that stands."""
 
@@ -250,8 +247,7 @@ class SteerRequest:
     state: str  # PENDING, or a SendOutcome once decided
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class SentMessage:
     """Q15: what a send with a ``clientMessageId`` did (the entry it queued, the turn it
     started, or both), kept at least a day so a retry answers it instead of sending again."""
@@ -265,8 +261,7 @@ class SentMessage:
     queued_at: datetime | None
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class Clarification:
     id: str
     session_id: str
@@ -275,8 +270,7 @@ class Clarification:
     asked_at: datetime
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class QueuePolicy:
     """The durable queue state of one session (Q1, Q13, Q14)."""
 
@@ -286,8 +280,7 @@ class QueuePolicy:
     revision: int
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class QueueStatus:
     session_id: str
     auto_run: bool
@@ -302,16 +295,14 @@ class QueueStatus:
         return len(self.entries)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class CancellationStatus:
     session_id: str
     pending: bool
     revision: int
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class OutputChunk:
     session_id: str
     turn_id: str
@@ -321,8 +312,7 @@ class OutputChunk:
     status: TurnStatus
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class OutputMark:
     """A turn's output log committed up to ``end`` characters (O1), as another instance
     announces it (M4): no text, so a notification never carries what can exceed its limit; its
@@ -363,8 +353,7 @@ class AuthState(StrEnum):
     REFUSED = "REFUSED"  # it refused for want of authentication
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class AuthMethod:
     """One authentication method an agent lists in ``initialize`` (ACP ``authMethods``)."""
 
@@ -374,8 +363,7 @@ class AuthMethod:
     env_vars: tuple[str, ...] = ()  # an ``env_var`` method: the variables it needs
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class AgentAuth:
     state: AuthState = AuthState.UNKNOWN
     method: str | None = None  # the method ``authenticate`` used
@@ -391,8 +379,7 @@ class ConversationStart(StrEnum):
     LOADED = "LOADED"  # ``session/load``: the agent replayed its history (kept out of turns)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class AgentConversation:
     """A8: the agent's own session behind a turnqueue session, and what the agent advertised,
     kept from the moment ``session/new`` (or a resume or load) answers."""
@@ -408,8 +395,7 @@ class AgentConversation:
     updated_at: datetime
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class AgentProfile:
     """A profile as clients see it (A1): never its command or environment."""
 
@@ -428,8 +414,7 @@ class ItemKind(StrEnum):
     STEER = "STEER"  # data {"text": str, "entryId": str}: a message steered into the turn (Q16)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class TurnItem:
     """One structured piece of a turn's output (A3); a plain text chunk is a MESSAGE item."""
 
@@ -438,8 +423,7 @@ class TurnItem:
     key: str | None = None  # upsert key (a tool call's id): later items with the same key update it
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class OutputRecord:
     """One entry of a turn's durable output log (O1).
 
@@ -455,8 +439,7 @@ class OutputRecord:
     key: str | None = None
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class LogBatch:
     """Records of a turn's log that just committed (O1), as the bus carries them: ``end`` is the
     log's length after them. A batch relayed from another instance carries no records (only
@@ -468,8 +451,7 @@ class LogBatch:
     records: tuple[OutputRecord, ...] = ()
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class ItemsChunk:
     """What ``turnItems`` sends (A3, O2): the changes log entries ``offset .. next_offset-1``
     made to the turn's items, each as ``(index, item)`` (see :mod:`turnqueue.engine.items`)."""
@@ -489,16 +471,14 @@ class ApprovalOutcome(StrEnum):
     CANCELLED = "CANCELLED"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class ApprovalOption:
     id: str
     name: str
     kind: str
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class Approval:
     """An agent's permission request of a turn and its answer (A6)."""
 
@@ -515,8 +495,7 @@ class Approval:
     answered_at: datetime | None = None
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class WorkflowStep:
     name: str
     on_turn_complete: OnTurnComplete = OnTurnComplete.NONE
@@ -524,11 +503,12 @@ class WorkflowStep:
     new_session_on_enter: bool = False
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@value
 class Workflow:
-    steps: tuple[WorkflowStep, ...] = field(
-        default=(WorkflowStep("IN_PROGRESS"), WorkflowStep("REVIEW"), WorkflowStep("DONE"))
+    steps: tuple[WorkflowStep, ...] = (
+        WorkflowStep("IN_PROGRESS"),
+        WorkflowStep("REVIEW"),
+        WorkflowStep("DONE"),
     )
 
     @property
@@ -539,11 +519,7 @@ class Workflow:
         return next((s for s in self.steps if s.name == name), None)
 
     def next_after(self, name: str) -> WorkflowStep | None:
-        names = [s.name for s in self.steps]
-        if name not in names:
-            return None
-        index = names.index(name)
-        return self.steps[index + 1] if index + 1 < len(self.steps) else None
+        return next((b for a, b in pairwise(self.steps) if a.name == name), None)
 
     @property
     def moves_on_complete(self) -> bool:

@@ -1,15 +1,6 @@
-"""The error hierarchy.
-
-``TurnqueueError``
-  ``UserFacingError`` — an expected failure of a request. It carries an :class:`ErrorCode` and
-  becomes a ``userErrors`` entry of the mutation payload; it never changes stored state (the engine
-  raises it before committing, or inside the transaction so that it rolls back).
-    ``NotFound``, ``InvalidInput``, ``Conflict`` (every other code) — thin conveniences.
-  ``AuthenticationError`` — missing or wrong credentials; refused before any GraphQL runs.
-  ``StoreError`` — the database failed; unexpected, masked to clients and logged.
-
-Anything else raised inside a request is a fault: masked to clients and logged with detail.
-"""
+"""The error hierarchy. A :class:`UserFacingError` never changes stored state (the engine raises
+it before committing, or inside the transaction so that it rolls back). Anything else raised in a
+request, :class:`StoreError` included, is a fault: masked to clients and logged with detail."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Configuration: every ``TURNQUEUE_…`` environment variable, validated by pydantic-settings.
-
-The names fixed by SPEC M2 are the first block. ``turnqueue serve`` has a flag for each field;
-the field's description is the flag's help text.
-"""
+"""Every ``TURNQUEUE_…`` environment variable, validated by pydantic-settings. ``turnqueue serve``
+has a flag for each field, its description the flag's help text."""
 
 from __future__ import annotations
 
@@ -11,8 +8,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def async_database_url(url: str) -> str:
@@ -94,13 +89,10 @@ class Settings(BaseSettings):
     )
     introspection: bool = Field(default=True, description="allow GraphQL introspection")
     subscriber_buffer: int = Field(
-        default=256,
-        gt=0,
-        description="events buffered per subscriber before it is told to resync",
+        default=256, gt=0, description="events buffered per subscriber before it is told to resync"
     )
     subscription_fanout: bool = Field(
-        default=True,
-        description="identical snapshot subscriptions share one execution",
+        default=True, description="identical snapshot subscriptions share one execution"
     )
     compiled_operations: bool = Field(
         default=True,
@@ -111,9 +103,7 @@ class Settings(BaseSettings):
         default=10, gt=0, description="PostgreSQL connections per instance (plus the lease's)"
     )
     db_timeout: float = Field(
-        default=30.0,
-        gt=0,
-        description="seconds a connect, statement or SQLite write lock may wait",
+        default=30.0, gt=0, description="seconds a connect, statement or SQLite write lock may wait"
     )
     lease_seconds: float = Field(
         default=10.0, gt=0, description="how soon another instance takes over a dead one"
@@ -179,7 +169,7 @@ class Settings(BaseSettings):
         """S1: with no authentication (static tokens or JWTs, S5) the server serves one local
         user and stays on loopback."""
         authenticated = self.tokens or self.jwt_secret or self.jwt_jwks_file is not None
-        if not authenticated and self.host not in LOOPBACK_HOSTS:
+        if not authenticated and self.host not in ("127.0.0.1", "::1", "localhost"):
             raise ValueError(
                 f"refusing to listen on {self.host} without authentication; configure "
                 "TURNQUEUE_TOKENS, TURNQUEUE_JWT_SECRET or TURNQUEUE_JWT_JWKS_FILE, "

@@ -1,13 +1,10 @@
 """Bounded waits that never swallow a cancellation.
 
-On Python 3.11, ``asyncio.wait_for`` returns the inner result when a cancellation arrives in the
-same loop iteration as that result (CPython gh-86296; 3.12 rewrote ``wait_for`` on
-``asyncio.timeout``): the cancelled task keeps running. A loop that waits with it — a listener,
-a follower, a poll — then outlives the ``cancel()`` meant to end it, and whoever awaits the task
-waits forever. :func:`within` is ``wait_for`` built on ``asyncio.timeout``, which counts
-cancellations (``Task.uncancel``) and so lets every external one through; :func:`bounded` is the
-same wait for an outcome nobody reads. ``wait_for`` itself is banned by ruff (TID251) in this
-repository. Reproduction: docs/upstream/wait_for_cancel_repro.py.
+On Python 3.11 ``asyncio.wait_for`` returns the inner result when a cancellation arrives in the
+same loop iteration (CPython gh-86296): a loop waiting with it outlives the ``cancel()`` meant to
+end it. ``asyncio.timeout`` counts cancellations (``Task.uncancel``) and lets every external one
+through, so these waits use it; ruff bans ``wait_for`` (TID251). Reproduction:
+docs/upstream/wait_for_cancel_repro.py.
 """
 
 from __future__ import annotations
