@@ -49,8 +49,8 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.engine.change import Change
+from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
 from turnqueue.engine.core import Core
-from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 

@@ -65,7 +65,7 @@ from turnqueue.domain import (
     Turn,
     TurnStatus,
 )
-from turnqueue.engine.peers import Peers
+from turnqueue.engine.cluster import Cluster
 from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.store import SessionView, Store, Tx
 
@@ -80,7 +80,7 @@ class Parts(Protocol):
     def bus(self) -> EventBus: ...
 
     @property
-    def cluster(self) -> Peers | None: ...
+    def cluster(self) -> Cluster | None: ...
 
     @property
     def instance(self) -> int: ...

@@ -36,7 +36,7 @@ from turnqueue.domain import (
     Workflow,
 )
 from turnqueue.engine.change import Reference, unit_of_work
-from turnqueue.engine.peers import Peers
+from turnqueue.engine.cluster import Cluster
 from turnqueue.engine.stats import NULL_METRICS, Metrics
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
 from turnqueue.settings import Settings
@@ -68,7 +68,7 @@ class Core:
         #: and the holds it takes (M4)
         self.instance = epoch
         #: set when several processes share the database (PostgreSQL; engine/cluster.py)
-        self.cluster: Peers | None = None
+        self.cluster: Cluster | None = None
         self.runners: dict[str, TurnRunner] = {}
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -37,10 +37,9 @@ from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import publish_after
-from turnqueue.engine.cluster import Cluster
+from turnqueue.engine.cluster import Cluster, ClusterHooks, Handler
 from turnqueue.engine.core import Core, check_content
 from turnqueue.engine.items import fold_records
-from turnqueue.engine.peers import ClusterHooks, Handler
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import Reads, Window
 from turnqueue.engine.recovery import recover

@@ -28,8 +28,8 @@ from turnqueue.domain import (
 )
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import Change, Reference
+from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
 from turnqueue.engine.core import Core, check_capacity
-from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.engine.turn_end import DrainResult
 from turnqueue.engine.turns import Admission, Turns, record, replay
