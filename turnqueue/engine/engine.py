@@ -36,9 +36,8 @@ from turnqueue.engine.access import Access
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.change import publish_after
 from turnqueue.engine.cluster import Cluster, ClusterHooks, Handler
-from turnqueue.engine.core import Core, check_content
+from turnqueue.engine.core import Core, Metrics, check_content, publish_after
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import Reads, Window
@@ -51,7 +50,6 @@ from turnqueue.engine.replay import (
     records_since,
 )
 from turnqueue.engine.snapshots import SharedReads
-from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
 from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
@@ -60,6 +58,26 @@ from turnqueue.settings import Settings
 from turnqueue.store import Store
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """This process's runtime counts, read from memory (no database read)."""
+
+    #: turns running in this process
+    running_turns: int
+    #: open event subscriptions on this process's bus
+    subscriptions: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """Queue entries over every session, from the database (other instances' included)."""
+
+    #: queued entries, visible to clients
+    visible: int
+    #: entries reserved and not yet started (Q10)
+    in_flight: int
 
 
 @dataclass(frozen=True, slots=True)

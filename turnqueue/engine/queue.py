@@ -1,6 +1,6 @@
 """Queue operations: enqueue, manage entries, the auto-run policy, drain and Send Now (Q1–Q14).
 
-Every transaction here is a unit of work (``engine/change.py``: the lock row first,
+Every transaction here is a unit of work (``Core.change``: the lock row first,
 ``expectedRevision`` checked, one queue revision); a refused mutation raises before its commit,
 so it changes nothing.
 """
@@ -27,9 +27,8 @@ from turnqueue.domain import (
     Turn,
 )
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.change import Change, Reference
 from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
-from turnqueue.engine.core import Core, check_capacity
+from turnqueue.engine.core import Change, Core, Reference, check_capacity
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.engine.turn_end import DrainResult
 from turnqueue.engine.turns import Admission, Turns, record, replay

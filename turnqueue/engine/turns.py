@@ -27,8 +27,7 @@ from turnqueue.domain import (
     Turn,
     utcnow,
 )
-from turnqueue.engine.change import Change
-from turnqueue.engine.core import Core, check_capacity
+from turnqueue.engine.core import Change, Core, check_capacity
 from turnqueue.engine.runner import Ending, TurnRunner
 from turnqueue.engine.turn_end import (
     DrainResult,

@@ -3,7 +3,7 @@ new state is published (R3), without a task or a buffer of their own.
 
 A feed watches the bus (``Engine.watch``: called inside ``publish``), then reads the current state
 and pushes it, and from then on pushes every newer state, in revision order, never an older one.
-A queue event carries the status its transaction read (``engine/change.py``), and a cancellation
+A queue event carries the status its transaction read (``Core.change``), and a cancellation
 event its status, so most states cost no read at all; a queue event without one (another
 instance's change, M4) is read once, shared by the session's other readers, by a task the feed
 owns. A RESYNC (the bus lost events) ends the feed with the resync error.
