@@ -20,7 +20,7 @@ Messages travel on one NOTIFY channel as compact JSON:
 A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): every
 message is ids, numbers and names, and output is a pointer, never its text — the turn and the
 log's new end in characters (``OutputMark``), sent after the batch holding it committed, so a
-receiver's readers read the text from the durable log (O1, ``engine/replay.py``); the items'
+receiver's readers read the text from the durable log (O1, ``engine/reads.py``); the items'
 new end likewise (``LogBatch`` without records). :func:`payload` refuses anything over the limit
 where a message is built (a request that would carry one is refused INVALID_INPUT), and the send
 loop sends a batch that fails one by one, so one notification that cannot be sent (logged) never

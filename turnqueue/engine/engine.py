@@ -1,4 +1,4 @@
-"""The engine's one entry point: authorisation (``engine.access``), then the queue, turn, cancel
+"""The engine's one entry point: authorisation (:class:`Access`), then the queue, turn, cancel
 and workflow rules.
 
 Every public method takes the calling principal first. A session or task the principal does not
@@ -8,6 +8,7 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -32,7 +33,6 @@ from turnqueue.domain import (
     TurnItem,
     is_valid_id,
 )
-from turnqueue.engine.access import Access
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
@@ -40,20 +40,22 @@ from turnqueue.engine.cluster import Cluster, ClusterHooks, Handler
 from turnqueue.engine.core import Core, Metrics, check_content, publish_after
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
-from turnqueue.engine.reads import Reads, Window
-from turnqueue.engine.recovery import recover
-from turnqueue.engine.replay import (
+from turnqueue.engine.reads import (
     EventReads,
+    Reads,
+    SharedReads,
+    Window,
     check_request,
     current_turn,
     output_since,
     records_since,
 )
-from turnqueue.engine.snapshots import SharedReads
+from turnqueue.engine.recovery import recover
 from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
+from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
 
@@ -214,7 +216,7 @@ class Engine:
         """Queue entries over every session (one database read)."""
         return QueueDepth(*await self.core.store.queue_depth())
 
-    # -- authorisation (S2, ``engine.access``) ---------------------------------------------------
+    # -- authorisation (S2, :class:`Access`) ----------------------------------------------------
     async def authorize_session(
         self, principal: str, session_id: str, field: str = "sessionId"
     ) -> Session:
@@ -507,6 +509,62 @@ class Engine:
     async def move_task(self, principal: str, task_id: str, step: str) -> tuple[Task, Session]:
         task = await self.access.task(principal, task_id)
         return await self.workflows.move_task(task, step)
+
+
+#: Sessions whose owner is remembered (about 100 bytes each).
+OWNER_CACHE_SIZE = 65_536
+
+
+class Access:
+    """Who may touch what (S2): a session or task the principal does not own is reported
+    exactly like one that does not exist, so ids cannot be probed.
+
+    A session's owner is remembered after its first successful check, so a busy session's
+    mutations cost no read for authorisation. Hazard: correct only because a session's owner is
+    fixed at creation and sessions are never deleted; if either ever changes, the cache must be
+    invalidated there."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.owners: OrderedDict[str, str] = OrderedDict()
+
+    async def session(self, principal: str, session_id: str, field: str = "sessionId") -> Session:
+        """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
+        if not is_valid_id(session_id):
+            raise InvalidInput(f"{field} is not a valid id", [field])
+        async with self._store.read() as tx:
+            session = await tx.get_session(session_id)
+        if session is None or session.owner != principal:
+            raise NotFound("session", [field])
+        self._remember(session_id, session.owner)
+        bind(session_id=session_id)  # the rest of this request's logs carry it
+        return session
+
+    async def check_session(self, principal: str, session_id: str) -> None:
+        """:meth:`session` for callers that do not need the session (the owner remembered)."""
+        owner = self.owners.get(session_id)
+        if owner is None:
+            await self.session(principal, session_id)
+            return
+        if owner != principal:
+            raise NotFound("session", ["sessionId"])
+        self.owners.move_to_end(session_id)
+        bind(session_id=session_id)
+
+    async def task(self, principal: str, task_id: str) -> Task:
+        if not is_valid_id(task_id):
+            raise InvalidInput("taskId is not a valid id", ["taskId"])
+        async with self._store.read() as tx:
+            task = await tx.get_task(task_id)
+        if task is None or task.owner != principal:
+            raise NotFound("task", ["taskId"])
+        return task
+
+    def _remember(self, session_id: str, owner: str) -> None:
+        self.owners[session_id] = owner
+        self.owners.move_to_end(session_id)
+        if len(self.owners) > OWNER_CACHE_SIZE:
+            self.owners.popitem(last=False)
 
 
 def _check_entry_id(entry_id: str) -> None:

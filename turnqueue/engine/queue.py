@@ -30,8 +30,7 @@ from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
 from turnqueue.engine.core import Change, Core, Reference, check_capacity
 from turnqueue.engine.runner import TurnRunner
-from turnqueue.engine.turn_end import DrainResult
-from turnqueue.engine.turns import Admission, Turns, record, replay
+from turnqueue.engine.turns import Admission, DrainResult, Turns, record, replay
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
 
