@@ -34,10 +34,8 @@ class AgentSessions:
         self.turns = turns
         self.default: str = core.settings.agent
         self._failures: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
-
-    def bind(self) -> None:
-        """Give the agents what they ask of the engine: a session's task directory and its
-        agent conversation (ACP, A8), and where to record the process groups they run (M6)."""
+        # What the agents ask of the engine: a session's task directory and its agent
+        # conversation (ACP, A8), and where to record the process groups they run (M6).
         records = ProcessRecords(self.core)
         conversations = ConversationRecords(self.core)
         for agent in self.core.agents.values():

@@ -70,8 +70,6 @@ class Approvals:
         self.core = core
         self.turns = turns
         self._waiting: dict[str, _Waiting] = {}  # approval id → its waiting agent
-
-    def bind(self) -> None:
         for agent in self.core.agents.values():
             if isinstance(agent, AcpAgent):
                 agent.approvals = self.ask

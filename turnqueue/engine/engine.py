@@ -135,9 +135,6 @@ class Engine:
             epoch = await tx.next_epoch()
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
         engine.agent_sessions.default = default
-        engine.agent_sessions.bind()
-        engine.approvals.bind()
-        engine.steering.bind()
         if store.shared:  # M4: other instances share the database
             served = {
                 "cancel": engine.cancels.serve_forwarded,

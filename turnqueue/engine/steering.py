@@ -44,10 +44,8 @@ class Steering:
         self.core = core
         self.turns = turns
         self._offering: dict[str, asyncio.Task[None]] = {}
-
-    def bind(self) -> None:
-        """React to another instance's queue change of a session whose turn runs here (its
-        request may be there); a request made here is offered at once (``send``)."""
+        # Another instance's queue change of a session whose turn runs here may be a request
+        # made there; a request made here is offered at once (``send``).
         self.core.bus.add_listener(self._on_event)
 
     # -- the requester ------------------------------------------------------------------------
