@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
@@ -36,7 +36,7 @@ from turnqueue.domain import (
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.cluster import Cluster, ClusterHooks, Handler
+from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.engine.core import Core, Metrics, check_content, publish_after
 from turnqueue.engine.items import fold_records
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult, Steering
@@ -135,20 +135,13 @@ class Engine:
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
         engine.agent_sessions.default = default
         if store.shared:  # M4: other instances share the database
-            served = {
-                "cancel": engine.cancels.serve_forwarded,
-                "send_now": engine.queue.serve_forwarded,
-                "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
-                "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
-                "release_agent": engine.agent_sessions.serve_release,  # A8: resumed elsewhere
-            }
-            await engine._join_cluster(served)
+            await engine._join_cluster()
         await recover(engine.core, engine.turns, sweep=True)
         return engine
 
-    async def _join_cluster(self, served: Mapping[str, Handler]) -> None:
-        """Hear the other instances, answer their forwarded requests (``served``), adopt the
-        dead's (M4, M6). The cluster becomes ``core.cluster`` before it starts."""
+    async def _join_cluster(self) -> None:
+        """Hear the other instances, answer their forwarded requests, adopt the dead's (M4,
+        M6). The cluster becomes ``core.cluster`` before it starts."""
         core = self.core
 
         async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
@@ -164,6 +157,13 @@ class Engine:
             for runner in list(core.runners.values()):
                 runner.abandon()
 
+        served = {
+            "cancel": self.cancels.serve_forwarded,
+            "send_now": self.queue.serve_forwarded,
+            "answer_approval": self.approvals.serve_forwarded,  # A6 on any instance
+            "close_agent": self.agent_sessions.serve_close,  # A8: where it runs
+            "release_agent": self.agent_sessions.serve_release,  # A8: resumed elsewhere
+        }
         hooks = ClusterHooks(handlers=served, on_orphans=adopt_orphans, on_expelled=expelled)
         core.cluster = cluster = Cluster(
             instance=core.instance,
