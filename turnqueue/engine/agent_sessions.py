@@ -1,5 +1,5 @@
-"""Agent profiles as the engine uses them (A1), the start of a session's agent (A2), and the
-structured items of turns (A3, read from the output log: ``engine.items``).
+"""Agent profiles as the engine uses them (A1), the start and close of a session's agent (A2,
+A8), and the rows agents keep through the engine (process groups, M6; conversations, A8).
 
 A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its agent when the
 session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the

@@ -38,7 +38,6 @@ from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.engine.core import Core, Metrics, check_content, publish_after
-from turnqueue.engine.items import fold_records
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult, Steering
 from turnqueue.engine.reads import (
     EventReads,
@@ -47,6 +46,7 @@ from turnqueue.engine.reads import (
     Window,
     check_request,
     current_turn,
+    fold_records,
     output_since,
     records_since,
 )

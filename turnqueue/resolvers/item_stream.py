@@ -6,7 +6,7 @@ difference: its offsets are log positions (records: text pieces and items alike)
 because a tool call's update or a plan has no place among characters.
 
 The place of the turn it is in: the log entries folded so far (``end``) into an
-:class:`~turnqueue.engine.items.ItemFold` that keeps no text. A turn is folded from entry 0
+:class:`~turnqueue.engine.reads.ItemFold` that keeps no text. A turn is folded from entry 0
 (indices and tool calls need every earlier entry); only what follows ``afterOffset`` (or a
 reconnect's place) is sent.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import ItemsChunk, OutputRecord, TurnItem, TurnStatus
-from turnqueue.engine.items import ItemFold
+from turnqueue.engine.reads import ItemFold
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Start, event_id
