@@ -1,7 +1,7 @@
 """The engine's reads, on any instance: the store's batches and pages (``Engine.reads``, typed
 as the store's :class:`Reads`; its page types are re-exported here so resolvers import no store
-module), a turn's output and log records from where a client left off (O2, A3), and the reads
-shared by the subscribers one event wakes (:class:`SharedReads`, :class:`EventReads`), and a
+module); a turn's output and log records from where a client left off (O2, A3); the reads
+shared by the subscribers one event wakes (:class:`SharedReads`, :class:`EventReads`); and a
 turn's items folded from its log (:class:`ItemFold`, A3).
 
 Authorisation (S2) is the caller's. A turn this process runs is read from its runner (the
@@ -65,7 +65,6 @@ class SharedReads:
 
     def __init__(self, bus: EventBus, read: Callable[[str], Awaitable[QueueStatus]]) -> None:
         self._read = read
-        self._bus = bus
         self._published: dict[str, int] = {}
         self._latest: dict[str, tuple[int, asyncio.Future[QueueStatus]]] = {}
         bus.add_listener(self._note)
