@@ -394,7 +394,7 @@ class Change:
     def view_now(self, view: SessionView) -> None:
         """The rule vouches that ``view`` is the session as this transaction leaves it, its
         queue revision aside (the unit of work knows that one): the status at the end then
-        reads only the entries, not the view again (P4, P8).
+        reads only the entries, not the view again.
 
         Hazard: call it after the body's last write. This class's own writes (the session's
         operations, holds) forget it; a write straight through ``tx`` does not, so a rule that
