@@ -56,7 +56,7 @@ class Event:
     chunk: OutputChunk | None = None
     mark: OutputMark | None = None
     batch: LogBatch | None = None
-    #: QUEUE: the status the transaction committed, when it read it (``engine/change.py``)
+    #: QUEUE: the status the transaction committed, when it read it (``Core.change``)
     queue: QueueStatus | None = None
     relayed: bool = False  # heard from another instance (M4), not to be sent on again
     #: when it was made (``time.perf_counter``): events are made as they are published, so the

@@ -454,7 +454,7 @@ class LogBatch:
 @value
 class ItemsChunk:
     """What ``turnItems`` sends (A3, O2): the changes log entries ``offset .. next_offset-1``
-    made to the turn's items, each as ``(index, item)`` (see :mod:`turnqueue.engine.items`)."""
+    made to the turn's items, each as ``(index, item)`` (see :mod:`turnqueue.engine.reads`)."""
 
     session_id: str
     turn_id: str

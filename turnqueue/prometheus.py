@@ -1,6 +1,6 @@
 """Operations metrics (SPEC U3): Prometheus text at ``/metrics``.
 
-The engine knows only the tiny :class:`~turnqueue.engine.stats.Metrics` observer protocol (a
+The engine knows only the tiny :class:`~turnqueue.engine.Metrics` observer protocol (a
 no-op by default); :class:`PrometheusMetrics` implements it on a ``CollectorRegistry`` of its own,
 one per app, so several apps in one process (tests) never share or clash over the global
 registry. The gauges read ``Engine.stats()`` (memory) and ``Engine.queue_depth()`` (database).

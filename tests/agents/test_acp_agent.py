@@ -14,7 +14,7 @@ from turnqueue.agents import AgentResult, Signal
 from turnqueue.agents.acp import AcpAgent, PermissionRequest
 from turnqueue.agents.profiles import Profile
 from turnqueue.domain import AgentErrorKind, AgentType, AuthState, ItemKind, TurnItem
-from turnqueue.engine.items import ItemFold
+from turnqueue.engine.reads import ItemFold
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
 

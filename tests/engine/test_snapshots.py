@@ -6,7 +6,7 @@ import asyncio
 
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import QueueStatus
-from turnqueue.engine.snapshots import SharedReads
+from turnqueue.engine.reads import SharedReads
 
 
 def status(revision: int) -> QueueStatus:

@@ -1,4 +1,4 @@
-"""The turn-end and drain decisions as pure functions (``engine/turn_end.py``): no database,
+"""The turn-end and drain decisions as pure functions (``engine/turns.py``): no database,
 no engine, no event loop. Each test names the rule it proves."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from turnqueue.agents import AgentResult
 from turnqueue.domain import Clarification, QueuePolicy, Session, SessionState, TurnStatus
-from turnqueue.engine.turn_end import (
+from turnqueue.engine.turns import (
     DrainResult,
     TurnEnd,
     decide_end,

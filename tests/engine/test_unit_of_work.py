@@ -1,4 +1,4 @@
-"""The per-session unit of work (``engine/change.py``) and the runtime hold (``Core.hold``)."""
+"""The per-session unit of work (``Core.change``) and the runtime hold (``Core.hold``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Agent profiles as the engine uses them (A1), the start of a session's agent (A2), and the
-structured items of turns (A3, read from the output log: ``engine.items``).
+"""Agent profiles as the engine uses them (A1), the start and close of a session's agent (A2,
+A8), and the rows agents keep through the engine (process groups, M6; conversations, A8).
 
 A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its agent when the
 session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the
@@ -34,10 +34,8 @@ class AgentSessions:
         self.turns = turns
         self.default: str = core.settings.agent
         self._failures: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
-
-    def bind(self) -> None:
-        """Give the agents what they ask of the engine: a session's task directory and its
-        agent conversation (ACP, A8), and where to record the process groups they run (M6)."""
+        # What the agents ask of the engine: a session's task directory and its agent
+        # conversation (ACP, A8), and where to record the process groups they run (M6).
         records = ProcessRecords(self.core)
         conversations = ConversationRecords(self.core)
         for agent in self.core.agents.values():

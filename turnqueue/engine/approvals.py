@@ -47,9 +47,8 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
-from turnqueue.engine.change import Change
-from turnqueue.engine.core import Core
-from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
+from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
+from turnqueue.engine.core import Change, Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 
@@ -70,8 +69,6 @@ class Approvals:
         self.core = core
         self.turns = turns
         self._waiting: dict[str, _Waiting] = {}  # approval id → its waiting agent
-
-    def bind(self) -> None:
         for agent in self.core.agents.values():
             if isinstance(agent, AcpAgent):
                 agent.approvals = self.ask

@@ -16,9 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from turnqueue.domain import CancelOutcome, HoldReason, PauseReason, TurnStatus
-from turnqueue.engine.change import Reference
-from turnqueue.engine.core import Core
-from turnqueue.engine.peers import OwnerGone, OwnerUnreachable
+from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
+from turnqueue.engine.core import Core, Reference
 from turnqueue.engine.runner import StopLadder, TurnRunner
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode

@@ -20,7 +20,7 @@ Messages travel on one NOTIFY channel as compact JSON:
 A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): every
 message is ids, numbers and names, and output is a pointer, never its text — the turn and the
 log's new end in characters (``OutputMark``), sent after the batch holding it committed, so a
-receiver's readers read the text from the durable log (O1, ``engine/replay.py``); the items'
+receiver's readers read the text from the durable log (O1, ``engine/reads.py``); the items'
 new end likewise (``LogBatch`` without records). :func:`payload` refuses anything over the limit
 where a message is built (a request that would carry one is refused INVALID_INPUT), and the send
 loop sends a batch that fails one by one, so one notification that cannot be sent (logged) never
@@ -40,6 +40,8 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
@@ -51,21 +53,44 @@ from turnqueue.domain import (
     RequestState,
     TurnStatus,
 )
-from turnqueue.engine.peers import ClusterHooks, OwnerGone, OwnerUnreachable, Spawn
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.store import Store
 from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 from turnqueue.timeouts import within
 
-__all__ = ["Cluster", "ClusterHooks", "OwnerGone", "OwnerUnreachable"]
-
 log = logging.getLogger(__name__)
-
 
 #: Characters of an error message a reply carries at most (the rest is cut).
 MAX_REASON = 500
 #: How often a requester reads its request again while no answer woke it (a lost NOTIFY).
 POLL_SECONDS = 0.5
+
+
+#: a forwarded operation served for another instance: its arguments in, its result out
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+#: ``Core.spawn``: start a named background task the engine owns (awaited at shutdown)
+Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
+
+
+class OwnerUnreachable(Exception):
+    """The owning instance did not answer in time."""
+
+
+class OwnerGone(OwnerUnreachable):
+    """The owning instance left the live instances before it took the request: the request
+    never ran (it was withdrawn), and the session is no longer that instance's to act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHooks:
+    """What the cluster calls back into the engine (wired once, by ``Engine.open``)."""
+
+    #: the requests this instance serves as a turn's owner (``cancel``, ``send_now``, ...)
+    handlers: Mapping[str, Handler]
+    #: each heartbeat, with the live instances and those that died since the last (M6)
+    on_orphans: Callable[[set[int], frozenset[int]], Awaitable[None]]
+    #: this instance learns it was declared dead
+    on_expelled: Callable[[], Awaitable[None]]
 
 
 class NotificationTooLarge(ValueError):
@@ -81,7 +106,8 @@ def payload(message: dict[str, Any]) -> str:
 
 
 class Cluster:
-    """One instance's link to the others (implements :class:`~turnqueue.engine.peers.Peers`)."""
+    """One instance's link to the others on the same PostgreSQL database (``core.cluster``,
+    None on SQLite)."""
 
     def __init__(
         self,
@@ -148,9 +174,11 @@ class Cluster:
     def durable_payload(
         self, kind: EventKind, session_id: str, revision: int, pending: bool | None = None
     ) -> str:
+        """The NOTIFY payload announcing a durable change (``pending``: a cancellation
+        transition's flag, C2), sent inside its transaction."""
         message = {"o": self.instance, "t": "ev", "k": kind.value, "s": session_id, "r": revision}
         if pending is not None:
-            message["p"] = pending  # C2: a cancellation transition's flag
+            message["p"] = pending
         return payload(message)
 
     def _forward_runtime_event(self, event: Event) -> None:

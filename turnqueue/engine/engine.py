@@ -1,4 +1,4 @@
-"""The engine's one entry point: authorisation (``engine.access``), then the queue, turn, cancel
+"""The engine's one entry point: authorisation (:class:`Access`), then the queue, turn, cancel
 and workflow rules.
 
 Every public method takes the calling principal first. A session or task the principal does not
@@ -8,7 +8,8 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from turnqueue.agents import Agent, build_agents, unknown_agent
@@ -32,35 +33,52 @@ from turnqueue.domain import (
     TurnItem,
     is_valid_id,
 )
-from turnqueue.engine.access import Access
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.change import publish_after
-from turnqueue.engine.cluster import Cluster
-from turnqueue.engine.core import Core, check_content
-from turnqueue.engine.items import fold_records
-from turnqueue.engine.peers import ClusterHooks, Handler
-from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
-from turnqueue.engine.reads import Reads, Window
-from turnqueue.engine.recovery import recover
-from turnqueue.engine.replay import (
+from turnqueue.engine.cluster import Cluster, ClusterHooks
+from turnqueue.engine.core import Core, Metrics, check_content, publish_after
+from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult, Steering
+from turnqueue.engine.reads import (
     EventReads,
+    Reads,
+    SharedReads,
+    Window,
     check_request,
     current_turn,
+    fold_records,
     output_since,
     records_since,
 )
-from turnqueue.engine.snapshots import SharedReads
-from turnqueue.engine.stats import EngineStats, Metrics, QueueDepth
-from turnqueue.engine.steering import Steering
+from turnqueue.engine.recovery import recover
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
+from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """This process's runtime counts, read from memory (no database read)."""
+
+    #: turns running in this process
+    running_turns: int
+    #: open event subscriptions on this process's bus
+    subscriptions: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """Queue entries over every session, from the database (other instances' included)."""
+
+    #: queued entries, visible to clients
+    visible: int
+    #: entries reserved and not yet started (Q10)
+    in_flight: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,24 +134,14 @@ class Engine:
             epoch = await tx.next_epoch()
         engine = cls(Core(settings, store, bus, agents, workflow, epoch))
         engine.agent_sessions.default = default
-        engine.agent_sessions.bind()
-        engine.approvals.bind()
-        engine.steering.bind()
         if store.shared:  # M4: other instances share the database
-            served = {
-                "cancel": engine.cancels.serve_forwarded,
-                "send_now": engine.queue.serve_forwarded,
-                "answer_approval": engine.approvals.serve_forwarded,  # A6 on any instance
-                "close_agent": engine.agent_sessions.serve_close,  # A8: where it runs
-                "release_agent": engine.agent_sessions.serve_release,  # A8: resumed elsewhere
-            }
-            await engine._join_cluster(served)
+            await engine._join_cluster()
         await recover(engine.core, engine.turns, sweep=True)
         return engine
 
-    async def _join_cluster(self, served: Mapping[str, Handler]) -> None:
-        """Hear the other instances, answer their forwarded requests (``served``), adopt the
-        dead's (M4, M6). The cluster becomes ``core.cluster`` before it starts."""
+    async def _join_cluster(self) -> None:
+        """Hear the other instances, answer their forwarded requests, adopt the dead's (M4,
+        M6). The cluster becomes ``core.cluster`` before it starts."""
         core = self.core
 
         async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
@@ -149,6 +157,13 @@ class Engine:
             for runner in list(core.runners.values()):
                 runner.abandon()
 
+        served = {
+            "cancel": self.cancels.serve_forwarded,
+            "send_now": self.queue.serve_forwarded,
+            "answer_approval": self.approvals.serve_forwarded,  # A6 on any instance
+            "close_agent": self.agent_sessions.serve_close,  # A8: where it runs
+            "release_agent": self.agent_sessions.serve_release,  # A8: resumed elsewhere
+        }
         hooks = ClusterHooks(handlers=served, on_orphans=adopt_orphans, on_expelled=expelled)
         core.cluster = cluster = Cluster(
             instance=core.instance,
@@ -197,7 +212,7 @@ class Engine:
         """Queue entries over every session (one database read)."""
         return QueueDepth(*await self.core.store.queue_depth())
 
-    # -- authorisation (S2, ``engine.access``) ---------------------------------------------------
+    # -- authorisation (S2, :class:`Access`) ----------------------------------------------------
     async def authorize_session(
         self, principal: str, session_id: str, field: str = "sessionId"
     ) -> Session:
@@ -490,6 +505,62 @@ class Engine:
     async def move_task(self, principal: str, task_id: str, step: str) -> tuple[Task, Session]:
         task = await self.access.task(principal, task_id)
         return await self.workflows.move_task(task, step)
+
+
+#: Sessions whose owner is remembered (about 100 bytes each).
+OWNER_CACHE_SIZE = 65_536
+
+
+class Access:
+    """Who may touch what (S2): a session or task the principal does not own is reported
+    exactly like one that does not exist, so ids cannot be probed.
+
+    A session's owner is remembered after its first successful check, so a busy session's
+    mutations cost no read for authorisation. Hazard: correct only because a session's owner is
+    fixed at creation and sessions are never deleted; if either ever changes, the cache must be
+    invalidated there."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.owners: OrderedDict[str, str] = OrderedDict()
+
+    async def session(self, principal: str, session_id: str, field: str = "sessionId") -> Session:
+        """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
+        if not is_valid_id(session_id):
+            raise InvalidInput(f"{field} is not a valid id", [field])
+        async with self._store.read() as tx:
+            session = await tx.get_session(session_id)
+        if session is None or session.owner != principal:
+            raise NotFound("session", [field])
+        self._remember(session_id, session.owner)
+        bind(session_id=session_id)  # the rest of this request's logs carry it
+        return session
+
+    async def check_session(self, principal: str, session_id: str) -> None:
+        """:meth:`session` for callers that do not need the session (the owner remembered)."""
+        owner = self.owners.get(session_id)
+        if owner is None:
+            await self.session(principal, session_id)
+            return
+        if owner != principal:
+            raise NotFound("session", ["sessionId"])
+        self.owners.move_to_end(session_id)
+        bind(session_id=session_id)
+
+    async def task(self, principal: str, task_id: str) -> Task:
+        if not is_valid_id(task_id):
+            raise InvalidInput("taskId is not a valid id", ["taskId"])
+        async with self._store.read() as tx:
+            task = await tx.get_task(task_id)
+        if task is None or task.owner != principal:
+            raise NotFound("task", ["taskId"])
+        return task
+
+    def _remember(self, session_id: str, owner: str) -> None:
+        self.owners[session_id] = owner
+        self.owners.move_to_end(session_id)
+        if len(self.owners) > OWNER_CACHE_SIZE:
+            self.owners.popitem(last=False)
 
 
 def _check_entry_id(entry_id: str) -> None:

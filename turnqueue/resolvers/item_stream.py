@@ -2,7 +2,7 @@
 
 It works as ``turnOutput`` does (:mod:`turnqueue.resolvers.output_stream`), except that its
 offsets are log positions (text pieces and items alike), not characters. Its place is the log
-entries folded so far (``end``) into an :class:`~turnqueue.engine.items.ItemFold` that keeps no
+entries folded so far (``end``) into an :class:`~turnqueue.engine.reads.ItemFold` that keeps no
 text; a turn is folded from entry 0 (indices and tool calls need every earlier entry), and only
 what follows ``afterOffset`` (or a reconnect's place) is sent.
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import ItemsChunk, OutputRecord, TurnItem, TurnStatus
-from turnqueue.engine.items import ItemFold
+from turnqueue.engine.reads import ItemFold
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Start, event_id
