@@ -72,7 +72,7 @@ def alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie waiting for its reaper counts as dead)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped before, or between open and read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
