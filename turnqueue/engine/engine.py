@@ -38,7 +38,7 @@ from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.engine.core import Core, Metrics, check_content, publish_after
-from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult, Steering
+from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import (
     EventReads,
     Reads,
@@ -51,6 +51,7 @@ from turnqueue.engine.reads import (
     records_since,
 )
 from turnqueue.engine.recovery import recover
+from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
