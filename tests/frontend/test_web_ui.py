@@ -516,9 +516,10 @@ def test_u2_a_socket_gone_silent_as_after_sleep_is_replaced(
     web_server.set_auto_run(session_id, False)
     expect(page.locator("#conn")).not_to_have_text("live", timeout=LONG)
     silent["on"] = False
-    # The attempt under way when the silence ends may itself be a silent one (its ack was
-    # dropped): it is replaced after the ping and its timeout (10 + 5 s), then the page waits
-    # its retry delay (at most 10 s, grown by the attempts made during the silence).
+    # The attempt under way when the silence ends may itself be a silent one (its init or ack
+    # was dropped): it is closed when its ack has not come in 10 s (the page's ACK_TIMEOUT),
+    # then the page waits its retry delay (at most 10 s, grown by the attempts made during the
+    # silence).
     wait_ready(page, snapshots=2, timeout=30_000)
     assert len(routes) >= 2
     expect(page.locator("#auto-run")).not_to_be_checked()

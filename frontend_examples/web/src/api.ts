@@ -291,6 +291,11 @@ const KEEP_ALIVE = 10_000;
 /** 4403: a refused token; 4408: our own "no pong" close (graphql-ws's recipe). */
 const REFUSED = 4403;
 const NO_PONG = 4408;
+/** An attempt whose acknowledgement has not come by then is closed and retried: its
+ * connection_init may have been lost (a socket gone silent), and the client's pings cannot
+ * find that before the ack (graphql-ws's default waits for ever; the server's own wait for the
+ * init is 60 s). */
+const ACK_TIMEOUT = 10_000;
 
 export function createApi(token: string | null, events: ConnectionEvents): Api {
   const authorization = token ? `Bearer ${token}` : null;
@@ -330,6 +335,7 @@ export function createApi(token: string | null, events: ConnectionEvents): Api {
     lazy: false,
     onNonLazyError: () => {}, // a refused token is reported by `closed`
     keepAlive: KEEP_ALIVE,
+    connectionAckWaitTimeout: ACK_TIMEOUT,
     retryAttempts: Number.POSITIVE_INFINITY,
     retryWait: (retries) => waker.wait(retryDelay(retries)),
     // 4403 is a refused token: retrying cannot help, so it is fatal (NOTES: graphql-ws pitfalls).
