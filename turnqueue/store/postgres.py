@@ -32,17 +32,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from turnqueue.domain import OutputRecord, Session, Turn
 from turnqueue.errors import StoreError
+from turnqueue.store.entries import ENTRY_VALUES, qe, tail_select
 from turnqueue.store.notify import CHANNEL, Listener, asyncpg_dsn
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queues import (
-    ENTRY_VALUES,
-    DialectInsert,
-    add_hold_statement,
-    policy_upsert,
-    qe,
-    set_policy_bumped_statement,
-    tail_select,
-)
+from turnqueue.store.queue_state import Upserts
 from turnqueue.store.rows import RowMap
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import Buffered, Conn, Params, Statement, plan_for
@@ -241,10 +234,7 @@ def _rowcount(status: str) -> int:
 
 
 class PostgresTx(SqlTx):
-    _insert: ClassVar[DialectInsert] = postgresql.insert
-    _set_policy: ClassVar[Statement] = Statement(policy_upsert(postgresql.insert))
-    _set_policy_bumped: ClassVar[Statement | None] = set_policy_bumped_statement(postgresql.insert)
-    _add_hold: ClassVar[Statement] = add_hold_statement(postgresql.insert)
+    _upserts: ClassVar[Upserts] = Upserts.of(postgresql.insert, with_bump=True)
 
     def __init__(self, conn: DriverConn) -> None:
         super().__init__(conn)

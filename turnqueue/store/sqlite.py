@@ -60,7 +60,7 @@ from turnqueue.domain import OutputRecord, utcnow
 from turnqueue.errors import StoreError
 from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.notify import Listener
-from turnqueue.store.queues import DialectInsert, add_hold_statement, policy_upsert
+from turnqueue.store.queue_state import Upserts
 from turnqueue.store.rows import RUNNING
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import (
@@ -259,9 +259,7 @@ class SqliteConn(Conn):
 
 
 class SqliteTx(SqlTx):
-    _insert: ClassVar[DialectInsert] = sqlite.insert
-    _set_policy: ClassVar[Statement] = Statement(policy_upsert(sqlite.insert))
-    _add_hold: ClassVar[Statement] = add_hold_statement(sqlite.insert)
+    _upserts: ClassVar[Upserts] = Upserts.of(sqlite.insert)
 
     async def next_epoch(self) -> int:
         # AUTOINCREMENT never reuses an id, even after deletes (R2).

@@ -49,10 +49,11 @@ from turnqueue.domain import (
 )
 from turnqueue.store.approvals import ApprovalStatements
 from turnqueue.store.conversations import ConversationStatements
+from turnqueue.store.entries import EntryStatements
 from turnqueue.store.instances import InstanceStatements
 from turnqueue.store.output import OutputStatements
 from turnqueue.store.protocol import SessionView
-from turnqueue.store.queues import QueueStatements
+from turnqueue.store.queue_state import QueueStateStatements
 from turnqueue.store.requests import RequestStatements
 from turnqueue.store.rows import (
     RUNNING,
@@ -172,7 +173,8 @@ class SqlTx(
     InstanceStatements,
     OutputStatements,
     ApprovalStatements,
-    QueueStatements,
+    QueueStateStatements,
+    EntryStatements,
     RequestStatements,
 ):
     def __init__(self, conn: Conn) -> None:

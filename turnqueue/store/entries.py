@@ -1,7 +1,5 @@
-"""A session's queue, the queue statements of :class:`~turnqueue.store.tx.SqlTx`: its entries
-(Q3, Q5, Q10, Q12, W3), the policy (Q1, Q14), the queue revision and the cancellation revision
-on the lock row (Q13, C2), the cancel mark (Q7), the pending clarification and the runtime holds
-(``session_holds``, Q9, C1).
+"""A session's queue entries, the entry statements of :class:`~turnqueue.store.tx.SqlTx` (Q3,
+Q5, Q10, Q12, W3): list, add, edit, remove, reorder, reserve and claim, release, move.
 
 Entries carry a stored sort key ``position`` (lowest first, ties by id) that may go below 1 after
 a release; every returned ``QueueEntry.position`` is the 1-based ordinal among *visible* entries.
@@ -9,31 +7,22 @@ In-flight entries stay stored but hidden until ``start_turn`` consumes them (Q10
 
 Every statement here that changes what a queue status shows records its session as touched
 (``_touched``): the transaction bumps that queue's revision before it commits (Q13), so no
-revision is ever served with two states (R3).
-
-The two upserts (the policy row, the clarification) are spelled by each dialect's ``insert``:
-the backends give their own (``insert`` and ``policy_upsert`` below).
+revision is ever served with two states (R3). The rest of a queue's status (its policy, holds,
+clarification and revisions) is :mod:`turnqueue.store.queue_state`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
-    Column,
-    Insert,
-    Integer,
     String,
-    Table,
     Text,
-    Update,
     bindparam,
     case,
     delete,
-    exists,
     false,
     func,
     insert,
@@ -42,25 +31,10 @@ from sqlalchemy import (
     update,
 )
 
-from turnqueue.domain import (
-    Clarification,
-    HoldReason,
-    MessageSource,
-    PauseReason,
-    QueueEntry,
-    new_id,
-    utcnow,
-)
-from turnqueue.store.rows import RowMap, values_of
+from turnqueue.domain import MessageSource, QueueEntry, new_id, utcnow
+from turnqueue.store.rows import RowMap
 from turnqueue.store.statement import Record, Statement, Statements
-from turnqueue.store.tables import (
-    UtcDateTime,
-    clarifications,
-    queue_entries,
-    queue_session_locks,
-    queue_session_state,
-    session_holds,
-)
+from turnqueue.store.tables import UtcDateTime, queue_entries, queue_session_locks
 
 qe = queue_entries
 locks = queue_session_locks
@@ -152,226 +126,9 @@ _COUNT_BEFORE = Statement(
 )
 
 
-#: ``sqlalchemy.dialects.sqlite.insert`` or ``…postgresql.insert`` (both have ``on_conflict``).
-DialectInsert = Callable[[Table], Any]
+class EntryStatements(Statements):
+    """The backend may override ``_insert_entry`` (PostgreSQL: one round trip)."""
 
-
-def _bump(column: Column[int]) -> Update:
-    """The lock row's ``column`` counted up, returning its new value."""
-    where = locks.c.session_id == bindparam("p_session_id")
-    return update(locks).where(where).values({column: column + 1}).returning(column)
-
-
-_BUMP_QUEUE_CLAUSE = _bump(locks.c.revision)
-_BUMP_QUEUE = Statement(_BUMP_QUEUE_CLAUSE)
-_BUMP_CANCELLATION = Statement(_bump(locks.c.cancel_revision))
-_SET_CANCEL_MARK = Statement(
-    update(locks)
-    .where(locks.c.session_id == bindparam("p_session_id"))
-    .values(cancel_mark=bindparam("p_mark"))
-)
-_HOLD_KEY = (
-    session_holds.c.session_id == bindparam("p_session_id"),
-    session_holds.c.instance == bindparam("p_instance", type_=BigInteger),
-    session_holds.c.kind == bindparam("p_kind", type_=String),
-)
-_DROP_HOLD = Statement(
-    update(session_holds)
-    .where(*_HOLD_KEY)
-    .values(count=session_holds.c.count - 1)
-    .returning(session_holds.c.count)
-)
-_DELETE_HOLD = Statement(delete(session_holds).where(*_HOLD_KEY))
-_HELD = Statement(
-    select(
-        exists().where(
-            session_holds.c.session_id == bindparam("p_session_id"),
-            session_holds.c.kind == bindparam("p_kind", type_=String),
-        )
-    )
-)
-_CLARIFICATION = RowMap(Clarification)
-_DELETE_POLICY = Statement(
-    delete(queue_session_state).where(queue_session_state.c.session_id == bindparam("p_session_id"))
-)
-
-
-def upsert(insert: DialectInsert, table: Table, keys: list[str], **values: Any) -> Insert:
-    stmt = insert(table).values(**values)
-    updates = {k: stmt.excluded[k] for k in values if k not in keys}
-    result: Insert = stmt.on_conflict_do_update(index_elements=keys, set_=updates)
-    return result
-
-
-def add_hold_statement(insert: DialectInsert) -> Statement:
-    """Q9: one more operation of an instance holds a session (one prebuilt per dialect)."""
-    stmt = insert(session_holds).values(
-        session_id=bindparam("p_session_id", type_=String),
-        instance=bindparam("p_instance", type_=BigInteger),
-        kind=bindparam("p_kind", type_=String),
-        count=bindparam("p_one", type_=Integer),
-    )
-    return Statement(
-        stmt.on_conflict_do_update(
-            index_elements=["session_id", "instance", "kind"],
-            set_={"count": session_holds.c.count + stmt.excluded.count},
-        )
-    )
-
-
-def policy_upsert(insert: DialectInsert) -> Insert:
-    """Q1, Q14: the policy row, upserted (prebuilt once per dialect)."""
-    return upsert(
-        insert,
-        queue_session_state,
-        ["session_id"],
-        session_id=bindparam("p_session_id", type_=String),
-        auto_run=bindparam("p_auto_run", type_=Boolean),
-        pause_reason=bindparam("p_pause_reason", type_=String),
-    )
-
-
-def set_policy_bumped_statement(insert: DialectInsert) -> Statement:
-    """Q1, Q13, Q14: the policy upserted and the queue revision bumped, in one statement
-    (PostgreSQL's data-modifying ``WITH``: both see the transaction's snapshot and write
-    different tables); answers the new revision."""
-    return Statement(_BUMP_QUEUE_CLAUSE.add_cte(policy_upsert(insert).cte("policy")))
-
-
-def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -> dict[str, Any]:
-    return {
-        "p_session_id": session_id,
-        "p_auto_run": auto_run,
-        "p_pause_reason": pause_reason.value if pause_reason is not None else None,
-    }
-
-
-class QueueStatements(Statements):
-    """Needs ``self._queue_revisions`` (per transaction, empty at its start),
-    ``self.bump_session`` and the dialect's ``_insert``, ``_set_policy`` and ``_add_hold``
-    (``_set_policy_bumped`` where the dialect can write the policy and bump the revision in one
-    statement)."""
-
-    _queue_revisions: dict[str, int]
-    _insert: ClassVar[DialectInsert]
-    _set_policy: ClassVar[Statement]
-    _set_policy_bumped: ClassVar[Statement | None] = None
-    _add_hold: ClassVar[Statement]
-
-    async def bump_session(self, session_id: str) -> int:
-        raise NotImplementedError
-
-    # -- clarifications ---------------------------------------------------------------------
-    async def set_clarification(
-        self, session_id: str, *, turn_id: str | None, question: str
-    ) -> Clarification:
-        """Replace the session's pending clarification; bumps the session revision."""
-        clarification = Clarification(new_id(), session_id, turn_id, question, utcnow())
-        values = values_of(clarification)
-        await self._conn.execute(
-            upsert(type(self)._insert, clarifications, ["session_id"], **values)
-        )
-        await self.bump_session(session_id)
-        self._touched[session_id] = None
-        return clarification
-
-    async def clear_clarification(self, session_id: str) -> Clarification | None:
-        """Remove and return the pending clarification (None if none); bumps the session
-        revision only when there was one."""
-        result = await self._conn.execute(
-            delete(clarifications)
-            .where(clarifications.c.session_id == session_id)
-            .returning(*clarifications.c)
-        )
-        row = result.one_or_none()
-        if row is None:
-            return None
-        await self.bump_session(session_id)
-        self._touched[session_id] = None
-        return _CLARIFICATION(row)
-
-    # -- queue policy (Q1, Q14) and revision (Q13) ------------------------------------------
-    async def set_policy(
-        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
-    ) -> None:
-        """Upsert the ``queue_session_state`` row."""
-        await self._conn.execute(self._set_policy, _policy(session_id, auto_run, pause_reason))
-        self._touched[session_id] = None
-
-    async def set_policy_bumped(
-        self, session_id: str, *, auto_run: bool, pause_reason: PauseReason | None
-    ) -> int:
-        """:meth:`set_policy`, then :meth:`bump_queue`; the queue revision. One statement
-        where the dialect can (PostgreSQL), and when the revision was not bumped yet."""
-        statement = self._set_policy_bumped
-        if statement is None or session_id in self._queue_revisions:
-            await self.set_policy(session_id, auto_run=auto_run, pause_reason=pause_reason)
-            return await self.bump_queue(session_id)
-        params = _policy(session_id, auto_run, pause_reason)
-        revision = (await self._conn.one(statement, params, session_id))[0]
-        self._touched[session_id] = None
-        bumped = self._queue_revisions[session_id] = int(revision)
-        return bumped
-
-    async def delete_policy(self, session_id: str) -> None:
-        """Remove the policy row (W3); the session then reads auto-run true again."""
-        await self._conn.execute(_DELETE_POLICY, {"p_session_id": session_id})
-        self._touched[session_id] = None
-
-    # -- runtime holds (Q9) ------------------------------------------------------------------
-    async def change_hold(
-        self, session_id: str, instance: int, kind: HoldReason, delta: int
-    ) -> bool:
-        """Count ``delta`` more (or, negative, fewer) holds of ``kind`` by ``instance``; the
-        session holds ``kind`` while any instance's count is above zero. Whether it does now."""
-        params = {"p_session_id": session_id, "p_instance": instance, "p_kind": kind.value}
-        if delta > 0:
-            await self._conn.execute(self._add_hold, {**params, "p_one": delta})
-        else:
-            for _ in range(-delta):
-                left = await self._conn.scalar(_DROP_HOLD, params)
-                if left is not None and left <= 0:
-                    await self._conn.execute(_DELETE_HOLD, params)
-                    break
-        self._touched[session_id] = None
-        return bool(
-            await self._conn.scalar(_HELD, {"p_session_id": session_id, "p_kind": kind.value})
-        )
-
-    async def drop_orphaned_holds(self, session_id: str, live: Iterable[int]) -> int:
-        """Delete the session's holds of instances not in ``live``; how many rows."""
-        result = await self._conn.execute(
-            delete(session_holds).where(
-                session_holds.c.session_id == session_id,
-                session_holds.c.instance.not_in(list(live)),
-            )
-        )
-        if result.rowcount:
-            self._touched[session_id] = None
-        return int(result.rowcount)
-
-    async def bump_queue(self, session_id: str) -> int:
-        # One revision per transaction and session (Q13): a second change in the same
-        # transaction (a turn's end, then the turn its drain starts) commits with the first,
-        # so no snapshot can show the state between them; it shares the first's revision.
-        """Increment the durable queue revision kept on the lock row (never deleted), once per
-        transaction: a second call in the same transaction returns the same revision."""
-        bumped = self._queue_revisions.get(session_id)
-        if bumped is None:
-            row = await self._conn.one(_BUMP_QUEUE, {"p_session_id": session_id}, session_id)
-            bumped = self._queue_revisions[session_id] = int(row[0])
-        return bumped
-
-    async def bump_cancellation(self, session_id: str) -> int:
-        """Increment the session's durable cancellation revision (C2); the new revision."""
-        params = {"p_session_id": session_id}
-        return int((await self._conn.one(_BUMP_CANCELLATION, params, session_id))[0])
-
-    async def set_cancel_mark(self, session_id: str, turn_id: str | None) -> None:
-        """Record (or clear, with None) the turn an accepted explicit cancel stops (Q7)."""
-        await self._conn.execute(_SET_CANCEL_MARK, {"p_session_id": session_id, "p_mark": turn_id})
-
-    # -- entries ----------------------------------------------------------------------------
     async def list_entries(self, session_id: str) -> list[QueueEntry]:
         """Visible entries (not in flight), FIFO order.
 
