@@ -37,9 +37,9 @@ from acp.schema import ClientCapabilities, Implementation
 from turnqueue.agents.acp_errors import (
     AgentFailure,
     auth_methods,
-    describe_exit,
     failure_of,
     methods_hint,
+    start_error,
     usable_method,
 )
 from turnqueue.agents.acp_process import SEND_TIMEOUT, STOP_GRACE_SECONDS, AcpProcess, spawn
@@ -206,7 +206,7 @@ class AcpAgent:
                     await self.processes.started(session_id, spawned.pid)
                 await self._open_session(session_id, spawned, cwd)
         except Exception as exc:
-            error = await self._start_error(spawned, exc)
+            error = await start_error(spawned, exc, self.profile.start_timeout)
             if spawned is not None:
                 await asyncio.shield(self.kill(spawned))
             raise error from exc
@@ -216,27 +216,6 @@ class AcpAgent:
             raise
         self._processes[session_id] = spawned
         return spawned
-
-    async def _start_error(self, process: AcpProcess | None, exc: Exception) -> AgentStartError:
-        """A2/A11: why the start failed, in the agent's own words where it gave any; its
-        stderr apart. Called before turnqueue kills the process, so an exit status is its own."""
-        if isinstance(exc, AgentStartError):
-            reason, kind = str(exc), exc.kind
-            if process is not None:  # a refusal: what it logged with it, too
-                await process.stderr_quiet()
-        elif isinstance(exc, TimeoutError):
-            reason = f"agent did not start within {self.profile.start_timeout:g} s"
-            kind = None
-        elif process is not None and (
-            isinstance(exc, ConnectionError) or process.proc.returncode is not None
-        ):
-            status = await process.exit_status()
-            reason, kind = f"{describe_exit(status)} while starting", AgentErrorKind.AGENT_EXITED
-        else:
-            reason, kind = f"agent could not start: {exc}", None
-        return AgentStartError(
-            reason, kind=kind, stderr=process.tail() if process is not None else None
-        )
 
     async def _cwd(self, session_id: str) -> Path:
         cwd = self._cwds.get(session_id)
