@@ -106,13 +106,18 @@ class Host(Protocol):
         """The session's live process (raises :class:`AgentStartError`); lock held."""
         ...
 
-    def idle(self, session_id: str, process: AcpProcess) -> None: ...
+    def idle(self, session_id: str, process: AcpProcess) -> None:
+        """The process has no turn: it is stopped after the profile's idle timeout."""
 
-    async def kill(self, process: AcpProcess) -> None: ...
+    async def kill(self, process: AcpProcess) -> None:
+        """SIGKILL the process's group and forget the process (A4: the turn lost it)."""
 
-    def refusal(self, what: str | None, failure: AgentFailure) -> str: ...
+    def refusal(self, what: str | None, failure: AgentFailure) -> str:
+        """The reason for an error answer; an authentication refusal is recorded (A11)."""
+        ...
 
-    def prompt_succeeded(self, process: AcpProcess) -> None: ...
+    def prompt_succeeded(self, process: AcpProcess) -> None:
+        """A prompt was answered with some work: an earlier refusal is over (A11)."""
 
 
 class AcpRun(BaseRun):
