@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from turnqueue.agents import AgentResult, Signal
-from turnqueue.agents.acp import AcpAgent, PermissionRequest
+from turnqueue.agents.acp import AcpAgent
+from turnqueue.agents.acp_run import PermissionRequest
 from turnqueue.agents.profiles import Profile
 from turnqueue.domain import AgentErrorKind, AgentType, AuthState, ItemKind, TurnItem
 from turnqueue.engine.reads import ItemFold

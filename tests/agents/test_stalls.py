@@ -16,7 +16,8 @@ from engine_waits import ME, finished, send, started, until
 from faults import FaultyStore, faults_of
 
 from turnqueue.agents import Agent, CommandAgent, ProfileError, ScriptedAgent, build_agents
-from turnqueue.agents.acp import AcpAgent, PermissionRequest
+from turnqueue.agents.acp import AcpAgent
+from turnqueue.agents.acp_run import PermissionRequest
 from turnqueue.agents.base import Bounds, Watchdog
 from turnqueue.agents.profiles import Profile, load_profiles
 from turnqueue.bus import EventBus

@@ -6,7 +6,7 @@ import asyncio
 
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
 
-from turnqueue.agents.acp import PermissionRequest
+from turnqueue.agents.acp_run import PermissionRequest
 from turnqueue.bus import EventKind
 from turnqueue.domain import ApprovalOutcome, HoldReason, SessionState, TurnStatus
 from turnqueue.engine import Engine

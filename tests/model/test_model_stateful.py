@@ -57,7 +57,7 @@ from faults import FaultyStore
 from model_db import admin as _admin
 from model_db import pg_url as _pg_url
 
-from turnqueue.agents.acp import PermissionRequest
+from turnqueue.agents.acp_run import PermissionRequest
 from turnqueue.bus import EventBus, EventKind
 from turnqueue.domain import ApprovalOutcome, CancelOutcome, HoldReason, SendNowScope, TurnStatus
 from turnqueue.engine import Engine

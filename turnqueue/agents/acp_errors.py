@@ -11,6 +11,9 @@ Three kinds of failure are told apart, because they call for different things:
 - an **authentication refusal** at start: the agent's methods (``authMethods`` of ``initialize``)
   are listed with their descriptions (:func:`methods_hint`), so a person knows what to configure.
 
+A start that failed (:func:`start_error`) is said as one of these, as the start's timeout, or as
+what kept the command from starting.
+
 What the agent wrote to stderr is never part of these messages: it is kept apart
 (``Turn.agentStderr``, ``Session.agentStderr``).
 """
@@ -26,6 +29,8 @@ from typing import Any
 from acp import RequestError
 from acp.schema import AuthMethodAgent, EnvVarAuthMethod, TerminalAuthMethod
 
+from turnqueue.agents.acp_process import AcpProcess
+from turnqueue.agents.base import AgentStartError
 from turnqueue.domain import AgentErrorKind, AuthMethod
 
 #: ACP's "authentication required" code (``RequestError.auth_required``).
@@ -123,6 +128,30 @@ def describe_exit(returncode: int | None, sent: Iterable[posix_signal.Signals] =
     if number in {int(s) for s in sent}:
         return f"agent process ended by turnqueue's {name}"
     return f"agent process killed by {name} (not sent by turnqueue)"
+
+
+async def start_error(
+    process: AcpProcess | None, exc: Exception, start_timeout: float
+) -> AgentStartError:
+    """A2/A11: why a start failed, in the agent's own words where it gave any; its stderr
+    apart. Called before turnqueue kills the process, so an exit status is its own."""
+    if isinstance(exc, AgentStartError):
+        reason, kind = str(exc), exc.kind
+        if process is not None:  # a refusal: what it logged with it, too
+            await process.stderr_quiet()
+    elif isinstance(exc, TimeoutError):
+        reason = f"agent did not start within {start_timeout:g} s"
+        kind = None
+    elif process is not None and (
+        isinstance(exc, ConnectionError) or process.proc.returncode is not None
+    ):
+        status = await process.exit_status()
+        reason, kind = f"{describe_exit(status)} while starting", AgentErrorKind.AGENT_EXITED
+    else:
+        reason, kind = f"agent could not start: {exc}", None
+    return AgentStartError(
+        reason, kind=kind, stderr=process.tail() if process is not None else None
+    )
 
 
 def auth_methods(methods: Sequence[Any] | None) -> tuple[AuthMethod, ...]:

@@ -46,6 +46,9 @@ STDERR_TAIL_BYTES = 4 * 1024
 LINE_LIMIT = 1024 * 1024
 #: Seconds a stopping agent gets between SIGTERM and SIGKILL (idle stop, shutdown).
 STOP_GRACE_SECONDS = 2.0
+#: Seconds to wait for a notification or a short request (``session/cancel``,
+#: ``_session/steering``, ``session/close``) to an agent that may not read.
+SEND_TIMEOUT = 2.0
 #: Terminal escape sequences (colours, cursor moves) in an agent's log.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Silence on stderr after which what a live agent logged with an error answer is taken.
@@ -85,6 +88,11 @@ class AcpProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def alive(self) -> bool:
+        """Neither marked dead nor exited: it may be sent a request."""
+        return not self.dead and self.proc.returncode is None
+
     def tail(self, since: int = 0) -> str:
         """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
         ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
@@ -117,6 +125,29 @@ class AcpProcess:
         if self.proc.returncode is not None and self.tasks:
             await asyncio.wait({self.tasks[0]}, timeout=timeout)  # tasks[0]: the stderr drain
         return self.proc.returncode
+
+    def cancel_idle(self) -> None:
+        """No idle stop: the process serves a turn, or it is being stopped."""
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
+
+    async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Mark it dead, SIGTERM the group and give it up to ``grace`` seconds to exit (none when
+        ``grace`` is 0), SIGKILL what is left, then close the connection, reap the process and
+        stop its helper tasks."""
+        self.cancel_idle()
+        self.dead = True
+        if grace > 0:
+            self.killpg(posix_signal.SIGTERM)
+            await bounded(self.proc.wait(), grace)
+        self.killpg(posix_signal.SIGKILL)
+        if self.conn is not None:
+            await bounded(self.conn.close(), STOP_GRACE_SECONDS)
+        await bounded(self.proc.wait(), STOP_GRACE_SECONDS)
+        for task in self.tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
 
     def killpg(self, sig: posix_signal.Signals) -> None:
         # The group id is the leader's pid. Hazard: once the leader is reaped and the group

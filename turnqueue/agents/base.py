@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal as posix_signal
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -127,6 +128,15 @@ class Signal(IntEnum):
     KILL = 3
 
 
+#: The stop ladder as process-group signals (a ``command`` turn's; an ``acp`` turn's INTERRUPT is
+#: ``session/cancel``, its TERMINATE and KILL these).
+POSIX_SIGNALS = {
+    Signal.INTERRUPT: posix_signal.SIGINT,
+    Signal.TERMINATE: posix_signal.SIGTERM,
+    Signal.KILL: posix_signal.SIGKILL,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class AgentResult:
     ok: bool
@@ -165,6 +175,11 @@ def spawn_errors(program: str) -> Iterator[None]:
         raise AgentStartError(f"agent command is not executable: {program}") from exc
     except OSError as exc:
         raise AgentStartError(f"cannot start agent command {program}: {exc}") from exc
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception's message, or its type's name when it has none (a bare assert)."""
+    return str(exc) or type(exc).__name__
 
 
 def current_cancelling() -> bool:
@@ -289,8 +304,7 @@ class BaseRun(ABC):
             result = await self._run()
         except Exception as exc:  # a bug or an OS failure: the turn fails, the server goes on
             log.exception("agent run %s failed", self._task_name)
-            # An exception without a message (a bare assert) still says what it was.
-            result = AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
+            result = AgentResult(ok=False, error=f"agent error: {error_text(exc)}")
         finally:
             # Always end the stream, also on cancellation, so a reader never hangs.
             self._ended = True

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Protocol, cast
 
 from turnqueue.agents.base import (
+    POSIX_SIGNALS,
     AgentResult,
     AgentStartError,
     BaseRun,
@@ -48,12 +49,6 @@ MAX_CHUNK_CHARS = 16 * 1024
 STDERR_TAIL_BYTES = 4 * 1024
 #: After the process exited and its group was killed, how long to wait for its pipes to reach EOF.
 DRAIN_SECONDS = 1.0
-
-_POSIX = {
-    Signal.INTERRUPT: posix_signal.SIGINT,
-    Signal.TERMINATE: posix_signal.SIGTERM,
-    Signal.KILL: posix_signal.SIGKILL,
-}
 
 
 def parse_command(command: str) -> list[str]:
@@ -205,7 +200,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
             return
         if signal not in self._sent:
             self._sent.append(signal)
-        self._killpg(_POSIX[signal])
+        self._killpg(POSIX_SIGNALS[signal])
 
     def _kill_group(self) -> None:
         if not self._group_killed:
@@ -250,7 +245,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         else:
             reason = f"exit status {returncode}"
         if self._sent:
-            names = ", ".join(_POSIX[s].name for s in self._sent)
+            names = ", ".join(POSIX_SIGNALS[s].name for s in self._sent)
             reason = f"interrupted ({names}): {reason}"
         return AgentResult(ok=False, error=reason, stderr=tail)
 

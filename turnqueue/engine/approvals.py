@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from turnqueue.agents.acp import POLICY_KINDS, AcpAgent, PermissionRequest, policy_option
+from turnqueue.agents.acp import AcpAgent
+from turnqueue.agents.acp_run import POLICY_KINDS, PermissionRequest, policy_option
 from turnqueue.domain import (
     Approval,
     ApprovalOption,

@@ -1,0 +1,310 @@
+"""One turn of an ``acp`` profile (SPEC A3-A6, A9, Q16): one ``session/prompt`` on the session's
+agent process (:class:`AcpRun`), run on its agent (:class:`~.acp.AcpAgent`, seen through
+:class:`Host`).
+
+What the agent sends during the turn reaches the run through its process
+(:class:`~.acp_process.Turn`): ``session/update`` notifications become turn output
+(:mod:`.acp_updates`); ``session/request_permission`` goes to the engine (A6,
+:data:`ApprovalHandler`) or, without one, is answered by the profile's policy
+(:func:`policy_option`). INTERRUPT is ``session/cancel`` and answers every pending permission
+request ``cancelled`` (A5); TERMINATE and KILL signal the process group and mark the process dead,
+so the next turn gets a fresh one (A4).
+
+Hazards:
+- ``session/prompt`` of one session never overlaps another: the session's lock is held from the
+  start of a turn's process set-up to the end of its prompt, so a new turn whose predecessor was
+  abandoned (killed) waits for that predecessor to wind down first.
+- A stop reason is read only from the prompt's answer. An error answer (A11) fails the turn with
+  the agent's own code and message, classified, and keeps the process: it is alive and takes the
+  next prompt. Only a closed pipe or a dead process is reported as an exit, with the status the
+  process really had (read before turnqueue kills anything), and marks the process dead so
+  nothing is sent to it again.
+- What the agent wrote to stderr during the turn goes with the result (``AgentResult.stderr``),
+  never into its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal as posix_signal
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from acp import RequestError, text_block
+from acp.schema import PermissionOption, ToolCallUpdate
+
+from turnqueue.agents.acp_errors import AgentFailure, describe_exit, failure_of
+from turnqueue.agents.acp_process import SEND_TIMEOUT, AcpProcess
+from turnqueue.agents.acp_updates import to_output
+from turnqueue.agents.base import (
+    POSIX_SIGNALS,
+    AgentResult,
+    AgentStartError,
+    BaseRun,
+    Bounds,
+    Signal,
+    current_cancelling,
+    error_text,
+    steer_item,
+)
+from turnqueue.agents.profiles import Profile
+from turnqueue.domain import AgentErrorKind
+from turnqueue.timeouts import bounded
+
+log = logging.getLogger(__name__)
+
+#: JSON-RPC's "method not found": the agent has no ``_session/steering`` (Q16).
+METHOD_NOT_FOUND = -32601
+
+_END_REASONS = {"refusal", "max_tokens", "max_turn_requests"}
+#: The option kinds the ``allow`` and ``reject`` policies answer with, preferred first (A6).
+POLICY_KINDS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """A ``session/request_permission`` of a turn, for the engine to ask a user (A6)."""
+
+    session_id: str
+    turn_id: str
+    title: str
+    tool_call_id: str | None
+    options: tuple[tuple[str, str, str], ...]  # (id, name, kind)
+    policy: str = "ask"  # the profile's: ask | allow | reject (the engine applies it)
+    timeout: float | None = None  # A10: the profile's approval_timeout (the engine applies it)
+
+
+#: The engine's handler: answers an option id, or None for ``cancelled``. The agent cancels the
+#: awaiting task when the turn is cancelled or ends.
+ApprovalHandler = Callable[[PermissionRequest], Awaitable[str | None]]
+
+
+def policy_option(policy: str, options: Iterable[tuple[str, str, str]]) -> str | None:
+    """The first option (id, name, kind) of a kind ``policy`` answers with; None for ``ask``."""
+    kinds = POLICY_KINDS.get(policy, ())
+    return next((option for option, _, kind in options if kind in kinds), None)
+
+
+class Host(Protocol):
+    """What a run uses of its agent (:class:`~.acp.AcpAgent`): the session's lock and live
+    process, the idle stop after the turn, the profile's authentication state and permission
+    policy, and whether the agent takes steering."""
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def approvals(self) -> ApprovalHandler | None: ...
+
+    steering: bool
+
+    def session_lock(self, session_id: str) -> asyncio.Lock: ...
+
+    async def ensure(self, session_id: str) -> AcpProcess:
+        """The session's live process (raises :class:`AgentStartError`); lock held."""
+        ...
+
+    def idle(self, session_id: str, process: AcpProcess) -> None:
+        """The process has no turn: it is stopped after the profile's idle timeout."""
+
+    async def kill(self, process: AcpProcess) -> None:
+        """SIGKILL the process's group and forget the process (A4: the turn lost it)."""
+
+    def refusal(self, what: str | None, failure: AgentFailure) -> str:
+        """The reason for an error answer; an authentication refusal is recorded (A11)."""
+        ...
+
+    def prompt_succeeded(self, process: AcpProcess) -> None:
+        """A prompt was answered with some work: an earlier refusal is over (A11)."""
+
+
+class AcpRun(BaseRun):
+    """One turn: one ``session/prompt`` on the session's agent process.
+
+    A9: its watchdog is armed when the prompt is sent (the agent's start has its own bound);
+    every ``session/update`` is activity, and the clock stands still while a permission
+    request waits for its answer."""
+
+    ARMS_ON_LAUNCH = False
+
+    def __init__(
+        self,
+        agent: Host,
+        prompt: str,
+        *,
+        session_id: str,
+        turn_id: str,
+        bounds: Bounds | None = None,
+    ) -> None:
+        super().__init__(f"agent-acp-{turn_id}", bounds)
+        self._agent = agent
+        self._prompt = prompt
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self._process: AcpProcess | None = None
+        self._sent: list[Signal] = []  # INTERRUPT in it: cancelled (A5)
+        self._updates = 0  # session/update notifications of this turn
+        self._waits: set[asyncio.Future[str | None]] = set()
+
+    async def _run(self) -> AgentResult:
+        async with self._agent.session_lock(self.session_id):
+            try:
+                process = await self._agent.ensure(self.session_id)
+            except AgentStartError as exc:
+                return AgentResult(ok=False, error=str(exc), error_kind=exc.kind, stderr=exc.stderr)
+            self._process = process
+            if self._sent:
+                self._apply_kill_signals(process)
+                return AgentResult(ok=False, error="cancelled before the prompt was sent")
+            process.run = self
+            process.cancel_idle()
+            mark = process.stderr_total  # what the agent writes to stderr from here is this turn's
+            try:
+                result = await self._prompt_once(process)
+            finally:
+                process.run = None
+                self._cancel_waits()
+                self._agent.idle(self.session_id, process)
+            return replace(result, stderr=process.tail(mark) or None)
+
+    async def _prompt_once(self, process: AcpProcess) -> AgentResult:
+        """The prompt's result, its stderr left to the caller."""
+        assert process.conn is not None and process.acp_session_id is not None
+        if self.watchdog is not None:
+            self.watchdog.arm()
+        try:
+            response = await process.conn.prompt(
+                session_id=process.acp_session_id, prompt=[text_block(self._prompt)]
+            )
+        except RequestError as exc:
+            # A11: an answer. The agent is alive; it keeps its process for the next prompt.
+            failure = failure_of(exc)
+            await process.stderr_quiet()
+            error = self._agent.refusal(None, failure)
+            return AgentResult(ok=False, error=error, error_kind=failure.kind)
+        except Exception as exc:
+            if not isinstance(exc, ConnectionError) and not process.dead:
+                # Not an exit (e.g. an answer that is not a valid response): the process stays.
+                log.warning("turn %s: session/prompt failed: %r", self.turn_id, exc)
+                reason = f"agent error: {error_text(exc)}"
+                return AgentResult(ok=False, error=reason, error_kind=AgentErrorKind.INTERNAL)
+            return await self._lost(process)
+        reason = str(response.stop_reason)
+        if reason == "end_turn":
+            if self._updates:
+                self._agent.prompt_succeeded(process)
+            return AgentResult(ok=True)
+        if reason == "cancelled":
+            return AgentResult(ok=False, error="cancelled")
+        error = reason if reason in _END_REASONS else f"stop: {reason}"
+        return AgentResult(ok=False, error=error)
+
+    async def _lost(self, process: AcpProcess) -> AgentResult:
+        """A4: the process died or closed its pipes mid-turn. Its real exit status is read
+        before turnqueue kills what is left; a signal turnqueue sent is named as its own."""
+        status = await process.exit_status()
+        await self._agent.kill(process)
+        # INTERRUPT is ``session/cancel`` here, never a signal.
+        sent = [POSIX_SIGNALS[s] for s in self._sent if s is not Signal.INTERRUPT]
+        reason = describe_exit(status, sent)
+        if self._sent:
+            reason = f"stopped ({', '.join(s.name for s in self._sent)}): {reason}"
+        return AgentResult(ok=False, error=reason, error_kind=AgentErrorKind.AGENT_EXITED)
+
+    def on_update(self, params: dict[str, Any]) -> None:
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        self._updates += 1
+        self._bump()  # A9: any update is activity, also one that makes no output
+        out = to_output(update)
+        if out is not None:
+            self._emit(out)
+
+    async def permission(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> str | None:
+        """The option to answer (A6), or None for ``cancelled``."""
+        if Signal.INTERRUPT in self._sent:
+            return None
+        policy = self._agent.profile.permissions
+        offered = tuple((o.option_id, o.name, str(o.kind)) for o in options)
+        handler = self._agent.approvals
+        if handler is None:  # no engine: the policy here (ask: nobody to ask, so cancelled)
+            return policy_option(policy, offered)
+        request = PermissionRequest(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            title=tool_call.title or "permission requested",
+            tool_call_id=tool_call.tool_call_id,
+            options=offered,
+            policy=policy,
+            timeout=self._agent.profile.approval_timeout,
+        )
+        wait: asyncio.Future[str | None] = asyncio.ensure_future(handler(request))
+        self._waits.add(wait)
+        try:
+            if self.watchdog is None:
+                return await wait
+            with self.watchdog.paused():  # A9: a pending approval is not a stall
+                return await wait
+        except asyncio.CancelledError:
+            if wait.cancelled() and not current_cancelling():
+                return None  # cancelled by us (A5): answer ``cancelled``
+            raise
+        finally:
+            self._waits.discard(wait)
+
+    def _cancel_waits(self) -> None:
+        for wait in list(self._waits):
+            wait.cancel()
+
+    async def steer(self, text: str, entry_id: str) -> bool:
+        """Q16: offer ``text`` to the running prompt through the ``_session/steering``
+        extension method (Claude Code's and Codex's adapters answer ``injected``,
+        ``startedNewTurn`` or ``failed``). False when the prompt is not under way, the agent
+        has no such method, or it answered ``failed``: the message is then queued instead.
+
+        Hazard: an answer lost with the agent (it died mid-call) counts as not taken, so a
+        message could reach an agent that died and still be queued; never the other way."""
+        process = self._process
+        if self.done or process is None or process.run is not self or process.conn is None:
+            return False
+        params = {"sessionId": process.acp_session_id, "prompt": [{"type": "text", "text": text}]}
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT):
+                answer = await process.conn.ext_method("session/steering", params)
+        except RequestError as exc:
+            if exc.code == METHOD_NOT_FOUND:
+                self._agent.steering = False
+            return False
+        except (TimeoutError, ConnectionError, OSError):
+            return False
+        self._agent.steering = True
+        if answer.get("outcome") not in ("injected", "startedNewTurn"):
+            return False
+        self._emit(steer_item(text, entry_id))
+        return True
+
+    async def signal(self, signal: Signal) -> None:
+        if self.done:
+            return
+        if signal not in self._sent:
+            self._sent.append(signal)
+        process = self._process
+        if signal is Signal.INTERRUPT:
+            # A5: session/cancel, and every pending permission request answered cancelled.
+            self._cancel_waits()
+            if process is not None and process.conn is not None and not process.dead:
+                if (acp_session := process.acp_session_id) is not None:
+                    await bounded(process.conn.cancel(session_id=acp_session), SEND_TIMEOUT)
+            return
+        if process is not None:
+            self._apply_kill_signals(process)
+
+    def _apply_kill_signals(self, process: AcpProcess) -> None:
+        process.dead = True  # A4: the next turn gets a fresh process
+        sig = posix_signal.SIGKILL if Signal.KILL in self._sent else posix_signal.SIGTERM
+        process.killpg(sig)
