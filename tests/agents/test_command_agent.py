@@ -50,18 +50,20 @@ async def start() -> AsyncIterator[Start]:
 
 
 class Reader:
-    """Reads a run's stream up to a given text, so a test waits on output, not on the clock."""
+    """Reads a run's stream up to a given text, so a test waits on output, not on the clock.
+    ``seconds`` only bounds a hang: a fake agent's start (a Python interpreter) under the other
+    test worker's load has taken longer than 1.5 s."""
 
     def __init__(self, run: AgentRun) -> None:
         self.stream = run.stream()
         self.text = ""
 
-    async def until(self, text: str, seconds: float = 1.5) -> None:
+    async def until(self, text: str, seconds: float = 15) -> None:
         async with asyncio.timeout(seconds):
             while text not in self.text:
                 self.text += await anext(self.stream)
 
-    async def rest(self, seconds: float = 1.5) -> str:
+    async def rest(self, seconds: float = 15) -> str:
         async with asyncio.timeout(seconds):
             async for chunk in self.stream:
                 self.text += chunk
