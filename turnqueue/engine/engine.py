@@ -1,5 +1,5 @@
-"""The engine's one entry point: authorisation (:class:`Access`), then the queue, turn, cancel
-and workflow rules.
+"""The engine's one entry point: authorisation and input checks (``engine/access.py``), then
+the queue, turn, cancel and workflow rules.
 
 Every public method takes the calling principal first. A session or task the principal does not
 own is reported exactly like one that does not exist (S2), so ids cannot be probed.
@@ -8,7 +8,6 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -31,13 +30,14 @@ from turnqueue.domain import (
     Task,
     Turn,
     TurnItem,
-    is_valid_id,
 )
+from turnqueue.engine.access import Access, check_client_message_id, check_content, check_id
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.change import publish_after
 from turnqueue.engine.cluster import Cluster, ClusterHooks
-from turnqueue.engine.core import Core, Metrics, check_content, publish_after
+from turnqueue.engine.core import Core, Metrics
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import (
     EventReads,
@@ -55,7 +55,6 @@ from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
-from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
 
@@ -411,7 +410,7 @@ class Engine:
         decided, as read then."""
         await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
-        _check_client_message_id(client_message_id)
+        check_client_message_id(client_message_id)
         if not steer:
             return await self.turns.send_message(session_id, content, client_message_id)
         admission = await self.steering.send(session_id, content, client_message_id)
@@ -432,7 +431,7 @@ class Engine:
         """Queue the message, then an automatic drain; idempotent with a key (Q15)."""
         await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
-        _check_client_message_id(client_message_id)
+        check_client_message_id(client_message_id)
         return await self.queue.enqueue(
             session_id, content, expected_revision, MessageSource.USER, client_message_id
         )
@@ -441,7 +440,7 @@ class Engine:
         self, principal: str, session_id: str, entry_id: str, content: str, expected: int | None
     ) -> QueueStatus:
         await self.access.check_session(principal, session_id)
-        _check_entry_id(entry_id)
+        check_id(entry_id, "entryId")
         check_content(content, self.core.settings.max_content_bytes)
         return await self.queue.update_entry(session_id, entry_id, content, expected)
 
@@ -449,7 +448,7 @@ class Engine:
         self, principal: str, session_id: str, entry_id: str, expected: int | None
     ) -> QueueStatus:
         await self.access.check_session(principal, session_id)
-        _check_entry_id(entry_id)
+        check_id(entry_id, "entryId")
         return await self.queue.remove_entry(session_id, entry_id, expected)
 
     async def clear_queue(
@@ -486,7 +485,7 @@ class Engine:
     ) -> SendNowResult:
         await self.access.check_session(principal, session_id)
         if entry_id is not None:
-            _check_entry_id(entry_id)
+            check_id(entry_id, "entryId")
         return await self.queue.send_now(session_id, scope, entry_id, expected)
 
     async def drain(self, principal: str, session_id: str, expected: int | None) -> Applied:
@@ -498,86 +497,11 @@ class Engine:
     ) -> Session:
         await self.access.check_session(principal, session_id)
         check_content(answer, self.core.settings.max_content_bytes, "answer")
-        if clarification_id is not None and not is_valid_id(clarification_id):
-            raise InvalidInput("clarificationId is not a valid id", ["clarificationId"])
+        if clarification_id is not None:
+            check_id(clarification_id, "clarificationId")
         await self.turns.answer_clarification(session_id, answer, clarification_id)
         return await self.authorize_session(principal, session_id)
 
     async def move_task(self, principal: str, task_id: str, step: str) -> tuple[Task, Session]:
         task = await self.access.task(principal, task_id)
         return await self.workflows.move_task(task, step)
-
-
-#: Sessions whose owner is remembered (about 100 bytes each).
-OWNER_CACHE_SIZE = 65_536
-
-
-class Access:
-    """Who may touch what (S2): a session or task the principal does not own is reported
-    exactly like one that does not exist, so ids cannot be probed.
-
-    A session's owner is remembered after its first successful check, so a busy session's
-    mutations cost no read for authorisation. Hazard: correct only because a session's owner is
-    fixed at creation and sessions are never deleted; if either ever changes, the cache must be
-    invalidated there."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self.owners: OrderedDict[str, str] = OrderedDict()
-
-    async def session(self, principal: str, session_id: str, field: str = "sessionId") -> Session:
-        """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
-        if not is_valid_id(session_id):
-            raise InvalidInput(f"{field} is not a valid id", [field])
-        async with self._store.read() as tx:
-            session = await tx.get_session(session_id)
-        if session is None or session.owner != principal:
-            raise NotFound("session", [field])
-        self._remember(session_id, session.owner)
-        bind(session_id=session_id)  # the rest of this request's logs carry it
-        return session
-
-    async def check_session(self, principal: str, session_id: str) -> None:
-        """:meth:`session` for callers that do not need the session (the owner remembered)."""
-        owner = self.owners.get(session_id)
-        if owner is None:
-            await self.session(principal, session_id)
-            return
-        if owner != principal:
-            raise NotFound("session", ["sessionId"])
-        self.owners.move_to_end(session_id)
-        bind(session_id=session_id)
-
-    async def task(self, principal: str, task_id: str) -> Task:
-        if not is_valid_id(task_id):
-            raise InvalidInput("taskId is not a valid id", ["taskId"])
-        async with self._store.read() as tx:
-            task = await tx.get_task(task_id)
-        if task is None or task.owner != principal:
-            raise NotFound("task", ["taskId"])
-        return task
-
-    def _remember(self, session_id: str, owner: str) -> None:
-        self.owners[session_id] = owner
-        self.owners.move_to_end(session_id)
-        if len(self.owners) > OWNER_CACHE_SIZE:
-            self.owners.popitem(last=False)
-
-
-def _check_entry_id(entry_id: str) -> None:
-    if not is_valid_id(entry_id):
-        raise InvalidInput("entryId is not a valid id", ["entryId"])
-
-
-#: Q15: a client's key is 1 to this many characters.
-MAX_CLIENT_MESSAGE_ID = 128
-
-
-def _check_client_message_id(key: str | None) -> None:
-    if key is None:
-        return
-    if not 0 < len(key) <= MAX_CLIENT_MESSAGE_ID or not key.strip() or "\x00" in key:
-        raise InvalidInput(
-            f"clientMessageId must be 1 to {MAX_CLIENT_MESSAGE_ID} characters, not blank",
-            ["clientMessageId"],
-        )
