@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from turnqueue.agents import Agent, build_agents, unknown_agent
+from turnqueue.agents import Agent, build_agents
 from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
     AgentConversation,
@@ -26,7 +26,6 @@ from turnqueue.domain import (
     QueueStatus,
     SendNowScope,
     Session,
-    SessionState,
     Task,
     Turn,
     TurnItem,
@@ -35,7 +34,6 @@ from turnqueue.engine.access import Access, check_client_message_id, check_conte
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.change import publish_after
 from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.engine.core import Core, Metrics
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
@@ -105,7 +103,7 @@ class Engine:
             on_cancelled=lambda sid: self.workflows.on_completed(sid),
         )
         self.queue = QueueOps(core, self.turns, self.cancels)
-        #: agent profiles, session start (A1, A2), turn items (A3), conversations (A8)
+        #: agent profiles, task creation and session start (A1, A2), conversations (A8)
         self.agent_sessions = AgentSessions(core, self.turns)
         self.workflows = Workflows(
             core, self.turns, self.cancels, close_agent=self.agent_sessions.close
@@ -372,28 +370,7 @@ class Engine:
         if not title or len(title) > 500:
             raise InvalidInput("title must be 1 to 500 characters", ["title"])
         check_content(title, self.core.settings.max_content_bytes, "title")
-        agent_name = agent if agent is not None else self.agent_sessions.default
-        if agent_name not in self.core.agents:
-            raise unknown_agent(agent_name, self.core.agents)  # e.g. `command` without a command
-        # Not units of work (``core.change``): the session is being created, so no other
-        # writer can know it yet and there is no lock row to order anything with.
-        async with self.core.store.transaction() as tx:
-            task = await tx.create_task(
-                title=title, owner=principal, workflow_step=self.core.workflow.first.name
-            )
-            session = await tx.create_session(
-                task_id=task.id, agent=agent_name, state=SessionState.CREATED
-            )
-            session = await tx.set_session_state(session.id, SessionState.STARTING)
-        if self.agent_sessions.start(session.id, task.id, agent_name):
-            # A2: the agent starts in the background; the session is STARTING meanwhile (a
-            # prompt is queued) and becomes WAITING_FOR_INPUT, or FAILED with the reason.
-            return task, session
-        async with self.core.store.transaction() as tx:
-            session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
-            task = await tx.get_task(task.id) or task
-            publish_after(self.core, tx, EventKind.SESSION, session.id, session.revision)
-        return task, session
+        return await self.agent_sessions.create(principal, title, agent)
 
     async def send_message(
         self,
