@@ -1,5 +1,6 @@
-"""Agent profiles as the engine uses them (A1), the start and close of a session's agent (A2,
-A8), and the rows agents keep through the engine (process groups, M6; conversations, A8).
+"""Agent profiles as the engine uses them (A1), a task created with its first session, the start
+and close of a session's agent (A2, A8), and the rows agents keep through the engine (process
+groups, M6; conversations, A8).
 
 A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its agent when the
 session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the
@@ -17,8 +18,10 @@ import socket
 from collections import OrderedDict
 from typing import Any
 
-from turnqueue.agents import AcpAgent, AgentStartError, agent_profile
-from turnqueue.domain import AgentConversation, AgentProfile, SessionState
+from turnqueue.agents import AcpAgent, AgentStartError, agent_profile, unknown_agent
+from turnqueue.bus import EventKind
+from turnqueue.domain import AgentConversation, AgentProfile, Session, SessionState, Task
+from turnqueue.engine.change import publish_after
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
@@ -86,6 +89,33 @@ class AgentSessions:
         return {}
 
     # -- session start (A2) --------------------------------------------------------------------
+    async def create(self, principal: str, title: str, agent: str | None) -> tuple[Task, Session]:
+        """A task of ``principal`` and its first session, with the profile ``agent`` (None: the
+        default; an unknown one is INVALID_INPUT, A1), in the workflow's first step. The session
+        answers STARTING while its agent starts (:meth:`start`), else WAITING_FOR_INPUT."""
+        agent_name = agent if agent is not None else self.default
+        if agent_name not in self.core.agents:
+            raise unknown_agent(agent_name, self.core.agents)  # e.g. `command` without a command
+        # Not units of work (``core.change``): the session is being created, so no other
+        # writer can know it yet and there is no lock row to order anything with.
+        async with self.core.store.transaction() as tx:
+            task = await tx.create_task(
+                title=title, owner=principal, workflow_step=self.core.workflow.first.name
+            )
+            session = await tx.create_session(
+                task_id=task.id, agent=agent_name, state=SessionState.CREATED
+            )
+            session = await tx.set_session_state(session.id, SessionState.STARTING)
+        if self.start(session.id, task.id, agent_name):
+            # A2: the agent starts in the background; the session is STARTING meanwhile (a
+            # prompt is queued) and becomes WAITING_FOR_INPUT, or FAILED with the reason.
+            return task, session
+        async with self.core.store.transaction() as tx:
+            session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
+            task = await tx.get_task(task.id) or task
+            publish_after(self.core, tx, EventKind.SESSION, session.id, session.revision)
+        return task, session
+
     def start(self, session_id: str, task_id: str, agent_name: str) -> bool:
         """Start the session's agent in the background (A2); False when its profile needs none."""
         if not hasattr(self.core.agents[agent_name], "prepare_session"):

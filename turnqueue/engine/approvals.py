@@ -48,8 +48,9 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
+from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
-from turnqueue.engine.core import Change, Core
+from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 

@@ -1,5 +1,6 @@
-"""The engine's shared state (:class:`Core`: store, bus, runners, locks, tasks) and the unit of
-work every rule changes a session through (:meth:`Core.change`).
+"""The engine's shared state (:class:`Core`: store, bus, runners, locks, tasks, holds) and the
+opening of the unit of work every rule changes a session through (:meth:`Core.change`; the unit
+itself, :class:`~turnqueue.engine.change.Change`, is ``engine/change.py``).
 
 ::
 
@@ -10,34 +11,16 @@ work every rule changes a session through (:meth:`Core.change`).
 ``Core.change`` takes, in order, the session's in-process lock (``session_lock=False`` when the
 caller holds it or the rule decides nothing about the session's turn), a store transaction, the
 session's lock row first in it (Q3: one lock order everywhere), and the ``expectedRevision``
-check (Q13: a stale one raises ``QUEUE_CHANGED`` and changes nothing). Then the body runs and the
-unit of work
-
-- bumps the queue revision at most once (:meth:`Change.queue_changed`), and at the end of the
-  body for every session whose queue status the transaction changed (``Tx.changed_queues``);
-- reads the queue status once at the end of the body, before COMMIT, when the rule wants it
-  (``status=True``: a mutation's payload) or a subscriber here watches the session's queue (the
-  queue event then carries it); only its entries when the rule vouched for the view
-  (:meth:`Change.view_now`);
-- tracks the session revision through the operations that move it and publishes one session
-  event carrying the revision the transaction commits;
-- publishes only after COMMIT, then runs :meth:`Change.on_commit` call-backs (launching turns),
-  still under the session lock. A body that raises rolls back: nothing published or launched.
+check (Q13: a stale one raises ``QUEUE_CHANGED`` and changes nothing). Then the body runs; what
+the unit of work does at its end, before and after COMMIT, is ``engine/change.py``'s.
 
 Hazards:
 - ``session_lock(sid)`` is an in-process ``asyncio.Lock``. Every runtime decision about a
   session's turn (start, end, accepting a cancellation) is taken under it, so "is a turn running
   here?" and "is a cancellation pending?" cannot change between the check and the commit. It is
   never held while waiting for an agent to stop. Across processes the lock row serialises.
-- Units of work do not nest: the store has one write transaction at a time (SQLite's writer
-  lock), so a body never opens another (``hold``, ``add_hold`` and ``release_hold`` open one:
-  call them outside). Two sessions changed together share one (:meth:`Change.join`).
-- The status is read in the transaction that bumped its revision, after the body's last change:
-  exactly the state of that revision (Q13), holds included (they are rows).
-- The session event is published last, after the transaction's other events: subscribers read
-  the session again on it, so they see the committed state.
-- The session revision is tracked, not read back: every operation that moves it under the lock
-  row goes through :class:`Change` (the lock row keeps every other writer out).
+- ``hold``, ``add_hold`` and ``release_hold`` open a unit of work of their own: never call them
+  inside one (units of work do not nest).
 - Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
 """
 
@@ -45,35 +28,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from weakref import WeakValueDictionary
 
 from turnqueue.agents import Agent
-from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.bus import EventBus
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
-    AgentErrorKind,
     CancelKind,
     CancellationStatus,
-    Clarification,
     HoldReason,
-    MessageSource,
-    PauseReason,
     QueueEntry,
     QueueStatus,
-    Session,
-    SessionState,
-    Turn,
-    TurnStatus,
     Workflow,
 )
+from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import Cluster
-from turnqueue.errors import Conflict, ErrorCode, InvalidInput, UserFacingError
+from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.settings import Settings
-from turnqueue.store import SessionView, Store, Tx
+from turnqueue.store import SessionView, Store
 
 if TYPE_CHECKING:
     from turnqueue.engine.runner import TurnRunner
@@ -205,9 +181,9 @@ class Core:
         session_lock: bool = True,
         status: bool = False,
     ) -> AsyncIterator[Change]:
-        """One rule's unit of work on one session (see the module's docstring); ``status``:
-        read the queue status at the end of the body (``c.status``), in its transaction: what a
-        mutation answers, changed or not."""
+        """One rule's unit of work on one session (``engine/change.py``), opened as this
+        module's docstring says; ``status``: read the queue status at the end of the body
+        (``c.status``), in its transaction: what a mutation answers, changed or not."""
         lock: AbstractAsyncContextManager[object] = (
             self.session_lock(session_id) if session_lock else nullcontext()
         )
@@ -222,10 +198,8 @@ class Core:
                         ["expectedRevision"],
                     )
                 yield c
-                await c._before_commit()
-            for joined in (c, *c._joined):
-                for callback in joined._on_commit:
-                    callback()
+                await c.before_commit()
+            c.committed()
 
     @asynccontextmanager
     async def hold(self, session_id: str, kind: CancelKind | None = None) -> AsyncIterator[None]:
@@ -315,237 +289,6 @@ class Core:
         return self.status_of(view, entries)
 
 
-def publish_after(
-    core: Core,
-    tx: Tx,
-    kind: EventKind,
-    session_id: str,
-    revision: int,
-    queue: Callable[[], QueueStatus | None] | None = None,
-    cancellation: CancellationStatus | None = None,
-) -> None:
-    """Publish after COMMIT; ``queue``: the status the transaction read before it (the unit of
-    work's, read after this call), carried by a QUEUE event of that revision; ``cancellation``:
-    a CANCELLATION event's status (C2)."""
-
-    def publish() -> None:
-        status = queue() if queue is not None else None
-        if status is not None and status.revision != revision:
-            status = None  # not this revision's state: subscribers read their own
-        core.bus.publish(Event(kind, session_id, revision, cancellation, queue=status))
-
-    tx.after_commit(publish)
-    if core.cluster is not None:
-        # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
-        pending = cancellation.pending if cancellation is not None else None
-        tx.notify(core.cluster.durable_payload(kind, session_id, revision, pending))
-
-
-class Change:
-    """One session's changes inside one transaction that holds its lock row."""
-
-    def __init__(self, core: Core, tx: Tx, view: SessionView, *, status: bool = False) -> None:
-        self._core = core
-        self.tx = tx
-        #: the session as the lock row found it (rules may keep a derived view of their own)
-        self.view = view
-        self.session_id = view.session.id
-        #: the session revision this transaction has reached (the store's, tracked)
-        self.session_revision = view.session.revision
-        #: the queue revision this transaction bumped to, once it has
-        self.queue_revision: int | None = None
-        #: the queue status at the end of the body, when it was read (``status=True``)
-        self.status: QueueStatus | None = None
-        self._status_wanted = status
-        self._view_now: SessionView | None = None
-        self._session_changed = False
-        self._joined: list[Change] = []
-        self._on_commit: list[Callable[[], object]] = []
-        #: C1: whether the session is cancellation-pending as this transaction leaves it
-        self.cancelling = view.cancelling
-
-    # -- the queue revision (Q13) -----------------------------------------------------------
-    async def queue_changed(self) -> int:
-        """The queue status changed: one revision per transaction (Q13), published after
-        commit. A store write that changes the status (``Tx.changed_queues``) calls it at the
-        end of the body anyway; a rule calls it to bump now (or when only a hold changed)."""
-        revision = await self.tx.bump_queue(self.session_id)
-        self._queue_bumped(revision)
-        return revision
-
-    async def set_policy(self, *, auto_run: bool, pause_reason: PauseReason | None) -> None:
-        """Q1, Q14: write the policy; the queue status changed (:meth:`queue_changed`), and
-        both go in one statement where the store can (PostgreSQL)."""
-        if self.queue_revision is not None:
-            await self.tx.set_policy(self.session_id, auto_run=auto_run, pause_reason=pause_reason)
-            return
-        revision = await self.tx.set_policy_bumped(
-            self.session_id, auto_run=auto_run, pause_reason=pause_reason
-        )
-        self._queue_bumped(revision)
-
-    def _queue_bumped(self, revision: int) -> None:
-        if self.queue_revision is None:
-            self.queue_revision = revision
-            publish_after(
-                self._core, self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
-            )
-
-    def view_now(self, view: SessionView) -> None:
-        """The rule vouches that ``view`` is the session as this transaction leaves it, its
-        queue revision aside (the unit of work knows that one): the status at the end then
-        reads only the entries, not the view again.
-
-        Hazard: call it after the body's last write. This class's own writes (the session's
-        operations, holds) forget it; a write straight through ``tx`` does not, so a rule that
-        writes that way after calling this would answer a stale status."""
-        self._view_now = view
-
-    # -- the session revision: the operations that move it ----------------------------------
-    def session_changed(self, revision: int | None = None) -> None:
-        """A session event is owed (published at the end, with the revision reached)."""
-        if revision is not None:
-            self.session_revision = revision
-        self._session_changed = True
-        self._view_now = None
-
-    async def start_turn(
-        self,
-        prompt: str,
-        source: MessageSource,
-        consume: list[str],
-        entry: QueueEntry | None,
-        client_message_id: str | None,
-    ) -> Turn:
-        """A turn of this instance starts, consuming the entries ``consume`` (Q10). ``entry``:
-        the one queue entry it starts from (Q16), whose key it carries (Q15);
-        ``client_message_id``: the key of a send that starts it directly."""
-        turn = await self.tx.start_turn(
-            self.session_id,
-            prompt=prompt,
-            source=source,
-            consume=consume,
-            owner=self._core.instance,
-            client_message_id=entry.client_message_id if entry is not None else client_message_id,
-            entry_id=entry.id if entry is not None else None,
-        )
-        self.session_changed(self.session_revision + 1)  # the store bumps it once
-        await self.queue_changed()  # BUSY is now a hold
-        return turn
-
-    async def end_turn(
-        self,
-        turn_id: str,
-        *,
-        status: TurnStatus,
-        output: str,
-        error: str | None,
-        error_kind: AgentErrorKind | None = None,
-        agent_stderr: str | None = None,
-    ) -> tuple[Turn, Session]:
-        turn, session = await self.tx.end_turn(
-            turn_id,
-            status=status,
-            output=output,
-            error=error,
-            session_state=SessionState.WAITING_FOR_INPUT,
-            error_kind=error_kind,
-            agent_stderr=agent_stderr,
-        )
-        self.session_changed(session.revision)
-        return turn, session
-
-    async def set_session_state(self, state: SessionState) -> None:
-        session = await self.tx.set_session_state(self.session_id, state)
-        self.session_changed(session.revision)
-
-    async def set_clarification(self, *, turn_id: str | None, question: str) -> None:
-        await self.tx.set_clarification(self.session_id, turn_id=turn_id, question=question)
-        self.session_changed(self.session_revision + 1)
-
-    async def clear_clarification(self) -> Clarification | None:
-        cleared = await self.tx.clear_clarification(self.session_id)
-        if cleared is not None:
-            self.session_changed(self.session_revision + 1)
-        return cleared
-
-    async def bump_session(self) -> None:
-        """A new session revision without a state change (A6: ``pendingApproval``)."""
-        self.session_changed(await self.tx.bump_session(self.session_id))
-
-    # -- runtime holds (Q9) and the cancellation they make pending (C1, C2) -----------------
-    async def change_hold(self, kind: HoldReason, delta: int) -> None:
-        """``delta`` more (or fewer) holds of ``kind`` by this instance; a CANCELLING hold
-        that makes the session pending, or the release that clears it, is a transition."""
-        self._view_now = None
-        held = await self.tx.change_hold(self.session_id, self._core.instance, kind, delta)
-        if kind is HoldReason.CANCELLING:
-            await self._cancelling_is(held)
-
-    async def drop_orphaned_holds(self, live: set[int]) -> None:
-        """M6: the holds of instances not in ``live`` end (C5: the owner dying releases its
-        references)."""
-        self._view_now = None
-        if await self.tx.drop_orphaned_holds(self.session_id, live):
-            view = await self.tx.view(self.session_id)
-            await self._cancelling_is(view is not None and view.cancelling)
-
-    async def _cancelling_is(self, pending: bool) -> None:
-        """C2: a transition of the pending flag gets its revision in this transaction and is
-        published after COMMIT, in commit order; anything else is no transition."""
-        if pending == self.cancelling:
-            return
-        self.cancelling = pending
-        revision = await self.tx.bump_cancellation(self.session_id)
-        status = CancellationStatus(self.session_id, pending, revision)
-        kind = EventKind.CANCELLATION
-        publish_after(self._core, self.tx, kind, self.session_id, revision, cancellation=status)
-
-    # -- other sessions and after commit -----------------------------------------------------
-    async def join(self, session_id: str) -> Change:
-        """Another session changed in this same transaction (W3's destination): its lock row
-        is taken now (after this one's: lock rows in the order the rule names them), and its
-        publications follow this one's."""
-        joined = Change(self._core, self.tx, await self.tx.lock(session_id))
-        self._joined.append(joined)
-        return joined
-
-    def on_commit(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once the transaction has committed and its events are published,
-        still under the session lock (a rolled-back change runs none)."""
-        self._on_commit.append(callback)
-
-    async def _before_commit(self) -> None:
-        # Q13: every queue status the transaction changed gets its revision (and its event)
-        # here, whether or not the rule asked; a session changed without a unit of work of its
-        # own (none today) is bumped and announced all the same.
-        units = {change.session_id: change for change in (self, *self._joined)}
-        for session_id in self.tx.changed_queues():
-            unit = units.get(session_id)
-            if unit is None:
-                revision = await self.tx.bump_queue(session_id)
-                publish_after(self._core, self.tx, EventKind.QUEUE, session_id, revision)
-            elif unit.queue_revision is None:
-                await unit.queue_changed()
-        watched = self._core.bus.watched
-        for change in (self, *self._joined):
-            sid = change.session_id
-            if change._status_wanted or (
-                change.queue_revision is not None and watched(sid, EventKind.QUEUE)
-            ):
-                view, bumped = change._view_now, change.queue_revision
-                if view is None:
-                    view, bumped = await self.tx.view(sid), None
-                if view is not None:
-                    # ``queued`` counts the visible entries, kept by the store in the same
-                    # statement as every change to them: none queued reads none.
-                    entries = await self.tx.list_entries(sid) if view.queued else []
-                    change.status = self._core.status_of(view, entries, bumped)
-            if change._session_changed:
-                revision = change.session_revision
-                publish_after(self._core, self.tx, EventKind.SESSION, sid, revision)
-
-
 class Reference:
     """A runtime hold that one unit of work takes (:meth:`take_in`) and a later one ends
     (:meth:`end_in`), so a rule whose hold spans a wait (a cancel's stop) spends no transaction
@@ -587,22 +330,6 @@ def held_by(view: SessionView) -> tuple[HoldReason, ...]:
     if view.approval_pending:
         holds.append(HoldReason.APPROVAL)
     return tuple(holds)
-
-
-def check_content(content: str, limit: int, field: str = "content") -> str:
-    """S3: content must be non-blank and at most ``limit`` bytes of UTF-8."""
-    if not content.strip():
-        raise InvalidInput(f"{field} must not be empty", [field])
-    if "\x00" in content:  # PostgreSQL text cannot hold it: refused alike on both stores (M3)
-        raise InvalidInput(f"{field} must not contain NUL characters", [field])
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): no store can hold it
-        message = f"{field} must be valid Unicode (it holds a lone surrogate)"
-        raise InvalidInput(message, [field]) from None
-    if size > limit:
-        raise InvalidInput(f"{field} is {size} bytes; the limit is {limit}", [field])
-    return content
 
 
 def check_capacity(view: SessionView, limit: int | None) -> None:

@@ -1,5 +1,5 @@
-"""The engine's one entry point: authorisation (:class:`Access`), then the queue, turn, cancel
-and workflow rules.
+"""The engine's one entry point: authorisation and input checks (``engine/access.py``), then
+the queue, turn, cancel and workflow rules.
 
 Every public method takes the calling principal first. A session or task the principal does not
 own is reported exactly like one that does not exist (S2), so ids cannot be probed.
@@ -8,11 +8,10 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from turnqueue.agents import Agent, build_agents, unknown_agent
+from turnqueue.agents import Agent, build_agents
 from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
     AgentConversation,
@@ -27,17 +26,16 @@ from turnqueue.domain import (
     QueueStatus,
     SendNowScope,
     Session,
-    SessionState,
     Task,
     Turn,
     TurnItem,
-    is_valid_id,
 )
+from turnqueue.engine.access import Access, check_client_message_id, check_content, check_id
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster, ClusterHooks
-from turnqueue.engine.core import Core, Metrics, check_content, publish_after
+from turnqueue.engine.core import Core, Metrics
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.reads import (
     EventReads,
@@ -55,7 +53,6 @@ from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Admission, Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
-from turnqueue.logs import bind
 from turnqueue.settings import Settings
 from turnqueue.store import Store
 
@@ -106,7 +103,7 @@ class Engine:
             on_cancelled=lambda sid: self.workflows.on_completed(sid),
         )
         self.queue = QueueOps(core, self.turns, self.cancels)
-        #: agent profiles, session start (A1, A2), turn items (A3), conversations (A8)
+        #: agent profiles, task creation and session start (A1, A2), conversations (A8)
         self.agent_sessions = AgentSessions(core, self.turns)
         self.workflows = Workflows(
             core, self.turns, self.cancels, close_agent=self.agent_sessions.close
@@ -373,28 +370,7 @@ class Engine:
         if not title or len(title) > 500:
             raise InvalidInput("title must be 1 to 500 characters", ["title"])
         check_content(title, self.core.settings.max_content_bytes, "title")
-        agent_name = agent if agent is not None else self.agent_sessions.default
-        if agent_name not in self.core.agents:
-            raise unknown_agent(agent_name, self.core.agents)  # e.g. `command` without a command
-        # Not units of work (``core.change``): the session is being created, so no other
-        # writer can know it yet and there is no lock row to order anything with.
-        async with self.core.store.transaction() as tx:
-            task = await tx.create_task(
-                title=title, owner=principal, workflow_step=self.core.workflow.first.name
-            )
-            session = await tx.create_session(
-                task_id=task.id, agent=agent_name, state=SessionState.CREATED
-            )
-            session = await tx.set_session_state(session.id, SessionState.STARTING)
-        if self.agent_sessions.start(session.id, task.id, agent_name):
-            # A2: the agent starts in the background; the session is STARTING meanwhile (a
-            # prompt is queued) and becomes WAITING_FOR_INPUT, or FAILED with the reason.
-            return task, session
-        async with self.core.store.transaction() as tx:
-            session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
-            task = await tx.get_task(task.id) or task
-            publish_after(self.core, tx, EventKind.SESSION, session.id, session.revision)
-        return task, session
+        return await self.agent_sessions.create(principal, title, agent)
 
     async def send_message(
         self,
@@ -411,7 +387,7 @@ class Engine:
         decided, as read then."""
         await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
-        _check_client_message_id(client_message_id)
+        check_client_message_id(client_message_id)
         if not steer:
             return await self.turns.send_message(session_id, content, client_message_id)
         admission = await self.steering.send(session_id, content, client_message_id)
@@ -432,7 +408,7 @@ class Engine:
         """Queue the message, then an automatic drain; idempotent with a key (Q15)."""
         await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
-        _check_client_message_id(client_message_id)
+        check_client_message_id(client_message_id)
         return await self.queue.enqueue(
             session_id, content, expected_revision, MessageSource.USER, client_message_id
         )
@@ -441,7 +417,7 @@ class Engine:
         self, principal: str, session_id: str, entry_id: str, content: str, expected: int | None
     ) -> QueueStatus:
         await self.access.check_session(principal, session_id)
-        _check_entry_id(entry_id)
+        check_id(entry_id, "entryId")
         check_content(content, self.core.settings.max_content_bytes)
         return await self.queue.update_entry(session_id, entry_id, content, expected)
 
@@ -449,7 +425,7 @@ class Engine:
         self, principal: str, session_id: str, entry_id: str, expected: int | None
     ) -> QueueStatus:
         await self.access.check_session(principal, session_id)
-        _check_entry_id(entry_id)
+        check_id(entry_id, "entryId")
         return await self.queue.remove_entry(session_id, entry_id, expected)
 
     async def clear_queue(
@@ -486,7 +462,7 @@ class Engine:
     ) -> SendNowResult:
         await self.access.check_session(principal, session_id)
         if entry_id is not None:
-            _check_entry_id(entry_id)
+            check_id(entry_id, "entryId")
         return await self.queue.send_now(session_id, scope, entry_id, expected)
 
     async def drain(self, principal: str, session_id: str, expected: int | None) -> Applied:
@@ -498,86 +474,11 @@ class Engine:
     ) -> Session:
         await self.access.check_session(principal, session_id)
         check_content(answer, self.core.settings.max_content_bytes, "answer")
-        if clarification_id is not None and not is_valid_id(clarification_id):
-            raise InvalidInput("clarificationId is not a valid id", ["clarificationId"])
+        if clarification_id is not None:
+            check_id(clarification_id, "clarificationId")
         await self.turns.answer_clarification(session_id, answer, clarification_id)
         return await self.authorize_session(principal, session_id)
 
     async def move_task(self, principal: str, task_id: str, step: str) -> tuple[Task, Session]:
         task = await self.access.task(principal, task_id)
         return await self.workflows.move_task(task, step)
-
-
-#: Sessions whose owner is remembered (about 100 bytes each).
-OWNER_CACHE_SIZE = 65_536
-
-
-class Access:
-    """Who may touch what (S2): a session or task the principal does not own is reported
-    exactly like one that does not exist, so ids cannot be probed.
-
-    A session's owner is remembered after its first successful check, so a busy session's
-    mutations cost no read for authorisation. Hazard: correct only because a session's owner is
-    fixed at creation and sessions are never deleted; if either ever changes, the cache must be
-    invalidated there."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self.owners: OrderedDict[str, str] = OrderedDict()
-
-    async def session(self, principal: str, session_id: str, field: str = "sessionId") -> Session:
-        """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
-        if not is_valid_id(session_id):
-            raise InvalidInput(f"{field} is not a valid id", [field])
-        async with self._store.read() as tx:
-            session = await tx.get_session(session_id)
-        if session is None or session.owner != principal:
-            raise NotFound("session", [field])
-        self._remember(session_id, session.owner)
-        bind(session_id=session_id)  # the rest of this request's logs carry it
-        return session
-
-    async def check_session(self, principal: str, session_id: str) -> None:
-        """:meth:`session` for callers that do not need the session (the owner remembered)."""
-        owner = self.owners.get(session_id)
-        if owner is None:
-            await self.session(principal, session_id)
-            return
-        if owner != principal:
-            raise NotFound("session", ["sessionId"])
-        self.owners.move_to_end(session_id)
-        bind(session_id=session_id)
-
-    async def task(self, principal: str, task_id: str) -> Task:
-        if not is_valid_id(task_id):
-            raise InvalidInput("taskId is not a valid id", ["taskId"])
-        async with self._store.read() as tx:
-            task = await tx.get_task(task_id)
-        if task is None or task.owner != principal:
-            raise NotFound("task", ["taskId"])
-        return task
-
-    def _remember(self, session_id: str, owner: str) -> None:
-        self.owners[session_id] = owner
-        self.owners.move_to_end(session_id)
-        if len(self.owners) > OWNER_CACHE_SIZE:
-            self.owners.popitem(last=False)
-
-
-def _check_entry_id(entry_id: str) -> None:
-    if not is_valid_id(entry_id):
-        raise InvalidInput("entryId is not a valid id", ["entryId"])
-
-
-#: Q15: a client's key is 1 to this many characters.
-MAX_CLIENT_MESSAGE_ID = 128
-
-
-def _check_client_message_id(key: str | None) -> None:
-    if key is None:
-        return
-    if not 0 < len(key) <= MAX_CLIENT_MESSAGE_ID or not key.strip() or "\x00" in key:
-        raise InvalidInput(
-            f"clientMessageId must be 1 to {MAX_CLIENT_MESSAGE_ID} characters, not blank",
-            ["clientMessageId"],
-        )

@@ -28,8 +28,9 @@ from turnqueue.domain import (
     Turn,
 )
 from turnqueue.engine.cancel import Cancels
+from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
-from turnqueue.engine.core import Change, Core, Reference, check_capacity
+from turnqueue.engine.core import Core, Reference, check_capacity
 from turnqueue.engine.runner import TurnRunner
 from turnqueue.engine.turns import Admission, DrainResult, Turns, record, replay
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput

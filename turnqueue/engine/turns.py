@@ -31,7 +31,8 @@ from turnqueue.domain import (
     TurnStatus,
     utcnow,
 )
-from turnqueue.engine.core import Change, Core, check_capacity, held_by
+from turnqueue.engine.change import Change
+from turnqueue.engine.core import Core, check_capacity, held_by
 from turnqueue.engine.runner import Ending, TurnRunner
 from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.store import SessionView
@@ -190,9 +191,21 @@ class Turns:
         entry: QueueEntry | None = None,
         client_message_id: str | None = None,
     ) -> Turn:
-        """Start a turn in ``c`` (``Change.start_turn``); it is launched once ``c`` has
-        committed."""
-        turn = await c.start_turn(prompt, source, consume, entry, client_message_id)
+        """Start a turn of this instance in ``c``, consuming the entries ``consume`` (Q10);
+        it is launched once ``c`` has committed. ``entry``: the one queue entry it starts from
+        (Q16), whose key it carries (Q15); ``client_message_id``: the key of a send that starts
+        it directly."""
+        turn = await c.tx.start_turn(
+            c.session_id,
+            prompt=prompt,
+            source=source,
+            consume=consume,
+            owner=self.core.instance,
+            client_message_id=entry.client_message_id if entry is not None else client_message_id,
+            entry_id=entry.id if entry is not None else None,
+        )
+        c.session_changed(c.session_revision + 1)  # the store bumps it once
+        await c.queue_changed()  # BUSY is now a hold
         agent = c.view.session.agent
         c.on_commit(lambda: self.launch(turn, agent))
         return turn
@@ -369,7 +382,7 @@ class Turns:
             ended_elsewhere = c.view.running_turn_id != runner.turn.id  # under the lock row
             if not ended_elsewhere:  # O1: the log's last batch, published before ``done``
                 await runner.write_rest(c.tx)
-            turn, session = await c.end_turn(
+            turn, session = await c.tx.end_turn(
                 runner.turn.id,
                 status=end.status,
                 output=ending.output,
@@ -377,6 +390,7 @@ class Turns:
                 error_kind=end.error_kind,
                 agent_stderr=end.stderr,
             )
+            c.session_changed(session.revision)
             output = ending.output
             if ended_elsewhere:  # ``end_turn`` changed nothing: the recorded end is the turn's
                 end = TurnEnd(turn.status, turn.error, None, pending=True)  # drains nothing

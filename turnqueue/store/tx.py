@@ -370,13 +370,14 @@ class SqlTx(
         status: TurnStatus,
         output: str,
         error: str | None,
-        session_state: SessionState,
+        session_state: SessionState = SessionState.WAITING_FOR_INPUT,
         error_kind: AgentErrorKind | None = None,
         agent_stderr: str | None = None,
     ) -> tuple[Turn, Session]:
-        """End a RUNNING turn and set its session's state (revision +1). A turn that is no
-        longer RUNNING is left as it is and returned unchanged (idempotent end). A11: its
-        failure's classification and its agent's stderr are kept with it."""
+        """End a RUNNING turn and set its session's state (revision +1; a turn's end leaves
+        it WAITING_FOR_INPUT, or COMPLETED when ``complete_on_idle``). A turn that is no longer
+        RUNNING is left as it is and returned unchanged (idempotent end). A11: its failure's
+        classification and its agent's stderr are kept with it."""
         params = {
             "p_turn_id": turn_id,
             "p_status": status.value,

@@ -1,0 +1,268 @@
+"""The unit of work (:class:`Change`): one rule's writes to a session in one transaction that
+holds its lock row, and the events they imply, published after COMMIT.
+
+::
+
+    async with core.change(session_id, expected_revision) as c:
+        ...  # c.view: the locked view; c.tx: the transaction
+        await c.queue_changed()
+
+``Core.change`` opens it (the session lock, the transaction, the lock row, the
+``expectedRevision`` check: see ``engine/core.py``). Then the body runs and the unit of work
+
+- bumps the queue revision at most once (:meth:`Change.queue_changed`), and at the end of the
+  body for every session whose queue status the transaction changed (``Tx.changed_queues``);
+- reads the queue status once at the end of the body, before COMMIT, when the rule wants it
+  (``status=True``: a mutation's payload) or a subscriber here watches the session's queue (the
+  queue event then carries it); only its entries when the rule vouched for the view
+  (:meth:`Change.view_now`);
+- tracks the session revision through the writes that move it and publishes one session event
+  carrying the revision the transaction commits;
+- publishes only after COMMIT, then runs :meth:`Change.on_commit` call-backs (launching turns),
+  still under the session lock. A body that raises rolls back: nothing published or launched.
+
+Hazards:
+- Units of work do not nest: the store has one write transaction at a time (SQLite's writer
+  lock), so a body never opens another (``Core.hold``, ``add_hold`` and ``release_hold`` open
+  one: call them outside). Two sessions changed together share one (:meth:`Change.join`).
+- The status is read in the transaction that bumped its revision, after the body's last change:
+  exactly the state of that revision (Q13), holds included (they are rows).
+- The session event is published last, after the transaction's other events: subscribers read
+  the session again on it, so they see the committed state.
+- The session revision is tracked, not read back: every write that moves it under the lock row
+  is one of :class:`Change`'s operations, or a turn's start or end written through ``c.tx`` and
+  reported at once with :meth:`Change.session_changed` (the lock row keeps every other writer
+  out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.domain import (
+    CancellationStatus,
+    Clarification,
+    HoldReason,
+    PauseReason,
+    QueueEntry,
+    QueueStatus,
+    SessionState,
+)
+from turnqueue.engine.cluster import Cluster
+from turnqueue.store import SessionView, Tx
+
+
+class Site(Protocol):
+    """What a unit of work needs of the instance it runs on (``Core`` is the one site)."""
+
+    @property
+    def instance(self) -> int:
+        """This instance's id: the owner of the holds it takes (M4)."""
+
+    @property
+    def bus(self) -> EventBus: ...
+
+    @property
+    def cluster(self) -> Cluster | None: ...
+
+    def status_of(
+        self, view: SessionView, entries: list[QueueEntry], revision: int | None = None
+    ) -> QueueStatus: ...
+
+
+def publish_after(
+    site: Site,
+    tx: Tx,
+    kind: EventKind,
+    session_id: str,
+    revision: int,
+    queue: Callable[[], QueueStatus | None] | None = None,
+    cancellation: CancellationStatus | None = None,
+) -> None:
+    """Publish after COMMIT; ``queue``: the status the transaction read before it (the unit of
+    work's, read after this call), carried by a QUEUE event of that revision; ``cancellation``:
+    a CANCELLATION event's status (C2)."""
+
+    def publish() -> None:
+        status = queue() if queue is not None else None
+        if status is not None and status.revision != revision:
+            status = None  # not this revision's state: subscribers read their own
+        site.bus.publish(Event(kind, session_id, revision, cancellation, queue=status))
+
+    tx.after_commit(publish)
+    if site.cluster is not None:
+        # Other instances hear it at COMMIT, in commit order (NOTIFY is transactional).
+        pending = cancellation.pending if cancellation is not None else None
+        tx.notify(site.cluster.durable_payload(kind, session_id, revision, pending))
+
+
+class Change:
+    """One session's changes inside one transaction that holds its lock row."""
+
+    def __init__(self, site: Site, tx: Tx, view: SessionView, *, status: bool = False) -> None:
+        self._site = site
+        self.tx = tx
+        #: the session as the lock row found it (rules may keep a derived view of their own)
+        self.view = view
+        self.session_id = view.session.id
+        #: the session revision this transaction has reached (the store's, tracked)
+        self.session_revision = view.session.revision
+        #: the queue revision this transaction bumped to, once it has
+        self.queue_revision: int | None = None
+        #: the queue status at the end of the body, when it was read (``status=True``)
+        self.status: QueueStatus | None = None
+        self._status_wanted = status
+        self._view_now: SessionView | None = None
+        self._session_changed = False
+        self._joined: list[Change] = []
+        self._on_commit: list[Callable[[], object]] = []
+        #: C1: whether the session is cancellation-pending as this transaction leaves it
+        self.cancelling = view.cancelling
+
+    # -- the queue revision (Q13) -----------------------------------------------------------
+    async def queue_changed(self) -> int:
+        """The queue status changed: one revision per transaction (Q13), published after
+        commit. A store write that changes the status (``Tx.changed_queues``) calls it at the
+        end of the body anyway; a rule calls it to bump now (or when only a hold changed)."""
+        revision = await self.tx.bump_queue(self.session_id)
+        self._queue_bumped(revision)
+        return revision
+
+    async def set_policy(self, *, auto_run: bool, pause_reason: PauseReason | None) -> None:
+        """Q1, Q14: write the policy; the queue status changed (:meth:`queue_changed`), and
+        both go in one statement where the store can (PostgreSQL)."""
+        if self.queue_revision is not None:
+            await self.tx.set_policy(self.session_id, auto_run=auto_run, pause_reason=pause_reason)
+            return
+        revision = await self.tx.set_policy_bumped(
+            self.session_id, auto_run=auto_run, pause_reason=pause_reason
+        )
+        self._queue_bumped(revision)
+
+    def _queue_bumped(self, revision: int) -> None:
+        if self.queue_revision is None:
+            self.queue_revision = revision
+            publish_after(
+                self._site, self.tx, EventKind.QUEUE, self.session_id, revision, lambda: self.status
+            )
+
+    def view_now(self, view: SessionView) -> None:
+        """The rule vouches that ``view`` is the session as this transaction leaves it, its
+        queue revision aside (the unit of work knows that one): the status at the end then
+        reads only the entries, not the view again.
+
+        Hazard: call it after the body's last write. This class's own writes (the session's
+        operations, holds) forget it; a write straight through ``tx`` does not, so a rule that
+        writes that way after calling this would answer a stale status."""
+        self._view_now = view
+
+    # -- the session revision: the writes that move it --------------------------------------
+    def session_changed(self, revision: int | None = None) -> None:
+        """A session event is owed (published at the end, with the revision reached).
+        ``revision``: the session revision a write through ``tx`` reached (``Tx.end_turn``'s
+        session's; one more than :attr:`session_revision` after ``Tx.start_turn``)."""
+        if revision is not None:
+            self.session_revision = revision
+        self._session_changed = True
+        self._view_now = None
+
+    async def set_session_state(self, state: SessionState) -> None:
+        session = await self.tx.set_session_state(self.session_id, state)
+        self.session_changed(session.revision)
+
+    async def set_clarification(self, *, turn_id: str | None, question: str) -> None:
+        await self.tx.set_clarification(self.session_id, turn_id=turn_id, question=question)
+        self.session_changed(self.session_revision + 1)
+
+    async def clear_clarification(self) -> Clarification | None:
+        cleared = await self.tx.clear_clarification(self.session_id)
+        if cleared is not None:
+            self.session_changed(self.session_revision + 1)
+        return cleared
+
+    async def bump_session(self) -> None:
+        """A new session revision without a state change (A6: ``pendingApproval``)."""
+        self.session_changed(await self.tx.bump_session(self.session_id))
+
+    # -- runtime holds (Q9) and the cancellation they make pending (C1, C2) -----------------
+    async def change_hold(self, kind: HoldReason, delta: int) -> None:
+        """``delta`` more (or fewer) holds of ``kind`` by this instance; a CANCELLING hold
+        that makes the session pending, or the release that clears it, is a transition."""
+        self._view_now = None
+        held = await self.tx.change_hold(self.session_id, self._site.instance, kind, delta)
+        if kind is HoldReason.CANCELLING:
+            await self._cancelling_is(held)
+
+    async def drop_orphaned_holds(self, live: set[int]) -> None:
+        """M6: the holds of instances not in ``live`` end (C5: the owner dying releases its
+        references)."""
+        self._view_now = None
+        if await self.tx.drop_orphaned_holds(self.session_id, live):
+            view = await self.tx.view(self.session_id)
+            await self._cancelling_is(view is not None and view.cancelling)
+
+    async def _cancelling_is(self, pending: bool) -> None:
+        """C2: a transition of the pending flag gets its revision in this transaction and is
+        published after COMMIT, in commit order; anything else is no transition."""
+        if pending == self.cancelling:
+            return
+        self.cancelling = pending
+        revision = await self.tx.bump_cancellation(self.session_id)
+        status = CancellationStatus(self.session_id, pending, revision)
+        kind = EventKind.CANCELLATION
+        publish_after(self._site, self.tx, kind, self.session_id, revision, cancellation=status)
+
+    # -- other sessions, before and after commit ---------------------------------------------
+    async def join(self, session_id: str) -> Change:
+        """Another session changed in this same transaction (W3's destination): its lock row
+        is taken now (after this one's: lock rows in the order the rule names them), and its
+        publications follow this one's."""
+        joined = Change(self._site, self.tx, await self.tx.lock(session_id))
+        self._joined.append(joined)
+        return joined
+
+    def on_commit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the transaction has committed and its events are published,
+        still under the session lock (a rolled-back change runs none)."""
+        self._on_commit.append(callback)
+
+    async def before_commit(self) -> None:
+        """The end of the body (``Core.change`` calls it, in the transaction): the queue
+        revisions still owed, the statuses read, the session events registered."""
+        # Q13: every queue status the transaction changed gets its revision (and its event)
+        # here, whether or not the rule asked; a session changed without a unit of work of its
+        # own (none today) is bumped and announced all the same.
+        units = {change.session_id: change for change in (self, *self._joined)}
+        for session_id in self.tx.changed_queues():
+            unit = units.get(session_id)
+            if unit is None:
+                revision = await self.tx.bump_queue(session_id)
+                publish_after(self._site, self.tx, EventKind.QUEUE, session_id, revision)
+            elif unit.queue_revision is None:
+                await unit.queue_changed()
+        watched = self._site.bus.watched
+        for change in (self, *self._joined):
+            sid = change.session_id
+            if change._status_wanted or (
+                change.queue_revision is not None and watched(sid, EventKind.QUEUE)
+            ):
+                view, bumped = change._view_now, change.queue_revision
+                if view is None:
+                    view, bumped = await self.tx.view(sid), None
+                if view is not None:
+                    # ``queued`` counts the visible entries, kept by the store in the same
+                    # statement as every change to them: none queued reads none.
+                    entries = await self.tx.list_entries(sid) if view.queued else []
+                    change.status = self._site.status_of(view, entries, bumped)
+            if change._session_changed:
+                revision = change.session_revision
+                publish_after(self._site, self.tx, EventKind.SESSION, sid, revision)
+
+    def committed(self) -> None:
+        """The transaction committed and its events are published (``Core.change`` calls it):
+        the :meth:`on_commit` call-backs run, this unit's first, then the joined ones'."""
+        for unit in (self, *self._joined):
+            for callback in unit._on_commit:
+                callback()
