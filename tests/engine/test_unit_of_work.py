@@ -73,6 +73,28 @@ async def test_r1_session_events_carry_the_committed_session_revision(
         assert ended.revision == waiting.revision > running.revision  # type: ignore[attr-defined]
 
 
+async def test_r1_a_session_revision_moved_through_tx_unreported_is_still_announced(
+    engine: Engine,
+) -> None:
+    """R1, R3: a write through ``c.tx`` that moves the session revision, which the rule did not
+    report (``Change.session_changed``), or moved again after it did, is read back at the end
+    of the body: one session event carries the revision the transaction committed."""
+    _, session = await new_session(engine)
+    sid = session.id
+    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+        async with engine.core.change(sid) as c:
+            await c.tx.bump_session(sid)  # not reported
+        first = await next_event(sub, EventKind.SESSION)
+        assert first.revision == (await engine.authorize_session(PRINCIPAL, sid)).revision
+        assert first.revision == session.revision + 1  # type: ignore[attr-defined]
+        async with engine.core.change(sid) as c:
+            c.session_changed(await c.tx.bump_session(sid))  # reported
+            await c.tx.bump_session(sid)  # then moved again, not reported
+        second = await next_event(sub, EventKind.SESSION)
+        assert second.revision == first.revision + 2  # type: ignore[attr-defined]
+        assert second.revision == (await engine.authorize_session(PRINCIPAL, sid)).revision
+
+
 async def test_q9_a_hold_bumps_the_queue_revision_when_it_starts_and_ends(
     engine: Engine, agent: ManualAgent
 ) -> None:

@@ -31,8 +31,9 @@ Hazards:
   the session again on it, so they see the committed state.
 - The session revision is tracked, not read back: every write that moves it under the lock row
   is one of :class:`Change`'s operations, or a turn's start or end written through ``c.tx`` and
-  reported at once with :meth:`Change.session_changed` (the lock row keeps every other writer
-  out).
+  reported with :meth:`Change.session_changed` (the lock row keeps every other writer out). The
+  store counts the writes that move it (``Tx.session_moves``): one the unit was not told of is
+  read back at the end of the body and announced all the same (a read, not a lost event).
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class Change:
         self._status_wanted = status
         self._view_now: SessionView | None = None
         self._session_changed = False
+        #: the session's revision moves (``Tx.session_moves``) this unit has been told of
+        self._moves_known = tx.session_moves(self.session_id)
         self._joined: list[Change] = []
         self._on_commit: list[Callable[[], object]] = []
         #: C1: whether the session is cancellation-pending as this transaction leaves it
@@ -165,6 +168,7 @@ class Change:
         session's; one more than :attr:`session_revision` after ``Tx.start_turn``)."""
         if revision is not None:
             self.session_revision = revision
+        self._moves_known = self.tx.session_moves(self.session_id)
         self._session_changed = True
         self._view_now = None
 
@@ -235,6 +239,11 @@ class Change:
         # here, whether or not the rule asked; a session changed without a unit of work of its
         # own (none today) is bumped and announced all the same.
         units = {change.session_id: change for change in (self, *self._joined)}
+        for moved in units.values():
+            if self.tx.session_moves(moved.session_id) != moved._moves_known:
+                # a write through ``tx`` moved the revision and nobody said: read it back
+                view = await self.tx.view(moved.session_id)
+                moved.session_changed(view.session.revision if view is not None else None)
         for session_id in self.tx.changed_queues():
             unit = units.get(session_id)
             if unit is None:

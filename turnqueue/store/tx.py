@@ -183,6 +183,8 @@ class SqlTx(
         self._queue_revisions: dict[str, int] = {}
         #: sessions whose queue status this transaction changed (see ``changed_queues``)
         self._touched: dict[str, None] = {}
+        #: how many writes of this transaction moved each session's revision (``session_moves``)
+        self._moves: dict[str, int] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
@@ -194,6 +196,15 @@ class SqlTx(
         holds) this transaction changed, in the order it first changed them. Each gets a new
         queue revision before COMMIT (Q13): the unit of work bumps it, or the store does."""
         return list(self._touched)
+
+    def session_moves(self, session_id: str) -> int:
+        """How many of this transaction's writes moved the session's revision (a state, a
+        turn's start or end, a clarification, a bump): the unit of work compares it with the
+        writes it was told of, so a revision moved behind its back is still announced."""
+        return self._moves.get(session_id, 0)
+
+    def _moved(self, session_id: str) -> None:
+        self._moves[session_id] = self._moves.get(session_id, 0) + 1
 
     async def prepare_commit(self) -> None:
         """Called by the store right before COMMIT: every changed queue status gets its new
@@ -285,13 +296,16 @@ class SqlTx(
     async def bump_session(self, session_id: str) -> int:
         """A new session revision and ``updated_at``, the state unchanged; the revision (A6)."""
         params = {"p_session_id": session_id, "p_now": utcnow()}
-        return int((await self._conn.one(_BUMP_SESSION, params, session_id))[0])
+        revision = int((await self._conn.one(_BUMP_SESSION, params, session_id))[0])
+        self._moved(session_id)
+        return revision
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         """Set the state, bump the session revision and ``updated_at``."""
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_state": state.value}
         await self._conn.one(BUMP_SESSION_STATE, params, session_id)
         self._touched[session_id] = None  # BUSY, NOT_PROMPTABLE
+        self._moved(session_id)
         session = await self.get_session(session_id)
         assert session is not None
         return session
@@ -349,7 +363,9 @@ class SqlTx(
             "p_entry_id": entry_id,
         }
         self._touched[session_id] = None
-        return await self._start_turn(turn, params, consume)
+        started = await self._start_turn(turn, params, consume)
+        self._moved(session_id)
+        return started
 
     async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
         # Q10: the reserved entries disappear in the same transaction as the turn appears.
@@ -390,6 +406,7 @@ class SqlTx(
         }
         turn, session = await self._end_turn(turn_id, params)
         self._touched[session.id] = None
+        self._moved(session.id)  # also when the turn had ended: an event at the same revision
         return turn, session
 
     async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
