@@ -187,9 +187,13 @@ async function loadTasks(after: string | null = null): Promise<void> {
   try {
     const page = (await api.query(TASKS, { after })).tasksConnection;
     const fetched = page.edges.map((edge) => edge.node);
-    tasks = after === null ? fetched : [...tasks, ...fetched];
+    const listed = after === null ? fetched : [...tasks, ...fetched];
     olderTasks = page.pageInfo.hasNextPage ? (page.pageInfo.endCursor ?? null) : null;
     $("more-tasks").hidden = olderTasks === null;
+    // The same list is not drawn again: a refresh on focus (the click that focused the window)
+    // would replace the link between its mousedown and its mouseup, and the click would be lost.
+    if (JSON.stringify(listed) === JSON.stringify(tasks) && tasks.length > 0) return;
+    tasks = listed;
     renderTasks(tasks, view?.id ?? null, (next) => openSession(next));
   } catch (e) {
     showError(`tasks: ${String(e)}`);
