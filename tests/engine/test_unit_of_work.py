@@ -77,19 +77,21 @@ async def test_r1_a_session_revision_moved_through_tx_unreported_is_still_announ
     engine: Engine,
 ) -> None:
     """R1, R3: a write through ``c.tx`` that moves the session revision, which the rule did not
-    report (``Change.session_changed``), or moved again after it did, is read back at the end
-    of the body: one session event carries the revision the transaction committed."""
+    say (``Change.session_changed``), or moved again after it did, is announced at the end of
+    the body with the revision the store answered: one session event carries the revision the
+    transaction committed."""
     _, session = await new_session(engine)
     sid = session.id
     with engine.subscribe(sid, [EventKind.SESSION]) as sub:
         async with engine.core.change(sid) as c:
-            await c.tx.bump_session(sid)  # not reported
+            await c.tx.bump_session(sid)  # not said
         first = await next_event(sub, EventKind.SESSION)
         assert first.revision == (await engine.authorize_session(PRINCIPAL, sid)).revision
         assert first.revision == session.revision + 1  # type: ignore[attr-defined]
         async with engine.core.change(sid) as c:
-            c.session_changed(await c.tx.bump_session(sid))  # reported
-            await c.tx.bump_session(sid)  # then moved again, not reported
+            await c.tx.bump_session(sid)
+            c.session_changed()  # said
+            await c.tx.bump_session(sid)  # then moved again, not said
         second = await next_event(sub, EventKind.SESSION)
         assert second.revision == first.revision + 2  # type: ignore[attr-defined]
         assert second.revision == (await engine.authorize_session(PRINCIPAL, sid)).revision

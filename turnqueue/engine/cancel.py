@@ -137,13 +137,13 @@ class Cancels:
             await reference.take_in(c)
             turn_id = c.view.running_turn_id
             if turn_id is not None:  # else recovery ended it meanwhile
-                _, session = await c.tx.end_turn(
+                await c.tx.end_turn(
                     turn_id,
                     status=TurnStatus.CANCELLED,
                     output=await c.tx.output_text(turn_id),  # its log (O1)
                     error="agent gone",
                 )
-                c.session_changed(session.revision)
+                c.session_changed()
                 await c.queue_changed()
         return True
 

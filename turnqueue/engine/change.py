@@ -29,11 +29,10 @@ Hazards:
   exactly the state of that revision (Q13), holds included (they are rows).
 - The session event is published last, after the transaction's other events: subscribers read
   the session again on it, so they see the committed state.
-- The session revision is tracked, not read back: every write that moves it under the lock row
-  is one of :class:`Change`'s operations, or a turn's start or end written through ``c.tx`` and
-  reported with :meth:`Change.session_changed` (the lock row keeps every other writer out). The
-  store counts the writes that move it (``Tx.session_moves``): one the unit was not told of is
-  read back at the end of the body and announced all the same (a read, not a lost event).
+- The session revision is the store's, never inferred: every write that moves it answers the
+  revision it reached (``Tx.session_revision``), and the lock row keeps every other writer
+  out. A rule that writes through ``c.tx`` may say so (:meth:`Change.session_changed`); one it
+  did not say is announced at the end of the body all the same.
 """
 
 from __future__ import annotations
@@ -108,7 +107,7 @@ class Change:
         #: the session as the lock row found it (rules may keep a derived view of their own)
         self.view = view
         self.session_id = view.session.id
-        #: the session revision this transaction has reached (the store's, tracked)
+        #: the session revision this transaction has reached (the store's)
         self.session_revision = view.session.revision
         #: the queue revision this transaction bumped to, once it has
         self.queue_revision: int | None = None
@@ -117,8 +116,6 @@ class Change:
         self._status_wanted = status
         self._view_now: SessionView | None = None
         self._session_changed = False
-        #: the session's revision moves (``Tx.session_moves``) this unit has been told of
-        self._moves_known = tx.session_moves(self.session_id)
         self._joined: list[Change] = []
         self._on_commit: list[Callable[[], object]] = []
         #: C1: whether the session is cancellation-pending as this transaction leaves it
@@ -162,33 +159,32 @@ class Change:
         self._view_now = view
 
     # -- the session revision: the writes that move it --------------------------------------
-    def session_changed(self, revision: int | None = None) -> None:
-        """A session event is owed (published at the end, with the revision reached).
-        ``revision``: the session revision a write through ``tx`` reached (``Tx.end_turn``'s
-        session's; one more than :attr:`session_revision` after ``Tx.start_turn``)."""
-        if revision is not None:
-            self.session_revision = revision
-        self._moves_known = self.tx.session_moves(self.session_id)
+    def session_changed(self) -> None:
+        """A session event is owed (published at the end, with the revision reached)."""
+        reached = self.tx.session_revision(self.session_id)
+        if reached is not None:
+            self.session_revision = reached
         self._session_changed = True
         self._view_now = None
 
     async def set_session_state(self, state: SessionState) -> None:
-        session = await self.tx.set_session_state(self.session_id, state)
-        self.session_changed(session.revision)
+        await self.tx.set_session_state(self.session_id, state)
+        self.session_changed()
 
     async def set_clarification(self, *, turn_id: str | None, question: str) -> None:
         await self.tx.set_clarification(self.session_id, turn_id=turn_id, question=question)
-        self.session_changed(self.session_revision + 1)
+        self.session_changed()
 
     async def clear_clarification(self) -> Clarification | None:
         cleared = await self.tx.clear_clarification(self.session_id)
         if cleared is not None:
-            self.session_changed(self.session_revision + 1)
+            self.session_changed()
         return cleared
 
     async def bump_session(self) -> None:
         """A new session revision without a state change (A6: ``pendingApproval``)."""
-        self.session_changed(await self.tx.bump_session(self.session_id))
+        await self.tx.bump_session(self.session_id)
+        self.session_changed()
 
     # -- runtime holds (Q9) and the cancellation they make pending (C1, C2) -----------------
     async def change_hold(self, kind: HoldReason, delta: int) -> None:
@@ -239,11 +235,12 @@ class Change:
         # here, whether or not the rule asked; a session changed without a unit of work of its
         # own (none today) is bumped and announced all the same.
         units = {change.session_id: change for change in (self, *self._joined)}
-        for moved in units.values():
-            if self.tx.session_moves(moved.session_id) != moved._moves_known:
-                # a write through ``tx`` moved the revision and nobody said: read it back
-                view = await self.tx.view(moved.session_id)
-                moved.session_changed(view.session.revision if view is not None else None)
+        for each in units.values():
+            reached = self.tx.session_revision(each.session_id)
+            if reached is not None and (
+                reached != each.session_revision or not each._session_changed
+            ):
+                each.session_changed()  # a write through ``tx`` that the rule did not say
         for session_id in self.tx.changed_queues():
             unit = units.get(session_id)
             if unit is None:

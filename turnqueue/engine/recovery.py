@@ -105,13 +105,13 @@ async def _recover_session(
             if view.queued + len(entry_ids) > 0:
                 await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
         for turn_id in turn_ids:
-            _, session = await tx.end_turn(
+            await tx.end_turn(
                 turn_id,
                 status=TurnStatus.FAILED,
                 output=await tx.output_text(turn_id),  # what its log kept (O1)
                 error="interrupted",
             )
-            c.session_changed(session.revision)
+            c.session_changed()
             # A6, A10: an approval its agent waited for can no longer be answered.
             await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())
         # Q9, C5: what a dead instance held (a cancel, a step change) holds no more; a

@@ -204,7 +204,7 @@ class Turns:
             client_message_id=entry.client_message_id if entry is not None else client_message_id,
             entry_id=entry.id if entry is not None else None,
         )
-        c.session_changed(c.session_revision + 1)  # the store bumps it once
+        c.session_changed()
         await c.queue_changed()  # BUSY is now a hold
         agent = c.view.session.agent
         c.on_commit(lambda: self.launch(turn, agent))
@@ -390,7 +390,7 @@ class Turns:
                 error_kind=end.error_kind,
                 agent_stderr=end.stderr,
             )
-            c.session_changed(session.revision)
+            c.session_changed()
             output = ending.output
             if ended_elsewhere:  # ``end_turn`` changed nothing: the recorded end is the turn's
                 end = TurnEnd(turn.status, turn.error, None, pending=True)  # drains nothing

@@ -256,12 +256,11 @@ class PostgresTx(SqlTx):
             raise KeyError(session_id)
         return await super().lock(session_id)
 
-    async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
+    async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> int:
         if len(consume) > 1:
             return await super()._start_turn(turn, params, consume)
         one = {**params, "p_id": consume[0]} if consume else params
-        await self._conn.one(_START_TURN[bool(consume)], one, turn.session_id)
-        return turn
+        return int((await self._conn.one(_START_TURN[bool(consume)], one, turn.session_id))[0])
 
     async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
         both = (await self._conn.execute(_END_TURN, params)).one_or_none()

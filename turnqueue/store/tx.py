@@ -183,8 +183,8 @@ class SqlTx(
         self._queue_revisions: dict[str, int] = {}
         #: sessions whose queue status this transaction changed (see ``changed_queues``)
         self._touched: dict[str, None] = {}
-        #: how many writes of this transaction moved each session's revision (``session_moves``)
-        self._moves: dict[str, int] = {}
+        #: the session revision each session's latest write here reached (``session_revision``)
+        self._session_revisions: dict[str, int] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
     def after_commit(self, callback: Callable[[], object]) -> None:
@@ -197,14 +197,11 @@ class SqlTx(
         queue revision before COMMIT (Q13): the unit of work bumps it, or the store does."""
         return list(self._touched)
 
-    def session_moves(self, session_id: str) -> int:
-        """How many of this transaction's writes moved the session's revision (a state, a
-        turn's start or end, a clarification, a bump): the unit of work compares it with the
-        writes it was told of, so a revision moved behind its back is still announced."""
-        return self._moves.get(session_id, 0)
-
-    def _moved(self, session_id: str) -> None:
-        self._moves[session_id] = self._moves.get(session_id, 0) + 1
+    def session_revision(self, session_id: str) -> int | None:
+        """The session revision this transaction's latest write of the session reached (a
+        state, a turn's start or end, a clarification, a bump), or None if none moved it: every
+        such write answers it, so the unit of work reads it here, never infers it."""
+        return self._session_revisions.get(session_id)
 
     async def prepare_commit(self) -> None:
         """Called by the store right before COMMIT: every changed queue status gets its new
@@ -297,15 +294,15 @@ class SqlTx(
         """A new session revision and ``updated_at``, the state unchanged; the revision (A6)."""
         params = {"p_session_id": session_id, "p_now": utcnow()}
         revision = int((await self._conn.one(_BUMP_SESSION, params, session_id))[0])
-        self._moved(session_id)
+        self._session_revisions[session_id] = revision
         return revision
 
     async def set_session_state(self, session_id: str, state: SessionState) -> Session:
         """Set the state, bump the session revision and ``updated_at``."""
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_state": state.value}
-        await self._conn.one(BUMP_SESSION_STATE, params, session_id)
+        row = await self._conn.one(BUMP_SESSION_STATE, params, session_id)
         self._touched[session_id] = None  # BUSY, NOT_PROMPTABLE
-        self._moved(session_id)
+        self._session_revisions[session_id] = int(row[0])
         session = await self.get_session(session_id)
         assert session is not None
         return session
@@ -363,13 +360,13 @@ class SqlTx(
             "p_entry_id": entry_id,
         }
         self._touched[session_id] = None
-        started = await self._start_turn(turn, params, consume)
-        self._moved(session_id)
-        return started
+        self._session_revisions[session_id] = await self._start_turn(turn, params, consume)
+        return turn
 
-    async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> Turn:
+    async def _start_turn(self, turn: Turn, params: dict[str, Any], consume: Sequence[str]) -> int:
+        """Write the start; the session revision it reached."""
         # Q10: the reserved entries disappear in the same transaction as the turn appears.
-        await self._conn.one(BUMP_SESSION_STATE, params, turn.session_id)
+        revision = int((await self._conn.one(BUMP_SESSION_STATE, params, turn.session_id))[0])
         await self._conn.execute(_INSERT_TURN, params)
         if len(consume) == 1:
             await self._conn.execute(_CONSUME_ONE, {"p_id": consume[0]})
@@ -377,7 +374,7 @@ class SqlTx(
             await self._conn.execute(
                 delete(qe).where(qe.c.id.in_(list(consume)), qe.c.in_flight == true())
             )
-        return turn
+        return revision
 
     async def end_turn(
         self,
@@ -406,7 +403,7 @@ class SqlTx(
         }
         turn, session = await self._end_turn(turn_id, params)
         self._touched[session.id] = None
-        self._moved(session.id)  # also when the turn had ended: an event at the same revision
+        self._session_revisions[session.id] = session.revision  # unchanged if it had ended
         return turn, session
 
     async def _end_turn(self, turn_id: str, params: dict[str, Any]) -> tuple[Turn, Session]:
