@@ -25,6 +25,7 @@ from turnqueue.agents.base import (
     ProcessLog,
     Signal,
     Steerable,
+    error_text,
 )
 from turnqueue.agents.command import CommandAgent
 from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
@@ -52,6 +53,7 @@ __all__ = [
     "agent_profile",
     "build_agent",
     "build_agents",
+    "error_text",
     "unknown_agent",
 ]
 

@@ -18,7 +18,7 @@ import socket
 from collections import OrderedDict
 from typing import Any
 
-from turnqueue.agents import AcpAgent, AgentStartError, agent_profile, unknown_agent
+from turnqueue.agents import AcpAgent, AgentStartError, agent_profile, error_text, unknown_agent
 from turnqueue.bus import EventKind
 from turnqueue.domain import AgentConversation, AgentProfile, Session, SessionState, Task
 from turnqueue.engine.change import publish_after
@@ -147,7 +147,7 @@ class AgentSessions:
         try:
             await agent.prepare_session(session_id, task_id)  # type: ignore[attr-defined]
         except Exception as exc:  # AgentStartError, or anything else: the session FAILED
-            reason = str(exc) or type(exc).__name__
+            reason = error_text(exc)
             stderr = exc.stderr if isinstance(exc, AgentStartError) else None
             log.warning("agent %s of session %s did not start: %s", agent_name, session_id, reason)
             if stderr:

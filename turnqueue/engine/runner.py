@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from turnqueue.agents import Agent, AgentResult, AgentRun, Signal
+from turnqueue.agents import Agent, AgentResult, AgentRun, Signal, error_text
 from turnqueue.bus import EventBus
 from turnqueue.domain import CancelOutcome, OutputChunk, Turn, TurnStatus
 from turnqueue.engine.outputlog import OutputLog
@@ -110,7 +110,7 @@ class TurnRunner:
             raise
         except Exception as exc:
             log.warning("turn %s: agent failed: %s", self.turn.id, exc)
-            result = AgentResult(ok=False, error=f"agent error: {str(exc) or type(exc).__name__}")
+            result = AgentResult(ok=False, error=f"agent error: {error_text(exc)}")
             await self._kill_quietly()
         self._agent_done = True
         await self._end(on_end, Ending(result, self.output))
