@@ -25,9 +25,23 @@ fan-out setting for every field, to stay short; its figures mean nothing.
 
 Turns (issue 23, finding 9): FOLLOWERS standing ``turnOutput(sessionId:)`` subscriptions (no
 turnId: each follows the session's turns) on a fresh server, TURNS zero-time turns after a
-warm-up; RSS and the objects the garbage collector tracks, per turn. Baseline: the same turns on
-a fresh server with no subscription. A stream that kept something per turn shows as objects per
-turn (one per turn per stream would be FOLLOWERS).
+settled warm-up; RSS and the objects the garbage collector tracks, per turn. Baseline: the same
+turns on a fresh server with no subscription. A stream that kept something per turn shows as
+objects per turn (one per turn per stream would be FOLLOWERS).
+
+The turns' warm-up (2026-12-07-p7-objects.md): on PostgreSQL a fresh server's object count
+rises by ~1,000–2,000 over its first ~1,000 turns and then stays flat. The rise is asyncpg's
+per-connection prepared-statement cache (``_StatementCacheEntry``, ``PreparedStatementState``,
+``RecordDescriptor``, an expiry timer each), filled as each pool connection first runs each
+statement (the turn's statements, and the cluster's heartbeat and recovery sweep every 3.3 s
+landing on whichever connection is free), and the first compilation of rarely run statements:
+bounded (statements × connections; asyncpg expires an entry 300 s after it was prepared and
+prepares it again on its next use), and in lumps: a window of 200 turns keeps 0, then 300. So
+the warm-up sends TURNS_STEP turns at a time until a step keeps at most SETTLED_OBJECTS per
+turn (at most TURNS_WARM_UP_STEPS steps), and the TURNS measured turns are read in windows of
+TURNS_STEP: the figure is the median window's objects per turn. What a turn keeps, every turn
+keeps, so it shows in every window; a lump of warm-up left over, or work in flight when a count
+is taken (a sweep holding its statement: ±250 objects), moves one window, not the median.
 
 Baseline, same run: as many bare Starlette WebSockets (``/bench/ws``) sent as many ``next``
 frames of a payload of the same size (``/bench/bare-events``). The target is absolute: at most
@@ -97,7 +111,12 @@ TURN_ENDS: Marker = lambda d: 1 if d["turnOutput"]["done"] else 0  # noqa: E731
 #: Turns: standing session-following turnOutput subscriptions, warm-up and measured turns.
 FOLLOWERS = 20
 TURNS = 1_000
-TURNS_WARM_UP = 200
+#: Turns: the warm-up's steps and the measured windows, in turns.
+TURNS_STEP = 200
+#: At most this many warm-up steps before the turns are measured anyway.
+TURNS_WARM_UP_STEPS = 8
+#: Settled: a warm-up step kept at most this many objects per turn (a tenth of the target).
+SETTLED_OBJECTS = 0.025
 
 
 class Client:
@@ -251,9 +270,12 @@ async def _bare_events(
         )
 
 
-async def _turn_growth(url: str, followers: int, warm_up: int, n: int) -> tuple[float, float]:
-    """(RSS bytes, objects) gained per turn over ``n`` zero-time turns after ``warm_up``, with
-    ``followers`` standing session-following turnOutput subscriptions, on a fresh server."""
+async def _turn_growth(
+    url: str, followers: int, step: int, steps: int, n: int
+) -> tuple[float, list[float], int]:
+    """(RSS bytes gained per turn, objects kept per turn in each window of ``step`` turns, turns
+    of warm-up) over ``n`` zero-time turns after the settled warm-up, with ``followers``
+    standing session-following turnOutput subscriptions, on a fresh server."""
     async with _server(url) as server:
         setup = await server.call("/bench/setup", json.dumps({"sessions": 1}).encode())
         sid = setup["sessions"][0]["id"]
@@ -263,43 +285,66 @@ async def _turn_growth(url: str, followers: int, warm_up: int, n: int) -> tuple[
             for _ in range(followers)
         ]
         try:
-            await _events(server, clients, sid, "turns", 0, warm_up)
+            sent, objects = 0, (await _memory(server))[1]
+            for _ in range(steps):
+                await _events(server, clients, sid, "turns", sent, step)
+                sent += step
+                objects, before = (await _memory(server))[1], objects
+                if objects - before <= SETTLED_OBJECTS * step:
+                    break
             rss, objects = await _memory(server)
-            await _events(server, clients, sid, "turns", warm_up, n)
-            rss_after, objects_after = await _memory(server)
+            kept: list[float] = []
+            for first in range(sent, sent + n, step):
+                count = min(step, sent + n - first)
+                await _events(server, clients, sid, "turns", first, count)
+                objects, before = (await _memory(server))[1], objects
+                kept.append(float(objects - before) / count)
+            rss_after = (await _memory(server))[0]
         finally:
             await close_all([c.ws for c in clients])
             for c in clients:
                 c.task.cancel()
-    return float(rss_after - rss) / n, float(objects_after - objects) / n
+    return float(rss_after - rss) / n, kept, sent
+
+
+def _windows(runs: list[tuple[float, list[float], int]]) -> str:
+    """Each run's warm-up and its windows' objects per turn, for a row's note."""
+    return "; ".join(
+        f"{warm:,} turns of warm-up, windows " + " ".join(f"{k:g}" for k in kept)
+        for _, kept, warm in runs
+    )
 
 
 async def _turn_rows(url: str, cfg: Config) -> list[Row]:
     """Issue 23 (9): what standing session-following turnOutput streams keep per turn."""
-    n, warm_up = cfg.n(20, TURNS), cfg.n(10, TURNS_WARM_UP)
-    followed = [await _turn_growth(url, FOLLOWERS, warm_up, n) for _ in range(cfg.reps)]
-    alone = [await _turn_growth(url, 0, warm_up, n) for _ in range(cfg.reps)]
-    what = f"{FOLLOWERS} standing `turnOutput(sessionId:)` followers, {n:,} turns after {warm_up:,}"
+    n, step, steps = cfg.n(20, TURNS), cfg.n(10, TURNS_STEP), cfg.n(1, TURNS_WARM_UP_STEPS)
+    followed = [await _turn_growth(url, FOLLOWERS, step, steps, n) for _ in range(cfg.reps)]
+    alone = [await _turn_growth(url, 0, step, steps, n) for _ in range(cfg.reps)]
+    what = (
+        f"{FOLLOWERS} standing `turnOutput(sessionId:)` followers, {n:,} turns once objects settled"
+    )
     note = "baseline: the same turns on a fresh server with no subscription"
     return [
         Row(
             "P7",
             f"server RSS per zero-time turn, {what}",
             "KiB",
-            median([r for r, _ in followed]) / 1024,
-            median([r for r, _ in alone]) / 1024,
+            median([r for r, _, _ in followed]) / 1024,
+            median([r for r, _, _ in alone]) / 1024,
             "info",
             note=note,
         ),
         Row(
             "P7",
-            f"objects kept per zero-time turn (garbage collector), {what}",
+            f"objects kept per zero-time turn (garbage collector; the median window of "
+            f"{step:,} turns), {what}",
             "objects",
-            median([o for _, o in followed]),
-            median([o for _, o in alone]),
+            median([median(kept) for _, kept, _ in followed]),
+            median([median(kept) for _, kept, _ in alone]),
             "value<=",
             0.25,
-            note=note + f"; one kept per turn per stream would be {FOLLOWERS}",
+            note=note + f"; one kept per turn per stream would be {FOLLOWERS}; followers: "
+            f"{_windows(followed)}; none: {_windows(alone)}",
         ),
     ]
 

@@ -21,6 +21,8 @@ serves until SIGTERM. Extra routes, all under ``/bench``:
 * ``POST /bench/profile/start`` / ``/bench/profile/stop`` ``{"path": …}`` — pyinstrument.
 * ``POST /bench/gc`` — collect garbage, answer this process's RSS and its count of objects the
   garbage collector tracks.
+* ``POST /bench/types`` — collect garbage, answer the objects the garbage collector tracks,
+  counted per type name (what grows between two calls: P7's objects per turn).
 * ``POST /bench/events`` ``{"session": id, "kind": k, "start": i, "count": n, "listeners": m}``
   — P7's events, one after the other, once ``m`` streams (default 0) listen on the session's
   bus: ``queue`` toggles auto-run through the engine (a queue revision each), ``cancellation``
@@ -41,6 +43,7 @@ import asyncio
 import gc
 import resource
 import signal
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +187,13 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
         objects = len(gc.get_objects())
         return JSONResponse({"rss": rss, "sockets": len(sockets), "objects": objects})
 
+    async def types(_request: Request) -> JSONResponse:
+        gc.collect()
+        await asyncio.sleep(0.2)
+        gc.collect()
+        counted = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+        return JSONResponse(dict(counted))
+
     async def allocations(_request: Request) -> JSONResponse:
         """With PYTHONTRACEMALLOC set: the first call takes a snapshot, the next ones answer the
         20 source lines whose live allocations grew most since it (P5's investigation)."""
@@ -275,6 +285,7 @@ def bench_routes(app: Starlette, database_url: str) -> list[Any]:
         Route("/bench/profile/start", profile_start, methods=["POST"]),
         Route("/bench/profile/stop", profile_stop, methods=["POST"]),
         Route("/bench/gc", collect, methods=["POST"]),
+        Route("/bench/types", types, methods=["POST"]),
     ]
 
 
