@@ -42,7 +42,7 @@ from bench.sqlrecord import (
     replay_pg,
     replay_sqlite,
 )
-from turnqueue.store.postgres import prepare_connection
+from turnqueue.store.postgres_conn import prepare_connection
 
 
 class RawDatabase:

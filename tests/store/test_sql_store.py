@@ -977,7 +977,7 @@ async def test_sqlite_read_transactions_beyond_a_connection_pools_size_all_run(
     timeout), the rest wait for a free one without blocking the loop, and all finish."""
     if not database_url.startswith("sqlite"):
         pytest.skip("SQLite only")
-    from turnqueue.store.sqlite import SqliteReaders
+    from turnqueue.store.sqlite_conn import SqliteReaders
 
     store = await open_store(Settings(database_url=database_url))
     most, inside = SqliteReaders.MOST, 0
@@ -1070,7 +1070,7 @@ async def test_sqlite_a_transaction_waits_for_a_busy_file_without_blocking_the_l
     once."""
     import sqlite3
 
-    from turnqueue.store import sqlite as module
+    from turnqueue.store import sqlite_conn as module
 
     statements = getattr(module, kind)
     busy = _BusyFile(times=4, code=sqlite3.SQLITE_BUSY)
@@ -1192,14 +1192,14 @@ async def test_m4_literals_of_the_folded_queries_reach_postgresql_verbatim(
     pg_database_url: str,
 ) -> None:
     """The lock row (with BEGIN) and the NOTIFYs (with COMMIT) are simple queries, their values
-    quoted as literals (``turnqueue.store.postgres.literal``): payloads with quotes, backslashes
-    and non-ASCII text arrive as sent, in order; a session id written to break out of its
-    literal finds no row; a transaction that sends nothing, and one rolled back after its lock,
-    leave the connection usable."""
+    quoted as literals (``turnqueue.store.postgres_conn.literal``): payloads with quotes,
+    backslashes and non-ASCII text arrive as sent, in order; a session id written to break out
+    of its literal finds no row; a transaction that sends nothing, and one rolled back after its
+    lock, leave the connection usable."""
     import asyncpg
 
     from turnqueue.store.notify import CHANNEL, asyncpg_dsn
-    from turnqueue.store.postgres import literal
+    from turnqueue.store.postgres_conn import literal
 
     heard: asyncio.Queue[str] = asyncio.Queue()
     listener = await asyncpg.connect(asyncpg_dsn(pg_database_url))

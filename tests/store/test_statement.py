@@ -107,17 +107,37 @@ def test_p1_the_bare_postgresql_dialect_compiles_what_an_engine_s_would() -> Non
     dialect, to the very SQL, parameters and processors an asyncpg engine's dialect gives."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from turnqueue.store import entries, instances, output, postgres, queue_state, rows, tx
+    from turnqueue.store import (
+        entries,
+        instances,
+        output,
+        postgres,
+        postgres_conn,
+        queue_state,
+        rows,
+        turns,
+        tx,
+    )
 
     engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:1/none")
     compared = 0
-    for module in (tx, entries, queue_state, rows, instances, output, postgres):
+    for module in (
+        tx,
+        turns,
+        entries,
+        queue_state,
+        rows,
+        instances,
+        output,
+        postgres,
+        postgres_conn,
+    ):
         for value in vars(module).values():
             for statement in value.values() if isinstance(value, dict) else [value]:
                 if not isinstance(statement, Statement):
                     continue
                 ours, theirs = (
-                    statement.plan(postgres.DIALECT),
+                    statement.plan(postgres_conn.DIALECT),
                     CompiledSql.compile(statement.clause, engine.dialect, constants=True),
                 )
                 assert ours.sql == theirs.sql

@@ -1,6 +1,6 @@
 """SQLAlchemy engines: the ``AsyncEngine`` of the migrations (SQLite on aiosqlite, PostgreSQL on
 asyncpg), and the synchronous (pysqlite) engine of the SQLite store's connections (its writer
-and its readers, both used on the event loop: ``store.sqlite``). The PostgreSQL store has no
+and its readers, both used on the event loop: ``store.sqlite_conn``). The PostgreSQL store has no
 engine (``turnqueue.store.postgres``).
 
 SQLite hazards handled here:
@@ -51,7 +51,7 @@ def create_engine_for_url(url: str) -> AsyncEngine:
 
 def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
     """A synchronous (pysqlite) engine for the SQLite store's connections (its writer and its
-    readers: ``turnqueue.store.sqlite``), with the same pragmas.
+    readers: ``turnqueue.store.sqlite_conn``), with the same pragmas.
 
     Hazard: it makes connections and pools none (``NullPool``). The store keeps its own (one
     writer, a bounded set of readers) and takes them on the event loop, where waiting for a

@@ -19,7 +19,7 @@ The turns given records and not appended to are the ones that had ended.
 
 A turn's end appends its last batch with ``running=True`` (see ``append_output``): on SQLite one
 ``executemany`` and no ``SELECT``; on PostgreSQL the insert travels in the COMMIT's round trip
-(:meth:`~turnqueue.store.postgres.DriverConn.at_commit`).
+(:meth:`~turnqueue.store.postgres_conn.DriverConn.at_commit`).
 """
 
 from __future__ import annotations
