@@ -52,6 +52,8 @@ def test_the_modules_are_the_engine_rule_modules_of_pyproject() -> None:
         "queue",
         "cancel",
         "turns",
+        "turn_end",
+        "admission",
         "workflow",
         "core",
         "change",

@@ -1,5 +1,6 @@
-"""The turn-end and drain decisions as pure functions (``engine/turns.py``): no database,
-no engine, no event loop. Each test names the rule it proves."""
+"""The turn-end and drain decisions as pure functions (``engine/turn_end.py``, and the drain's
+in ``engine/turns.py``): no database, no engine, no event loop. Each test names the rule it
+proves."""
 
 from __future__ import annotations
 
@@ -10,16 +11,8 @@ import pytest
 
 from turnqueue.agents import AgentResult
 from turnqueue.domain import Clarification, QueuePolicy, Session, SessionState, TurnStatus
-from turnqueue.engine.turns import (
-    DrainResult,
-    TurnEnd,
-    decide_end,
-    drain_decision,
-    given_up,
-    view_after_end,
-    view_holds,
-    with_move,
-)
+from turnqueue.engine.turn_end import TurnEnd, decide_end, given_up, view_after_end, with_move
+from turnqueue.engine.turns import DrainResult, drain_decision, view_holds
 from turnqueue.store import SessionView
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

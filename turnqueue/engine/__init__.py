@@ -6,10 +6,10 @@ What is public is what this module exports; the rest of the package is the engin
 :class:`Metrics` observer are the operators' view (U3). See docs/architecture.md.
 """
 
+from turnqueue.engine.admission import Admission
 from turnqueue.engine.core import NULL_METRICS, Metrics
 from turnqueue.engine.engine import CancelResult, Engine, EngineStats, QueueDepth
 from turnqueue.engine.queue import Applied, Enqueued, SendNowResult
-from turnqueue.engine.turns import Admission
 
 __all__ = [
     "NULL_METRICS",

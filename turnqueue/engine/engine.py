@@ -25,6 +25,7 @@ from turnqueue.domain import (
     Task,
 )
 from turnqueue.engine.access import check_client_message_id, check_content, check_id
+from turnqueue.engine.admission import Admission
 from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
@@ -34,7 +35,7 @@ from turnqueue.engine.lookups import Lookups
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
 from turnqueue.engine.recovery import recover
 from turnqueue.engine.steering import Steering
-from turnqueue.engine.turns import Admission, Turns
+from turnqueue.engine.turns import Turns
 from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.settings import Settings

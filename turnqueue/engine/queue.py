@@ -27,12 +27,13 @@ from turnqueue.domain import (
     SendOutcome,
     Turn,
 )
+from turnqueue.engine.admission import Admission, record, replay
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
 from turnqueue.engine.core import Core, Reference, check_capacity
 from turnqueue.engine.runner import TurnRunner
-from turnqueue.engine.turns import Admission, DrainResult, Turns, record, replay
+from turnqueue.engine.turns import DrainResult, Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 from turnqueue.store import SessionView
 

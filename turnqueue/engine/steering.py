@@ -34,8 +34,9 @@ from turnqueue.domain import (
     SteerRequest,
     TurnStatus,
 )
+from turnqueue.engine.admission import Admission, record, replay
 from turnqueue.engine.core import Core, check_capacity
-from turnqueue.engine.turns import Admission, Turns, record, replay
+from turnqueue.engine.turns import Turns
 from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)

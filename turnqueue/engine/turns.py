@@ -2,49 +2,45 @@
 
 Every function here that starts or ends a turn runs under the session lock (see ``core``); the
 database lock row (``tx.lock``) is taken first in every transaction that reserves or starts.
+What a turn's end means is decided in ``turn_end``; what a send did, and its record under a
+key (Q15), is ``admission``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import StrEnum
 
-from turnqueue.agents import AgentResult
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import (
     BUSY,
     PROMPTABLE,
-    AgentErrorKind,
     HoldReason,
     MessageSource,
     OutputChunk,
     QueueEntry,
     QueueStatus,
     SendOutcome,
-    SentMessage,
-    Session,
     Turn,
-    TurnStatus,
-    utcnow,
 )
+from turnqueue.engine.admission import Admission, record, replay
 from turnqueue.engine.change import Change
 from turnqueue.engine.core import Core, check_capacity, held_by
 from turnqueue.engine.runner import Ending, TurnRunner
+from turnqueue.engine.turn_end import TurnEnd, decide_end, given_up, view_after_end, with_move
 from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.store import SessionView
 
 log = logging.getLogger(__name__)
 
 
-# -- what a turn's end means, and whether a queue drains: pure decisions, no database ---------
-# Taken under the session lock and written in one unit of work by ``Turns``; each rule is tested
-# on its own (tests/engine/test_turn_end_decision.py): C8 (pending wins: CANCELLED, nothing
-# drains), a completion's question becomes the clarification (Q9), W1 (a move drains only once
-# it committed), Q9 (an unreadable guard holds), Q3 (automatic obeys auto-run, targeted not).
+# -- whether a queue drains: a pure decision, no database ---------------------------------------
+# Taken under the session lock by ``Turns``; tested on its own with the turn-end decision
+# (tests/engine/test_turn_end_decision.py): Q9 (every hold holds), Q3 (automatic obeys
+# auto-run, targeted not).
 
 
 class DrainResult(StrEnum):
@@ -52,73 +48,6 @@ class DrainResult(StrEnum):
     PAUSED = "PAUSED"  # auto-run is off (Q3: "paused" is told apart from "empty")
     EMPTY = "EMPTY"
     HELD = "HELD"  # Q9: busy, not promptable, clarification, cancelling, transition
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnd:
-    """What a turn's end means (decided once, whatever the number of attempts to commit it)."""
-
-    status: TurnStatus
-    error: str | None
-    question: str | None
-    pending: bool  # a cancellation was pending (C8): recorded CANCELLED, nothing drains
-    moving: bool = False  # the task moves on (W1): it drains once the move has committed
-    unchecked: bool = False  # the workflow guard could not be read (Q9: it holds)
-    error_kind: AgentErrorKind | None = None  # A11: a FAILED turn's classification
-    stderr: str | None = None  # A11: the agent's stderr during the turn, apart from ``error``
-
-    @property
-    def asks_workflow(self) -> bool:
-        """W1: only a completion without a question can move the task on."""
-        return self.status is TurnStatus.COMPLETED and self.question is None
-
-    @property
-    def drains(self) -> bool:
-        """Q4: the end's own transaction starts the next entry (when the queue lets it)."""
-        return not (self.pending or self.moving or self.unchecked)
-
-
-def decide_end(result: AgentResult, *, pending: bool) -> TurnEnd:
-    """C8: pending wins over the agent's own outcome; a question only comes with a completion."""
-    if pending:
-        status = TurnStatus.CANCELLED
-    elif result.ok:
-        status = TurnStatus.COMPLETED
-    else:
-        status = TurnStatus.FAILED
-    question = result.clarification if status is TurnStatus.COMPLETED else None
-    error = None if status is TurnStatus.COMPLETED else (result.error or "cancelled")
-    kind = result.error_kind if status is TurnStatus.FAILED else None
-    return TurnEnd(status, error, question, pending, error_kind=kind, stderr=result.stderr)
-
-
-def with_move(end: TurnEnd, moves: bool | None) -> TurnEnd:
-    """W1 and Q9: what the workflow guard said (None: it could not be read, so it holds)."""
-    if not end.asks_workflow:
-        return end
-    if moves is None:
-        return replace(end, unchecked=True)
-    return replace(end, moving=moves)
-
-
-def given_up(end: TurnEnd) -> TurnEnd:
-    """At shutdown an end that cannot commit is given up: it is reported FAILED (recovery ends
-    it at the next start, M6) and moves nothing."""
-    return replace(end, status=TurnStatus.FAILED, moving=False)
-
-
-def view_after_end(
-    before: SessionView, session: Session, turn_id: str, question: str | None
-) -> SessionView | None:
-    """The locked view after the end, for its drain (Q4), or None when it must be read again.
-
-    When the locked view saw this turn running, the end changed only the turn and the session
-    (the lock row keeps every other writer out): the view is ``before`` with the ended session
-    and no running turn. A question (a new clarification) or a view that did not show this turn
-    running needs a fresh read."""
-    if question is None and before.running_turn_id == turn_id:
-        return replace(before, session=session, running_turn_id=None, running_turn_owner=None)
-    return None
 
 
 def view_holds(view: SessionView) -> bool:
@@ -137,19 +66,6 @@ def drain_decision(view: SessionView, *, automatic: bool, held: bool) -> DrainRe
     if automatic and not view.policy.auto_run:
         return DrainResult.PAUSED
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """What a send did (Q16): started ``turn``, queued ``entry``, or steered into ``turn``;
-    ``session`` and ``queue``: the state the send left, as its own transaction committed it
-    (``Engine.send_message`` always sets them: a mutation's whole answer, R3)."""
-
-    turn: Turn | None = None
-    entry: QueueEntry | None = None
-    outcome: SendOutcome = SendOutcome.STARTED
-    session: Session | None = None
-    queue: QueueStatus | None = None
 
 
 class Turns:
@@ -437,55 +353,3 @@ class Turns:
 #: Back-off between attempts to record a turn's end that could not commit.
 END_RETRY_FIRST = 0.05
 END_RETRY_MAX = 2.0
-
-
-# -- idempotent sends (Q15) ----------------------------------------------------------------------
-def content_digest(content: str) -> str:
-    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-async def replay(c: Change, key: str, content: str) -> Admission | None:
-    """What the send with this key did, if one was recorded (Q15): the same turn (as it is
-    now) and the same entry (as it is now, or as it was queued once it has left the queue);
-    IDEMPOTENCY_CONFLICT for the same key with other content. Read under the session's lock
-    row (``c``), so a retry racing the first send reads what that send committed."""
-    sent = await c.tx.sent_message(c.session_id, key)
-    if sent is None:
-        return None
-    if sent.digest != content_digest(content):
-        raise Conflict(
-            ErrorCode.IDEMPOTENCY_CONFLICT,
-            f"clientMessageId {key!r} was already sent in this session with other content",
-            ["clientMessageId"],
-        )
-    turn = await c.tx.get_turn(sent.turn_id) if sent.turn_id is not None else None
-    entry = None
-    if sent.entry_id is not None:
-        visible = {e.id: e for e in await c.tx.list_entries(c.session_id)}
-        entry = visible.get(sent.entry_id) or QueueEntry(
-            sent.entry_id,
-            c.session_id,
-            sent.position or 1,
-            content,
-            MessageSource.USER,
-            sent.queued_at or utcnow(),
-            key,
-        )
-    return Admission(turn=turn, entry=entry, outcome=sent.outcome)
-
-
-async def record(c: Change, key: str, content: str, admission: Admission) -> None:
-    """Q15: what this keyed send did, in its own unit of work."""
-    entry, turn = admission.entry, admission.turn
-    await c.tx.record_sent_message(
-        c.session_id,
-        SentMessage(
-            key,
-            content_digest(content),
-            admission.outcome,
-            entry.id if entry is not None else None,
-            turn.id if turn is not None else None,
-            entry.position if entry is not None else None,
-            entry.queued_at if entry is not None else None,
-        ),
-    )
