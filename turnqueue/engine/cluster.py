@@ -17,12 +17,9 @@ Messages travel on one NOTIFY channel as compact JSON:
   ``POLL_SECONDS``), so a lost notification never loses a request, and a request whose owner
   died before claiming it is withdrawn, never run late.
 
-A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): every
-message is ids, numbers and names, and output is a pointer, never its text — the turn and the
-log's new end in characters (``OutputMark``), sent after the batch holding it committed, so a
-receiver's readers read the text from the durable log (O1, ``engine/reads.py``); the items'
-new end likewise (``LogBatch`` without records). :func:`payload` refuses anything over the limit
-where a message is built (a request that would carry one is refused INVALID_INPUT), and the send
+A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): the format
+(``engine/wire.py``) is ids, numbers and names, output a pointer, and a message over the limit
+is refused where it is built (a request that would carry one is refused INVALID_INPUT). The send
 loop sends a batch that fails one by one, so one notification that cannot be sent (logged) never
 takes the others with it.
 
@@ -45,23 +42,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnqueue.bus import Event, EventBus, EventKind
-from turnqueue.domain import (
-    CancellationStatus,
-    LogBatch,
-    OutputMark,
-    OwnerRequest,
-    RequestState,
-    TurnStatus,
+from turnqueue.domain import RequestState
+from turnqueue.engine.wire import (
+    message,
+    origin_prefix,
+    outcome,
+    refusal,
+    relayed_event,
+    runtime_fields,
 )
-from turnqueue.errors import Conflict, ErrorCode, UserFacingError
+from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.store import Store
-from turnqueue.store.notify import MAX_PAYLOAD_BYTES
 from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)
 
-#: Characters of an error message a reply carries at most (the rest is cut).
-MAX_REASON = 500
 #: How often a requester reads its request again while no answer woke it (a lost NOTIFY).
 POLL_SECONDS = 0.5
 
@@ -91,18 +86,6 @@ class ClusterHooks:
     on_orphans: Callable[[set[int], frozenset[int]], Awaitable[None]]
     #: this instance learns it was declared dead
     on_expelled: Callable[[], Awaitable[None]]
-
-
-class NotificationTooLarge(ValueError):
-    """A message over NOTIFY's payload limit: refused where it is built, never sent."""
-
-
-def payload(message: dict[str, Any]) -> str:
-    """``message`` as one NOTIFY payload; NotificationTooLarge over the limit (M4)."""
-    text = json.dumps(message, separators=(",", ":"))  # ASCII: one byte a character
-    if len(text) > MAX_PAYLOAD_BYTES:
-        raise NotificationTooLarge(f"a {message.get('t')} notification of {len(text)} chars")
-    return text
 
 
 class Cluster:
@@ -137,7 +120,7 @@ class Cluster:
         #: instances that died since the recovery loop last ran
         self._dead: set[int] = set()
         #: how every message this instance sends begins (``"o"``, its origin, comes first)
-        self._own = f'{{"o":{instance},'
+        self._own = origin_prefix(instance)
         self._listener = store.listen(self._on_message, self._on_resync)
         self._tasks: list[asyncio.Task[None]] = []
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
@@ -176,30 +159,16 @@ class Cluster:
     ) -> str:
         """The NOTIFY payload announcing a durable change (``pending``: a cancellation
         transition's flag, C2), sent inside its transaction."""
-        message = {"o": self.instance, "t": "ev", "k": kind.value, "s": session_id, "r": revision}
+        fields: dict[str, Any] = {"k": kind.value, "s": session_id, "r": revision}
         if pending is not None:
-            message["p"] = pending
-        return payload(message)
+            fields["p"] = pending
+        return message(self.instance, "ev", fields)
 
     def _forward_runtime_event(self, event: Event) -> None:
-        if event.relayed:
-            return
-        if event.kind is EventKind.OUTPUT and event.chunk is not None:
-            # A pointer, never the text: published after its batch (or the end) committed, so
-            # what it points to is in the log before any receiver reads it (O1, O2).
-            o = event.chunk
-            end = o.offset + len(o.text)
-            self._send(
-                {"t": "ev", "k": "output", "s": o.session_id, "u": o.turn_id, "n": end}
-                | {"d": o.done, "st": o.status.value}
-            )
-        elif event.kind is EventKind.ITEMS and event.batch is not None:
-            # Only the log's new end: a receiver's turnItems reads the records from the log.
-            b = event.batch
-            self._send({"t": "ev", "k": "items", "s": b.session_id, "u": b.turn_id, "n": b.end})
-
-    def _send(self, message: dict[str, Any]) -> None:
-        self._outbox.put_nowait(payload({"o": self.instance} | message))
+        """A runtime event of this instance, to the others through the ordered outbox."""
+        fields = None if event.relayed else runtime_fields(event)
+        if fields is not None:
+            self._outbox.put_nowait(message(self.instance, "ev", fields))
 
     async def _send_loop(self) -> None:
         while True:
@@ -224,10 +193,7 @@ class Cluster:
                 return
             log.warning("could not send %d notifications at once (%s)", len(batch), exc)
         for one in batch:
-            try:
-                await self._store.notify([one])
-            except Exception as exc:
-                log.error("could not send a notification (%s): %.200s", exc, one)
+            await self._notify([one])
 
     # -- requests to the owner (rows) ---------------------------------------------------------
     async def call(
@@ -247,7 +213,7 @@ class Cluster:
         async with self._store.transaction() as tx:
             request = await tx.add_request(owner, self.instance, op, json.dumps(args))
             self._replies[request] = wake  # before COMMIT: the answer may come at once
-            tx.notify(payload({"o": self.instance, "t": "cmd", "to": owner, "id": request}))
+            tx.notify(message(self.instance, "cmd", {"to": owner, "id": request}))
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
@@ -258,7 +224,7 @@ class Cluster:
                     row = await tx.owner_request(request)
                 assert row is not None, "a request is kept a day"
                 if row.state is RequestState.DONE:
-                    return _outcome(row)
+                    return outcome(row)
                 gone = owner not in await self.live()
                 if gone or loop.time() >= deadline:
                     async with self._store.transaction() as tx:
@@ -284,13 +250,12 @@ class Cluster:
                     return  # withdrawn, or served already
                 request = await tx.owner_request(request_id)
             assert request is not None
-            outcome = await self._run(request.op, json.loads(request.args))
+            result = await self._run(request.op, json.loads(request.args))
             async with self._store.transaction() as tx:
                 await tx.move_request(
-                    request_id, RequestState.RUNNING, RequestState.DONE, json.dumps(outcome)
+                    request_id, RequestState.RUNNING, RequestState.DONE, json.dumps(result)
                 )
-                reply = {"o": self.instance, "t": "re", "to": request.origin, "id": request_id}
-                tx.notify(payload(reply))
+                tx.notify(message(self.instance, "re", {"to": request.origin, "id": request_id}))
         finally:
             self._serving.discard(request_id)
 
@@ -301,10 +266,10 @@ class Cluster:
                 raise ValueError(f"unknown operation {op!r}")
             return {"r": await handler(args)}
         except UserFacingError as error:
-            return {"code": error.code.value, "msg": error.message[:MAX_REASON], "f": error.field}
+            return refusal(error.code, error.message, error.field)
         except Exception:
             log.exception("the %s asked by another instance failed", op)
-            return {"code": ErrorCode.SESSION_BUSY.value, "msg": "the owning server failed"}
+            return refusal(ErrorCode.SESSION_BUSY, "the owning server failed")
 
     async def _serve_pending(self) -> None:
         """The fallback for a lost NOTIFY: the requests asked of this instance, after a beat."""
@@ -321,35 +286,20 @@ class Cluster:
         # each message built here); any other spelling is still checked after parsing.
         if payload.startswith(self._own):
             return
-        message = json.loads(payload)
-        origin = message.get("o")
+        m = json.loads(payload)
+        origin = m.get("o")
         if origin == self.instance:
             return  # our own: already published locally
         self._heard.add(int(origin or 0))
-        kind = message.get("t")
+        kind = m.get("t")
         if kind == "ev":
-            self._relay(message)
-        elif kind == "cmd" and message.get("to") == self.instance:
-            self._spawn(self._serve(str(message["id"])), f"serve:{message['id']}")
-        elif kind == "re" and message.get("to") == self.instance:
-            wake = self._replies.get(message["id"])
+            self._bus.publish(relayed_event(m))
+        elif kind == "cmd" and m.get("to") == self.instance:
+            self._spawn(self._serve(str(m["id"])), f"serve:{m['id']}")
+        elif kind == "re" and m.get("to") == self.instance:
+            wake = self._replies.get(m["id"])
             if wake is not None:
                 wake.set()
-
-    def _relay(self, m: dict[str, Any]) -> None:
-        kind = EventKind(m["k"])
-        sid = m["s"]
-        if kind is EventKind.CANCELLATION:
-            status = CancellationStatus(sid, bool(m["p"]), int(m["r"]))
-            event = Event(kind, sid, status.revision, cancellation=status, relayed=True)
-        elif kind is EventKind.OUTPUT:
-            mark = OutputMark(sid, m["u"], int(m["n"]), bool(m["d"]), TurnStatus(m["st"]))
-            event = Event(kind, sid, mark=mark, relayed=True)
-        elif kind is EventKind.ITEMS:
-            event = Event(kind, sid, batch=LogBatch(sid, m["u"], int(m["n"])), relayed=True)
-        else:
-            event = Event(kind, sid, int(m.get("r", 0)), relayed=True)
-        self._bus.publish(event)
 
     def _on_resync(self) -> None:
         """Notifications were lost while LISTEN was down: every subscriber re-reads (R3)."""
@@ -399,12 +349,3 @@ class Cluster:
                 await self._serve_pending()
             except Exception:
                 log.exception("looking for requests after a heartbeat failed")
-
-
-def _outcome(request: OwnerRequest) -> dict[str, Any]:
-    """A DONE request's result, or its refusal raised as the owner raised it."""
-    outcome: dict[str, Any] = json.loads(request.outcome or "{}")
-    if "code" in outcome:
-        raise Conflict(ErrorCode(outcome["code"]), outcome.get("msg", ""), outcome.get("f"))
-    result: dict[str, Any] = outcome["r"]
-    return result

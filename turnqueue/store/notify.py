@@ -30,7 +30,7 @@ RETRY_SECONDS = 0.5
 #: ``application_name`` of every listener connection (``pg_stat_activity``).
 LISTENER_NAME = "turnqueue-listen"
 #: NOTIFY payloads must stay below 8000 bytes: callers never build a larger one (what could
-#: grow, such as output, travels as a pointer; ``engine.cluster.payload`` refuses the rest).
+#: grow, such as output, travels as a pointer; ``engine.wire.payload`` refuses the rest).
 MAX_PAYLOAD_BYTES = 7_500
 
 
