@@ -1,6 +1,6 @@
 """SQL written in SQLAlchemy Core, compiled once per dialect, run on the driver connection.
 
-Statements are *written* with SQLAlchemy Core against ``tables.py``; only their execution skips
+Statements are *written* with SQLAlchemy Core against ``tables``; only their execution skips
 SQLAlchemy's (which costs more CPU than the statement on the hot path): a :class:`CompiledSql`
 is the SQL string, its positional parameter order, the values bound in the statement, and the
 dialect's own bind and result processors (the very functions SQLAlchemy applies:
@@ -22,7 +22,7 @@ dialect's own bind and result processors (the very functions SQLAlchemy applies:
 
 Limits (checked by the tests of the store, which run every statement through here):
 
-* Python-side column defaults are not applied (``tables.py`` only has server defaults).
+* Python-side column defaults are not applied (the tables only have server defaults).
 * An expanding ``IN`` needs its values when it is compiled: a prebuilt :class:`Statement` must
   not contain one (build that statement per call; it is then compiled with its values).
 * ``executemany`` (a list of parameter sets) only on SQLite's write connection
