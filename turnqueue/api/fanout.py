@@ -71,8 +71,7 @@ class FanOutStats(NamedTuple):
 
 
 class _Group:
-    """Members sharing one source; a compiled group is also its stream's consumer (``emit``,
-    ``fail``).
+    """Members sharing one source; a compiled group also consumes its stream (``emit``, ``fail``).
 
     Hazard: a feed calls ``emit`` and ``fail`` inside ``publish``, in the task that committed the
     change (a mutation's, under its session's lock): they only schedule (``call_soon``: in the
@@ -157,9 +156,8 @@ class FanOut:
         self._rules = rules
         self._render = render
         self._resync = encode_payload(ExecutionResult(data=None, errors=[resync_error()]))
-        self._masked = encode_payload(
-            ExecutionResult(data=None, errors=[GraphQLError(MASKED_MESSAGE)])
-        )
+        masked = ExecutionResult(data=None, errors=[GraphQLError(MASKED_MESSAGE)])
+        self._masked = encode_payload(masked)
         self._groups: dict[GroupKey, _Group] = {}  # the groups newcomers join
         self._leads: set[asyncio.Task[None]] = set()  # every running lead, joinable or not
         self._closed = False
@@ -169,11 +167,7 @@ class FanOut:
 
     # -- which operations are grouped -------------------------------------------------------------
     def key(
-        self,
-        query: str,
-        variables: object,
-        operation_name: str | None,
-        principal: str | None,
+        self, query: str, variables: object, operation_name: str | None, principal: str | None
     ) -> GroupKey | None:
         """The group of an operation, or None when it takes Strawberry's ordinary path."""
         if self._closed or principal is None or not isinstance(query, str):
@@ -224,9 +218,8 @@ class FanOut:
         variables: dict[str, Any] | None,
         operation_name: str | None,
     ) -> Member | None:
-        """A subscription served by its group: a new member, the source Strawberry reads and
-        then closes (``TurnqueueSchema.stream``); None: the operation takes Strawberry's
-        ordinary path.
+        """A subscription served by its group: a new member, the source Strawberry reads and then
+        closes (``TurnqueueSchema.stream``); None: the operation takes Strawberry's ordinary path.
 
         Hazard: the member joins its group here, and leaves it when Strawberry closes it. The
         handler enters its ``aclosing`` right after ``Schema.stream`` answers, with no await in
