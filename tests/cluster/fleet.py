@@ -127,6 +127,15 @@ class Fleet:
         )
         return [{**dict(r), "index": self.index_of(r["owner"])} for r in rows]
 
+    async def logged(self, turn_id: str) -> str:
+        """The text a turn's log holds (read after its owner died: it can no longer grow)."""
+        rows = await self._fetch(
+            "SELECT o.text FROM turn_output o WHERE o.turn_id = $1 AND o.kind = 'MESSAGE' "
+            "ORDER BY o.seq",
+            turn_id,
+        )
+        return "".join(r["text"] for r in rows)
+
     def direct(self, index: int) -> Api:
         """An HTTP client to one instance, bypassing the balancer (the test's own reads)."""
         return Api(self.servers[index].url.removesuffix("/graphql"))

@@ -4,8 +4,10 @@ while it starts).
 
 - **Mid-turn**: the owner of a plain turn that has logged one to three of its five chunks, as
   soon as the database shows them: its clients may have some of it, or none yet (the relay of
-  a committed batch may die with its owner). M6: another instance ends it ``FAILED`` with what
-  its log kept, and every client gets that much and the end.
+  a committed batch may die with its owner). A kill that came after the last chunk (the turn
+  streamed on between the read and the signal) does not count, and another turn is sought.
+  M6: another instance ends it ``FAILED`` with what its log kept, and every client gets that
+  much and the end.
 - **Mid-cancel**: a ``/stubborn`` turn (it ignores the cancel's interrupt, so the cancel waits
   for its timeout) on each cancel session; on the one whose owner should die next, two entries
   are queued and a cancel is sent through the balancer; once the owner shows the cancel pending
@@ -22,6 +24,8 @@ from typing import Any
 
 from fleet import SETTLE, Fleet
 from fleet_workload import ACKED, Workload
+
+from turnqueue.agents.scripted import reply_for
 
 #: A kill mid-turn, then one mid-cancel, in each cycle of this many seconds of workload.
 CYCLE_SECONDS = 20.0
@@ -80,8 +84,14 @@ class Scenario:
                 plain = not turn["prompt"].startswith("/")
                 if turn["index"] in victims and plain and 1 <= turn["chunks"] <= 3:
                     self._kill(turn["index"], f"mid-turn ({turn['chunks']} chunks logged)")
-                    self.killed_turns.append({**turn, "killed_at": clock()})
-                    return
+                    killed_at = clock()
+                    # The turn may have streamed its last chunk between the read and the kill
+                    # (a loaded machine): only a log its owner left short is a cut stream.
+                    if await self.fleet.logged(turn["id"]) != reply_for(turn["prompt"]):
+                        self.killed_turns.append({**turn, "killed_at": killed_at})
+                        return
+                    self.fleet.note("mid-turn: the kill came after the last chunk; again")
+                    victims = [i for i in self._victims() if i != turn["index"]]
             await asyncio.sleep(0.02)  # polling another process's progress
         raise AssertionError("no streaming turn on a killable instance")
 
