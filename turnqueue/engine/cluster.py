@@ -18,10 +18,10 @@ Messages travel on one NOTIFY channel as compact JSON:
   died before claiming it is withdrawn, never run late.
 
 A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): the format
-(``engine/wire.py``) is ids, numbers and names, output a pointer, and a message over the limit
-is refused where it is built (a request that would carry one is refused INVALID_INPUT). The send
-loop sends a batch that fails one by one, so one notification that cannot be sent (logged) never
-takes the others with it.
+(``engine/wire.py``) is ids, numbers and names, output a pointer, a request's arguments stay in
+its row, and a message over the limit is refused where it is built. The send loop sends a
+batch that fails one by one, so one notification that cannot be sent (logged) never takes the
+others with it.
 
 C7: there is nothing to relay or confirm. The cancellation projection is rows every instance
 reads (the CANCELLING holds in ``session_holds`` and the lock row's cancellation revision), so a
