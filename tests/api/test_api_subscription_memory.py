@@ -246,8 +246,8 @@ def test_p7_turn_output_keeps_one_place_however_many_turns_it_follows() -> None:
     in, how far, whether its end was sent), replaced turn after turn: nothing per turn (it once
     kept an entry per turn ever seen, ~150 bytes each; then the newest four)."""
     from turnqueue import domain
-    from turnqueue.resolvers.output_stream import take
     from turnqueue.resolvers.resume import Place
+    from turnqueue.resolvers.turn_streams import take
 
     place = Place("t0", 0)
     for n in range(50):

@@ -16,8 +16,8 @@ from turnqueue.engine import Engine, outputlog
 from turnqueue.engine.recovery import _recover_session
 from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.resolvers.context import Context
-from turnqueue.resolvers.output_stream import output_stream
 from turnqueue.resolvers.resume import Start
+from turnqueue.resolvers.turn_streams import output_stream
 from turnqueue.timeouts import within
 
 

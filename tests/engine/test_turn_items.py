@@ -16,8 +16,8 @@ from turnqueue.engine import Engine
 from turnqueue.engine.reads import fold_records
 from turnqueue.engine.recovery import _recover_session
 from turnqueue.resolvers.context import Context
-from turnqueue.resolvers.item_stream import items_stream
 from turnqueue.resolvers.resume import Start
+from turnqueue.resolvers.turn_streams import items_stream
 from turnqueue.schema import items as gql
 from turnqueue.schema.turns import TurnItemsChunk
 from turnqueue.timeouts import within

@@ -33,10 +33,9 @@ from turnqueue.resolvers.feeds import (
     next_event,
     states,
 )
-from turnqueue.resolvers.item_stream import items_stream
-from turnqueue.resolvers.output_stream import output_stream
 from turnqueue.resolvers.resume import Start, last_revisions, start_of
 from turnqueue.resolvers.revisions import Snapshot, fields
+from turnqueue.resolvers.turn_streams import items_stream, output_stream
 from turnqueue.schema import fields as described
 from turnqueue.schema.queue import CancellationStatus, QueueStatus
 from turnqueue.schema.sessions import Session
