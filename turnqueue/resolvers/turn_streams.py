@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import ItemsChunk, OutputChunk, OutputRecord, TurnItem, TurnStatus
@@ -37,52 +37,28 @@ from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Place, Start, event_id
 from turnqueue.schema.turns import TurnItemsChunk, TurnOutputChunk
 
-
-class _Place(Protocol):
-    @property
-    def turn_id(self) -> str: ...
-    @property
-    def end(self) -> int: ...
-    @property
-    def done(self) -> bool: ...
-
-
-P = TypeVar("P", bound=_Place)
+P = TypeVar("P", "Place", "_ItemPlace")
 C = TypeVar("C")  # a chunk of the domain
-G = TypeVar("G")  # the chunk's GraphQL type
+G = TypeVar("G", covariant=True)  # the chunk's GraphQL type
 
 
-class _Log(Generic[P, C, G]):
-    """What one kind of stream reads and sends; :func:`_follow` moves its place."""
+class _Log(Protocol[P, C, G]):
+    """One kind of stream: ``place`` (the start of a turn, or after ``after``); ``first``: the
+    current turn read from ``after``; ``rest``: the log after the place (``event``: the one that
+    asked, whose reads are shared); ``live``: what an event carries right at a running place
+    (None: it is no such event); ``news``: whether an event may tell the stream something its
+    place does not cover; ``out``: the message to send, with its SSE id set (O3)."""
 
-    kinds: tuple[EventKind, ...]
+    ctx: Context
+    session_id: str
+    kinds: ClassVar[tuple[EventKind, ...]]
 
-    def __init__(self, ctx: Context, session_id: str) -> None:
-        self.ctx = ctx
-        self.session_id = session_id
-
-    def place(self, turn_id: str, after: int = 0, done: bool = False) -> P:
-        raise NotImplementedError
-
-    async def first(self, after: int) -> tuple[P, C | None] | None:
-        """The session's current turn read from ``after``: its place and what to send."""
-        raise NotImplementedError
-
-    async def rest(self, place: P, event: Event | None) -> tuple[P, C | None]:
-        """The log after the place (``event``: the one that asked, whose reads are shared)."""
-        raise NotImplementedError
-
-    def live(self, place: P, event: Event) -> tuple[P, C | None] | None:
-        """What ``event`` carries right at the (running) place; None: it is no such event."""
-        raise NotImplementedError
-
-    def news(self, event: Event, place: P | None, follow: bool) -> bool:
-        """Whether ``event`` may tell the stream something its place does not cover."""
-        raise NotImplementedError
-
-    def out(self, chunk: C) -> G:
-        """The message to send, with its SSE id set (O3)."""
-        raise NotImplementedError
+    def place(self, turn_id: str, after: int = 0, done: bool = False) -> P: ...
+    async def first(self, after: int) -> tuple[P, C | None] | None: ...
+    async def rest(self, place: P, event: Event | None) -> tuple[P, C | None]: ...
+    def live(self, place: P, event: Event) -> tuple[P, C | None] | None: ...
+    def news(self, event: Event, place: P | None, follow: bool) -> bool: ...
+    def out(self, chunk: C) -> G: ...
 
 
 async def _follow(log: _Log[P, C, G], start: Start) -> AsyncGenerator[G, None]:
@@ -153,8 +129,11 @@ def take(place: Place, chunk: OutputChunk) -> tuple[Place, OutputChunk | None]:
     return Place(place.turn_id, end + len(text), chunk.done), sent
 
 
-class _Output(_Log[Place, OutputChunk, TurnOutputChunk]):
-    kinds = (EventKind.OUTPUT, EventKind.SESSION)
+@dataclass
+class _Output:
+    ctx: Context
+    session_id: str
+    kinds: ClassVar[tuple[EventKind, ...]] = (EventKind.OUTPUT, EventKind.SESSION)
 
     def place(self, turn_id: str, after: int = 0, done: bool = False) -> Place:
         return Place(turn_id, after, done)
@@ -211,32 +190,6 @@ class _ItemPlace:
     done: bool = False
 
 
-def _advance(
-    session_id: str,
-    place: _ItemPlace,
-    records: Iterable[OutputRecord],
-    done: bool,
-    status: TurnStatus,
-) -> ItemsChunk | None:
-    """Fold the records that follow the place; the chunk to send, None when nothing is new.
-    Records must start at or before ``place.end`` (the caller reads the log after a gap)."""
-    start = place.end
-    changes: list[tuple[int, TurnItem]] = []
-    for record in records:
-        if record.seq != place.end:
-            continue  # already folded (before the place's end)
-        change = place.fold.add_record(record)
-        place.end += 1
-        if change is not None and record.seq >= place.hide:
-            changes.append(change)
-    if not done and not changes and place.end <= max(start, place.hide):
-        return None
-    place.done = done
-    offset = max(start, min(place.hide, place.end))
-    end = max(place.end, offset)
-    return ItemsChunk(session_id, place.turn_id, offset, end, tuple(changes), done, status)
-
-
 def _ended_turn(event: Event) -> str | None:
     """The turn whose end an OUTPUT event announces (its ``done``, here or relayed), if any."""
     if event.chunk is not None and event.chunk.done:
@@ -246,31 +199,28 @@ def _ended_turn(event: Event) -> str | None:
     return None
 
 
-class _Items(_Log[_ItemPlace, ItemsChunk, TurnItemsChunk]):
-    kinds = (EventKind.ITEMS, EventKind.OUTPUT, EventKind.SESSION)
+@dataclass
+class _Items:
+    ctx: Context
+    session_id: str
+    kinds: ClassVar[tuple[EventKind, ...]] = (EventKind.ITEMS, EventKind.OUTPUT, EventKind.SESSION)
 
     def place(self, turn_id: str, after: int = 0, done: bool = False) -> _ItemPlace:
         return _ItemPlace(turn_id, hide=after, done=done)
 
     async def first(self, after: int) -> tuple[_ItemPlace, ItemsChunk | None] | None:
-        first = await self.ctx.engine.records_since(self.session_id, None, 0)
-        if first is None:
+        found = await self.ctx.engine.records_since(self.session_id, None, 0)
+        if found is None:
             return None
-        turn, records = first
-        place = _ItemPlace(turn.id, hide=after)
-        ended = turn.status is not TurnStatus.RUNNING
-        return place, _advance(self.session_id, place, records, ended, turn.status)
+        turn, records = found
+        return self._advance(_ItemPlace(turn.id, hide=after), records, turn.status)
 
     async def rest(
         self, place: _ItemPlace, event: Event | None
     ) -> tuple[_ItemPlace, ItemsChunk | None]:
         engine, session_id = self.ctx.engine, self.session_id
         found = await engine.records_since(session_id, place.turn_id, place.end, event=event)
-        if found is None:
-            return place, None
-        turn, records = found
-        ended = turn.status is not TurnStatus.RUNNING
-        return place, _advance(session_id, place, records, ended, turn.status)
+        return (place, None) if found is None else self._advance(place, found[1], found[0].status)
 
     def live(self, place: _ItemPlace, event: Event) -> tuple[_ItemPlace, ItemsChunk | None] | None:
         batch = event.batch  # this instance's, at the place
@@ -280,8 +230,31 @@ class _Items(_Log[_ItemPlace, ItemsChunk, TurnItemsChunk]):
             return None
         if batch.end <= place.end:
             return place, None
-        running = TurnStatus.RUNNING
-        return place, _advance(self.session_id, place, batch.records, False, running)
+        return self._advance(place, batch.records, TurnStatus.RUNNING)
+
+    def _advance(
+        self, place: _ItemPlace, records: Iterable[OutputRecord], status: TurnStatus
+    ) -> tuple[_ItemPlace, ItemsChunk | None]:
+        """Fold the records that follow the place; the chunk to send, None when nothing is new.
+        Records must start at or before ``place.end`` (the caller reads the log after a gap)."""
+        start, done = place.end, status is not TurnStatus.RUNNING
+        changes: list[tuple[int, TurnItem]] = []
+        for record in records:
+            if record.seq != place.end:
+                continue  # already folded (before the place's end)
+            change = place.fold.add_record(record)
+            place.end += 1
+            if change is not None and record.seq >= place.hide:
+                changes.append(change)
+        if not done and not changes and place.end <= max(start, place.hide):
+            return place, None
+        place.done = done
+        offset = max(start, min(place.hide, place.end))
+        end = max(place.end, offset)
+        chunk = ItemsChunk(
+            self.session_id, place.turn_id, offset, end, tuple(changes), done, status
+        )
+        return place, chunk
 
     def news(self, event: Event, place: _ItemPlace | None, follow: bool) -> bool:
         if event.kind is EventKind.SESSION:
