@@ -173,13 +173,7 @@ async def test_r3_the_buffered_reader_gets_the_states_then_resync_when_too_far_b
     behind gets the resync error instead of more memory, and the feed is closed."""
     sid = await api.create_session()
     ctx = Context(engine=api.engine, principal="alice")
-
-    async def opener(ctx: Context, session_id: str, emit: Any, fail: Any) -> Feed[Any]:
-        feed = QueueFeed(ctx, session_id, emit, fail)
-        await feed.open()
-        return feed
-
-    stream = states(opener, ctx, sid, size=3)
+    stream = states(QueueFeed, ctx, sid, after=-1, size=3)
     first = await anext(stream)
     base = first.revision
     status = await api.engine.queue_status(sid)

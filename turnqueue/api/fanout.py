@@ -49,7 +49,7 @@ from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
 from turnqueue.resolvers.revisions import groupable
-from turnqueue.resolvers.subscriptions import FEEDS, SNAPSHOTS, STREAMS
+from turnqueue.resolvers.subscriptions import FEEDS, SNAPSHOTS, STREAMS, open_feed
 
 if TYPE_CHECKING:
     from turnqueue.engine import Engine
@@ -323,7 +323,9 @@ class FanOut:
         name, session_id = compiled.root.name, compiled.arguments["sessionId"]
         try:
             if name in FEEDS:
-                group.feed = await FEEDS[name](context, session_id, group.emit, group.fail)
+                group.feed = await open_feed(
+                    FEEDS[name], context, session_id, group.emit, group.fail
+                )
                 group.lead = None  # a fed group holds no task
                 if group.stopped:
                     group.feed.close()  # it ended while it opened: nothing more comes

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Generic, Protocol, TypeVar
 
 from graphql import GraphQLError
@@ -187,15 +187,12 @@ class CancellationFeed(Feed[CancellationStatus]):
             self._offer(event.cancellation)
 
 
-FeedOpener = Callable[[Context, str, Emit[T], Fail], Awaitable[Feed[T]]]
-
-
 async def states(
-    opener: FeedOpener[T], ctx: Context, session_id: str, size: int
+    kind: type[Feed[T]], ctx: Context, session_id: str, after: int, size: int
 ) -> AsyncGenerator[T, None]:
-    """A feed's states as an async iterator (for Strawberry's execution), from a buffer of at
-    most ``size``: a reader further behind gets the resync error (R3) instead of more memory.
-    ``opener`` authorises and opens the feed (its refusal is raised before anything is read)."""
+    """The states of the session's ``kind`` feed after revision ``after``, as an async iterator
+    (for Strawberry's execution; the caller has authorised the read), from a buffer of at most
+    ``size``: a reader further behind gets the resync error (R3) instead of more memory."""
     buffer: deque[T] = deque()
     ended: list[Exception] = []
     waiter: asyncio.Future[None] | None = None
@@ -215,7 +212,8 @@ async def states(
         ended.append(error)
         wake()
 
-    feed = await opener(ctx, session_id, emit, fail)
+    feed = kind(ctx, session_id, emit, fail, after)
+    await feed.open()
     try:
         while True:
             if buffer:

@@ -13,6 +13,7 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from functools import partial
 from typing import Annotated, Any, TypeVar
 
 import strawberry
@@ -27,7 +28,6 @@ from turnqueue.resolvers.feeds import (
     Emit,
     Fail,
     Feed,
-    FeedOpener,
     QueueFeed,
     T,
     next_event,
@@ -157,47 +157,34 @@ SNAPSHOTS: Mapping[str, Snapshot] = {
 }
 
 
-def _opener(kind: type[Feed[T]], *, authorize: bool = False, after: int = -1) -> FeedOpener[T]:
-    """Opens a ``kind`` feed; ``authorize``: checks the session first (else the caller did);
-    ``after``: pushes only newer revisions."""
-
-    async def open_feed(ctx: Context, session_id: str, emit: Emit[T], fail: Fail) -> Feed[T]:
-        if authorize:
-            await _authorize(ctx, session_id)
-        feed = kind(ctx, session_id, emit, fail, after)
-        await feed.open()
-        return feed
-
-    return open_feed
+async def open_feed(
+    kind: type[Feed[T]], ctx: Context, session_id: str, emit: Emit[T], fail: Fail
+) -> Feed[T]:
+    """The session's ``kind`` feed, open; authorised first: a refusal raises the ``NOT_FOUND``
+    GraphQLError (S2) before anything is read."""
+    await _authorize(ctx, session_id)
+    feed = kind(ctx, session_id, emit, fail)
+    await feed.open()
+    return feed
 
 
-#: The snapshot subscriptions whose states are pushed (``resolvers/feeds.py``), by root field,
-#: opened for a session (authorised first: a refusal raises the ``NOT_FOUND`` GraphQLError, S2,
-#: before anything is read). The fan-out renders their states as they come, without a task.
-FEEDS: Mapping[str, FeedOpener[Any]] = {
-    QUEUE_SNAPSHOT.root: _opener(QueueFeed, authorize=True),
-    CANCELLATION_SNAPSHOT.root: _opener(CancellationFeed, authorize=True),
+#: The snapshot subscriptions whose states are pushed (``resolvers/feeds.py``), by root field:
+#: the fan-out renders their states as they come, without a task (:func:`open_feed`).
+FEEDS: Mapping[str, type[Feed[Any]]] = {
+    QUEUE_SNAPSHOT.root: QueueFeed,
+    CANCELLATION_SNAPSHOT.root: CancellationFeed,
 }
 
 
-def _state_stream(
-    kind: type[Feed[T]],
-) -> Callable[[Context, str], Awaitable[AsyncGenerator[T, None]]]:
-    """Opens the stream of a pushed snapshot subscription (authorised first)."""
-
-    async def open_stream(ctx: Context, session_id: str) -> AsyncGenerator[T, None]:
-        await _authorize(ctx, session_id)
-        (had,) = last_revisions(ctx, 1) or (-1,)  # O3: a reconnect gets only newer states
-        return states(_opener(kind, after=had), ctx, session_id, ctx.engine.bus.buffer_size)
-
-    return open_stream
+async def _open_states(
+    kind: type[Feed[T]], ctx: Context, session_id: str
+) -> AsyncGenerator[T, None]:
+    await _authorize(ctx, session_id)
+    (had,) = last_revisions(ctx, 1) or (-1,)  # O3: a reconnect gets only newer states
+    return states(kind, ctx, session_id, had, ctx.engine.bus.buffer_size)
 
 
-open_queue_stream = _state_stream(QueueFeed)
-open_cancellation_stream = _state_stream(CancellationFeed)
-
-
-async def open_session_stream(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
+async def _open_session(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
     await _authorize(ctx, session_id)
     return _session_stream(ctx, session_id, last_revisions(ctx, 2))
 
@@ -207,9 +194,9 @@ async def open_session_stream(ctx: Context, session_id: str) -> AsyncGenerator[S
 #: fan-out runs for an operation it renders itself (``turnqueue.api.render``).
 StreamOpener = Callable[[Context, str], Awaitable[AsyncIterator[object]]]
 STREAMS: Mapping[str, StreamOpener] = {
-    QUEUE_SNAPSHOT.root: open_queue_stream,
-    SESSION_SNAPSHOT.root: open_session_stream,
-    CANCELLATION_SNAPSHOT.root: open_cancellation_stream,
+    QUEUE_SNAPSHOT.root: partial(_open_states, QueueFeed),
+    SESSION_SNAPSHOT.root: _open_session,
+    CANCELLATION_SNAPSHOT.root: partial(_open_states, CancellationFeed),
 }
 
 
@@ -241,7 +228,7 @@ class Subscription:
     async def cancellation_changed(
         self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[CancellationStatus, None]:
-        return await open_cancellation_stream(info.context, session_id)
+        return await _open_states(CancellationFeed, info.context, session_id)
 
     @described.subscription(
         "The session's queue: the current status first, then each new `revision` (Q13)."
@@ -249,7 +236,7 @@ class Subscription:
     async def queue_status_changed(
         self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[QueueStatus, None]:
-        return await open_queue_stream(info.context, session_id)
+        return await _open_states(QueueFeed, info.context, session_id)
 
     @described.subscription(
         "The session: its current state first, then each new session `revision` or "
@@ -258,7 +245,7 @@ class Subscription:
     async def session_changed(
         self, info: Info, session_id: SessionId
     ) -> AsyncGenerator[Session, None]:
-        return await open_session_stream(info.context, session_id)
+        return await _open_session(info.context, session_id)
 
     @described.subscription(
         "A turn's output (O2): first what follows `afterOffset` (the whole output so far "
