@@ -9,7 +9,7 @@ ranges end before the next minor release of each; ``scripts/newest_graphql.py`` 
 ``.ci/run``) tests the API on the newest versions they allow, and the tests named beside each group
 compare turnqueue's answer with Strawberry's own.
 
-- **graphql-transport-ws** (``api.assembly``, ``api.fanout``, ``api.fanout_members``): identical
+- **graphql-transport-ws** (``api.assembly``, ``api.fanout``): identical
   snapshot subscriptions share one execution. ``TurnqueueSchema.stream`` (Strawberry's public
   ``Schema.stream``, overridden) hands such an operation the results of its group, typed as
   Strawberry's ``StreamResult``; a refusal is its first result, a ``PreExecutionError``, as

@@ -1,6 +1,6 @@
 """The GraphQL edge: the schema's assembly (``assembly``, ``execution``), the view over HTTP,
 WebSocket and SSE (``view``, with the pages ``graphiql`` and ``webui``), the shared execution of
-identical snapshot subscriptions (``fanout``, ``fanout_members``) and the operations answered
+identical snapshot subscriptions (``fanout``) and the operations answered
 without GraphQL execution (``render``, ``plans``).
 
 What the composition root and the CLI use is exported here. Strawberry's and graphql-core's

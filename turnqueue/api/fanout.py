@@ -1,29 +1,26 @@
-"""Multiplexed subscription fan-out: identical snapshot subscriptions share one execution.
+"""Identical snapshot subscriptions over WebSockets share one execution.
 
-WebSocket subscriptions that are identical (same normalised document, variables, operation name
-and principal) form a *group*: its source runs once and every *member* is sent the same encoded
-payload. A member is the source Strawberry's graphql-transport-ws handler reads for the operation
-(``TurnqueueSchema.stream`` hands it :meth:`FanOut.share`), so the protocol, the limits and every
-frame stay Strawberry's (``fanout_members``).
+Subscriptions with the same normalised document, variables, operation name and principal form a
+*group*: its source runs once and every *member* (:class:`Member`: the source Strawberry's
+graphql-transport-ws handler reads, so the protocol and its limits stay Strawberry's) is sent the
+same payload, encoded once. Strawberry writes a member's frames, the view's ``encode_json`` the
+shared payload into each (:func:`shared_frame`); an idle member is written to at once
+(:meth:`Member.offer`), without waking its task.
 
-Only snapshot subscriptions are grouped, and only when every field they select moves with a
-revision their stream watches (``resolvers.subscriptions.SNAPSHOTS``,
-:mod:`turnqueue.resolvers.revisions`). Every payload is then a full state, so a member that joins
-late is first sent the group's newest payload (R3: snapshot first), and a member that cannot keep
-up may skip states a newer one replaces. Anything else takes Strawberry's own path (``share``
-answers None).
+Only snapshot subscriptions selecting only fields that move with their revisions are grouped
+(``resolvers.revisions``): every payload is a full state, so a late joiner is first sent the
+newest one (R3) and a slow member may skip states a newer one replaces. Anything else takes
+Strawberry's own path (``share`` answers None).
 
-A group whose operation selects only plain fields (``turnqueue.api.render``) is *compiled*: the
-group consumes its stream's values and renders each payload itself. A pushed stream (a feed,
-``resolvers/feeds.py``) calls the group from inside ``publish`` and the group then holds no task;
-a pulled one (``sessionChanged``) is read by its lead task. Any other group's lead runs
-Strawberry's execution of the operation, which also answers a refusal when a compiled group opens
-(NOT_FOUND, S2), so the ``error`` message is the one Strawberry sends.
+A group whose operation selects only plain fields is *compiled* (``turnqueue.api.render``): it
+consumes its stream's values and renders each payload itself, a feed (``resolvers/feeds.py``)
+pushing them from inside ``publish`` (the group then holds no task), ``sessionChanged`` read by
+the group's lead task. Any other group's lead runs Strawberry's execution, which also answers a
+refusal when a compiled group opens (NOT_FOUND, S2).
 
-Ownership: :class:`FanOut` is created by the composition root (``app.create_app``) and closed in
-the lifespan. A lead is cancelled, and a feed closed, when its group's last member leaves or when
-the FanOut closes; a lead runs with a context of its own, so it never depends on the connection
-of the member that started it.
+Ownership: the composition root creates the :class:`FanOut` and closes it in the lifespan. A lead
+is cancelled, and a feed closed, when its group's last member leaves or the FanOut closes; a lead
+runs in a context of its own, never the connection of the member that started it.
 """
 
 from __future__ import annotations
@@ -32,20 +29,19 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Sequence
 from contextlib import aclosing
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from graphql import ASTValidationRule, GraphQLError, OperationType, parse, print_ast
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry import Schema
 from strawberry.types import ExecutionResult
 
 from turnqueue.api.assembly import MASKED_MESSAGE
-from turnqueue.api.fanout_members import Member, encode_payload
 from turnqueue.api.render import Compiled, Root, bind, compile_text
-from turnqueue.graphql_internals import PreExecutionError
+from turnqueue.graphql_internals import PreExecutionError, WebSocketDisconnected
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
 from turnqueue.resolvers.revisions import groupable
@@ -55,6 +51,226 @@ if TYPE_CHECKING:
     from turnqueue.engine import Engine
 
 log = logging.getLogger(__name__)
+
+
+def encode_payload(result: ExecutionResult) -> str:
+    """A ``next`` payload as Strawberry's ``Operation.send_next`` builds it, encoded as the view's
+    default ``encode_json`` does."""
+    payload: dict[str, object] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        payload["extensions"] = result.extensions
+    return json.dumps(payload, separators=(",", ":"))
+
+
+class EncodedPayload(dict[str, object]):
+    """The ``data`` of a result a member yields: the whole ``next`` payload, already encoded
+    (``text``, shared by the group), for :func:`shared_frame`."""
+
+    __slots__ = ("member", "text")
+
+    def __init__(self, text: str, member: Member) -> None:
+        super().__init__()
+        self.text = text
+        self.member = member
+
+
+def shared_frame(message: object) -> str | None:
+    """The frame of a ``next`` message that carries an :class:`EncodedPayload`, or None. Teaches
+    the member its frames' prefix, so that it can be written to at once from then on."""
+    if not isinstance(message, dict) or message.get("type") != "next":
+        return None
+    payload = message.get("payload")
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, EncodedPayload) or not isinstance(message.get("id"), str):
+        return None
+    # The very text the view's default ``encode_json`` gives ``{"id": …, "type": "next",
+    # "payload": …}`` up to the payload (the payload follows, then ``}``).
+    prefix = '{"id":' + json.dumps(message["id"]) + ',"type":"next","payload":'
+    data.member.prefix = prefix
+    return prefix + data.text + "}"
+
+
+def _gone(error: BaseException) -> BaseException:
+    """What Strawberry's adapter raises for a client gone while being sent to."""
+    if isinstance(error, WebSocketDisconnect):
+        gone = WebSocketDisconnected()
+        gone.__cause__ = error
+        return gone
+    return error
+
+
+def quiet_disconnects(record: logging.LogRecord) -> bool:
+    """A log filter for ``strawberry.ws.task``: a client gone while being sent to is an ordinary
+    end of a connection, not a failed operation to log with its traceback."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, WebSocketDisconnected)
+
+
+class Member:
+    """One client's subscription in a group, with a one-payload slot.
+
+    Hazard (slow consumers): the group never awaits a member. An idle member (its task waits in
+    ``__anext__``, nothing pending, its frame prefix known) is written the payload at once by
+    stepping the send's coroutine synchronously: a WebSocket send suspends only when the
+    connection's buffer is full, and then the half-done send is handed to the member's own task
+    to finish, so a client that does not read blocks only its own task. Otherwise the payload
+    waits in the slot for the member's task; a payload not sent yet is replaced by a newer one
+    (a full state with a revision), so a member holds at most one. A member that had more than
+    ``limit`` payloads replaced since it last took one is too slow: it leaves the group and is
+    sent RESYNC (R3).
+    """
+
+    __slots__ = (
+        "broken",
+        "ended",
+        "errors",
+        "group",
+        "pending",
+        "prefix",
+        "sending",
+        "skipped",
+        "task",
+        "waiter",
+        "websocket",
+    )
+
+    def __init__(self, websocket: WebSocket | None, group: _Group) -> None:
+        """Joins ``group``: its results begin with the group's newest payload (R3)."""
+        #: the client's connection (``Context.request``), for the sends made at once
+        self.websocket = websocket
+        #: the text of this member's ``next`` frames before the payload, once Strawberry wrote one
+        self.prefix: str | None = None
+        #: the operation's task (Strawberry's), which reads the member (``__anext__``)
+        self.task: asyncio.Task[Any] | None = None
+        #: a send that suspended, for the member's task to finish: (its coroutine, what it awaits)
+        self.sending: tuple[Coroutine[Any, Any, None], Any] | None = None
+        self.broken: BaseException | None = None  # what a send begun at once raised
+        self.ended = False  # nothing more comes: after ``pending``, the end
+        self.errors: list[GraphQLError] | None = None  # the operation was refused: an ``error``
+        self.skipped = 0  # payloads replaced since the member last took one
+        self.waiter: asyncio.Future[None] | None = None
+        self.group = group
+        # Hazard (R3, snapshot first): the replay of the group's newest payload and the join
+        # happen with no await in between, so the group cannot publish in between: everything
+        # it publishes from now on is newer.
+        self.pending: str | None = group.last  # the newest payload not sent yet
+        group.members[self] = None
+
+    def offer(self, payload: str, limit: int, resync: str) -> bool:
+        """Send ``payload`` now if the member is idle, else put it in the slot; False when the
+        member is too slow and must leave."""
+        if self.ended:
+            return False
+        if self._idle():
+            self._send_now(payload)
+            return True
+        if self.pending is not None:
+            self.skipped += 1
+            if self.skipped > limit:
+                # The RESYNC ``next`` as the ordinary stream sends it, then ``complete``.
+                self.pending, self.ended = resync, True
+                self._wake()
+                return False
+        self.pending = payload
+        self._wake()
+        return True
+
+    def finish(self, errors: list[GraphQLError] | None) -> None:
+        if not self.ended:
+            self.ended, self.errors = True, errors
+            self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _idle(self) -> bool:
+        """Its task waits for work and is not being cancelled (the client's ``complete``, a
+        closed connection), nothing is pending or being sent, and its prefix is known."""
+        waiting = self.waiter is not None and not self.waiter.done()
+        return (
+            waiting
+            and self.prefix is not None
+            and self.websocket is not None
+            and self.pending is None
+            and self.sending is None
+            and self.broken is None
+            and not (self.task is not None and self.task.cancelling())
+        )
+
+    def _send_now(self, payload: str) -> None:
+        """Begin the send here; what it suspends on (a full buffer) its task finishes."""
+        assert self.websocket is not None and self.prefix is not None
+        send = self.websocket.send_text(self.prefix + payload + "}")
+        try:
+            awaited = send.send(None)
+        except StopIteration:
+            return  # sent: the common case
+        except BaseException as error:  # the client went away (or worse): its task says so
+            self.broken = error
+        else:
+            self.sending = (send, awaited)
+        self._wake()
+
+    # -- the source Strawberry reads (not an async generator: smaller when idle) --------------
+    def __aiter__(self) -> Member:
+        return self
+
+    async def __anext__(self) -> ExecutionResult:
+        """The next result for Strawberry to send: each payload in the slot (as an
+        :class:`EncodedPayload`), then the end; a refusal's errors as the first result."""
+        if self.task is None:
+            self.task = asyncio.current_task()
+        while True:
+            if self.broken is not None:
+                raise _gone(self.broken)
+            if self.sending is not None:
+                await self._finish_sending()
+            elif self.pending is not None:
+                payload, self.pending, self.skipped = self.pending, None, 0
+                return ExecutionResult(data=EncodedPayload(payload, self), errors=None)
+            elif self.ended:
+                if self.errors is not None:
+                    errors, self.errors = self.errors, None
+                    return PreExecutionError(data=None, errors=errors)
+                raise StopAsyncIteration
+            else:
+                self.waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self.waiter
+                finally:
+                    self.waiter = None
+
+    async def aclose(self) -> None:
+        """Leave the group (Strawberry closes the source on every exit: the end, the client's
+        ``complete``, a closed connection)."""
+        self.ended = True
+        self.group.leave(self)
+
+    async def _finish_sending(self) -> None:
+        """Drive a send begun by ``_send_now`` to its end, as a task would: wait for what it
+        awaits, then resume it (its own ``await`` reads the outcome)."""
+        assert self.sending is not None
+        send, awaited = self.sending
+        try:
+            while True:
+                if awaited is None:  # a bare yield (``asyncio.sleep(0)``): one turn of the loop
+                    await asyncio.sleep(0)
+                else:
+                    await asyncio.wait([awaited])
+                try:
+                    awaited = send.send(None)
+                except StopIteration:
+                    return
+        except WebSocketDisconnect as gone:
+            raise _gone(gone) from gone
+        except BaseException:
+            send.close()  # cancelled while it waited: the send is abandoned with the task
+            raise
+        finally:
+            self.sending = None
 
 
 class GroupKey(NamedTuple):
@@ -73,9 +289,9 @@ class FanOutStats(NamedTuple):
 class _Group:
     """Members sharing one source; a compiled group also consumes its stream (``emit``, ``fail``).
 
-    Hazard: a feed calls ``emit`` and ``fail`` inside ``publish``, in the task that committed the
-    change (a mutation's, under its session's lock): they only schedule (``call_soon``: in the
-    order published), so that task pays for no member's send."""
+    Hazard: a feed calls ``emit`` and ``fail`` inside ``publish``, in the committing task (a
+    mutation's, under its session's lock): they only schedule (``call_soon``, in order), so that
+    task pays for no member's send."""
 
     __slots__ = ("compiled", "fanout", "feed", "key", "last", "lead", "loop", "members", "stopped")
 
@@ -148,8 +364,7 @@ class FanOut:
         *,
         render: bool,
     ) -> None:
-        """``rules``: ``api.validation_rules``, which a rendered operation must pass too;
-        ``render=False``: every group executes its operation (``Settings.compiled_operations``)."""
+        """``rules``: ``api.validation_rules``; ``render=False``: every group executes."""
         self._schema = schema
         self._max_tokens = max_tokens
         self._buffer = buffer  # payloads a member may fall behind (Settings.subscriber_buffer)
@@ -165,7 +380,6 @@ class FanOut:
         self._normalise = lru_cache(maxsize=256)(self._normalise_uncached)
         self._roots = lru_cache(maxsize=256)(self._root_uncached)
 
-    # -- which operations are grouped -------------------------------------------------------------
     def key(
         self, query: str, variables: object, operation_name: str | None, principal: str | None
     ) -> GroupKey | None:
@@ -210,7 +424,6 @@ class FanOut:
         root = compile_text(schema, document_text, operation_name, kind, self._rules)
         return root if root is not None and root.name in STREAMS else None
 
-    # -- members ------------------------------------------------------------------------------
     def share(
         self,
         context: Context,
@@ -254,7 +467,7 @@ class FanOut:
         return group
 
     def _forget(self, group: _Group) -> None:
-        """Take ``group`` out of the registry (new subscribers then start a new group)."""
+        """New subscribers then start a new group."""
         if self._groups.get(group.key) is group:
             del self._groups[group.key]
 
@@ -270,9 +483,7 @@ class FanOut:
     def _deliver(self, group: _Group, payload: str, final: bool) -> None:
         """Offer ``payload`` to every member; a member too slow for it leaves (RESYNC)."""
         group.last = payload
-        if final:
-            # RESYNC (or a masked fault): this group's state is not one to replay to
-            # newcomers; they start a group of their own.
+        if final:  # RESYNC or a fault: not a state to replay to newcomers
             self._forget(group)
         lagged = [m for m in group.members if not m.offer(payload, self._buffer, self._resync)]
         for member in lagged:
@@ -293,10 +504,8 @@ class FanOut:
         self._schema.process_errors([GraphQLError(str(error), original_error=error)])
         return self._masked
 
-    # -- the leads ---------------------------------------------------------------------------
     async def _lead(self, group: _Group, payloads: Payloads) -> None:
-        """Offer each payload to every member; the members' ``complete`` (or ``error``) when
-        the source ends."""
+        """Offer each payload to every member; ``complete`` (or ``error``) when it ends."""
         errors: list[GraphQLError] | None = None  # None: members get ``complete``
         try:
             async with aclosing(payloads):
@@ -376,9 +585,8 @@ class FanOut:
                 first = False
                 yield encode_payload(result), bool(result.errors)
 
-    # -- life cycle ---------------------------------------------------------------------------
     def stats(self) -> FanOutStats:
-        """The groups open to newcomers and their members (for metrics and tests)."""
+        """The groups open to newcomers and their members."""
         groups = self._groups.values()
         return FanOutStats(
             groups=len(groups),

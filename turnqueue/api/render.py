@@ -161,7 +161,7 @@ class Compiled:
     arguments: Mapping[str, Any]  # by GraphQL name, coerced (``sessionId``)
 
     def payload(self, value: object) -> str:
-        """The ``next`` payload's JSON text, as ``fanout_members.encode_payload`` encodes an
+        """The ``next`` payload's JSON text, as ``fanout.encode_payload`` encodes an
         execution result's ``{"data": …}``."""
         data = {self.root.response_key: self.root.render(value)}
         return json.dumps({"data": data}, separators=(",", ":"))
