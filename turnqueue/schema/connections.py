@@ -18,6 +18,7 @@ from graphql import GraphQLError
 
 from turnqueue import domain
 from turnqueue.errors import ErrorCode
+from turnqueue.schema.fields import plain
 
 N = TypeVar("N")
 
@@ -63,35 +64,31 @@ class PageArgs:
 
 @strawberry.type(description="Where a page sits in its list, and the cursors to page on from it.")
 class PageInfo:
-    has_next_page: bool = strawberry.field(
-        description=(
-            "Items follow this page: paging with `first`, whether more came after it; paging "
-            "with `last` and `before`, whether items exist from `before` on."
-        )
+    has_next_page: bool = plain(
+        "Items follow this page: paging with `first`, whether more came after it; paging with "
+        "`last` and `before`, whether items exist from `before` on."
     )
-    has_previous_page: bool = strawberry.field(
-        description=(
-            "Items precede this page: paging with `last`, whether more came before it; paging "
-            "with `first` and `after`, whether items exist up to `after`."
-        )
+    has_previous_page: bool = plain(
+        "Items precede this page: paging with `last`, whether more came before it; paging with "
+        "`first` and `after`, whether items exist up to `after`."
     )
-    start_cursor: str | None = strawberry.field(
-        description="The cursor of the first edge (pass it as `before` for the previous page); "
-        "null when the page is empty."
+    start_cursor: str | None = plain(
+        "The cursor of the first edge (pass it as `before` for the previous page); null when the "
+        "page is empty."
     )
-    end_cursor: str | None = strawberry.field(
-        description="The cursor of the last edge (pass it as `after` for the next page); "
-        "null when the page is empty."
+    end_cursor: str | None = plain(
+        "The cursor of the last edge (pass it as `after` for the next page); null when the page is "
+        "empty."
     )
 
 
 @strawberry.type(description="One item of a page and its cursor.")
 class Edge(Generic[N]):
-    cursor: str = strawberry.field(
-        description="An opaque cursor for this item: pass it as `after` or `before` to the same "
-        "connection. It encodes the item's position in the list's order, never an offset."
+    cursor: str = plain(
+        "An opaque cursor for this item: pass it as `after` or `before` to the same connection. It "
+        "encodes the item's position in the list's order, never an offset."
     )
-    node: N = strawberry.field(description="The item.")
+    node: N = plain("The item.")
 
 
 @strawberry.type(
@@ -101,9 +98,7 @@ class Edge(Generic[N]):
     )
 )
 class Connection(Generic[N]):
-    edges: list[Edge[N]] = strawberry.field(
-        description="The page's items with their cursors, in the list's order."
-    )
-    page_info: PageInfo = strawberry.field(
-        description="Whether items lie before and after this page, and its end cursors."
+    edges: list[Edge[N]] = plain("The page's items with their cursors, in the list's order.")
+    page_info: PageInfo = plain(
+        "Whether items lie before and after this page, and its end cursors."
     )

@@ -1,5 +1,6 @@
 """``@field`` (a mutation's too) and ``@subscription`` with a description, typed for strict mypy;
-:func:`null` for a nullable field and :func:`copied` to build a type from its domain value.
+:func:`plain` for a data field, :func:`null` for a nullable one and :func:`copied` to build a type
+from its domain value.
 
 Strawberry types the keyword-only form ``strawberry.field(description=…)`` as ``Any``, which
 strict mypy refuses as a decorator (``untyped-decorator``). These call the same functions with
@@ -39,6 +40,11 @@ def field(
 
 def subscription(description: str) -> Callable[[F], F]:
     return field(description, is_subscription=True)
+
+
+def plain(description: str) -> Any:
+    """A data field with ``description`` (a fresh field on each call)."""
+    return strawberry.field(description=description)
 
 
 def null(description: str) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from turnqueue.schema.enums import Delivery, SendNowScope
-from turnqueue.schema.fields import null
+from turnqueue.schema.fields import null, plain
 from turnqueue.schema.scalars import Revision
 
 CLIENT_MESSAGE_ID = (
@@ -20,8 +20,8 @@ CLIENT_MESSAGE_ID = (
 
 # A fresh field each time (Strawberry types ``strawberry.field`` as ``Any``).
 def _content(what: str) -> str:
-    made: str = strawberry.field(
-        description=f"{what}: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` "
+    made: str = plain(
+        f"{what}: not blank, no NUL character, at most `TURNQUEUE_MAX_CONTENT_BYTES` "
         "bytes of UTF-8 (default 100000)."
     )
     return made
@@ -31,9 +31,7 @@ def _content(what: str) -> str:
 class _SessionInput:
     """The input of a mutation of one session (a base class, not a type of the schema)."""
 
-    session_id: strawberry.ID = strawberry.field(
-        description="The session (one of the caller's; any other is NOT_FOUND)."
-    )
+    session_id: strawberry.ID = plain("The session (one of the caller's; any other is NOT_FOUND).")
 
 
 @strawberry.input
@@ -48,7 +46,7 @@ class _QueueInput(_SessionInput):
 
 @strawberry.input(description="Input of createTask.")
 class CreateTaskInput:
-    title: str = strawberry.field(description="The task's title: 1 to 500 characters.")
+    title: str = plain("The task's title: 1 to 500 characters.")
     agent: str | None = null(
         "The agent profile of its first session; null for the server's default "
         "(`TURNQUEUE_AGENT`). An unknown profile is INVALID_INPUT."
@@ -74,13 +72,13 @@ class EnqueueMessageInput(_QueueInput):
 
 @strawberry.input(description="Input of updateQueueEntry.")
 class UpdateQueueEntryInput(_QueueInput):
-    entry_id: strawberry.ID = strawberry.field(description="The entry to edit (a USER entry).")
+    entry_id: strawberry.ID = plain("The entry to edit (a USER entry).")
     content: str = _content("Its new content")
 
 
 @strawberry.input(description="Input of removeQueueEntry.")
 class RemoveQueueEntryInput(_QueueInput):
-    entry_id: strawberry.ID = strawberry.field(description="The entry to remove.")
+    entry_id: strawberry.ID = plain("The entry to remove.")
 
 
 @strawberry.input(description="Input of clearQueue.")
@@ -90,9 +88,9 @@ class ClearQueueInput(_QueueInput):
 
 @strawberry.input(description="Input of reorderQueue.")
 class ReorderQueueInput(_QueueInput):
-    ordered_ids: list[strawberry.ID] = strawberry.field(
-        description="Every visible entry's id, each once, in the new order (head first); "
-        "anything else is QUEUE_CHANGED."
+    ordered_ids: list[strawberry.ID] = plain(
+        "Every visible entry's id, each once, in the new order (head first); anything else is "
+        "QUEUE_CHANGED."
     )
 
 
@@ -103,9 +101,9 @@ class CancelInput(_SessionInput):
 
 @strawberry.input(description="Input of setAutoRun.")
 class SetAutoRunInput(_QueueInput):
-    auto_run: bool = strawberry.field(
-        description="true: run on by itself (and start the head now if nothing holds it); "
-        "false: hold the queue after the current turn (pause reason USER)."
+    auto_run: bool = plain(
+        "true: run on by itself (and start the head now if nothing holds it); false: hold the "
+        "queue after the current turn (pause reason USER)."
     )
 
 
@@ -135,17 +133,11 @@ class AnswerClarificationInput(_SessionInput):
 
 @strawberry.input(description="Input of answerApproval (A6).")
 class AnswerApprovalInput:
-    approval_id: strawberry.ID = strawberry.field(
-        description="The pending approval (`Session.pendingApproval.id`)."
-    )
-    option_id: strawberry.ID = strawberry.field(
-        description="One of its options' `id`; any other is INVALID_INPUT."
-    )
+    approval_id: strawberry.ID = plain("The pending approval (`Session.pendingApproval.id`).")
+    option_id: strawberry.ID = plain("One of its options' `id`; any other is INVALID_INPUT.")
 
 
 @strawberry.input(description="Input of moveTask.")
 class MoveTaskInput:
-    task_id: strawberry.ID = strawberry.field(description="The task (one of the caller's).")
-    step: str = strawberry.field(
-        description="The workflow step to enter, by name; an unknown one is INVALID_INPUT."
-    )
+    task_id: strawberry.ID = plain("The task (one of the caller's).")
+    step: str = plain("The workflow step to enter, by name; an unknown one is INVALID_INPUT.")

@@ -21,32 +21,28 @@ from turnqueue.schema.enums import (
     ConversationStart,
     ItemKind,
 )
-from turnqueue.schema.fields import Copied, copied
+from turnqueue.schema.fields import Copied, copied, plain
 
 
 @strawberry.type(description="An authentication method an agent offers (ACP `authMethods`).")
 class AuthMethod:
-    id: str = strawberry.field(description="The method's id (a profile's `auth_method`).")
-    name: str = strawberry.field(description="Its name, as the agent gives it.")
-    description: str | None = strawberry.field(description="The agent's own description.")
-    env_vars: list[str] = strawberry.field(
-        description="The environment variables it needs (set them in the profile's `env` and "
-        "turnqueue authenticates with it); empty for other kinds of method."
+    id: str = plain("The method's id (a profile's `auth_method`).")
+    name: str = plain("Its name, as the agent gives it.")
+    description: str | None = plain("The agent's own description.")
+    env_vars: list[str] = plain(
+        "The environment variables it needs (set them in the profile's `env` and turnqueue "
+        "authenticates with it); empty for other kinds of method."
     )
 
 
 @strawberry.type(description="What an `acp` profile's agent last said about authentication (A11).")
 class AgentAuth:
-    state: AuthState = strawberry.field(description="Where authentication stands.")
-    method: str | None = strawberry.field(
-        description="The method `authenticate` succeeded with; null otherwise."
+    state: AuthState = plain("Where authentication stands.")
+    method: str | None = plain("The method `authenticate` succeeded with; null otherwise.")
+    methods: list[AuthMethod] = plain(
+        "The methods the agent lists in `initialize` (empty until it started)."
     )
-    methods: list[AuthMethod] = strawberry.field(
-        description="The methods the agent lists in `initialize` (empty until it started)."
-    )
-    message: str | None = strawberry.field(
-        description="The agent's own refusal when `state` is REFUSED; null otherwise."
-    )
+    message: str | None = plain("The agent's own refusal when `state` is REFUSED; null otherwise.")
 
 
 @strawberry.type(
@@ -55,35 +51,35 @@ class AgentAuth:
     "again (after an idle stop, a crash, a restart, or on another instance)."
 )
 class AgentConversation(Copied[domain.AgentConversation]):
-    agent_session_id: str = strawberry.field(description="The agent's own session id.")
-    resumed: ConversationStart = strawberry.field(
-        description="How the conversation was opened the last time its agent started."
+    agent_session_id: str = plain("The agent's own session id.")
+    resumed: ConversationStart = plain(
+        "How the conversation was opened the last time its agent started."
     )
-    resume_error: str | None = strawberry.field(
-        description="Why continuing it failed the last time (`resumed` is then NEW), in the "
-        "agent's own words where it gave any; null otherwise."
+    resume_error: str | None = plain(
+        "Why continuing it failed the last time (`resumed` is then NEW), in the agent's own words "
+        "where it gave any; null otherwise."
     )
-    can_resume: bool = strawberry.field(description="The agent advertises `session/resume`.")
-    can_load: bool = strawberry.field(description="The agent advertises `session/load`.")
-    can_close: bool = strawberry.field(description="The agent advertises `session/close`.")
-    updated_at: datetime = strawberry.field(description="When its agent last opened it.")
+    can_resume: bool = plain("The agent advertises `session/resume`.")
+    can_load: bool = plain("The agent advertises `session/load`.")
+    can_close: bool = plain("The agent advertises `session/close`.")
+    updated_at: datetime = plain("When its agent last opened it.")
 
 
 @strawberry.type(description="An agent profile a task can run with (A1): never its command or env.")
 class AgentProfile:
-    name: str = strawberry.field(description="The name `createTask(input: {agent})` takes.")
-    type: AgentType = strawberry.field(description="What runs the profile's turns.")
-    auth: AgentAuth | None = strawberry.field(
-        description="A11: what the profile's agent last said about authentication, as this "
-        "instance saw it (UNKNOWN until its first start); null for profiles that are not `acp`."
+    name: str = plain("The name `createTask(input: {agent})` takes.")
+    type: AgentType = plain("What runs the profile's turns.")
+    auth: AgentAuth | None = plain(
+        "A11: what the profile's agent last said about authentication, as this instance saw it "
+        "(UNKNOWN until its first start); null for profiles that are not `acp`."
     )
-    steering: bool = strawberry.field(
-        description="Q16: whether a `delivery: STEER` send may be taken by the running turn of "
-        "a session with this profile: true for the scripted agent, false for `command` (its "
-        "STEER sends are queued, as AUTO would). For `acp` profiles: true until the agent "
-        "answered a steering offer that it has no `_session/steering` method (as this instance "
-        "saw it: ACP's `initialize` does not say), then false; an agent that has it may still "
-        "decline one offer (outcome QUEUED)."
+    steering: bool = plain(
+        "Q16: whether a `delivery: STEER` send may be taken by the running turn of a session with "
+        "this profile: true for the scripted agent, false for `command` (its STEER sends are "
+        "queued, as AUTO would). For `acp` profiles: true until the agent answered a steering "
+        "offer that it has no `_session/steering` method (as this instance saw it: ACP's "
+        "`initialize` does not say), then false; an agent that has it may still decline one offer "
+        "(outcome QUEUED)."
     )
 
     @classmethod
@@ -105,65 +101,63 @@ class AgentProfile:
     )
 )
 class TurnItem:
-    index: int = strawberry.field(description="The item's position in the turn, from 0.")
-    kind: ItemKind = strawberry.field(description="Which kind of item this is.")
+    index: int = plain("The item's position in the turn, from 0.")
+    kind: ItemKind = plain("Which kind of item this is.")
 
 
 @strawberry.type(description="Text the agent wrote to the user (also part of `Turn.output`).")
 class MessageItem(TurnItem):
-    text: str = strawberry.field(description="The message text.")
+    text: str = plain("The message text.")
 
 
 @strawberry.type(description="The agent's reasoning, shown apart from its answer.")
 class ThoughtItem(TurnItem):
-    text: str = strawberry.field(description="The thought text.")
+    text: str = plain("The thought text.")
 
 
 @strawberry.type(description="A file location a tool call reads or changes.")
 class ToolCallLocation:
-    path: str = strawberry.field(description="The absolute path.")
-    line: int | None = strawberry.field(description="The line, when the agent gave one.")
+    path: str = plain("The absolute path.")
+    line: int | None = plain("The line, when the agent gave one.")
 
 
 @strawberry.type(description="A tool the agent runs (read, edit, execute, …) and its progress.")
 class ToolCallItem(TurnItem):
-    tool_call_id: str = strawberry.field(description="The agent's id of the tool call.")
-    title: str = strawberry.field(description="What the tool call does, for people.")
-    tool_kind: str = strawberry.field(
-        description="ACP tool kind: read, edit, delete, move, search, execute, think, fetch, other."
+    tool_call_id: str = plain("The agent's id of the tool call.")
+    title: str = plain("What the tool call does, for people.")
+    tool_kind: str = plain(
+        "ACP tool kind: read, edit, delete, move, search, execute, think, fetch, other."
     )
-    status: str = strawberry.field(description="pending, in_progress, completed or failed.")
-    text: str = strawberry.field(description="The text of its content blocks, joined.")
-    content_json: str = strawberry.field(
-        description="Its content blocks (text, diffs, terminals) as ACP JSON."
-    )
-    locations: list[ToolCallLocation] = strawberry.field(description="Files it touches.")
+    status: str = plain("pending, in_progress, completed or failed.")
+    text: str = plain("The text of its content blocks, joined.")
+    content_json: str = plain("Its content blocks (text, diffs, terminals) as ACP JSON.")
+    locations: list[ToolCallLocation] = plain("Files it touches.")
 
 
 @strawberry.type(description="One step of the agent's plan.")
 class PlanEntry:
-    content: str = strawberry.field(description="What the step is.")
-    priority: str = strawberry.field(description="high, medium or low.")
-    status: str = strawberry.field(description="pending, in_progress or completed.")
+    content: str = plain("What the step is.")
+    priority: str = plain("high, medium or low.")
+    status: str = plain("pending, in_progress or completed.")
 
 
 @strawberry.type(description="The agent's plan; a new plan from the agent replaces it.")
 class PlanItem(TurnItem):
-    entries: list[PlanEntry] = strawberry.field(description="The plan's steps, in order.")
+    entries: list[PlanEntry] = plain("The plan's steps, in order.")
 
 
 @strawberry.type(description="A message the user steered into the running turn (Q16).")
 class SteerItem(TurnItem):
-    text: str = strawberry.field(description="The message, as the agent took it.")
-    entry_id: strawberry.ID = strawberry.field(
-        description="The queue entry it was sent as (`SendMessagePayload.queuedEntry` is null "
-        "then; the entry is gone from the queue)."
+    text: str = plain("The message, as the agent took it.")
+    entry_id: strawberry.ID = plain(
+        "The queue entry it was sent as (`SendMessagePayload.queuedEntry` is null then; the entry "
+        "is gone from the queue)."
     )
 
 
 @strawberry.type(description="An agent update turnqueue does not interpret, kept whole.")
 class RawItem(TurnItem):
-    json: str = strawberry.field(description="The ACP `session/update` object as JSON.")
+    json: str = plain("The ACP `session/update` object as JSON.")
 
 
 def _text(content: Any) -> str:
@@ -222,11 +216,9 @@ ITEM_TYPES = (MessageItem, ThoughtItem, ToolCallItem, PlanItem, SteerItem, RawIt
 
 @strawberry.type(description="One answer an approval offers (A6).")
 class ApprovalOption:
-    id: strawberry.ID = strawberry.field(description="Pass it as `optionId` to answerApproval.")
-    name: str = strawberry.field(description="The option's label, for people.")
-    kind: str = strawberry.field(
-        description="ACP option kind: allow_once, allow_always, reject_once or reject_always."
-    )
+    id: strawberry.ID = plain("Pass it as `optionId` to answerApproval.")
+    name: str = plain("The option's label, for people.")
+    kind: str = plain("ACP option kind: allow_once, allow_always, reject_once or reject_always.")
 
 
 @strawberry.type(
@@ -237,25 +229,23 @@ class ApprovalOption:
     )
 )
 class Approval:
-    id: strawberry.ID = strawberry.field(description="Pass it as `approvalId` to answer it.")
-    turn_id: strawberry.ID = strawberry.field(description="The turn that asked.")
-    title: str = strawberry.field(description="What the agent wants to do, for people.")
-    tool_call_id: str | None = strawberry.field(
-        description="The tool call it is about (a ToolCallItem's `toolCallId`), when given."
+    id: strawberry.ID = plain("Pass it as `approvalId` to answer it.")
+    turn_id: strawberry.ID = plain("The turn that asked.")
+    title: str = plain("What the agent wants to do, for people.")
+    tool_call_id: str | None = plain(
+        "The tool call it is about (a ToolCallItem's `toolCallId`), when given."
     )
-    options: list[ApprovalOption] = strawberry.field(description="The answers it offers.")
-    requested_at: datetime = strawberry.field(description="When the agent asked.")
-    outcome: ApprovalOutcome = strawberry.field(description="Whether and how it was answered.")
-    option_id: strawberry.ID | None = strawberry.field(
-        description="The option chosen; null while pending or when cancelled."
+    options: list[ApprovalOption] = plain("The answers it offers.")
+    requested_at: datetime = plain("When the agent asked.")
+    outcome: ApprovalOutcome = plain("Whether and how it was answered.")
+    option_id: strawberry.ID | None = plain(
+        "The option chosen; null while pending or when cancelled."
     )
-    answered_by: str | None = strawberry.field(
-        description="Who answered: a principal, or `policy:allow` / `policy:reject` for a "
-        "profile's policy; null while pending or when cancelled."
+    answered_by: str | None = plain(
+        "Who answered: a principal, or `policy:allow` / `policy:reject` for a profile's policy; "
+        "null while pending or when cancelled."
     )
-    answered_at: datetime | None = strawberry.field(
-        description="When it was answered or cancelled; null while pending."
-    )
+    answered_at: datetime | None = plain("When it was answered or cancelled; null while pending.")
 
     @classmethod
     def from_domain(cls, approval: domain.Approval) -> Approval:

@@ -6,7 +6,7 @@ import strawberry
 
 from turnqueue.errors import UserFacingError
 from turnqueue.schema.enums import CancelOutcome, ErrorCode, SendOutcome
-from turnqueue.schema.fields import Copied, null
+from turnqueue.schema.fields import Copied, null, plain
 from turnqueue.schema.items import Approval
 from turnqueue.schema.queue import CancellationStatus, QueueEntry, QueueStatus
 from turnqueue.schema.sessions import Session, Task
@@ -18,10 +18,8 @@ from turnqueue.schema.turns import Turn
     "entities of its payload are null."
 )
 class UserError(Copied[UserFacingError]):
-    code: ErrorCode = strawberry.field(description="What was refused, for programs to act on.")
-    message: str = strawberry.field(
-        description="What was refused, in a sentence for people (its wording may change)."
-    )
+    code: ErrorCode = plain("What was refused, for programs to act on.")
+    message: str = plain("What was refused, in a sentence for people (its wording may change).")
     field: list[str] | None = strawberry.field(
         default=None,
         description='The path of the input field at fault, e.g. `["entryId"]`; null when no '

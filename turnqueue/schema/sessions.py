@@ -15,6 +15,7 @@ from turnqueue import domain
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection, page_count
 from turnqueue.schema.enums import SessionState
+from turnqueue.schema.fields import plain
 from turnqueue.schema.items import AgentConversation, Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus
 from turnqueue.schema.reads import Info, paged
@@ -28,14 +29,14 @@ from turnqueue.schema.turns import Turn
     "(W3). Only the principal that created it can see it (S2)."
 )
 class Task(described.Copied[domain.Task]):
-    id: strawberry.ID = strawberry.field(description="The task's id (a UUID).")
-    title: str = strawberry.field(description="The title given to createTask (1-500 characters).")
-    workflow_step: str = strawberry.field(
-        description="The workflow step the task is in: the workflow's first step at creation, "
-        "then changed by moveTask or by a step's `on_turn_complete` action (W1). No revision "
-        "orders it: read the task again after `sessionChanged` reports a turn's end."
+    id: strawberry.ID = plain("The task's id (a UUID).")
+    title: str = plain("The title given to createTask (1-500 characters).")
+    workflow_step: str = plain(
+        "The workflow step the task is in: the workflow's first step at creation, then changed by "
+        "moveTask or by a step's `on_turn_complete` action (W1). No revision orders it: read the "
+        "task again after `sessionChanged` reports a turn's end."
     )
-    created_at: datetime = strawberry.field(description="When the task was created.")
+    created_at: datetime = plain("When the task was created.")
     current_session_id: strawberry.Private[str | None]
 
     @described.field(
@@ -69,28 +70,26 @@ class Task(described.Copied[domain.Task]):
     "carries its current cancellation state (C6)."
 )
 class Session(described.Copied[domain.Session]):
-    id: strawberry.ID = strawberry.field(description="The session's id (a UUID).")
-    agent: str = strawberry.field(
-        description="The agent profile that answers its turns (`scripted`, `command`, ...), "
-        "chosen by createTask."
+    id: strawberry.ID = plain("The session's id (a UUID).")
+    agent: str = plain(
+        "The agent profile that answers its turns (`scripted`, `command`, ...), chosen by "
+        "createTask."
     )
-    state: SessionState = strawberry.field(
-        description="Where the session is in its life; each change is a new `revision`."
+    state: SessionState = plain(
+        "Where the session is in its life; each change is a new `revision`."
     )
-    revision: Revision = strawberry.field(
-        description="The session's own revision (R1): durable, it grows with every change of "
-        "state, each turn's start and end, and each clarification asked or cleared. Larger is "
-        "newer; equal is the same state. Streamed output bumps no revision."
+    revision: Revision = plain(
+        "The session's own revision (R1): durable, it grows with every change of state, each "
+        "turn's start and end, and each clarification asked or cleared. Larger is newer; equal is "
+        "the same state. Streamed output bumps no revision."
     )
-    promptable: bool = strawberry.field(
-        description="Whether the session takes a prompt now: state WAITING_FOR_INPUT, or "
-        "COMPLETED (a prompt reopens it)."
+    promptable: bool = plain(
+        "Whether the session takes a prompt now: state WAITING_FOR_INPUT, or COMPLETED (a prompt "
+        "reopens it)."
     )
-    created_at: datetime = strawberry.field(description="When the session was created.")
-    updated_at: datetime = strawberry.field(
-        description="When the session last changed (a new `revision`)."
-    )
-    task_id: strawberry.ID = strawberry.field(description="The id of its task.")
+    created_at: datetime = plain("When the session was created.")
+    updated_at: datetime = plain("When the session last changed (a new `revision`).")
+    task_id: strawberry.ID = plain("The id of its task.")
     #: R3: the clarification, pending approval and current turn as ``revision`` shows them,
     #: read with it (None: the session came from a write; they are read by id then)
     parts: strawberry.Private[domain.SessionParts | None] = None

@@ -10,55 +10,52 @@ from turnqueue import domain
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection
 from turnqueue.schema.enums import AgentErrorKind, MessageSource, TurnStatus
+from turnqueue.schema.fields import plain
 from turnqueue.schema.items import Approval, TurnItem, item_from_domain
 from turnqueue.schema.reads import Info, paged
 
 
 @strawberry.type(description="One prompt of a session and the agent's answer to it.")
 class Turn:
-    id: strawberry.ID = strawberry.field(description="The turn's id (a UUID).")
-    session_id: strawberry.ID = strawberry.field(description="The session it ran in.")
-    prompt: str = strawberry.field(
-        description="The prompt the agent was given (Send Now with scope ALL joins its entries "
-        "with blank lines)."
+    id: strawberry.ID = plain("The turn's id (a UUID).")
+    session_id: strawberry.ID = plain("The session it ran in.")
+    prompt: str = plain(
+        "The prompt the agent was given (Send Now with scope ALL joins its entries with blank "
+        "lines)."
     )
-    source: MessageSource = strawberry.field(
-        description="Where the prompt came from (a queued entry keeps its source)."
+    source: MessageSource = plain("Where the prompt came from (a queued entry keeps its source).")
+    status: TurnStatus = plain(
+        "RUNNING until the turn ends, then how it ended. The end is a new session `revision`."
     )
-    status: TurnStatus = strawberry.field(
-        description="RUNNING until the turn ends, then how it ended. The end is a new session "
-        "`revision`."
+    output: str = plain(
+        "The agent's answer. While the turn runs it may be empty or behind: follow turnOutput for "
+        "the live text."
     )
-    output: str = strawberry.field(
-        description="The agent's answer. While the turn runs it may be empty or behind: follow "
-        "turnOutput for the live text."
+    error: str | None = plain(
+        "Why the turn failed or was cut short; null otherwise. The agent's own error answer reads "
+        "`agent error <code> (<kind>): <its message>` (A11); a dead agent `agent process exited "
+        "(status N)`; `stalled: …` when its agent went silent (A9); `interrupted` when its server "
+        "died (M6)."
     )
-    error: str | None = strawberry.field(
-        description="Why the turn failed or was cut short; null otherwise. The agent's own "
-        "error answer reads `agent error <code> (<kind>): <its message>` (A11); a dead agent "
-        "`agent process exited (status N)`; `stalled: …` when its agent went silent (A9); "
-        "`interrupted` when its server died (M6)."
+    error_kind: AgentErrorKind | None = plain(
+        "A11: how a FAILED turn's failure is classified (authentication, rate limit, provider "
+        "unreachable, internal, its agent's process exited, or stalled: A9); null otherwise and "
+        "for failures that are not the agent's (a stop reason, an interruption)."
     )
-    error_kind: AgentErrorKind | None = strawberry.field(
-        description="A11: how a FAILED turn's failure is classified (authentication, rate "
-        "limit, provider unreachable, internal, its agent's process exited, or stalled: A9); "
-        "null otherwise and for failures that are not the agent's (a stop reason, an interruption)."
+    agent_stderr: str | None = plain(
+        "A11: what the agent wrote to its stderr during the turn (its last 4 KiB), kept apart from "
+        "`error`; null while the turn runs, when it wrote nothing, and for the scripted agent."
     )
-    agent_stderr: str | None = strawberry.field(
-        description="A11: what the agent wrote to its stderr during the turn (its last 4 KiB), "
-        "kept apart from `error`; null while the turn runs, when it wrote nothing, and for the "
-        "scripted agent."
+    client_message_id: str | None = plain(
+        "Q15: the `clientMessageId` of the send it came from (directly, or through the queue entry "
+        "it started from); null without one."
     )
-    client_message_id: str | None = strawberry.field(
-        description="Q15: the `clientMessageId` of the send it came from (directly, or through "
-        "the queue entry it started from); null without one."
+    queue_entry_id: strawberry.ID | None = plain(
+        "Q16: the queue entry it was started from (a drain or a Send Now of one entry); null when "
+        "a message started it directly or several entries were sent at once."
     )
-    queue_entry_id: strawberry.ID | None = strawberry.field(
-        description="Q16: the queue entry it was started from (a drain or a Send Now of one "
-        "entry); null when a message started it directly or several entries were sent at once."
-    )
-    started_at: datetime = strawberry.field(description="When the turn started.")
-    ended_at: datetime | None = strawberry.field(description="When it ended; null while RUNNING.")
+    started_at: datetime = plain("When the turn started.")
+    ended_at: datetime | None = plain("When it ended; null while RUNNING.")
 
     @classmethod
     def from_domain(cls, turn: domain.Turn) -> Turn:
@@ -95,24 +92,18 @@ class Turn:
     "bumps no revision: place each chunk by `offset`."
 )
 class TurnOutputChunk(described.Copied[domain.OutputChunk]):
-    session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
-    turn_id: strawberry.ID = strawberry.field(
-        description="The turn the text belongs to. A new id means a new turn, whose output "
-        "starts again at offset 0."
+    session_id: strawberry.ID = plain("The session of the turn.")
+    turn_id: strawberry.ID = plain(
+        "The turn the text belongs to. A new id means a new turn, whose output starts again at "
+        "offset 0."
     )
-    offset: int = strawberry.field(
-        description="Where `text` starts in the turn's output, in characters. The first message "
-        "carries the output so far from 0; later ones continue where the previous ended."
+    offset: int = plain(
+        "Where `text` starts in the turn's output, in characters. The first message carries the "
+        "output so far from 0; later ones continue where the previous ended."
     )
-    text: str = strawberry.field(
-        description="The text from `offset` on (empty in a final chunk that only ends the turn)."
-    )
-    done: bool = strawberry.field(
-        description="True on the turn's last chunk: the turn has ended with `status`."
-    )
-    status: TurnStatus = strawberry.field(
-        description="The turn's status: RUNNING, or how it ended when `done`."
-    )
+    text: str = plain("The text from `offset` on (empty in a final chunk that only ends the turn).")
+    done: bool = plain("True on the turn's last chunk: the turn has ended with `status`.")
+    status: TurnStatus = plain("The turn's status: RUNNING, or how it ended when `done`.")
 
 
 @strawberry.type(
@@ -123,30 +114,26 @@ class TurnOutputChunk(described.Copied[domain.OutputChunk]):
     "Folding every chunk from offset 0 gives `Turn.items`."
 )
 class TurnItemsChunk:
-    session_id: strawberry.ID = strawberry.field(description="The session of the turn.")
-    turn_id: strawberry.ID = strawberry.field(
-        description="The turn the items belong to. A new id means a new turn, whose log "
-        "starts again at offset 0."
+    session_id: strawberry.ID = plain("The session of the turn.")
+    turn_id: strawberry.ID = plain(
+        "The turn the items belong to. A new id means a new turn, whose log starts again at offset "
+        "0."
     )
-    offset: int = strawberry.field(
-        description="The position in the turn's output log (O1) of the first entry this "
-        "message covers. Log positions count entries (text pieces, thoughts, tool call "
-        "updates, plans, raw updates), not characters: they are not turnOutput's offsets."
+    offset: int = plain(
+        "The position in the turn's output log (O1) of the first entry this message covers. Log "
+        "positions count entries (text pieces, thoughts, tool call updates, plans, raw updates), "
+        "not characters: they are not turnOutput's offsets."
     )
-    next_offset: int = strawberry.field(
-        description="The log position after this message: pass it as `afterOffset` (with "
-        "`turnId`) to resume right after it. Over SSE it is the event id `<turnId>:<nextOffset>`."
+    next_offset: int = plain(
+        "The log position after this message: pass it as `afterOffset` (with `turnId`) to resume "
+        "right after it. Over SSE it is the event id `<turnId>:<nextOffset>`."
     )
-    items: list[TurnItem] = strawberry.field(
-        description="The items these entries added or changed, in log order (one item may "
-        "appear more than once); empty in a final message that only ends the turn."
+    items: list[TurnItem] = plain(
+        "The items these entries added or changed, in log order (one item may appear more than "
+        "once); empty in a final message that only ends the turn."
     )
-    done: bool = strawberry.field(
-        description="True on the turn's last message: the turn has ended with `status`."
-    )
-    status: TurnStatus = strawberry.field(
-        description="The turn's status: RUNNING, or how it ended when `done`."
-    )
+    done: bool = plain("True on the turn's last message: the turn has ended with `status`.")
+    status: TurnStatus = plain("The turn's status: RUNNING, or how it ended when `done`.")
 
     @classmethod
     def from_domain(cls, chunk: domain.ItemsChunk) -> TurnItemsChunk:
