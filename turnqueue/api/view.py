@@ -6,20 +6,17 @@ wrong token, an oversized body, malformed JSON, a JSON body that is no object, a
 a request that asks for no stream) answer GraphQL JSON ``{"errors": [...]}``.
 
 WebSocket: the token comes in the ``connection_init`` payload ``{"authorization": "Bearer …"}``
-and is checked in ``on_ws_connect`` (``ConnectionRejectionError`` → close 4403). Cross-origin
-handshakes are refused unless the origin is in ``allowed_origins`` (Strawberry's own check).
-Every message is held to the HTTP body limit before anything parses it (:class:`MessageLimit`).
-Identical snapshot subscriptions over WebSockets share one execution (``Context.share``,
-:mod:`turnqueue.api.fanout`).
+(refused: close 4403); cross-origin handshakes are refused unless the origin is in
+``allowed_origins`` (Strawberry's own check); every message is held to the HTTP body limit
+(:class:`MessageLimit`); identical snapshot subscriptions share one execution
+(:mod:`turnqueue.api.fanout`).
 
-GraphQL over SSE (O3): Strawberry serves graphql-sse in its *distinct connections* mode, each
-subscription its own request (``GET /graphql?query=…`` or a ``POST`` with ``Accept:
-text/event-stream``), so a reconnect (an ``EventSource`` repeats the URL and adds
-``Last-Event-ID``) runs the operation again and its resolver reads the header. Strawberry's events
-carry no ``id``: a stream sets ``Context.event_id`` right before it yields, ``process_result`` (in
-the same task) moves it into the response under :data:`EVENT_ID_KEY`, and
-:class:`IdentifiedSSETransport` writes it as the event's ``id:`` line. A browser's ``EventSource``
-cannot send headers, so with tokens configured a page uses a fetch-based SSE client.
+GraphQL over SSE (O3), graphql-sse's *distinct connections* mode: each subscription is its own
+request, so a reconnect (``EventSource`` repeats the URL with ``Last-Event-ID``) runs the
+operation again and its resolver reads the header. Strawberry's events carry no ``id``: a stream
+sets ``Context.event_id`` right before it yields, ``process_result`` (in the same task) moves it
+into the response under :data:`EVENT_ID_KEY`, and :class:`IdentifiedSSETransport` writes it as
+the event's ``id:`` line.
 """
 
 from __future__ import annotations
@@ -312,10 +309,7 @@ class TurnqueueGraphQL(GraphQL[Context, None]):
         query, variables, name = data.get("query"), data.get("variables"), data.get("operationName")
         if not isinstance(query, str) or not isinstance(name, str | None):
             return None
-        if not isinstance(variables, dict | None):
-            return None
-        plan = self.plans.get(query, name)
-        if plan is None:
+        if not isinstance(variables, dict | None) or (plan := self.plans.get(query, name)) is None:
             return None
         result = await plan.run(variables, await self.get_context(request, None))
         if result is None:
