@@ -1,7 +1,8 @@
 """The domain enums and ``ErrorCode`` registered as GraphQL enums under the contract's names.
 
 Registration marks the domain classes themselves, so schema types annotate with the domain enums
-and resolvers pass domain values through unchanged. The domain stays free of GraphQL, so the
+and resolvers pass domain values through unchanged; importing any module of ``turnqueue.schema``
+runs it first (the package imports this module). The domain stays free of GraphQL, so the
 descriptions (G1) live here: each enum's own and one per value, set on the registered
 definition's values (Strawberry's ``enum_value(description=…)`` would have to sit in the domain
 class). A value without a description fails at import.
@@ -220,21 +221,3 @@ for _enum, (_description, _values) in DESCRIPTIONS.items():
     _definition: StrawberryEnumDefinition = _enum.__strawberry_definition__  # type: ignore[attr-defined]
     for _value in _definition.values:
         _value.description = _values[_value.name]  # KeyError: an undocumented value
-
-#: The registered enums, imported from here by the schema types (which runs the loop above first).
-SessionState = domain.SessionState
-TurnStatus = domain.TurnStatus
-MessageSource = domain.MessageSource
-PauseReason = domain.PauseReason
-HoldReason = domain.HoldReason
-SendNowScope = domain.SendNowScope
-Delivery = domain.Delivery
-SendOutcome = domain.SendOutcome
-CancelOutcome = domain.CancelOutcome
-ErrorCode = errors.ErrorCode
-AgentType = domain.AgentType
-AgentErrorKind = domain.AgentErrorKind
-AuthState = domain.AuthState
-ConversationStart = domain.ConversationStart
-ItemKind = domain.ItemKind
-ApprovalOutcome = domain.ApprovalOutcome

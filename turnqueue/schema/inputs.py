@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from turnqueue.schema.enums import Delivery, SendNowScope
+from turnqueue.domain import Delivery, SendNowScope
 from turnqueue.schema.fields import null, plain
 from turnqueue.schema.scalars import Revision
 

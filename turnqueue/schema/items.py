@@ -14,13 +14,7 @@ from typing import Any
 import strawberry
 
 from turnqueue import domain
-from turnqueue.schema.enums import (
-    AgentType,
-    ApprovalOutcome,
-    AuthState,
-    ConversationStart,
-    ItemKind,
-)
+from turnqueue.domain import AgentType, ApprovalOutcome, AuthState, ConversationStart, ItemKind
 from turnqueue.schema.fields import Copied, copied, plain
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import strawberry
 
-from turnqueue.errors import UserFacingError
-from turnqueue.schema.enums import CancelOutcome, ErrorCode, SendOutcome
+from turnqueue.domain import CancelOutcome, SendOutcome
+from turnqueue.errors import ErrorCode, UserFacingError
 from turnqueue.schema.fields import Copied, null, plain
 from turnqueue.schema.items import Approval
 from turnqueue.schema.queue import CancellationStatus, QueueEntry, QueueStatus

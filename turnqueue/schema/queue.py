@@ -7,7 +7,7 @@ from datetime import datetime
 import strawberry
 
 from turnqueue import domain
-from turnqueue.schema.enums import HoldReason, MessageSource, PauseReason
+from turnqueue.domain import HoldReason, MessageSource, PauseReason
 from turnqueue.schema.fields import Copied, copied, plain
 from turnqueue.schema.scalars import Revision
 

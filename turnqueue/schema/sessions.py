@@ -12,9 +12,9 @@ from typing import Annotated
 import strawberry
 
 from turnqueue import domain
+from turnqueue.domain import SessionState
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection, page_count
-from turnqueue.schema.enums import SessionState
 from turnqueue.schema.fields import plain
 from turnqueue.schema.items import AgentConversation, Approval
 from turnqueue.schema.queue import CancellationStatus, Clarification, QueueStatus

@@ -7,9 +7,9 @@ from datetime import datetime
 import strawberry
 
 from turnqueue import domain
+from turnqueue.domain import AgentErrorKind, MessageSource, TurnStatus
 from turnqueue.schema import fields as described
 from turnqueue.schema.connections import Connection
-from turnqueue.schema.enums import AgentErrorKind, MessageSource, TurnStatus
 from turnqueue.schema.fields import plain
 from turnqueue.schema.items import Approval, TurnItem, item_from_domain
 from turnqueue.schema.reads import Info, paged
