@@ -45,7 +45,7 @@ from turnqueue.graphql_internals import PreExecutionError, WebSocketDisconnected
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
 from turnqueue.resolvers.revisions import groupable
-from turnqueue.resolvers.subscriptions import FEEDS, SNAPSHOTS, STREAMS, open_feed
+from turnqueue.resolvers.subscriptions import SNAPSHOTS, open_feed
 
 if TYPE_CHECKING:
     from turnqueue.engine import Engine
@@ -422,7 +422,7 @@ class FanOut:
         """Validated as Strawberry validates it: nothing the ordinary path refuses is rendered."""
         schema, kind = self._schema._schema, OperationType.SUBSCRIPTION
         root = compile_text(schema, document_text, operation_name, kind, self._rules)
-        return root if root is not None and root.name in STREAMS else None
+        return root if root is not None and root.name in SNAPSHOTS else None
 
     def share(
         self,
@@ -529,17 +529,16 @@ class FanOut:
         """A compiled group's lead: open its stream, the group its consumer. A feed then pushes
         each state from inside ``publish`` and the lead is done (bench P8); a pulled stream is
         read here. A refusal (NOT_FOUND, S2) is answered by the executed path."""
-        name, session_id = compiled.root.name, compiled.arguments["sessionId"]
+        snapshot, session_id = SNAPSHOTS[compiled.root.name], compiled.arguments["sessionId"]
         try:
-            if name in FEEDS:
-                group.feed = await open_feed(
-                    FEEDS[name], context, session_id, group.emit, group.fail
-                )
+            if snapshot.feed is not None:
+                feed = snapshot.feed
+                group.feed = await open_feed(feed, context, session_id, group.emit, group.fail)
                 group.lead = None  # a fed group holds no task
                 if group.stopped:
                     group.feed.close()  # it ended while it opened: nothing more comes
                 return
-            stream = await STREAMS[name](context, session_id)
+            stream = await snapshot.open(context, session_id)
         except GraphQLError:
             await self._lead(group, executed)
             return

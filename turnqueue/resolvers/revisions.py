@@ -13,8 +13,9 @@ as still, and ``tests/api/test_api_fanout_declarations.py`` fails until it is de
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from graphql import (
     DocumentNode,
@@ -28,6 +29,8 @@ from graphql import (
 )
 
 from turnqueue.bus import EventKind
+from turnqueue.resolvers.context import Context
+from turnqueue.resolvers.feeds import Feed
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +48,22 @@ def fields(*leaves: str, still: Iterable[str] = (), **objects: Fields) -> Fields
     return Fields(moving={**dict.fromkeys(leaves), **objects}, still=frozenset(still))
 
 
+#: Opens a stream for a session, authorised first (a refusal raises the NOT_FOUND GraphQLError, S2).
+StreamOpener = Callable[[Context, str], Awaitable[AsyncIterator[object]]]
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A snapshot subscription: its root field, the events whose revisions it compares, and
-    which fields of its payload move with them."""
+    """A snapshot subscription: its root field, the events whose revisions it compares, which
+    fields of its payload move with them, how its stream opens (what its resolver returns, and
+    what the fan-out renders itself) and, when its states are pushed, its feed (which the fan-out
+    consumes without a task)."""
 
     root: str
     watches: tuple[EventKind, ...]
     payload: Fields
+    open: StreamOpener
+    feed: type[Feed[Any]] | None = None
 
 
 def groupable(

@@ -12,9 +12,9 @@ session is answered with an ``error`` message (``extensions.code`` ``NOT_FOUND``
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from functools import partial
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import strawberry
 from graphql import GraphQLError
@@ -69,6 +69,59 @@ def _authorize(ctx: Context, session_id: str) -> Awaitable[domain.Session]:
     return _answer(ctx.engine.authorize_session(ctx.require_principal(), session_id))
 
 
+async def _session_stream(
+    ctx: Context, session_id: str, had: tuple[int, ...] | None
+) -> AsyncGenerator[Session, None]:
+    """``had``: the revisions a reconnect's ``Last-Event-ID`` names (O3): only newer states."""
+    sub = ctx.engine.subscribe(session_id, SESSION_SNAPSHOT.watches)
+    try:
+        last_session, last_cancellation = had or (-1, -1)
+        cancellation = await ctx.engine.cancellation(session_id)
+        while True:
+            session = await _authorize(ctx, session_id)
+            if session.revision > last_session or cancellation.revision > last_cancellation:
+                last_session = max(last_session, session.revision)
+                last_cancellation = max(last_cancellation, cancellation.revision)
+                # C6: the Session yielded carries exactly the cancellation compared here.
+                ctx.renew_loaders().cancellation.prime(session_id, cancellation)
+                ctx.event_id = f"{session.revision}:{cancellation.revision}"  # O3: the SSE id
+                yield Session.from_domain(session)
+            event = await next_event(sub)
+            # C6: a transition is shown as its event carried it. Reading the flag now instead
+            # would skip "pending" whenever the cancel ends before the session read returns.
+            carried = event.cancellation
+            if carried is None and event.kind is EventKind.CANCELLATION:
+                carried = await ctx.engine.cancellation(session_id)
+            if carried is not None and carried.revision > cancellation.revision:
+                cancellation = carried
+    finally:
+        sub.close()
+
+
+async def open_feed(
+    kind: type[Feed[T]], ctx: Context, session_id: str, emit: Emit[T], fail: Fail
+) -> Feed[T]:
+    """The session's ``kind`` feed, open; authorised first: a refusal raises the ``NOT_FOUND``
+    GraphQLError (S2) before anything is read."""
+    await _authorize(ctx, session_id)
+    feed = kind(ctx, session_id, emit, fail)
+    await feed.open()
+    return feed
+
+
+async def _open_states(
+    kind: type[Feed[T]], ctx: Context, session_id: str
+) -> AsyncGenerator[T, None]:
+    await _authorize(ctx, session_id)
+    (had,) = last_revisions(ctx, 1) or (-1,)  # O3: a reconnect gets only newer states
+    return states(kind, ctx, session_id, had, ctx.engine.bus.buffer_size)
+
+
+async def _open_session(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
+    await _authorize(ctx, session_id)
+    return _session_stream(ctx, session_id, last_revisions(ctx, 2))
+
+
 #: Q13: a QueueStatus is covered by the queue revision as a whole.
 QUEUE_SNAPSHOT = Snapshot(
     "queueStatusChanged",
@@ -80,6 +133,8 @@ QUEUE_SNAPSHOT = Snapshot(
             "clientMessageId",
         ),
     ),
+    open=partial(_open_states, QueueFeed),
+    feed=QueueFeed,
 )
 
 
@@ -113,40 +168,16 @@ SESSION_SNAPSHOT = Snapshot(
             *("turnsConnection", "agentConversation"),
         ),
     ),
+    open=_open_session,
 )
 
 
-async def _session_stream(
-    ctx: Context, session_id: str, had: tuple[int, ...] | None
-) -> AsyncGenerator[Session, None]:
-    """``had``: the revisions a reconnect's ``Last-Event-ID`` names (O3): only newer states."""
-    sub = ctx.engine.subscribe(session_id, SESSION_SNAPSHOT.watches)
-    try:
-        last_session, last_cancellation = had or (-1, -1)
-        cancellation = await ctx.engine.cancellation(session_id)
-        while True:
-            session = await _authorize(ctx, session_id)
-            if session.revision > last_session or cancellation.revision > last_cancellation:
-                last_session = max(last_session, session.revision)
-                last_cancellation = max(last_cancellation, cancellation.revision)
-                # C6: the Session yielded carries exactly the cancellation compared here.
-                ctx.renew_loaders().cancellation.prime(session_id, cancellation)
-                ctx.event_id = f"{session.revision}:{cancellation.revision}"  # O3: the SSE id
-                yield Session.from_domain(session)
-            event = await next_event(sub)
-            # C6: a transition is shown as its event carried it. Reading the flag now instead
-            # would skip "pending" whenever the cancel ends before the session read returns.
-            carried = event.cancellation
-            if carried is None and event.kind is EventKind.CANCELLATION:
-                carried = await ctx.engine.cancellation(session_id)
-            if carried is not None and carried.revision > cancellation.revision:
-                cancellation = carried
-    finally:
-        sub.close()
-
-
 CANCELLATION_SNAPSHOT = Snapshot(
-    "cancellationChanged", watches=(EventKind.CANCELLATION,), payload=_CANCELLATION
+    "cancellationChanged",
+    watches=(EventKind.CANCELLATION,),
+    payload=_CANCELLATION,
+    open=partial(_open_states, CancellationFeed),
+    feed=CancellationFeed,
 )
 
 
@@ -154,49 +185,6 @@ CANCELLATION_SNAPSHOT = Snapshot(
 #: are deltas, not states: it has none).
 SNAPSHOTS: Mapping[str, Snapshot] = {
     s.root: s for s in (QUEUE_SNAPSHOT, SESSION_SNAPSHOT, CANCELLATION_SNAPSHOT)
-}
-
-
-async def open_feed(
-    kind: type[Feed[T]], ctx: Context, session_id: str, emit: Emit[T], fail: Fail
-) -> Feed[T]:
-    """The session's ``kind`` feed, open; authorised first: a refusal raises the ``NOT_FOUND``
-    GraphQLError (S2) before anything is read."""
-    await _authorize(ctx, session_id)
-    feed = kind(ctx, session_id, emit, fail)
-    await feed.open()
-    return feed
-
-
-#: The snapshot subscriptions whose states are pushed (``resolvers/feeds.py``), by root field:
-#: the fan-out renders their states as they come, without a task (:func:`open_feed`).
-FEEDS: Mapping[str, type[Feed[Any]]] = {
-    QUEUE_SNAPSHOT.root: QueueFeed,
-    CANCELLATION_SNAPSHOT.root: CancellationFeed,
-}
-
-
-async def _open_states(
-    kind: type[Feed[T]], ctx: Context, session_id: str
-) -> AsyncGenerator[T, None]:
-    await _authorize(ctx, session_id)
-    (had,) = last_revisions(ctx, 1) or (-1,)  # O3: a reconnect gets only newer states
-    return states(kind, ctx, session_id, had, ctx.engine.bus.buffer_size)
-
-
-async def _open_session(ctx: Context, session_id: str) -> AsyncGenerator[Session, None]:
-    await _authorize(ctx, session_id)
-    return _session_stream(ctx, session_id, last_revisions(ctx, 2))
-
-
-#: Each snapshot subscription's stream, by root field, opened for a session (authorised first:
-#: a refusal raises the ``NOT_FOUND`` GraphQLError, S2): what its resolver returns, and what the
-#: fan-out runs for an operation it renders itself (``turnqueue.api.render``).
-StreamOpener = Callable[[Context, str], Awaitable[AsyncIterator[object]]]
-STREAMS: Mapping[str, StreamOpener] = {
-    QUEUE_SNAPSHOT.root: partial(_open_states, QueueFeed),
-    SESSION_SNAPSHOT.root: _open_session,
-    CANCELLATION_SNAPSHOT.root: partial(_open_states, CancellationFeed),
 }
 
 
