@@ -255,12 +255,10 @@ VIEW = Statement(_select_view())
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
-#: The view's columns besides its session's and its clarification's, in ``view_from``'s order.
+#: The view's columns besides its session's and its clarification's: the policy's, then the
+#: rest of :class:`SessionView`'s fields in their order.
+_POLICY_COLUMNS = columns("queue_revision", "auto_run", "pause_reason", "clarification_id")
 _VIEW_COLUMNS = columns(
-    "queue_revision",
-    "auto_run",
-    "pause_reason",
-    "clarification_id",
     "queued",
     "running_turn_id",
     "running_turn_owner",
@@ -273,39 +271,11 @@ _VIEW_COLUMNS = columns(
 
 
 def view_from(row: Record) -> SessionView:
-    (
-        queue_revision,
-        auto_run,
-        pause_reason,
-        clarification_id,
-        queued,
-        running_turn_id,
-        running_turn_owner,
-        cancel_mark,
-        cancelling,
-        cancel_revision,
-        transitioning,
-        approval_pending,
-    ) = _VIEW_COLUMNS(row)
+    revision, auto_run, pause_reason, clarification_id = _POLICY_COLUMNS(row)
     session = _SESSION(row)
-    # Positional, in field order (keywords cost a dict per call, on every lock); the tests of
-    # the store read every field back.
-    return SessionView(
-        session,
-        # Q1: no policy row reads auto_run true.
-        QueuePolicy(
-            session.id,
-            True if auto_run is None else bool(auto_run),
-            PauseReason(pause_reason) if pause_reason is not None else None,
-            queue_revision,
-        ),
-        _CLARIFICATION(row) if clarification_id is not None else None,
-        queued,
-        running_turn_id,
-        running_turn_owner,
-        cancel_mark,
-        bool(cancelling),
-        cancel_revision,
-        bool(transitioning),
-        bool(approval_pending),
-    )
+    # Q1: no policy row reads auto_run true.
+    pause = PauseReason(pause_reason) if pause_reason is not None else None
+    policy = QueuePolicy(session.id, True if auto_run is None else auto_run, pause, revision)
+    clarification = _CLARIFICATION(row) if clarification_id is not None else None
+    # Positional (keywords cost a dict per call, on every lock); the tests read every field back.
+    return SessionView(session, policy, clarification, *_VIEW_COLUMNS(row))
