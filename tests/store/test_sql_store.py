@@ -972,15 +972,15 @@ async def test_sqlite_read_transactions_beyond_a_connection_pools_size_all_run(
     database_url: str,
 ) -> None:
     """SQLite reads run on the event loop, each on a connection of its own while its body
-    suspends: as many as ``SqliteReaders.MOST`` run at once (more than SQLAlchemy's default
+    suspends: as many as ``SqliteConnections.MOST`` run at once (more than SQLAlchemy's default
     pool of 5 + 10, whose limit, reached on the loop, blocked the whole server for its 30 s
     timeout), the rest wait for a free one without blocking the loop, and all finish."""
     if not database_url.startswith("sqlite"):
         pytest.skip("SQLite only")
-    from turnqueue.store.sqlite_conn import SqliteReaders
+    from turnqueue.store.sqlite_conn import SqliteConnections
 
     store = await open_store(Settings(database_url=database_url))
-    most, inside = SqliteReaders.MOST, 0
+    most, inside = SqliteConnections.MOST, 0
     full, go = asyncio.Event(), asyncio.Event()
     try:
         sid = await new_session(store)
@@ -1129,11 +1129,11 @@ async def test_sqlite_read_transactions_in_flight_together_each_have_their_own_s
         assert await visible(store, sid) == [(1, "one"), (2, "two")]  # a second connection
         go_on.set()
         assert await slow == [(1, "one")]
-        readers = store._readers  # type: ignore[attr-defined]
-        assert len(readers._open) == 2 and len(readers._idle) == 2
+        conns = store._conns  # type: ignore[attr-defined]
+        assert len(conns._open) == 3 and len(conns._idle) == 2  # the writer and two readers
         for _ in range(5):
             await visible(store, sid)
-        assert len(readers._open) == 2  # kept, not opened again
+        assert len(conns._open) == 3  # kept, not opened again
     finally:
         await store.close()
 

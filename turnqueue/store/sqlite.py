@@ -1,35 +1,23 @@
-"""The store on SQLite: ``SqliteStore`` and ``SqliteTx``.
+"""The store on SQLite: ``SqliteStore`` and ``SqliteTx``. Every statement runs synchronously on
+the event loop, on a ``sqlite3`` connection (``store/sqlite_conn.py``): it takes microseconds
+(WAL, ``synchronous=NORMAL``: a COMMIT does not wait for the disk), less than handing it to a
+thread and back, and a reader thread's objects would go to a second malloc arena.
 
-Transactions (the hazards live here):
+``transaction()`` holds one ``asyncio.Lock`` from before ``BEGIN IMMEDIATE`` until after
+COMMIT/ROLLBACK, on the one write connection: one writer at a time, and concurrent tasks queue
+instead of failing with "database is locked" (Q3: so :meth:`SqlTx.lock` only reads). ``read()``
+is a WAL snapshot on a read connection of its own, in parallel with the writer.
 
-* ``transaction()`` holds ``self._write_lock`` (one ``asyncio.Lock``) from before
-  ``BEGIN IMMEDIATE`` until after COMMIT/ROLLBACK, so the process has one writer at a time and
-  concurrent tasks queue instead of failing with "database is locked" (Q3: the only writer, so
-  :meth:`SqlTx.lock` only reads). ``read()`` is a read transaction (a WAL snapshot, in
-  parallel with the writer) on a ``sqlite3`` connection of its own, run on the event loop too
-  (:class:`SqliteReaders`): handing each read to a thread and back costs more than the read,
-  and a reader thread's objects go to a second malloc arena (memory per standing subscription).
-* Writes run **synchronously on the event loop**, on one ``sqlite3`` connection
-  (:class:`SqliteWriter`). A write statement takes microseconds (WAL, ``synchronous=NORMAL``: a
-  COMMIT does not wait for the disk), less than handing it to a thread and back. Writes are
-  serialised by the lock anyway, so a thread would buy no concurrency. The hazards that come
-  with it, and how each is handled:
+Hazards of running on the loop, and how each is handled:
 
-  - *Waiting for the file lock would block the loop*: the connection's busy timeout is 0, and
-    ``BEGIN IMMEDIATE`` is retried with ``asyncio.sleep`` back-off until the store's timeout
-    (another process, e.g. ``turnqueue migrate``, holding the lock). Once it succeeded the
-    transaction holds the write lock, and WAL writes and COMMIT need no other lock.
-  - *Starving other tasks*: statements never suspend, so a task writing in a loop would never
-    give the loop away; each write transaction yields once before it begins.
-  - *Cancellation*: a statement cannot be cancelled half-way (it is not awaited); a task
-    cancelled between statements rolls back at once.
-  - A WAL checkpoint (every ~1,000 pages written, by the committing connection) runs inside a
-    COMMIT: a few milliseconds of disk I/O on the loop, now and then.
-  - A read is a statement on the loop too: reads are indexed and paged (at most ``MAX_PAGE``
-    rows), so each takes microseconds to a millisecond. A read transaction takes its snapshot
-    when it begins (``BEGIN`` and a read of the schema), waiting with ``asyncio.sleep`` in the
-    rare case SQLite answers BUSY (a WAL reset by another process); its later statements never
-    wait.
+* Waiting for the file lock would block it: every busy timeout is 0, and a transaction's begin
+  is retried with ``asyncio.sleep`` back-off up to the store's timeout (another process, e.g.
+  ``turnqueue migrate``, holds the lock; a WAL reset); its later statements never wait.
+* Starving other tasks: statements never suspend, so each transaction yields once first.
+* Cancellation: a statement cannot be cancelled half-way; a task cancelled between statements
+  rolls back at once.
+* A WAL checkpoint (every ~1,000 pages) runs inside a COMMIT: milliseconds of disk I/O on the
+  loop, now and then. Reads are indexed and paged (at most ``MAX_PAGE`` rows).
 """
 
 from __future__ import annotations
@@ -64,8 +52,7 @@ from turnqueue.store.sqlite_conn import (
     READ,
     WRITE,
     SqliteConn,
-    SqliteReaders,
-    SqliteWriter,
+    SqliteConnections,
     begin,
     finish,
 )
@@ -150,14 +137,11 @@ class SqliteStore(SqlStore):
     def __init__(self, url: str, *, timeout: float = 30.0) -> None:
         self._write_lock = asyncio.Lock()
         self._timeout = timeout
-        engine = create_sqlite_writer_engine(url, timeout=timeout)
-        self._writer = SqliteWriter(engine)
-        self._readers = SqliteReaders(engine)
+        self._conns = SqliteConnections(create_sqlite_writer_engine(url, timeout=timeout))
 
     @property
     def shared(self) -> bool:
-        """One process owns the database: no other instance to hear (M4 is PostgreSQL's)."""
-        return False
+        return False  # one process owns the database (M4 is PostgreSQL's)
 
     def listen(self, on_payload: Callable[[str], None], on_resync: Callable[[], None]) -> Listener:
         raise StoreError("LISTEN needs PostgreSQL: a SQLite database has one instance")
@@ -170,42 +154,44 @@ class SqliteStore(SqlStore):
             pass  # beginning it read the file (``READ``)
 
     def transaction(self) -> _SqliteWrite:
-        return _SqliteWrite(self._writer, self._write_lock, self._timeout)
+        return _SqliteWrite(self)
 
     def read(self) -> _SqliteRead:
-        return _SqliteRead(self._readers, self._timeout)
+        return _SqliteRead(self)
 
     def lease(self) -> _SqliteWrite:
-        return self.transaction()
+        return _SqliteWrite(self)
 
     async def close(self) -> None:
-        self._readers.close()
-        self._writer.close()
+        self._conns.close()
+
+
+def _database_error(error: BaseException) -> StoreError:
+    return StoreError(f"database error: {error}")
 
 
 class _SqliteWrite:
-    """``SqliteStore.transaction()``: a write transaction on the event loop (see the hazards
-    above); a class, not a generator context manager, as it is on every write's path."""
+    """``SqliteStore.transaction()`` (a class, not a generator context manager: it is on every
+    write's path)."""
 
-    __slots__ = ("_conn", "_lock", "_timeout", "_tx", "_writer")
+    __slots__ = ("_conn", "_store", "_tx")
 
-    def __init__(self, writer: SqliteWriter, lock: asyncio.Lock, timeout: float) -> None:
-        self._writer = writer
-        self._lock = lock
-        self._timeout = timeout
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
 
     async def __aenter__(self) -> SqliteTx:
         await asyncio.sleep(0)  # statements never suspend: give the loop away once per write
-        await self._lock.acquire()
+        store = self._store
+        await store._write_lock.acquire()
         try:
-            self._conn = conn = self._writer.connection()
-            await begin(conn, WRITE, self._timeout)
+            self._conn = conn = store._conns.writer()
+            await begin(conn, WRITE, store._timeout)
         except BaseException as exc:
-            self._lock.release()
+            store._write_lock.release()
             if isinstance(exc, DATABASE_ERRORS):
-                raise StoreError(f"database error: {exc}") from exc
+                raise _database_error(exc) from exc
             raise
-        self._tx = SqliteTx(SqliteConn(conn, self._writer.dialect))
+        self._tx = SqliteTx(SqliteConn(conn, store._conns.dialect))
         return self._tx
 
     async def __aexit__(
@@ -220,11 +206,11 @@ class _SqliteWrite:
         try:
             finish(self._conn, commit=kind is None and failed is None)
         except DATABASE_ERRORS as exc:
-            raise StoreError(f"database error: {exc}") from exc
+            raise _database_error(exc) from exc
         finally:
-            self._lock.release()
+            self._store._write_lock.release()
         if isinstance(error, DATABASE_ERRORS):  # a statement of the block failed
-            raise StoreError(f"database error: {error}") from error
+            raise _database_error(error) from error
         if failed is not None:
             raise failed
         if kind is None:  # committed; callbacks run outside the writer lock
@@ -232,27 +218,27 @@ class _SqliteWrite:
 
 
 class _SqliteRead:
-    """``SqliteStore.read()``: a read transaction on the event loop (see the hazards above)."""
+    """``SqliteStore.read()``."""
 
-    __slots__ = ("_pooled", "_readers", "_timeout")
+    __slots__ = ("_conns", "_pooled", "_timeout")
 
-    def __init__(self, readers: SqliteReaders, timeout: float) -> None:
-        self._readers = readers
-        self._timeout = timeout
+    def __init__(self, store: SqliteStore) -> None:
+        self._conns = store._conns
+        self._timeout = store._timeout
 
     async def __aenter__(self) -> SqliteTx:
         await asyncio.sleep(0)  # statements never suspend: give the loop away once per read
-        self._pooled = await self._readers.acquire()
+        self._pooled = await self._conns.acquire()
         conn: sqlite3.Connection = self._pooled.driver_connection
         try:
             await begin(conn, READ, self._timeout)
         except BaseException as exc:
             finish(conn, commit=False)
-            self._readers.release(self._pooled)
+            self._conns.release(self._pooled)
             if isinstance(exc, DATABASE_ERRORS):
-                raise StoreError(f"database error: {exc}") from exc
+                raise _database_error(exc) from exc
             raise
-        return SqliteTx(SqliteConn(conn, self._readers.dialect))
+        return SqliteTx(SqliteConn(conn, self._conns.dialect))
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _: object
@@ -260,8 +246,8 @@ class _SqliteRead:
         try:
             finish(self._pooled.driver_connection, commit=False)  # nothing to keep: it read
         except DATABASE_ERRORS as exc:
-            raise StoreError(f"database error: {exc}") from exc
+            raise _database_error(exc) from exc
         finally:
-            self._readers.release(self._pooled)
+            self._conns.release(self._pooled)
         if isinstance(error, DATABASE_ERRORS):  # a statement of the block failed
-            raise StoreError(f"database error: {error}") from error
+            raise _database_error(error) from error

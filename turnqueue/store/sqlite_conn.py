@@ -1,13 +1,6 @@
-"""SQLite's connections as ``SqliteStore`` (``turnqueue.store.sqlite``) uses them, on the event
-loop: the one write connection (:class:`SqliteWriter`), the read connections
-(:class:`SqliteReaders`), a transaction's begin (:func:`begin`, waiting for a busy file without
-blocking the loop) and end (:func:`finish`), and :class:`SqliteConn`, the
-:class:`~turnqueue.store.statement.Conn` whose statements run synchronously on the loop. Why on
-the loop, and the hazards that come with it: ``turnqueue.store.sqlite``.
-
-Every connection's busy timeout is 0: a statement never waits inside SQLite (it would block the
-loop); only :func:`begin` waits, with ``asyncio.sleep``.
-"""
+"""SQLite's connections, used on the event loop (why, and the hazards: ``store/sqlite.py``): the
+write connection, the read connections, a transaction's :func:`begin` (the one wait: for a busy
+file, with ``asyncio.sleep``) and :func:`finish`, and :class:`SqliteConn`."""
 
 from __future__ import annotations
 
@@ -22,7 +15,6 @@ from sqlalchemy.engine import Dialect, Engine
 from turnqueue.errors import StoreError
 from turnqueue.store.statement import (
     Buffered,
-    CompiledSql,
     Conn,
     Params,
     Record,
@@ -34,47 +26,12 @@ from turnqueue.store.statement import (
 T = TypeVar("T")
 
 
-class SqliteWriter:
-    """SQLite's one write connection (``sqlite3``), used from the event loop. Owned and closed
-    by ``SqliteStore``; opened by the first write.
-
-    ``engine`` (pysqlite) makes the connection with the store's pragmas and driver settings;
-    statements run on the ``sqlite3`` connection directly (:func:`run_sqlite`)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self.dialect = engine.dialect
-        self._pooled: Any = None
-        self._conn: sqlite3.Connection | None = None
-        self.closed = False
-
-    def connection(self) -> sqlite3.Connection:
-        if self.closed:
-            raise StoreError("the store is closed")
-        if self._conn is None:
-            self._pooled = self._engine.raw_connection()
-            self._conn = self._pooled.driver_connection
-            assert self._conn is not None
-            # Never wait inside a statement (it would block the event loop): the store waits
-            # for the write lock itself, between attempts at BEGIN IMMEDIATE.
-            self._conn.execute("PRAGMA busy_timeout=0")
-        return self._conn
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self._pooled is not None:
-            self._pooled.close()
-        self._engine.dispose()
-
-
-class SqliteReaders:
-    """SQLite's read connections (``sqlite3``), used from the event loop; one per read
-    transaction in flight (most never suspend, so one or two), kept for the next. Owned and
-    closed by ``SqliteStore``. The engine only makes them (it pools none: a pool's limit would
-    be waited for on the loop); at most ``MOST`` are open, and a read beyond them waits here
-    without blocking the loop."""
+class SqliteConnections:
+    """The store's ``sqlite3`` connections, made by ``engine`` (pysqlite, with the store's
+    pragmas; it pools none: waiting for a pool's limit would block the loop). The one write
+    connection is opened by the first write; the read connections are one per read transaction
+    in flight (most never suspend, so one or two), kept for the next, at most :data:`MOST`:
+    a read beyond them waits here without blocking the loop."""
 
     #: read transactions in flight at most (each holds a connection while its body suspends)
     MOST = 32
@@ -82,28 +39,36 @@ class SqliteReaders:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self.dialect = engine.dialect
-        self._idle: list[Any] = []  # pooled connections (their driver connection inside)
-        self._slots = asyncio.Semaphore(self.MOST)
+        self._writer: sqlite3.Connection | None = None
+        #: pooled connections (their driver connection inside): every one made, and idle readers
         self._open: list[Any] = []
+        self._idle: list[Any] = []
+        self._slots = asyncio.Semaphore(self.MOST)
         self.closed = False
+
+    def _connect(self) -> Any:
+        if self.closed:
+            raise StoreError("the store is closed")
+        pooled = self._engine.raw_connection()
+        self._open.append(pooled)
+        # Never wait inside a statement (it would block the loop): only ``begin`` waits.
+        pooled.driver_connection.execute("PRAGMA busy_timeout=0")
+        return pooled
+
+    def writer(self) -> sqlite3.Connection:
+        if self._writer is None or self.closed:
+            self._writer = self._connect().driver_connection
+        return self._writer
 
     async def acquire(self) -> Any:
         await self._slots.acquire()
-        if self.closed:
-            self._slots.release()
-            raise StoreError("the store is closed")
-        if self._idle:
-            return self._idle.pop()
         try:
-            pooled = self._engine.raw_connection()
+            if self._idle and not self.closed:
+                return self._idle.pop()
+            return self._connect()
         except BaseException:
             self._slots.release()
             raise
-        conn = pooled.driver_connection
-        assert conn is not None
-        conn.execute("PRAGMA busy_timeout=0")  # never wait inside a statement
-        self._open.append(pooled)
-        return pooled
 
     def release(self, pooled: Any) -> None:
         if not self.closed:
@@ -111,27 +76,14 @@ class SqliteReaders:
         self._slots.release()
 
     def close(self) -> None:
+        if self.closed:
+            return
         self.closed = True
         for pooled in self._open:
             pooled.close()
         self._open.clear()
         self._idle.clear()
-
-
-def run_sqlite(conn: sqlite3.Connection, plan: CompiledSql, params: Params) -> Buffered:
-    """One statement on the write connection, its rows fetched."""
-    cursor = conn.execute(plan.sql, plan.args(params))
-    if plan.record is None:
-        return Buffered([], cursor.rowcount)
-    rows = plan.rows(cursor.fetchall())
-    return Buffered(rows, len(rows))
-
-
-def rows_sqlite(conn: sqlite3.Connection, plan: CompiledSql, params: Params) -> list[Record]:
-    """The rows of one statement on the write connection (``run_sqlite`` without the
-    :class:`Buffered` around them, for the callers that read one row)."""
-    cursor = conn.execute(plan.sql, plan.args(params))
-    return plan.rows(cursor.fetchall()) if plan.record is not None else []
+        self._engine.dispose()
 
 
 def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
@@ -151,8 +103,8 @@ def finish(conn: sqlite3.Connection, *, commit: bool) -> None:
 
 
 class SqliteConn(Conn):
-    """:class:`~turnqueue.store.statement.Conn` of one write transaction: statements run
-    synchronously on the event loop (see above for why and for the hazards)."""
+    """:class:`~turnqueue.store.statement.Conn` of one transaction: statements run synchronously
+    on the event loop."""
 
     __slots__ = ("_conn", "_dialect")
 
@@ -161,12 +113,22 @@ class SqliteConn(Conn):
         self._dialect = dialect
 
     async def execute(self, statement: Statement | Executable, params: Params = None) -> Buffered:
-        return run_sqlite(self._conn, plan_for(statement, self._dialect, params), params)
+        plan = plan_for(statement, self._dialect, params)
+        cursor = self._conn.execute(plan.sql, plan.args(params))
+        if plan.record is None:
+            return Buffered([], cursor.rowcount)
+        rows = plan.rows(cursor.fetchall())
+        return Buffered(rows, len(rows))
 
     # ``one`` and ``maybe`` as ``Conn``'s, without a ``Buffered`` and a nested coroutine:
     # they are on every write's path (the lock, the revision bumps).
+    def _row(self, statement: Statement | Executable, params: Params) -> Record | None:
+        plan = plan_for(statement, self._dialect, params)
+        cursor = self._conn.execute(plan.sql, plan.args(params))
+        return only(plan.rows(cursor.fetchall())) if plan.record is not None else None
+
     async def one(self, statement: Statement | Executable, params: Params, key: str) -> Record:
-        row = only(rows_sqlite(self._conn, plan_for(statement, self._dialect, params), params))
+        row = self._row(statement, params)
         if row is None:
             raise KeyError(key)
         return row
@@ -174,7 +136,7 @@ class SqliteConn(Conn):
     async def maybe(
         self, statement: Statement | Executable, params: Params, build: Callable[[Record], T]
     ) -> T | None:
-        row = only(rows_sqlite(self._conn, plan_for(statement, self._dialect, params), params))
+        row = self._row(statement, params)
         return build(row) if row is not None else None
 
     def execute_many(self, statement: Statement, many: Sequence[Params]) -> None:
