@@ -49,7 +49,7 @@ class SqliteConnections:
     def _connect(self) -> Any:
         if self.closed:
             raise StoreError("the store is closed")
-        pooled = self._engine.raw_connection()
+        pooled: Any = self._engine.raw_connection()
         self._open.append(pooled)
         # Never wait inside a statement (it would block the loop): only ``begin`` waits.
         pooled.driver_connection.execute("PRAGMA busy_timeout=0")
