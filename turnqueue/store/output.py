@@ -1,25 +1,18 @@
-"""Output-log statements of :class:`~turnqueue.store.tx.SqlTx`: a turn's durable output (O1).
+"""Output-log statements of :class:`~turnqueue.store.tx.SqlTx`: a turn's durable output (O1), a
+sequence of :class:`~turnqueue.domain.OutputRecord` rows in ``turn_output`` numbered by ``seq``
+from 0, appended in batches while the turn runs; the turn's end appends the last batch in its
+own transaction, so an ended turn's log is complete in the snapshot that shows it ended.
 
-A turn's log is a sequence of :class:`~turnqueue.domain.OutputRecord` rows in ``turn_output``,
-numbered by ``seq`` from 0. The owner's flusher appends them in batches while the turn runs, and
-the turn's end appends the last batch in its own transaction, so an ended turn's log is complete
-in the same snapshot that shows it ended.
+Hazard (an instance declared dead while merely slow): its flusher may still append to a turn
+that recovery has ended. :meth:`OutputStatements.append_output` therefore takes the turn rows
+(``FOR UPDATE`` on PostgreSQL, in turn-id order; SQLite has one writer) and appends only to
+turns still RUNNING, so an ended turn's log never grows. It holds only turn rows, taken in one
+order, so it cannot deadlock with another flush nor with an end (lock row, its turn, session).
 
-Hazard (an instance declared dead while merely slow): its flusher may still try to append to a
-turn that recovery has already ended. :meth:`OutputStatements.append_output` therefore takes the
-turn rows (``FOR UPDATE`` on PostgreSQL, in turn-id order; SQLite has a single writer) and
-appends only to turns still RUNNING: once its end is committed the log never grows, so every
-reader of an ended turn sees the same log. It holds only turn rows, taken in one order, so it
-cannot deadlock with another flush nor with an end (lock row, its one turn, session).
-
-A flush appends the records of all its turns at once, not two statements per turn: on
-PostgreSQL one ``unnest`` statement over arrays whose RETURNING names the turns appended to; on
-SQLite one check of which turns are RUNNING, then one ``executemany`` of the insert for theirs.
-The turns given records and not appended to are the ones that had ended.
-
-A turn's end appends its last batch with ``running=True`` (see ``append_output``): on SQLite one
-``executemany`` and no ``SELECT``; on PostgreSQL the insert travels in the COMMIT's round trip
-(:meth:`~turnqueue.store.postgres_conn.DriverConn.at_commit`).
+Each backend appends a flush's records in one statement (PostgreSQL: ``unnest`` over arrays;
+SQLite: which turns are RUNNING, then one ``executemany``); a turn's end appends its last batch
+unchecked (``running=True``: SQLite's ``executemany`` alone, PostgreSQL's insert with the
+COMMIT).
 """
 
 from __future__ import annotations
@@ -64,14 +57,12 @@ class OutputStatements(Statements):
     async def append_output(
         self, batches: Mapping[str, Sequence[OutputRecord]], *, running: bool = False
     ) -> set[str]:
-        """Append each turn's records to its log, all in one statement, while the turn is
-        RUNNING (its row is taken). Returns the turns whose records were refused, nothing
-        written, because the turn had ended: an ended turn's log never changes.
+        """Append each turn's records to its log while the turn is RUNNING; the turns whose
+        records were refused (nothing written) because the turn had ended.
 
-        ``running``: the caller holds the lock row of each turn's session and read the turn
-        RUNNING under it in this transaction (a turn's end): no check is made, nothing is
-        refused. Hazard: the records may then be written only at COMMIT (PostgreSQL), so a
-        later read in this transaction need not see them."""
+        ``running``: the caller read each turn RUNNING under its session's lock row in this
+        transaction (a turn's end): nothing is checked or refused. Hazard: the records may
+        then be written only at COMMIT (PostgreSQL), so a later read here need not see them."""
         given = {turn_id for turn_id, records in batches.items() if records}
         if not given:
             return set()

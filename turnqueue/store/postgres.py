@@ -1,9 +1,7 @@
-r"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg directly.
+"""The store on PostgreSQL: ``PostgresStore`` and ``PostgresTx``, on asyncpg directly.
 
-* Transactions run on an asyncpg pool (opened by the first transaction), each on a
-  :class:`~turnqueue.store.postgres_conn.DriverConn` (lazy BEGIN, COMMIT with its NOTIFYs: a
-  transaction that sent nothing costs no round trip). asyncpg's pool rolls back or closes a
-  connection whose BEGIN, COMMIT or ROLLBACK failed on release.
+* Transactions run on an asyncpg pool, each on a
+  :class:`~turnqueue.store.postgres_conn.DriverConn` (lazy BEGIN, COMMIT with its NOTIFYs).
 * Serialisation (Q3) is the ``FOR UPDATE`` lock row taken by :meth:`PostgresTx.lock`.
 * The instance lease (M6) has a pool of its own, so a heartbeat never waits behind request
   traffic; LISTEN (M4) has a connection of its own (:meth:`PostgresStore.listen`).
@@ -51,8 +49,8 @@ DATABASE_ERRORS = (SQLAlchemyError, asyncpg.PostgresError, asyncpg.InterfaceErro
 
 # -- PostgreSQL's own statements -------------------------------------------------------------
 _NEXT_EPOCH = Statement(select(epoch_seq.next_value()))
-#: ``start_turn`` in one round trip, as one statement with data-modifying WITH clauses. All
-#: three see the same snapshot and touch different tables. Keyed by whether an entry is consumed.
+#: ``start_turn`` in one statement (data-modifying WITHs: one snapshot, different tables), keyed
+#: by whether an entry is consumed.
 _START_TURN = {
     consumes: Statement(
         select(_bumped.c.revision).add_cte(
@@ -64,7 +62,7 @@ _START_TURN = {
 }
 _ended = end_turn_clause.cte("ended")
 _ended_session = end_session(_ended.c.session_id).cte("ended_session")
-#: ``end_turn`` in one round trip, the turn's columns prefixed ``turn_`` and the session's
+#: ``end_turn`` in one statement, the turn's columns prefixed ``turn_``, the session's
 #: ``session_``. No row: the turn was not RUNNING.
 _END_TURN = Statement(
     select(
@@ -83,10 +81,8 @@ _ADD_ENTRY = Statement(
         .cte("inserted")
     )
 )
-#: Every record of a flush in one round trip (the driver binds Python lists as arrays), inserted
-#: only for turns still RUNNING: the CTE takes their rows first, in turn-id order (two flushes
-#: never deadlock), so once a turn's end has committed none of its records is inserted.
-#: RETURNING says which turns were appended to.
+#: Every record of a flush in one statement (lists bound as arrays), inserted only for turns
+#: still RUNNING, whose rows the CTE takes first, in turn-id order (two flushes never deadlock).
 _APPEND_RECORDS = Statement(
     text(
         "WITH running AS (SELECT id FROM turns WHERE id = ANY(CAST(:turn_ids AS text[])) "
@@ -158,8 +154,8 @@ class PostgresTx(SqlTx):
         return {row.turn_id for row in result}
 
     async def _append_running(self, batches: Mapping[str, Sequence[OutputRecord]]) -> None:
-        """In the COMMIT's round trip, as literals; a record no literal can carry (a NUL)
-        goes as parameters now, and the driver refuses it as it would any other write."""
+        """With the COMMIT, as literals; a record no literal can carry (a NUL) goes as
+        parameters now (and the driver refuses it)."""
         try:
             values = ", ".join(
                 _record_values(turn_id, r) for turn_id, records in batches.items() for r in records
@@ -240,10 +236,9 @@ class PostgresStore(SqlStore):
         return self._pg(lease=True)
 
     async def _pool(self, *, lease: bool) -> asyncpg.Pool:
-        """The asyncpg pool (``lease``: the instance lease's own one-connection pool).
-
-        Hazard: a heartbeat waiting behind request traffic for a pooled connection would let
-        the other instances declare this busy one dead (M6), hence the lease's own pool."""
+        """The asyncpg pool, opened on first use (``lease``: the lease's own one-connection
+        pool: a heartbeat waiting behind request traffic would let the other instances declare
+        this busy one dead, M6)."""
         pool = self._pools.get(lease)
         if pool is None:
             async with self._pools_lock:  # one pool even when the first calls race
@@ -267,11 +262,10 @@ class PostgresStore(SqlStore):
     async def _pg(
         self, *, lease: bool = False, read_only: bool = False
     ) -> AsyncIterator[PostgresTx]:
-        """A transaction on a pooled asyncpg connection; reads are REPEATABLE READ READ ONLY
-        (one snapshot), writes READ COMMITTED. Any exception from the caller's block rolls
-        back (the ``after_commit`` callbacks are then dropped with the PostgresTx); a
-        connection released inside a transaction anyway (its ROLLBACK failed) is rolled back
-        or closed by the pool before anyone else gets it (asyncpg's release)."""
+        """A transaction on a pooled connection; reads are REPEATABLE READ READ ONLY (one
+        snapshot), writes READ COMMITTED. An exception from the block rolls back; a connection
+        released inside a transaction anyway (a failed ROLLBACK) is rolled back or closed by
+        asyncpg's pool before anyone else gets it."""
         try:
             async with (await self._pool(lease=lease)).acquire() as driver:
                 conn = DriverConn(driver, read_only=read_only)

@@ -1,14 +1,7 @@
-r"""``DriverConn``: the :class:`~turnqueue.store.statement.Conn` of ``PostgresStore``
-(``turnqueue.store.postgres``), one transaction on a pooled asyncpg connection, and the hooks
-that pool runs on its connections (:func:`prepare_connection`, :func:`keep_session`).
-
-Statements are :class:`~turnqueue.store.statement.CompiledSql`\ s compiled by a bare SQLAlchemy
-dialect (:data:`DIALECT`: no SQLAlchemy engine, no SQLAlchemy pool). A transaction's BEGIN
-travels with its first statement when that is the lock row (one simple query,
-:meth:`DriverConn.lock_row`), else just before it; the writes left for the COMMIT and its
-NOTIFYs travel with the COMMIT (:meth:`DriverConn.commit`), as simple-query text whose values
-are :func:`literal` strings. A transaction that sent nothing costs no round trip.
-"""
+r"""``DriverConn``: the :class:`~turnqueue.store.statement.Conn` of ``PostgresStore``, one
+transaction on a pooled asyncpg connection, and the hooks that pool runs on its connections
+(:func:`prepare_connection`, :func:`keep_session`). Statements are compiled by a bare
+SQLAlchemy dialect (:data:`DIALECT`: no SQLAlchemy engine or pool)."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ locks = queue_session_locks
 
 #: Compiles every statement: the dialect an asyncpg engine would have (nothing connects it).
 DIALECT: Dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
-#: The lock row (Q3) as a parameterised statement: when BEGIN has already been sent, or the id
-#: cannot travel as a :func:`literal`.
+#: The lock row (Q3) as a parameterised statement (see ``DriverConn.lock_row``).
 _LOCK = Statement(
     select(locks.c.session_id)
     .where(locks.c.session_id == bindparam("p_session_id"))
@@ -50,19 +42,16 @@ def literal(value: str) -> str:
 
 
 #: The lock row (Q3), prepared once by every pooled connection (``prepare_connection``), so
-#: the simple query that carries BEGIN names it (``EXECUTE``) and PostgreSQL neither parses nor
-#: plans the SELECT again for each transaction. Its tag is the SELECT's (``SELECT 1``: the
-#: row exists).
+#: the simple query that carries BEGIN names it and PostgreSQL neither parses nor plans the
+#: SELECT again for each transaction. Its tag is the SELECT's (``SELECT 1``: the row exists).
 _LOCK_NAME = "turnqueue_lock_row"
 _PREPARE_LOCK = (
     f"PREPARE {_LOCK_NAME} (text) AS "
     "SELECT 1 FROM queue_session_locks WHERE session_id = $1 FOR UPDATE"
 )
 _LOCK_TEXT = f"EXECUTE {_LOCK_NAME}({{}})"
-#: One notification as a simple query: sent with the transaction's COMMIT (``commit``). The
-#: NOTIFY command, not ``SELECT pg_notify(…)``: a utility statement that PostgreSQL neither
-#: plans nor answers with a row (the same delivery: at COMMIT, in order, identical payloads of
-#: one transaction folded into one). The channel is an identifier, quoted.
+#: One notification, sent with the COMMIT: the NOTIFY command, which PostgreSQL neither plans
+#: nor answers with a row (``pg_notify`` would be a SELECT); the channel quoted.
 _NOTIFY_TEXT = f'NOTIFY "{CHANNEL}", {{}}'
 _BEGIN = {
     False: "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -71,12 +60,11 @@ _BEGIN = {
 
 
 class DriverConn(Conn):
-    """:class:`~turnqueue.store.statement.Conn` on an asyncpg connection: one transaction, begun
-    with its first statement and ended by :meth:`commit` or :meth:`rollback`.
+    """One transaction on an asyncpg connection, ended by :meth:`commit` or :meth:`rollback`.
 
-    Hazard: BEGIN is sent lazily, so the transaction (and a REPEATABLE READ snapshot, which
-    PostgreSQL takes at the first statement anyway) starts with the first statement, not when
-    the connection is handed out."""
+    Hazard: BEGIN is sent lazily, with the first statement (in its round trip when that is the
+    lock row), so the transaction starts then, not when the connection is handed out. A
+    transaction that sent nothing costs no round trip."""
 
     __slots__ = ("_at_commit", "_begin", "_driver", "_notifications")
 
@@ -101,9 +89,8 @@ class DriverConn(Conn):
     async def lock_row(self, session_id: str) -> bool:
         """Q3: the session's lock row ``FOR UPDATE``; whether it exists. As the transaction's
         first statement it goes in BEGIN's round trip: one simple query (``BEGIN …; EXECUTE …``,
-        the connection's prepared lock row, the id as a :func:`literal`), whose status is the
-        SELECT's. An id no literal can
-        carry (a NUL, which no row holds) goes as a parameter, and the driver refuses it."""
+        the id as a :func:`literal`). Else, or for an id no literal can carry (a NUL, which no
+        row holds), it goes as a parameter."""
         if self._begin is None or "\x00" in session_id:
             found = await self.execute(_LOCK, {"p_session_id": session_id})
             return found.one_or_none() is not None
@@ -122,11 +109,9 @@ class DriverConn(Conn):
         self._at_commit.append(sql)
 
     async def commit(self) -> None:
-        """COMMIT, the transaction's :meth:`at_commit` writes and NOTIFYs in the same round
-        trip: one simple query, ``INSERT …; NOTIFY "turnqueue", E'…'; …; COMMIT``, run in order,
-        so the NOTIFYs are sent (and delivered) in the order :meth:`notify` was called; a
-        failing part aborts the rest and the COMMIT. A transaction that sent nothing and
-        notifies nothing costs no round trip."""
+        """COMMIT with the :meth:`at_commit` writes and the NOTIFYs, in order, in one simple
+        query (``INSERT …; NOTIFY "turnqueue", E'…'; …; COMMIT``); a failing part aborts the
+        rest and the COMMIT."""
         notifies = [_NOTIFY_TEXT.format(literal(payload)) for payload in self._notifications]
         parts = [*self._at_commit, *notifies]
         self._notifications = []
@@ -157,14 +142,13 @@ def _rowcount(status: str) -> int:
 
 
 async def prepare_connection(connection: asyncpg.Connection) -> None:
-    """Every new pooled connection: the lock row's prepared statement (``lock_row``). It lives
-    as long as the connection (nothing of ours deallocates it: ``keep_session``)."""
+    """Every new pooled connection: the lock row's prepared statement (``lock_row``), kept as
+    long as the connection (``keep_session``)."""
     await connection.execute(_PREPARE_LOCK)
 
 
 async def keep_session(_connection: Any) -> None:
-    """The pool's reset on release: asyncpg has already rolled back any transaction left open
-    (its ``Connection._reset``); nothing of ours changes session state, so asyncpg's default
-    reset query (``RESET ALL``, ``UNLISTEN *``, …) would be a wasted round trip per
-    transaction. Hazard: a reset that deallocates prepared statements (``DISCARD ALL``) would
-    take the lock row's (``prepare_connection``) with it."""
+    """The pool's reset on release: none. asyncpg has already rolled back any transaction left
+    open, and nothing of ours changes session state, so its default reset (``RESET ALL``, …)
+    would be a wasted round trip per transaction. Hazard: a reset that deallocates prepared
+    statements (``DISCARD ALL``) would take the lock row's with it."""

@@ -28,17 +28,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Integer,
-    String,
-    Text,
-    bindparam,
-    func,
-    insert,
-    select,
-)
+from sqlalchemy import JSON, BigInteger, Integer, String, Text, bindparam, func, insert, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -48,14 +38,7 @@ from turnqueue.store.drivers import create_sqlite_writer_engine
 from turnqueue.store.notify import Listener
 from turnqueue.store.queue_state import Upserts
 from turnqueue.store.rows import RUNNING
-from turnqueue.store.sqlite_conn import (
-    READ,
-    WRITE,
-    SqliteConn,
-    SqliteConnections,
-    begin,
-    finish,
-)
+from turnqueue.store.sqlite_conn import READ, WRITE, SqliteConn, SqliteConnections, begin, finish
 from turnqueue.store.sqlstore import SqlStore
 from turnqueue.store.statement import Statement
 from turnqueue.store.tables import UtcDateTime, epochs, turn_output, turns

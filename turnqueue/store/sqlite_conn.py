@@ -13,15 +13,7 @@ from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect, Engine
 
 from turnqueue.errors import StoreError
-from turnqueue.store.statement import (
-    Buffered,
-    Conn,
-    Params,
-    Record,
-    Statement,
-    only,
-    plan_for,
-)
+from turnqueue.store.statement import Buffered, Conn, Params, Record, Statement, only, plan_for
 
 T = TypeVar("T")
 

@@ -1,38 +1,30 @@
 """SQL written in SQLAlchemy Core, compiled once per dialect, run on the driver connection.
 
-Statements are *written* with SQLAlchemy Core against ``tables``; only their execution skips
-SQLAlchemy's (which costs more CPU than the statement on the hot path): a :class:`CompiledSql`
-is the SQL string, its positional parameter order, the values bound in the statement, and the
-dialect's own bind and result processors (the very functions SQLAlchemy applies:
-``UtcDateTime``, SQLite's datetime text and booleans).
+Only the execution skips SQLAlchemy's (it costs more CPU than the statement on the hot path): a
+:class:`CompiledSql` is the SQL string, its positional parameter order, the values bound in the
+statement, and the dialect's own bind and result processors (``UtcDateTime``, SQLite's
+datetime text and booleans).
 
-* :class:`Statement` wraps a statement built once at import; its plan is compiled on first use
-  per dialect and kept, with its constants written into the SQL (below). Any other statement is
-  compiled on each call (:meth:`CompiledSql.compile`).
-* Constants in a prebuilt statement (``LIMIT 1``, ``revision + 1``, ``coalesce(…, 0)``, the
-  ``OFFSET 0`` SQLite adds to every ``LIMIT``: the anonymous binds SQLAlchemy makes for a plain
-  ``int`` or ``bool``) are rendered as literals, not parameters: nobody can name them, so no
-  caller's parameters could set them, and they are the same for every execution. A statement
-  compiled per call keeps them as parameters: its values change between calls (a page size, a
-  shift), and a literal would make a new SQL text, and a new prepared statement, for each.
-* Rows are :class:`Record` tuples: ``row[0]``, ``row.name`` and ``row._mapping["name"]``, as
-  with SQLAlchemy's ``Row``; a name that appears twice resolves to its first column.
-* A transaction reaches the database through a :class:`Conn` (the backends' ``SqliteConn`` and
-  ``DriverConn``); every statement returns a :class:`Buffered` result, its rows already fetched.
+* A :class:`Statement` is built once at import and compiled on first use per dialect, with its
+  constants (the anonymous binds SQLAlchemy makes for a plain ``int`` or ``bool``: ``LIMIT 1``,
+  ``revision + 1``, SQLite's ``OFFSET 0``) written into the SQL as literals: nobody can name
+  them, and they never change. Any other statement is compiled on each call and keeps them as
+  parameters (a page size changes between calls; a literal would make a new prepared
+  statement for each).
+* Rows are :class:`Record` tuples: ``row[0]``, ``row.name`` and ``row._mapping["name"]``, as with
+  SQLAlchemy's ``Row``; a name that appears twice resolves to its first column.
+* A transaction reaches the database through a :class:`Conn` (``SqliteConn``, ``DriverConn``);
+  every statement returns a :class:`Buffered` result, its rows already fetched.
 
-Limits (checked by the tests of the store, which run every statement through here):
-
-* Python-side column defaults are not applied (the tables only have server defaults).
-* An expanding ``IN`` needs its values when it is compiled: a prebuilt :class:`Statement` must
-  not contain one (build that statement per call; it is then compiled with its values).
-* ``executemany`` (a list of parameter sets) only on SQLite's write connection
-  (``SqliteConn.execute_many``).
+Limits (the store's tests run every statement through here): Python-side column defaults are
+not applied (the tables have server defaults only); a prebuilt :class:`Statement` must not
+contain an expanding ``IN`` (it needs its values to compile); ``executemany`` only on SQLite
+(``SqliteConn.execute_many``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cache
 from operator import itemgetter
 from typing import Any, ClassVar, TypeVar, cast
@@ -86,32 +78,33 @@ def _result_columns(clause: Executable) -> Sequence[Any] | None:
     raise TypeError(f"cannot run {type(clause).__name__} on the driver")
 
 
-@dataclass(frozen=True, slots=True)
 class CompiledSql:
     """One statement compiled for one dialect, ready to run with a parameter dict."""
 
-    sql: str
-    #: Positional parameters: (name, bind processor or None), in placeholder order.
-    params: tuple[tuple[str, Processor | None], ...]
-    #: Values bound inside the statement itself (literals); a caller's parameters override them.
-    bound: Mapping[str, Any]
-    #: The row class, or None when the statement's rows are not read (run it for its status).
-    record: type[Record] | None
-    #: Result processors by column, or None when no column needs one.
-    results: tuple[Processor | None, ...] | None
-    #: Derived from the above, for the hot path: the parameters' values from a dict in one C
-    #: call, then a processor only where a parameter (a column) has one, by position.
-    _take: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(
-        init=False, repr=False, compare=False
-    )
-    _bind: tuple[tuple[int, Processor], ...] = field(init=False, repr=False, compare=False)
-    _convert: tuple[tuple[int, Processor], ...] = field(init=False, repr=False, compare=False)
+    __slots__ = ("_bind", "_convert", "_take", "bound", "params", "record", "results", "sql")
 
-    def __post_init__(self) -> None:
-        set_derived = object.__setattr__  # frozen: set once, here
-        set_derived(self, "_take", getter([name for name, _ in self.params]))
-        set_derived(self, "_bind", _processors(process for _, process in self.params))
-        set_derived(self, "_convert", _processors(self.results or ()))
+    def __init__(
+        self,
+        sql: str,
+        params: tuple[tuple[str, Processor | None], ...],
+        bound: Mapping[str, Any],
+        record: type[Record] | None,
+        results: tuple[Processor | None, ...] | None,
+    ) -> None:
+        self.sql = sql
+        #: Positional parameters: (name, bind processor or None), in placeholder order.
+        self.params = params
+        #: Values bound inside the statement itself (literals); a caller's parameters override.
+        self.bound = bound
+        #: The row class, or None when the statement's rows are not read (run for its status).
+        self.record = record
+        #: Result processors by column, or None when no column needs one.
+        self.results = results
+        # For the hot path: the parameters' values from a dict in one C call, then a processor
+        # only where a parameter (a column) has one, by position.
+        self._take = getter([name for name, _ in params])
+        self._bind = _processors(process for _, process in params)
+        self._convert = _processors(results or ())
 
     @classmethod
     def compile(
