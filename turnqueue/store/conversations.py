@@ -1,10 +1,7 @@
-"""Agent-conversation statements of :class:`~turnqueue.store.tx.SqlTx` (A8): the ACP agent's
-own session behind each turnqueue session, one row per session, read by whichever instance
-starts the session's agent again (after an idle stop, a crash, a restart or a failover).
-
-Written outside any session's unit of work: the row belongs to no queue and moves no revision.
-A record replaces the session's row (delete, then insert, in the caller's transaction): only the
-instance that runs the session's agent writes it.
+"""Agent-conversation statements of :class:`~turnqueue.store.tx.SqlTx` (A8): the agent's own
+session behind each turnqueue session, read by whichever instance starts its agent again. No
+queue's and no revision's: a record replaces the row, written only by the instance that runs the
+session's agent.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""SQLAlchemy engines: the ``AsyncEngine`` of the migrations (SQLite on aiosqlite, PostgreSQL on
-asyncpg), and the synchronous (pysqlite) engine of the SQLite store's connections (its writer
-and its readers, both used on the event loop: ``store.sqlite_conn``). The PostgreSQL store has no
-engine (``turnqueue.store.postgres``).
+"""SQLAlchemy engines: the migrations' ``AsyncEngine`` (aiosqlite, asyncpg) and the synchronous
+(pysqlite) engine that makes the SQLite store's connections (``store/sqlite_conn.py``).
 
-SQLite hazards handled here:
-
-* pysqlite's own implicit BEGIN is disabled (``isolation_level = None``) and SQLAlchemy's ``begin``
-  event emits ours, so a SELECT is inside the transaction too (SQLAlchemy's documented recipe).
-* Write transactions start with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a
-  transaction never fails half-way when upgrading from a read lock). A connection opts in with
-  the execution option :data:`IMMEDIATE` (migrations); reads use a deferred ``BEGIN`` (a WAL
-  snapshot). The store's connections begin their own transactions, behind its one writer lock
-  (``store.sqlite``).
+SQLite: pysqlite's implicit BEGIN is disabled (``isolation_level = None``) and SQLAlchemy's
+``begin`` event emits ours (SQLAlchemy's documented recipe), ``BEGIN IMMEDIATE`` for a
+connection with the execution option :data:`IMMEDIATE` (the migrations: the write lock taken up
+front, so a transaction never fails upgrading from a read lock).
 """
 
 from __future__ import annotations
@@ -50,12 +43,9 @@ def create_engine_for_url(url: str) -> AsyncEngine:
 
 
 def create_sqlite_writer_engine(url: str, *, timeout: float = 30.0) -> Engine:
-    """A synchronous (pysqlite) engine for the SQLite store's connections (its writer and its
-    readers: ``turnqueue.store.sqlite_conn``), with the same pragmas.
-
-    Hazard: it makes connections and pools none (``NullPool``). The store keeps its own (one
-    writer, a bounded set of readers) and takes them on the event loop, where waiting for a
-    pool's limit would block the loop (and so whoever could give a connection back)."""
+    """The engine of the SQLite store's connections, with the same pragmas. Hazard: it pools
+    none (``NullPool``): the store keeps its own, on the event loop, where waiting for a pool's
+    limit would block the loop (and so whoever could give a connection back)."""
     busy_timeout_ms = int(timeout * 1000) or SQLITE_BUSY_TIMEOUT_MS
     engine = sa_create_engine(
         make_url(url).set(drivername="sqlite+pysqlite"),

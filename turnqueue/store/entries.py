@@ -1,14 +1,9 @@
-"""A session's queue entries, the entry statements of :class:`~turnqueue.store.tx.SqlTx` (Q3,
-Q5, Q10, Q12, W3): list, add, edit, remove, reorder, reserve and claim, release, move.
-
-Entries carry a stored sort key ``position`` (lowest first, ties by id) that may go below 1 after
-a release; every returned ``QueueEntry.position`` is the 1-based ordinal among *visible* entries.
-In-flight entries stay stored but hidden until ``start_turn`` consumes them (Q10).
-
-Every statement here that changes what a queue status shows records its session as touched
-(``_touched``): the transaction bumps that queue's revision before it commits (Q13), so no
-revision is ever served with two states (R3). The rest of a queue's status (its policy, holds,
-clarification and revisions) is :mod:`turnqueue.store.queue_state`'s.
+"""A session's queue entries, statements of :class:`~turnqueue.store.tx.SqlTx` (Q3, Q5, Q10, Q12,
+W3). Entries carry a stored sort key ``position`` (lowest first, ties by id) that may go below 1
+after a release; every returned ``QueueEntry.position`` is the 1-based ordinal among *visible*
+entries. In-flight entries stay stored but hidden until ``start_turn`` consumes them (Q10).
+Each write that changes a queue status marks its session touched (``_touched``, see
+``SqlTx.changed_queues``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Instance statements of :class:`~turnqueue.store.tx.SqlTx`: liveness, orphans and NOTIFY (M4, M6).
 
-An *orphan* is work whose owner is not among the live instances: a RUNNING turn, or an in-flight
-entry, whose ``owner``/``reserved_by`` is NULL (written before ownership existed) or names an
-instance without a fresh heartbeat. Recovering an orphan is idempotent (``end_turn`` only ends
-RUNNING turns; releasing only touches in-flight entries), so two instances may race to do it.
+An *orphan* is work whose owner (``owner``, ``reserved_by``) is NULL or an instance without a
+fresh heartbeat. Recovering one is idempotent (``end_turn`` ends only RUNNING turns; a release
+touches only in-flight entries), so two instances may race to do it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""A session's queue state beside its entries, the statements of
-:class:`~turnqueue.store.tx.SqlTx` for: the policy (Q1, Q14), the queue revision and the
-cancellation revision on the lock row (Q13, C2), the cancel mark (Q7), the pending clarification
-and the runtime holds (``session_holds``, Q9, C1). The entries are
-:mod:`turnqueue.store.entries`'s.
-
-Every statement here that changes what a queue status shows records its session as touched
-(``_touched``): the transaction bumps that queue's revision before it commits (Q13), so no
-revision is ever served with two states (R3).
-
-The three upserts (the policy row, the clarification, a hold) are spelled by each dialect's
-``insert``: each backend builds its :class:`Upserts` once, with :meth:`Upserts.of`.
+"""A session's queue state beside its entries (``store/entries.py``), statements of
+:class:`~turnqueue.store.tx.SqlTx`: the policy (Q1, Q14), the queue and cancellation revisions on
+the lock row (Q13, C2), the cancel mark (Q7), the pending clarification and the runtime holds
+(``session_holds``, Q9, C1). Each write that changes a queue status marks its session touched
+(``_touched``, see ``SqlTx.changed_queues``). The three upserts are spelled by each dialect's
+``insert``: each backend builds its :class:`Upserts` once.
 """
 
 from __future__ import annotations
@@ -120,9 +114,8 @@ class Upserts:
     clarification: Statement
     #: Q9: ``p_one`` more operations of an instance hold a session.
     hold: Statement
-    #: Q1, Q13, Q14: the policy upserted and the queue revision bumped in one statement, which
-    #: answers the new revision (PostgreSQL's data-modifying ``WITH``: both see the
-    #: transaction's snapshot and write different tables); None where the dialect cannot.
+    #: Q1, Q13, Q14: the policy upserted and the queue revision bumped in one statement that
+    #: answers the new revision (PostgreSQL's data-modifying ``WITH``); None elsewhere.
     policy_bumped: Statement | None
 
     @classmethod
@@ -173,9 +166,6 @@ def _policy(session_id: str, auto_run: bool, pause_reason: PauseReason | None) -
 
 
 class QueueStateStatements(Statements):
-    """Needs ``self._queue_revisions`` (per transaction, empty at its start),
-    ``self.bump_session`` and the dialect's ``_upserts``."""
-
     _queue_revisions: dict[str, int]
     _upserts: ClassVar[Upserts]
 
@@ -269,11 +259,9 @@ class QueueStateStatements(Statements):
         return int(result.rowcount)
 
     async def bump_queue(self, session_id: str) -> int:
-        # One revision per transaction and session (Q13): a second change in the same
-        # transaction (a turn's end, then the turn its drain starts) commits with the first,
-        # so no snapshot can show the state between them; it shares the first's revision.
-        """Increment the durable queue revision kept on the lock row (never deleted), once per
-        transaction: a second call in the same transaction returns the same revision."""
+        """Increment the durable queue revision on the lock row, once per transaction (Q13): a
+        second change here (a turn's end, then the turn its drain starts) commits with the
+        first, so no snapshot shows the state between them; it shares the first's revision."""
         bumped = self._queue_revisions.get(session_id)
         if bumped is None:
             row = await self._conn.one(_BUMP_QUEUE, {"p_session_id": session_id}, session_id)

@@ -1,18 +1,11 @@
-"""Request statements of :class:`~turnqueue.store.tx.SqlTx`: three kinds of request kept as rows,
-each written inside the caller's unit of work and kept at least :data:`KEPT`.
+"""Request statements of :class:`~turnqueue.store.tx.SqlTx`: three kinds of request kept as rows
+at least :data:`KEPT`, each written inside the caller's unit of work: keyed sends (Q15, read back
+by a retry of the same key; both under the session's lock row, so two sends racing with one key
+are serialised), steer requests (Q16) and owner requests (M4).
 
-- *Keyed sends* (Q15, ``sent_messages``): a send that carried a client's ``clientMessageId``, and
-  what it did, read back by a retry of the same key. Both run under the session's lock row, so
-  two sends racing with one key are serialised: the second reads what the first committed.
-- *Steer requests* (Q16, ``steer_requests``): a message offered to a running turn, decided once
-  by the instance running the turn, or by the requester once that turn has ended.
-- *Owner requests* (M4, ``owner_requests``): an operation asked of the instance running a
-  session's turn. Answered ones are read once, by their requester; a day later nobody waits.
-
-A request moves on by a conditional ``UPDATE … WHERE state = …``, so of two sides racing
-(an owner claiming a request and its requester withdrawing it) exactly one wins, and a request
-is decided or run at most once. Old rows go with the next insert of their scope (no background
-task).
+A request moves on by a conditional ``UPDATE … WHERE state = …``, so of two sides racing (an
+owner claiming a request, its requester withdrawing it) exactly one wins. Old rows go with the
+next insert of their scope (no background task).
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Opening the store: :func:`open_store` picks the backend for ``settings.database_url``.
-
-* SQLite: :class:`~turnqueue.store.sqlite.SqliteStore` (one process; writes on the event loop);
-* PostgreSQL: :class:`~turnqueue.store.postgres.PostgresStore` (asyncpg; several instances).
-
-Both are a :class:`~turnqueue.store.sqlstore.SqlStore` whose transactions are a
-:class:`~turnqueue.store.tx.SqlTx`.
-"""
+"""Opening the store: :func:`open_store` picks the backend for ``settings.database_url``."""
 
 from __future__ import annotations
 

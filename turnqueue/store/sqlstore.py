@@ -1,13 +1,11 @@
-"""``SqlStore``: what both backends' stores share — the reads used by queries and the metrics,
-each in one read transaction of the backend's own (:meth:`SqlStore.read`), and the keyset pages
-of the long listings (G3): a caller's tasks, a task's sessions, a session's turns.
+"""``SqlStore``: what both backends' stores share: the reads of queries and metrics, each in one
+read transaction (:meth:`SqlStore.read`), and the keyset pages of the long listings (G3).
 
-A page is a window of one listing in its fixed order, bounded by the keys of two items (exclusive)
-and cut to the first or the last ``n`` items inside those bounds. The SQL pages in the database:
-a key comparison and ``LIMIT n + 1`` (the extra row says whether more lie beyond), never
-``OFFSET``, so an item's key — and the cursor a client holds for it — means the same position
-however many rows are inserted or removed around it. Every key ends with a unique column, so no
-two rows tie. A page and its "is there more" checks run in one read transaction (one snapshot).
+A page is a window of one listing in its fixed order, bounded by the keys of two items
+(exclusive) and cut to the first or the last ``n``: a key comparison and ``LIMIT n + 1`` (the
+extra row says whether more lie beyond), never ``OFFSET``, so a key (and the cursor a client
+holds for it) keeps its position however many rows come and go around it. Every key ends with
+a unique column; a page and its "is there more" checks run in one snapshot.
 """
 
 from __future__ import annotations

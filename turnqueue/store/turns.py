@@ -1,10 +1,7 @@
 r"""Turn statements of :class:`~turnqueue.store.tx.SqlTx`: a turn's start and end, each with the
-session write it makes (the state, revision +1), and the turns' reads.
-
-The statements are also the parts of PostgreSQL's one-round-trip versions (``PostgresTx``'s
-``_start_turn`` and ``_end_turn`` overrides, as data-modifying ``WITH`` clauses), which is why the
-clauses are exported next to their prebuilt :class:`~turnqueue.store.statement.Statement`\ s.
-Every write here that moves a session's revision records it (``SqlTx.session_revision``).
+session write it makes (the state, revision +1, recorded for ``SqlTx.session_revision``), and the
+turns' reads. The clauses are exported too: PostgreSQL's one-statement versions are made of them
+(``PostgresTx``'s ``_start_turn`` and ``_end_turn``).
 """
 
 from __future__ import annotations

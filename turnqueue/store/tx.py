@@ -1,15 +1,8 @@
-r"""``SqlTx`` (exported as :class:`turnqueue.store.Tx`): one transaction, in SQLAlchemy Core.
-
-One ``SqlTx`` wraps one :class:`~turnqueue.store.statement.Conn` inside a transaction owned by its
-store. Nothing here commits. This class (the transaction's plumbing, tasks and sessions, and one
-mixin per aggregate: turns in ``turnqueue.store.turns``, …) is the portable SQL; the dialect
-differences (the ``FOR UPDATE`` of the lock row, the epoch source, upserts, statements
-PostgreSQL sends in one round trip as a data-modifying ``WITH``) are the overrides of
-``SqliteTx`` (``turnqueue.store.sqlite``) and ``PostgresTx`` (``turnqueue.store.postgres``),
-nowhere else.
-
-Statements on the hot paths are :class:`~turnqueue.store.statement.Statement`\ s, built once
-and compiled once per dialect; the others are compiled on each call.
+"""``SqlTx`` (exported as :class:`turnqueue.store.Tx`): one transaction, in SQLAlchemy Core, on
+one :class:`~turnqueue.store.statement.Conn`, inside a transaction owned by its store; nothing
+here commits. This class (plumbing, tasks and sessions) and its mixins (one per aggregate) are
+the portable SQL; the dialects' differences are the overrides of ``SqliteTx`` and
+``PostgresTx``, nowhere else.
 """
 
 from __future__ import annotations
@@ -65,22 +58,20 @@ class SqlTx(
         self._callbacks.append(callback)
 
     def changed_queues(self) -> list[str]:
-        """Sessions whose queue status (entries, policy, state, clarification, approvals,
-        holds) this transaction changed, in the order it first changed them. Each gets a new
-        queue revision before COMMIT (Q13): the unit of work bumps it, or the store does."""
+        """Sessions whose queue status this transaction changed, in the order it first did. Each
+        gets a new queue revision before COMMIT (Q13): the unit of work bumps it, or the store
+        does (:meth:`prepare_commit`)."""
         return list(self._touched)
 
     def session_revision(self, session_id: str) -> int | None:
-        """The session revision this transaction's latest write of the session reached (a
-        state, a turn's start or end, a clarification, a bump), or None if none moved it: every
-        such write answers it, so the unit of work reads it here, never infers it."""
+        """The session revision this transaction's latest write of the session reached, or None
+        if none moved it: the unit of work reads it here, never infers it."""
         return self._session_revisions.get(session_id)
 
     async def prepare_commit(self) -> None:
         """Called by the store right before COMMIT: every changed queue status gets its new
-        revision in this transaction (Q13), so a revision is never served with two states
-        (R3). The engine's unit of work bumps them itself (and publishes); this is the net
-        for any write outside one."""
+        revision (Q13), so a revision is never served with two states (R3); the net for any
+        write outside the engine's unit of work."""
         for session_id in self._touched:
             if session_id not in self._queue_revisions:
                 await self.bump_queue(session_id)
@@ -121,10 +112,8 @@ class SqlTx(
         return task_from(await self._conn.one(stmt, None, task_id))
 
     async def create_session(self, *, task_id: str, agent: str, state: SessionState) -> Session:
-        """Insert the session (revision 1) and its ``queue_session_locks`` row (queue revision 0).
-
-        Also points the task's ``current_session_id`` at it. No policy row: auto-run reads true.
-        """
+        """Insert the session (revision 1) and its lock row (queue revision 0), and point the
+        task's ``current_session_id`` at it. No policy row: auto-run reads true."""
         now = utcnow()
         session_id = new_id()
         point = (
@@ -149,7 +138,7 @@ class SqlTx(
 
     async def set_complete_on_idle(self, session_id: str, complete: bool) -> None:
         """Whether the session becomes COMPLETED (not WAITING_FOR_INPUT) when its running turn
-        ends: its task reached the workflow's last step while the turn ran. The end clears it."""
+        ends (its task reached the workflow's last step meanwhile); the end clears it."""
         await self._conn.execute(
             update(sessions).where(sessions.c.id == session_id).values(complete_on_idle=complete)
         )

@@ -1,23 +1,14 @@
-"""The schema: every table turnqueue stores, declared once, as SQLModel models (``table=True``).
+"""The schema: every table turnqueue stores, declared once, as SQLModel models (``table=True``),
+grouped by aggregate (``sessions``, ``queue``, ``cluster``); importing this declares them all in
+:data:`metadata`. The migrations create exactly this (``tests/store/test_migrations.py``
+compares). Ids are UUID strings, enums their string values, timestamps aware UTC.
 
-The Alembic migrations create exactly this (``tests/store/test_migrations.py`` runs autogenerate's
-comparison against a migrated database). Ids are UUID strings, enums are stored as their string
-values, timestamps are timezone-aware UTC.
-
-* Every field has an explicit ``sa_column``, in the table's column order: SQLModel's own types
-  would be wrong here (unbounded ``VARCHAR`` for ``VARCHAR(36)``/``TEXT``, ``INTEGER`` for
-  ``BIGINT`` revisions, no ``UtcDateTime``, no server defaults).
-* No Python-side defaults: statements run on the driver, without the SQLAlchemy execution
-  context that would apply them (``turnqueue.store.statement``); defaults are the server's.
-* The models share a metadata of their own (:data:`metadata`), not SQLModel's global one.
-* Statements are SQLAlchemy Core against ``Model.__table__`` (the tables this package exports)
-  and rows become domain dataclasses by column name (``turnqueue.store.rows.RowMap``): no ORM
-  session, no model instances.
-
-This is the schema's face: the store imports ``from turnqueue.store.tables import x``, and
-importing it declares every table in :data:`metadata`. The models are grouped by aggregate
-(``sessions``, ``queue``, ``cluster``); ``model`` holds the metadata, the models' base and the
-field helpers, ``timestamps`` the ``UtcDateTime`` type.
+* Every field has an explicit ``sa_column`` (``model.column``), in the table's column order:
+  SQLModel's own types would be wrong here (unbounded ``VARCHAR``, ``INTEGER`` for ``BIGINT``,
+  no ``UtcDateTime``, no server defaults); no Python-side defaults (statements run without
+  SQLAlchemy's execution context, ``store/statement.py``).
+* Statements are SQLAlchemy Core against the tables exported here; rows become domain
+  dataclasses by column name (``store/rows.py``): no ORM session, no model instances.
 """
 
 from turnqueue.store.tables.cluster import (
