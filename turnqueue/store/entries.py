@@ -9,6 +9,7 @@ Each write that changes a queue status marks its session touched (``_touched``, 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from sqlalchemy import (
@@ -39,10 +40,7 @@ ENTRY_ORDER = (qe.c.position, qe.c.id)
 #: An entry; its ``position`` is given: the 1-based place among visible entries (its ordinal),
 #: never the stored sort key.
 entry_from = RowMap(QueueEntry, skip=("position",))
-
-
-def _head_entry(row: Record) -> QueueEntry:
-    return entry_from(row, position=1)
+_HEAD = partial(entry_from, position=1)
 
 
 def entries_from(rows: Sequence[Record]) -> list[QueueEntry]:
@@ -201,7 +199,7 @@ class EntryStatements(Statements):
     async def reserve_head(self, session_id: str, *, owner: int | None = None) -> QueueEntry | None:
         """Mark the FIFO head in flight (reserved by ``owner``) and return it (None when empty)."""
         params = {"p_session_id": session_id, "p_now": utcnow(), "p_owner": owner}
-        entry = await self._conn.maybe(_RESERVE_HEAD, params, _head_entry)
+        entry = await self._conn.maybe(_RESERVE_HEAD, params, _HEAD)
         if entry is not None:
             self._touched[session_id] = None
         return entry

@@ -39,9 +39,11 @@ def _beyond(columns: Sequence[Any], key: Sequence[Any], *, later: bool) -> Colum
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Listing:
-    """One listing: its base SELECT, key columns (a key is their values), direction and items."""
+    """One listing: its base SELECT, the column that picks its rows (the owner, the task, the
+    session), key columns (a key is their values), direction and items."""
 
     base: Select[Any]
+    scope: Any
     columns: Sequence[Any]
     descending: bool  # newest first
     item_of: Callable[[Record], Any]
@@ -70,11 +72,30 @@ class Listing:
         return and_(*(c == v for c, v in zip(self.columns, self._key(key), strict=True)))
 
 
-async def _exists(tx: SqlTx, listing: Listing, condition: ColumnElement[bool]) -> bool:
-    return bool(await tx.fetch(listing.base.where(condition).limit(1)))
+_TASKS = Listing(
+    base=select(tasks),
+    scope=tasks.c.owner,
+    columns=(tasks.c.created_at, tasks.c.id),
+    descending=True,
+    item_of=task_from,
+)
+_SESSIONS = Listing(
+    base=select_sessions(),
+    scope=sessions.c.task_id,
+    columns=(sessions.c.created_at, sessions.c.id),
+    descending=False,
+    item_of=session_from,
+)
+_TURNS = Listing(
+    base=select(turns),
+    scope=turns.c.session_id,
+    columns=(turns.c.seq,),
+    descending=False,
+    item_of=turn_from,
+)
 
 
-async def page(tx: SqlTx, listing: Listing, window: Window[Any]) -> Page[Any, Any]:
+async def page(tx: SqlTx, listing: Listing, scope: str, window: Window[Any]) -> Page[Any, Any]:
     """The window's items in listing order, and whether items lie before and after them.
 
     ``has_previous``/``has_next`` follow the Relay specification: counting first, the extra
@@ -83,7 +104,8 @@ async def page(tx: SqlTx, listing: Listing, window: Window[Any]) -> Page[Any, An
     from_end = window.last is not None
     count = window.last if from_end else window.first
     limit = clamp_page(count if count is not None else MAX_PAGE)
-    stmt = listing.base
+    base = listing.base.where(listing.scope == scope)
+    stmt = base
     if window.after is not None:
         stmt = stmt.where(listing.after(window.after))
     if window.before is not None:
@@ -97,14 +119,18 @@ async def page(tx: SqlTx, listing: Listing, window: Window[Any]) -> Page[Any, An
     if from_end:
         has_previous = more
         has_next = window.before is not None and await _exists(
-            tx, listing, or_(listing.at(window.before), listing.after(window.before))
+            tx, base, or_(listing.at(window.before), listing.after(window.before))
         )
     else:
         has_next = more
         has_previous = window.after is not None and await _exists(
-            tx, listing, or_(listing.at(window.after), listing.before(window.after))
+            tx, base, or_(listing.at(window.after), listing.before(window.after))
         )
     return Page(items=items, has_previous=has_previous, has_next=has_next)
+
+
+async def _exists(tx: SqlTx, base: Select[Any], condition: ColumnElement[bool]) -> bool:
+    return bool(await tx.fetch(base.where(condition).limit(1)))
 
 
 class SqlStore:
@@ -162,34 +188,16 @@ class SqlStore:
         return turn_from(rows[0]) if rows else None
 
     async def tasks_page(self, owner: str, window: Window[TaskKey]) -> Page[TaskKey, Task]:
-        listing = Listing(
-            base=select(tasks).where(tasks.c.owner == owner),
-            columns=(tasks.c.created_at, tasks.c.id),
-            descending=True,
-            item_of=task_from,
-        )
-        return await self._page(listing, window)
+        return await self._page(_TASKS, owner, window)
 
     async def sessions_page(
         self, task_id: str, window: Window[SessionKey]
     ) -> Page[SessionKey, Session]:
-        listing = Listing(
-            base=select_sessions().where(sessions.c.task_id == task_id),
-            columns=(sessions.c.created_at, sessions.c.id),
-            descending=False,
-            item_of=session_from,
-        )
-        return await self._page(listing, window)
+        return await self._page(_SESSIONS, task_id, window)
 
     async def turns_page(self, session_id: str, window: Window[TurnKey]) -> Page[TurnKey, Turn]:
-        listing = Listing(
-            base=select(turns).where(turns.c.session_id == session_id),
-            columns=(turns.c.seq,),
-            descending=False,
-            item_of=turn_from,
-        )
-        return await self._page(listing, window)
+        return await self._page(_TURNS, session_id, window)
 
-    async def _page(self, listing: Listing, window: Window[Any]) -> Page[Any, Any]:
+    async def _page(self, listing: Listing, scope: str, window: Window[Any]) -> Page[Any, Any]:
         async with self.read() as tx:
-            return await page(tx, listing, window)
+            return await page(tx, listing, scope, window)
