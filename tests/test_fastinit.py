@@ -119,7 +119,7 @@ def test_every_frozen_domain_class_is_built_by_fast_init_with_its_dataclass_sign
         if isinstance(value, type)
         and dataclasses.is_dataclass(value)
         and value.__dataclass_params__.frozen  # type: ignore[attr-defined]
-        and value.__module__.startswith(("turnqueue.domain.", "turnqueue.store.protocol"))
+        and value.__module__.startswith(("turnqueue.domain", "turnqueue.store.protocol"))
     ]
     assert len(classes) > 20
     for cls in classes:
