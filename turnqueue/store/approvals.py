@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import ColumnElement, insert, select, update
 
 from turnqueue.domain import Approval, ApprovalOption, ApprovalOutcome
 from turnqueue.store.rows import RowMap, values_of
@@ -47,34 +48,29 @@ class ApprovalStatements(Statements):
     ) -> bool:
         """Answer a PENDING approval; False when it was already answered or does not exist
         (exactly once)."""
-        stmt = (
-            update(approvals)
-            .where(approvals.c.id == approval_id, approvals.c.outcome == _PENDING)
-            .values(
-                outcome=outcome.value, option_id=option_id, answered_by=answered_by, answered_at=at
-            )
-            .returning(approvals.c.session_id)
-        )
-        session_id = await self._conn.scalar(stmt)
-        if session_id is None:
-            return False
-        self._touched[session_id] = None
-        return True
+        where = approvals.c.id == approval_id
+        answer = {"outcome": outcome.value, "option_id": option_id}
+        return bool(await self._answer(where, answer, answered_by, at))
 
     async def settle_approvals(self, turn_id: str, *, answered_by: str, at: datetime) -> int:
         """Answer every PENDING approval of the turn CANCELLED (its turn ended, M6); how many."""
+        answer = {"outcome": ApprovalOutcome.CANCELLED.value}
+        return await self._answer(approvals.c.turn_id == turn_id, answer, answered_by, at)
+
+    async def _answer(
+        self, where: ColumnElement[bool], answer: dict[str, Any], by: str | None, at: datetime
+    ) -> int:
+        """Answer the PENDING approvals ``where`` picks; how many (their queues are touched)."""
         stmt = (
             update(approvals)
-            .where(approvals.c.turn_id == turn_id, approvals.c.outcome == _PENDING)
-            .values(
-                outcome=ApprovalOutcome.CANCELLED.value, answered_by=answered_by, answered_at=at
-            )
+            .where(where, approvals.c.outcome == _PENDING)
+            .values(**answer, answered_by=by, answered_at=at)
             .returning(approvals.c.session_id)
         )
-        settled = list((await self._conn.execute(stmt)).scalars())
-        for session_id in settled:
+        answered = await self._conn.scalars(stmt)
+        for session_id in answered:
             self._touched[session_id] = None
-        return len(settled)
+        return len(answered)
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         stmt = select(approvals).where(approvals.c.id == approval_id)

@@ -1,14 +1,9 @@
 """PostgreSQL LISTEN/NOTIFY: how several turnqueue processes hear each other (M4).
 
-Sending is done by the store: ``Tx.notify`` inside a transaction (PostgreSQL delivers it only on
-COMMIT, in commit order, and drops it on ROLLBACK — exactly "publish after commit") and
-``Store.notify`` outside one (runtime events: cancellation transitions, output, commands).
-
-Receiving is :class:`Listener` (``PostgresStore.listen``): one dedicated asyncpg connection
-that LISTENs on the channel and hands every payload to a callback. Hazard: a dropped connection
-loses every notification sent while it was down, so after each reconnect ``on_resync`` is called
-and the caller tells every local subscriber to read a fresh snapshot instead of trusting its
-stream.
+The store sends (``Tx.notify``: delivered only on COMMIT, in commit order; ``Store.notify``
+outside a transaction). :class:`Listener` receives, on a dedicated asyncpg connection. Hazard: a
+dropped connection loses every notification sent while it was down, so after each reconnect
+``on_resync`` is called (the caller tells its subscribers to read a fresh snapshot).
 """
 
 from __future__ import annotations

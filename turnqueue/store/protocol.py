@@ -23,17 +23,15 @@ class SessionView:
     running_turn_id: str | None  # the RUNNING turn, if any
     running_turn_owner: int | None = None  # the instance running it (M4)
     cancel_mark: str | None = None  # the turn an accepted explicit cancel is stopping (Q7)
-    #: Q9 holds kept in rows (``session_holds``, the approvals): committed with the queue
-    #: revision that shows them, so every read of one revision agrees (R3)
+    #: Q9 holds, kept in rows and committed with the queue revision that shows them (R3)
     cancelling: bool = False  # a cancellation is under way (CANCELLING; C1: ``pending``)
     cancel_revision: int = 0  # the revision of ``cancelling`` (C2)
     transitioning: bool = False  # the task is changing step (WORKFLOW_TRANSITION)
     approval_pending: bool = False  # an approval of the running turn waits (APPROVAL, A6)
 
     def with_policy(self, policy: QueuePolicy) -> SessionView:
-        """This view with ``policy`` (what a rule's own policy write made of it); on the hot
-        path, so not ``dataclasses.replace``. Hazard: a new field must be passed on here too
-        (``tests/store/test_sql_store.py`` checks every field is)."""
+        """This view with ``policy``; on the hot path, so not ``dataclasses.replace``. Hazard: a
+        new field must be passed on here too (``tests/store/test_sql_store.py`` checks)."""
         return SessionView(
             self.session,
             policy,
@@ -51,8 +49,8 @@ class SessionView:
 
 @dataclass(frozen=True, slots=True)
 class Orphans:
-    """What instances not among the live ones left (M6): an owner that is NULL (written before
-    ownership existed) counts as not live. Ids by session, entries in queue order."""
+    """What instances not among the live ones left (M6), ids by session, entries in queue
+    order (see ``store/instances.py``)."""
 
     turns: dict[str, list[str]]  # RUNNING turns
     entries: dict[str, list[str]]  # in-flight entries

@@ -86,7 +86,7 @@ _HOLD_KEY = (
 _DROP_HOLD = Statement(
     update(session_holds)
     .where(*_HOLD_KEY)
-    .values(count=session_holds.c.count - 1)
+    .values(count=session_holds.c.count - bindparam("p_n", type_=Integer))
     .returning(session_holds.c.count)
 )
 _DELETE_HOLD = Statement(delete(session_holds).where(*_HOLD_KEY))
@@ -236,11 +236,9 @@ class QueueStateStatements(Statements):
         if delta > 0:
             await self._conn.execute(self._upserts.hold, {**params, "p_one": delta})
         else:
-            for _ in range(-delta):
-                left = await self._conn.scalar(_DROP_HOLD, params)
-                if left is not None and left <= 0:
-                    await self._conn.execute(_DELETE_HOLD, params)
-                    break
+            left = await self._conn.scalar(_DROP_HOLD, {**params, "p_n": -delta})
+            if left is not None and left <= 0:
+                await self._conn.execute(_DELETE_HOLD, params)
         self._touched[session_id] = None
         return bool(
             await self._conn.scalar(_HELD, {"p_session_id": session_id, "p_kind": kind.value})
