@@ -50,11 +50,12 @@ RUNNING: ColumnClause[str] = literal_column("'RUNNING'", String)
 class RowMap(Generic[T]):
     """Builds a ``kind`` dataclass from a row by column name: each field from the column of its
     name (after ``prefix``), an enum field from its stored value (NULL stays None). ``skip``:
-    fields that are no column, given by the caller (``map(row, position=…)``) or defaulted.
+    fields that are no column, given by the caller (``map(row, position=…)``), or defaulted
+    when they come last.
 
     Hot path (every row the store maps): the row's values are taken by position, enums by a
-    dict of their members, and the dataclass is built positionally when the skipped fields
-    all come last or are given (a call with keywords builds a dict of them first)."""
+    dict of their members, and the dataclass is built positionally (keywords would build a
+    dict of them first)."""
 
     __slots__ = ("_enums", "_inserted", "_kind", "_names", "_of", "_of_row", "columns")
 
@@ -63,7 +64,7 @@ class RowMap(Generic[T]):
         self._kind = kind
         names = [f.name for f in fields(kind)]
         self._names = [name for name in names if name not in skip]
-        #: Skipped fields before a column's, by field position: built positionally when given.
+        #: Skipped fields before a column's, by field position: the caller gives them.
         last = max((i for i, name in enumerate(names) if name not in skip), default=-1)
         self._inserted = [(i, name) for i, name in enumerate(names[:last]) if name in skip]
         #: The columns it reads, in field order.
@@ -95,13 +96,8 @@ class RowMap(Generic[T]):
                 if member is None:
                     raise ValueError(f"{column} holds {value!r}, not a {enum.__name__}")
                 values[i] = member
-        inserted = self._inserted
-        if inserted:
-            for _, name in inserted:
-                if name not in given:  # defaulted: by keyword
-                    return self._kind(**dict(zip(self._names, values, strict=True)), **given)
-            for i, name in inserted:
-                values.insert(i, given.pop(name))
+        for i, name in self._inserted:
+            values.insert(i, given.pop(name))
         return self._kind(*values, **given) if given else self._kind(*values)
 
 
