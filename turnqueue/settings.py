@@ -1,5 +1,5 @@
 """Every ``TURNQUEUE_…`` environment variable, validated by pydantic-settings. ``turnqueue serve``
-has a flag for each field, its description the flag's help text."""
+has a flag for each field, its docstring (the field's description) the flag's help text."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Seconds = Annotated[float, Field(gt=0)]
+Positive = Annotated[int, Field(gt=0)]
 
 
 def async_database_url(url: str) -> str:
@@ -23,108 +26,89 @@ def async_database_url(url: str) -> str:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TURNQUEUE_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TURNQUEUE_", extra="ignore", use_attribute_docstrings=True
+    )
 
     # --- fixed by SPEC M2 ---
-    database_url: str = Field(
-        default_factory=lambda: f"sqlite:///{Path.cwd() / 'turnqueue.db'}",
-        description="plain postgresql://… or sqlite:///…; the async driver is chosen for you",
-    )
-    host: str = Field(
-        default="127.0.0.1",
-        description="address to listen on; beyond loopback only with tokens or JWT configured",
-    )
-    port: int = Field(default=8000, ge=0, le=65535, description="port to listen on")
-    tokens: Annotated[dict[str, str], NoDecode] = Field(
-        default_factory=dict,
-        description="comma-separated principal:token pairs (static bearer tokens)",
-    )
-    agent: Literal["scripted", "command"] = Field(
-        default="scripted", description="default agent profile: scripted or command"
-    )
-    agent_command: str = Field(
-        default="", description="the command agent's command line, run once per turn"
-    )
-    scripted_turn_seconds: float = Field(
-        default=3.0, ge=0, description="how long a scripted reply streams, in seconds"
-    )
-    queue_max: int = Field(default=10, ge=0, description="entries per session; 0 = unlimited")
-    cancel_timeout: float = Field(
-        default=10.0, gt=0, description="seconds after SIGINT before SIGTERM"
-    )
-    escalation_timeout: float = Field(
-        default=2.0, gt=0, description="seconds after SIGTERM before SIGKILL"
-    )
+    database_url: str = Field(default_factory=lambda: f"sqlite:///{Path.cwd() / 'turnqueue.db'}")
+    """plain postgresql://… or sqlite:///…; the async driver is chosen for you"""
+    host: str = "127.0.0.1"
+    """address to listen on; beyond loopback only with tokens or JWT configured"""
+    port: int = Field(default=8000, ge=0, le=65535)
+    """port to listen on"""
+    tokens: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    """comma-separated principal:token pairs (static bearer tokens)"""
+    agent: Literal["scripted", "command"] = "scripted"
+    """default agent profile: scripted or command"""
+    agent_command: str = ""
+    """the command agent's command line, run once per turn"""
+    scripted_turn_seconds: float = Field(default=3.0, ge=0)
+    """how long a scripted reply streams, in seconds"""
+    queue_max: int = Field(default=10, ge=0)
+    """entries per session; 0 = unlimited"""
+    cancel_timeout: Seconds = 10.0
+    """seconds after SIGINT before SIGTERM"""
+    escalation_timeout: Seconds = 2.0
+    """seconds after SIGTERM before SIGKILL"""
 
     # --- ours ---
-    stall_timeout: float = Field(
+    stall_timeout: Seconds = Field(
         default=600.0,
-        gt=0,
-        description="seconds a turn may go without agent activity before it fails STALLED "
-        "(A9); a profile's stall_timeout overrides it",
+        description="seconds a turn may go without agent activity before it fails STALLED (A9); "
+        "a profile's stall_timeout overrides it",
     )
-    cancel_operation_timeout: float = Field(
-        default=30.0, gt=0, description="upper bound of one cancellation, in seconds"
-    )
-    max_content_bytes: int = Field(
-        default=100_000, gt=0, description="largest message content, in bytes"
-    )
-    workflow_file: Path | None = Field(
-        default=None, description="a TOML or JSON workflow definition file"
-    )
-    agents_file: Path | None = Field(
-        default=None, description="agent profiles file (TOML, SPEC A1): acp, command, scripted"
-    )
-    allowed_origins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="comma-separated browser origins allowed for HTTP (CORS) and WebSocket",
-    )
-    max_query_depth: int = Field(default=12, gt=0, description="deepest GraphQL operation")
-    max_aliases: int = Field(default=30, gt=0, description="most aliases in one operation")
-    max_tokens: int = Field(default=2_000, gt=0, description="most tokens in one document")
-    max_body_bytes: int = Field(
-        default=256_000,
-        gt=0,
-        description="largest HTTP request body or WebSocket message, in bytes",
-    )
-    introspection: bool = Field(default=True, description="allow GraphQL introspection")
-    subscriber_buffer: int = Field(
-        default=256, gt=0, description="events buffered per subscriber before it is told to resync"
-    )
-    subscription_fanout: bool = Field(
-        default=True, description="identical snapshot subscriptions share one execution"
-    )
+    cancel_operation_timeout: Seconds = 30.0
+    """upper bound of one cancellation, in seconds"""
+    max_content_bytes: Positive = 100_000
+    """largest message content, in bytes"""
+    workflow_file: Path | None = None
+    """a TOML or JSON workflow definition file"""
+    agents_file: Path | None = None
+    """agent profiles file (TOML, SPEC A1): acp, command, scripted"""
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """comma-separated browser origins allowed for HTTP (CORS) and WebSocket"""
+    max_query_depth: Positive = 12
+    """deepest GraphQL operation"""
+    max_aliases: Positive = 30
+    """most aliases in one operation"""
+    max_tokens: Positive = 2_000
+    """most tokens in one document"""
+    max_body_bytes: Positive = 256_000
+    """largest HTTP request body or WebSocket message, in bytes"""
+    introspection: bool = True
+    """allow GraphQL introspection"""
+    subscriber_buffer: Positive = 256
+    """events buffered per subscriber before it is told to resync"""
+    subscription_fanout: bool = True
+    """identical snapshot subscriptions share one execution"""
     compiled_operations: bool = Field(
         default=True,
         description="mutations and snapshot subscriptions that select only plain fields are "
         "answered without GraphQL execution (same responses)",
     )
-    db_pool_size: int = Field(
-        default=10, gt=0, description="PostgreSQL connections per instance (plus the lease's)"
-    )
-    db_timeout: float = Field(
-        default=30.0, gt=0, description="seconds a connect, statement or SQLite write lock may wait"
-    )
-    lease_seconds: float = Field(
-        default=10.0, gt=0, description="how soon another instance takes over a dead one"
-    )
-    log_json: bool = Field(default=False, description="write JSON log lines")
-    log_level: str = Field(default="INFO", description="log level (DEBUG, INFO, WARNING, …)")
+    db_pool_size: Positive = 10
+    """PostgreSQL connections per instance (plus the lease's)"""
+    db_timeout: Seconds = 30.0
+    """seconds a connect, statement or SQLite write lock may wait"""
+    lease_seconds: Seconds = 10.0
+    """how soon another instance takes over a dead one"""
+    log_json: bool = False
+    """write JSON log lines"""
+    log_level: str = "INFO"
+    """log level (DEBUG, INFO, WARNING, …)"""
 
     # --- signed tokens (S5) ---
-    jwt_secret: str = Field(
-        default="",
-        description="accept HS256 JWTs signed with this shared secret (32 bytes or more)",
-    )
-    jwt_jwks_file: Path | None = Field(
-        default=None,
-        description="accept RS256/ES256 JWTs signed by the public keys of this JWKS file (by kid)",
-    )
-    jwt_issuer: str = Field(default="", description="when set, a JWT's iss must equal it")
-    jwt_audience: str = Field(default="", description="when set, a JWT's aud must contain it")
-    jwt_leeway: float = Field(
-        default=0.0, ge=0, description="seconds of clock skew allowed when checking exp and nbf"
-    )
+    jwt_secret: str = ""
+    """accept HS256 JWTs signed with this shared secret (32 bytes or more)"""
+    jwt_jwks_file: Path | None = None
+    """accept RS256/ES256 JWTs signed by the public keys of this JWKS file (by kid)"""
+    jwt_issuer: str = ""
+    """when set, a JWT's iss must equal it"""
+    jwt_audience: str = ""
+    """when set, a JWT's aud must contain it"""
+    jwt_leeway: float = Field(default=0.0, ge=0)
+    """seconds of clock skew allowed when checking exp and nbf"""
 
     @field_validator("tokens", mode="before")
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnqueue.agents.acp_updates import to_output
+from turnqueue.agents.acp_run import to_output
 from turnqueue.domain import ItemKind, TurnItem
 from turnqueue.engine.reads import MAX_ITEMS, ItemFold
 

@@ -1,24 +1,15 @@
 """The ``acp`` agent profile (SPEC A2, A8, A11): a real coding agent over the Agent Client Protocol.
 
-turnqueue is the ACP *client* (package ``agent-client-protocol``). One agent process per
-session, started by :meth:`AcpAgent.prepare_session` when the session starts (spawn,
-``initialize``, ``session/new`` in ``<workspace>/<task id>``, all within the profile's start
-timeout) and reused for every turn; each turn is one ``session/prompt`` (:mod:`.acp_run`).
-When ``initialize`` lists authentication methods and the profile provides what one needs, the
-agent is authenticated before ``session/new`` (A11); :attr:`AcpAgent.auth` is what the agent last
-said about authentication, and a refusal names the agent's methods (:mod:`.acp_errors`).
+turnqueue is the ACP *client*. One agent process per session (:mod:`.acp_process`), started when
+the session starts (:meth:`AcpAgent.prepare_session`: spawn, ``initialize``, ``authenticate``
+when the profile provides for one of the agent's methods, ``session/new`` in ``<workspace>/<task
+id>``, all within the profile's start timeout) and reused by every turn (:mod:`.acp_run`).
 
-The process (:class:`~.acp_process.AcpProcess`: its group, environment and stderr) is stopped
-after ``idle_timeout`` without a turn, at shutdown, and when it dies or is killed; the session's
-next turn then starts a fresh one, which continues the agent's own session as the session's
-records keep it (A8, :class:`ConversationLog`: ``session/resume``, else ``session/load``, else a
-new ``session/new``), on this instance or any other, after a restart too. When turnqueue's
-session ends (:meth:`AcpAgent.close_session`) the agent's session is closed (``session/close``,
-when advertised) before its process stops.
-
-What the agent sends goes to the process's current turn. With no turn (as while
-``session/load`` replays the history), updates are dropped and permission requests answered
-``cancelled``.
+The process stops after ``idle_timeout`` without a turn, at shutdown, and when it dies or is
+killed; the session's next turn starts a fresh one, which continues the agent's own session as
+the session's records keep it (A8, :class:`ConversationLog`), on any instance, after a restart
+too. When the session ends (:meth:`AcpAgent.close_session`) the agent's session is closed
+(``session/close``, when advertised) before its process stops.
 """
 
 from __future__ import annotations
@@ -61,22 +52,20 @@ T = TypeVar("T")
 
 
 class ConversationLog(Protocol):
-    """Where each session's agent conversation is kept (A8). Set by the engine (the session's
-    records, shared by every instance); an agent on its own keeps them in memory. Neither call
-    raises: a read that fails is no conversation, a write that fails is logged."""
+    """Where each session's agent conversation is kept (A8): the session's records (set by the
+    engine), else memory. Neither call raises: a read that fails is no conversation."""
 
     async def conversation(self, session_id: str) -> AgentConversation | None: ...
 
     async def record(self, conversation: AgentConversation) -> None: ...
 
     async def release_elsewhere(self, session_id: str) -> None:
-        """Before the conversation is continued here: stop the session's agent wherever else it
-        runs (another instance's idle process may hold it open, and an agent may refuse to
-        resume a session another of its processes holds: fast-agent does)."""
+        """Stop the session's agent wherever else it runs, before continuing its conversation
+        here: an agent may refuse to resume a session another of its processes holds."""
 
 
 class MemoryConversations:
-    """A :class:`ConversationLog` in this process's memory (an agent without an engine)."""
+    """A :class:`ConversationLog` in memory (an agent without an engine)."""
 
     def __init__(self) -> None:
         self._kept: dict[str, AgentConversation] = {}
@@ -101,18 +90,15 @@ class AcpAgent:
     def __init__(self, profile: Profile, *, bounds: Bounds | None = None) -> None:
         self.name = profile.name
         self.profile = profile
-        #: A9: how long a turn's agent may stay silent (the profile's, by default)
         self.bounds = bounds if bounds is not None else profile.bounds()
         self.workspace = profile.workspace or Path.cwd() / "workspaces"
-        #: set by the engine: asks a user about a permission request (A6)
+        # Set by the engine: who asks a user about a permission request (A6), a session's task
+        # (its working directory), the record of process groups (M6) and of conversations (A8).
         self.approvals: ApprovalHandler | None = None
-        #: set by the engine: the task of a session (its working directory)
         self.task_of: TaskLookup | None = None
-        #: set by the engine: records each session's process group (M6)
         self.processes: ProcessLog | None = None
-        self._processes: dict[str, AcpProcess] = {}
-        #: set by the engine: the session's records of its agent conversation (A8)
         self.conversations: ConversationLog = MemoryConversations()
+        self._processes: dict[str, AcpProcess] = {}
         self._cwds: dict[str, Path] = {}
         # Weak: a session's lock lives while a turn or a start holds or awaits it.
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
@@ -120,19 +106,13 @@ class AcpAgent:
         self._stopping: set[asyncio.Task[None]] = set()  # idle stops under way
         #: what the agent last said about authentication (A11; ``agents { auth }``)
         self.auth = AgentAuth()
-        #: Q16 (``agents { steering }``): false once the agent answered a steering offer that it
-        #: has no ``_session/steering`` method (as this instance saw it; a new process of an
-        #: upgraded agent that takes one sets it again). ACP's ``initialize`` does not say.
+        #: Q16 (``agents { steering }``): false once the agent answered that it has no
+        #: ``_session/steering`` (``initialize`` does not say); an agent that takes one resets it.
         self.steering = True
 
-    # -- the Agent interface ---------------------------------------------------------------
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> AcpRun:
-        if self._runs.closed:
-            raise AgentStartError("agent is closed")
         run = AcpRun(self, prompt, session_id=session_id, turn_id=turn_id, bounds=self.bounds)
-        run.launch()
-        self._runs.add(run)
-        return run
+        return self._runs.launch(run)
 
     async def prepare_session(self, session_id: str, task_id: str) -> None:
         """A2: start the session's agent (raises :class:`AgentStartError` with the reason)."""
@@ -187,7 +167,6 @@ class AcpAgent:
         process = self._processes.get(session_id)
         return process.pid if process is not None and not process.dead else None
 
-    # -- processes -------------------------------------------------------------------------
     async def ensure(self, session_id: str) -> AcpProcess:
         """The session's live process, started (or restarted) if need be. Caller holds the
         session lock."""
@@ -230,10 +209,9 @@ class AcpAgent:
         return cwd
 
     async def _open_session(self, session_id: str, process: AcpProcess, cwd: Path) -> None:
-        """``initialize``, ``authenticate`` and the conversation (A8): continue the agent's own
-        session that the session's records keep (``session/resume`` when advertised, else
-        ``session/load``), else, or when that fails, a new ``session/new``. The outcome is
-        recorded for the session and logged."""
+        """``initialize``, ``authenticate``, then the conversation (A8): the agent's session the
+        session's records keep, continued (``session/resume`` when advertised, else
+        ``session/load``), else, or when that fails, a new one. The outcome is recorded."""
         conn = process.conn
         assert conn is not None
         init = await self._ask(
@@ -253,53 +231,32 @@ class AcpAgent:
         stored = await self.conversations.conversation(session_id)
         if stored is not None and (can_resume or can_load):
             await self.conversations.release_elsewhere(session_id)
-        error: str | None = None
-        how, agent_session = ConversationStart.NEW, None
+        how, agent_session, error = ConversationStart.NEW, None, None
+        where = f"session {session_id}: agent {self.name}"
         method = "session/resume" if can_resume else "session/load" if can_load else None
         if stored is not None and stored.profile == self.name:
             previous = stored.agent_session_id
-            if method is None:
-                log.info(
-                    "session %s: agent %s advertises neither session/resume nor session/load; "
-                    "its conversation %s is not continued",
-                    session_id,
-                    self.name,
-                    previous,
+            try:
+                if method is None:
+                    log.info("%s advertises no session/resume or session/load", where)
+                elif can_resume:
+                    await conn.resume_session(session_id=previous, cwd=str(cwd), mcp_servers=[])
+                    how, agent_session = ConversationStart.RESUMED, previous
+                else:
+                    await conn.load_session(cwd=str(cwd), session_id=previous, mcp_servers=[])
+                    how, agent_session = ConversationStart.LOADED, previous
+            except Exception as exc:
+                reason = failure_of(exc).text if isinstance(exc, RequestError) else error_text(exc)
+                error = f"{method} failed: {reason}"
+                log.warning(
+                    "%s: %s of %s failed (%s); starting a new one", where, method, previous, error
                 )
-            else:
-                try:
-                    if can_resume:
-                        await conn.resume_session(session_id=previous, cwd=str(cwd), mcp_servers=[])
-                        how = ConversationStart.RESUMED
-                    else:
-                        await conn.load_session(cwd=str(cwd), session_id=previous, mcp_servers=[])
-                        how = ConversationStart.LOADED
-                    agent_session = previous
-                    log.info(
-                        "session %s: agent %s continued its session %s (%s)",
-                        session_id,
-                        self.name,
-                        previous,
-                        how.value,
-                    )
-                except Exception as exc:
-                    reason = (
-                        failure_of(exc).text if isinstance(exc, RequestError) else error_text(exc)
-                    )
-                    error = f"{method} failed: {reason}"
-                    log.warning(
-                        "session %s: %s of agent session %s failed (%s); starting a new one",
-                        session_id,
-                        method,
-                        previous,
-                        error,
-                    )
+            if agent_session is not None:
+                log.info("%s continued its session %s (%s)", where, previous, how.value)
         if agent_session is None:
             created = await self._ask("session/new", conn.new_session(cwd=str(cwd), mcp_servers=[]))
             agent_session = created.session_id
-            log.info(
-                "session %s: agent %s opened a new session %s", session_id, self.name, agent_session
-            )
+            log.info("%s opened a new session %s", where, agent_session)
         process.acp_session_id = agent_session
         await self.conversations.record(
             AgentConversation(
@@ -380,7 +337,6 @@ class AcpAgent:
         if self.processes is not None:
             await self.processes.ended(process.pid)
 
-    # -- idleness (A2) ---------------------------------------------------------------------
     def idle(self, session_id: str, process: AcpProcess) -> None:
         """The process has no turn: stop it after the profile's idle timeout."""
         process.cancel_idle()

@@ -1,21 +1,15 @@
 """What an ACP agent's failures mean, in words a person can act on (SPEC A11).
 
-Three kinds of failure are told apart, because they call for different things:
+- an **error answer** to a request: the agent is alive and says why it will not work. Its code
+  and message are kept, classified (:func:`classify`) from the code and the words real agents use
+  (``tests/agents/test_acp_errors.py`` quotes them);
+- an **exit** (:func:`describe_exit`): its real status; a signal turnqueue sent is named as
+  turnqueue's, never as the agent's;
+- an **authentication refusal**: the agent's methods are listed (:func:`methods_hint`), so a
+  person knows what to configure.
 
-- an **error answer** (a JSON-RPC error to a request): the agent is alive and says why it will not
-  do the work. Its own code and message are kept, with a classification
-  (:func:`classify`: authentication, rate limit, provider unreachable, internal) made from the code
-  and the words real agents use (the messages in ``tests/agents/test_acp_errors.py`` are theirs);
-- an **exit** (:func:`describe_exit`): the process died or closed its pipes. Its real status is
-  reported, and a signal turnqueue sent itself is named as turnqueue's, never as the agent's;
-- an **authentication refusal** at start: the agent's methods (``authMethods`` of ``initialize``)
-  are listed with their descriptions (:func:`methods_hint`), so a person knows what to configure.
-
-A start that failed (:func:`start_error`) is said as one of these, as the start's timeout, or as
-what kept the command from starting.
-
-What the agent wrote to stderr is never part of these messages: it is kept apart
-(``Turn.agentStderr``, ``Session.agentStderr``).
+A start that failed (:func:`start_error`) is one of these, its timeout, or what kept the command
+from starting. The agent's stderr is never part of these messages: it is kept apart.
 """
 
 from __future__ import annotations
@@ -72,8 +66,7 @@ class AgentFailure:
         return f"agent error {self.code} ({label}): {self.message}"
 
     @property
-    def sentence(self) -> str:
-        """:attr:`text` ending with a full stop (a hint may follow)."""
+    def sentence(self) -> str:  # :attr:`text` as a sentence, for a hint to follow
         text = self.text
         return text if text.endswith((".", "!", "?")) else text + "."
 
@@ -113,9 +106,8 @@ def failure_of(error: RequestError) -> AgentFailure:
 
 
 def describe_exit(returncode: int | None, sent: Iterable[posix_signal.Signals] = ()) -> str:
-    """A4/A11: the process's end as it really was. ``sent``: the signals turnqueue sent it.
-
-    ``None``: it closed its pipes and was still running when turnqueue gave up waiting."""
+    """A4/A11: how the process ended (``None``: it closed its pipes and still ran); ``sent``:
+    the signals turnqueue sent it."""
     if returncode is None:
         return "agent closed its connection while its process was still running"
     if returncode >= 0:
@@ -133,8 +125,8 @@ def describe_exit(returncode: int | None, sent: Iterable[posix_signal.Signals] =
 async def start_error(
     process: AcpProcess | None, exc: Exception, start_timeout: float
 ) -> AgentStartError:
-    """A2/A11: why a start failed, in the agent's own words where it gave any; its stderr
-    apart. Called before turnqueue kills the process, so an exit status is its own."""
+    """A2/A11: why a start failed, in the agent's words where it gave any, its stderr apart.
+    Called before turnqueue kills the process, so an exit status is its own."""
     if isinstance(exc, AgentStartError):
         reason, kind = str(exc), exc.kind
         if process is not None:  # a refusal: what it logged with it, too

@@ -1,18 +1,16 @@
 """One ACP agent process and its connection: spawn, stderr tail, client callbacks, stop and kill.
 
-The process runs in its own process group (``start_new_session=True``: pgid == pid), so SIGTERM
-and SIGKILL reach the whole group; it gets the profile's environment on top of a minimal one
-(``acp.default_environment()``), never the server's whole environment; its stderr is drained
-continuously (the last :data:`STDERR_TAIL_BYTES` kept, and a count of every byte, so a turn can
-take what was written while it ran: :meth:`AcpProcess.tail`), so an agent that writes megabytes
-of logs never blocks on a full pipe. stderr is the agent's own log, kept apart from any reason
-turnqueue gives (A11).
+The process leads its own process group (signals reach all it spawned) and gets the profile's
+environment on top of ``acp.default_environment()``, never the server's whole environment. Its
+stderr (the agent's own log, kept apart from any reason turnqueue gives: A11) is drained
+continuously, so an agent that logs megabytes never blocks on a full pipe; the last
+:data:`STDERR_TAIL_BYTES` are kept with a count of every byte, so a turn can take what was
+written while it ran (:meth:`AcpProcess.tail`).
 
-What the agent sends is routed to the process's current turn (:class:`Turn`): ``session/update``
-notifications from the connection's message stream in arrival order (a connection *observer*,
-before the package validates them), and ``session/request_permission`` through the client
-callbacks (:class:`_Client`). With no turn, updates are dropped and permission requests are
-answered ``cancelled``.
+What the agent sends goes to the process's current :class:`Turn`: ``session/update``
+notifications as raw messages, in arrival order (a connection observer, before the package
+validates them), and ``session/request_permission`` through :class:`_Client`. With no turn,
+updates are dropped and permission requests answered ``cancelled``.
 """
 
 from __future__ import annotations
@@ -94,9 +92,8 @@ class AcpProcess:
         return not self.dead and self.proc.returncode is None
 
     def tail(self, since: int = 0) -> str:
-        """The last :data:`STDERR_TAIL_BYTES` of stderr written after byte ``since`` (a
-        ``stderr_total`` taken earlier), decoded, without terminal colour codes (codex colours
-        its log); empty when nothing was."""
+        """The stderr tail written after byte ``since`` (a ``stderr_total`` taken earlier),
+        without terminal colour codes (codex colours its log)."""
         size = min(len(self.stderr), max(0, self.stderr_total - since))
         text = self.stderr[len(self.stderr) - size :].decode("utf-8", errors="replace")
         return _ANSI.sub("", text).strip()
@@ -104,8 +101,8 @@ class AcpProcess:
     async def stderr_quiet(
         self, quiet: float = STDERR_QUIET_SECONDS, bound: float = STOP_GRACE_SECONDS
     ) -> None:
-        """Wait until stderr has been silent for ``quiet`` seconds (at most ``bound``): a live
-        agent usually logs an error just before or after it answers it."""
+        """Wait (at most ``bound``) for stderr to be silent ``quiet`` seconds: a live agent
+        usually logs an error just before or after it answers it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + bound
         while (left := deadline - loop.time()) > 0:
@@ -116,10 +113,9 @@ class AcpProcess:
                 return
 
     async def exit_status(self, timeout: float = STOP_GRACE_SECONDS) -> int | None:
-        """The process's own exit status, waiting at most ``timeout`` for it to exit; None if
-        it is still running. Read before turnqueue kills it, so a status is never ours. After
-        an exit it also waits (as long) for stderr to end, so what the process wrote last is
-        in the tail (its group is killed on exit: stderr ends soon)."""
+        """The process's own exit status (read before turnqueue kills it), waiting at most
+        ``timeout`` for it; None if it still runs. After an exit it also waits (as long) for
+        stderr to end, so the tail holds what the process wrote last."""
         if self.proc.returncode is None:
             await bounded(self.proc.wait(), timeout)
         if self.proc.returncode is not None and self.tasks:
@@ -127,15 +123,13 @@ class AcpProcess:
         return self.proc.returncode
 
     def cancel_idle(self) -> None:
-        """No idle stop: the process serves a turn, or it is being stopped."""
         if self.idle is not None:
             self.idle.cancel()
             self.idle = None
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
-        """Mark it dead, SIGTERM the group and give it up to ``grace`` seconds to exit (none when
-        ``grace`` is 0), SIGKILL what is left, then close the connection, reap the process and
-        stop its helper tasks."""
+        """Mark it dead, SIGTERM the group (unless ``grace`` is 0) and give it ``grace``
+        seconds, SIGKILL what is left, close the connection, reap it, stop its tasks."""
         self.cancel_idle()
         self.dead = True
         if grace > 0:
@@ -207,7 +201,7 @@ class _Client:
         )
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        """Updates are taken from the message stream (see :func:`_observer`)."""
+        pass  # updates are taken from the message stream (:func:`_observer`)
 
 
 def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:

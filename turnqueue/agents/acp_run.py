@@ -1,26 +1,20 @@
 """One turn of an ``acp`` profile (SPEC A3-A6, A9, Q16): one ``session/prompt`` on the session's
-agent process (:class:`AcpRun`), run on its agent (:class:`~.acp.AcpAgent`, seen through
-:class:`Host`).
+agent process (:class:`AcpRun`), run by its agent (:class:`~.acp.AcpAgent`, seen as :class:`Host`).
 
-What the agent sends during the turn reaches the run through its process
-(:class:`~.acp_process.Turn`): ``session/update`` notifications become turn output
-(:mod:`.acp_updates`); ``session/request_permission`` goes to the engine (A6,
-:data:`ApprovalHandler`) or, without one, is answered by the profile's policy
-(:func:`policy_option`). INTERRUPT is ``session/cancel`` and answers every pending permission
-request ``cancelled`` (A5); TERMINATE and KILL signal the process group and mark the process dead,
-so the next turn gets a fresh one (A4).
+During the turn, ``session/update`` notifications become its output (:func:`to_output`);
+``session/request_permission`` goes to the engine (A6, :data:`ApprovalHandler`) or, without one,
+is answered by the profile's policy (:func:`policy_option`). INTERRUPT is ``session/cancel`` and
+answers every pending permission request ``cancelled`` (A5); TERMINATE and KILL signal the process
+group and mark the process dead, so the next turn gets a fresh one (A4).
 
 Hazards:
-- ``session/prompt`` of one session never overlaps another: the session's lock is held from the
-  start of a turn's process set-up to the end of its prompt, so a new turn whose predecessor was
-  abandoned (killed) waits for that predecessor to wind down first.
-- A stop reason is read only from the prompt's answer. An error answer (A11) fails the turn with
-  the agent's own code and message, classified, and keeps the process: it is alive and takes the
-  next prompt. Only a closed pipe or a dead process is reported as an exit, with the status the
-  process really had (read before turnqueue kills anything), and marks the process dead so
-  nothing is sent to it again.
-- What the agent wrote to stderr during the turn goes with the result (``AgentResult.stderr``),
-  never into its reason.
+- A session's prompts never overlap: its lock is held from a turn's process set-up to the end of
+  its prompt, so a turn after an abandoned (killed) one waits for that one to wind down.
+- An error answer (A11) fails the turn with the agent's own code and message, classified, and
+  keeps the process (it is alive). Only a closed pipe or a dead process is an exit, reported with
+  the status the process really had (read before turnqueue kills anything); the process is then
+  marked dead so nothing is sent to it again.
+- What the agent wrote to stderr during the turn goes with the result, never into its reason.
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal as posix_signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -37,7 +31,6 @@ from acp.schema import PermissionOption, ToolCallUpdate
 
 from turnqueue.agents.acp_errors import AgentFailure, describe_exit, failure_of
 from turnqueue.agents.acp_process import SEND_TIMEOUT, AcpProcess
-from turnqueue.agents.acp_updates import to_output
 from turnqueue.agents.base import (
     POSIX_SIGNALS,
     AgentResult,
@@ -50,7 +43,7 @@ from turnqueue.agents.base import (
     steer_item,
 )
 from turnqueue.agents.profiles import Profile
-from turnqueue.domain import AgentErrorKind
+from turnqueue.domain import AgentErrorKind, ItemKind, TurnItem
 from turnqueue.timeouts import bounded
 
 log = logging.getLogger(__name__)
@@ -88,9 +81,7 @@ def policy_option(policy: str, options: Iterable[tuple[str, str, str]]) -> str |
 
 
 class Host(Protocol):
-    """What a run uses of its agent (:class:`~.acp.AcpAgent`): the session's lock and live
-    process, the idle stop after the turn, the profile's authentication state and permission
-    policy, and whether the agent takes steering."""
+    """What a run uses of its agent (:class:`~.acp.AcpAgent`)."""
 
     @property
     def profile(self) -> Profile: ...
@@ -102,22 +93,15 @@ class Host(Protocol):
 
     def session_lock(self, session_id: str) -> asyncio.Lock: ...
 
-    async def ensure(self, session_id: str) -> AcpProcess:
-        """The session's live process (raises :class:`AgentStartError`); lock held."""
-        ...
+    async def ensure(self, session_id: str) -> AcpProcess: ...
 
-    def idle(self, session_id: str, process: AcpProcess) -> None:
-        """The process has no turn: it is stopped after the profile's idle timeout."""
+    def idle(self, session_id: str, process: AcpProcess) -> None: ...
 
-    async def kill(self, process: AcpProcess) -> None:
-        """SIGKILL the process's group and forget the process (A4: the turn lost it)."""
+    async def kill(self, process: AcpProcess) -> None: ...
 
-    def refusal(self, what: str | None, failure: AgentFailure) -> str:
-        """The reason for an error answer; an authentication refusal is recorded (A11)."""
-        ...
+    def refusal(self, what: str | None, failure: AgentFailure) -> str: ...
 
-    def prompt_succeeded(self, process: AcpProcess) -> None:
-        """A prompt was answered with some work: an earlier refusal is over (A11)."""
+    def prompt_succeeded(self, process: AcpProcess) -> None: ...
 
 
 class AcpRun(BaseRun):
@@ -308,3 +292,64 @@ class AcpRun(BaseRun):
         process.dead = True  # A4: the next turn gets a fresh process
         sig = posix_signal.SIGKILL if Signal.KILL in self._sent else posix_signal.SIGTERM
         process.killpg(sig)
+
+
+#: The fields of a tool call item (A3); an update carries the subset that changed.
+TOOL_FIELDS = ("title", "kind", "status", "content", "locations")
+
+
+def _text_of(content: Any) -> str | None:
+    """The text of a text content block; None for other blocks."""
+    if isinstance(content, Mapping) and content.get("type") == "text":
+        text = content.get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
+def to_output(update: Mapping[str, Any]) -> str | TurnItem | None:
+    """A3: one ``session/update``'s ``update`` as turn output (None for an empty chunk): message
+    text as ``str``, else a :class:`TurnItem`. It is read as raw JSON, not the package's models,
+    so an update the installed schema cannot validate (a newer agent) is kept whole as RAW."""
+    kind = update.get("sessionUpdate")
+    if kind == "agent_message_chunk":
+        text = _text_of(update.get("content"))
+        if text is not None:
+            return text or None
+    elif kind == "agent_thought_chunk":
+        text = _text_of(update.get("content"))
+        if text is not None:
+            return TurnItem(ItemKind.THOUGHT, {"text": text}) if text else None
+    elif kind in ("tool_call", "tool_call_update"):
+        call_id = update.get("toolCallId")
+        if isinstance(call_id, str) and call_id:
+            data: dict[str, Any] = {"toolCallId": call_id}
+            if kind == "tool_call":  # the start: every field present (ACP defaults)
+                data.update(
+                    title=update.get("title", ""),
+                    kind=update.get("kind", "other"),
+                    status=update.get("status", "pending"),
+                    content=update.get("content") or [],
+                    locations=update.get("locations") or [],
+                )
+            else:  # an update: only what it carries
+                data.update({f: update[f] for f in TOOL_FIELDS if update.get(f) is not None})
+            return TurnItem(ItemKind.TOOL_CALL, data, key=call_id)
+    elif kind == "plan":
+        entries = update.get("entries")
+        if isinstance(entries, list):
+            return TurnItem(
+                ItemKind.PLAN,
+                {
+                    "entries": [
+                        {
+                            "content": e.get("content", ""),
+                            "priority": e.get("priority", "medium"),
+                            "status": e.get("status", "pending"),
+                        }
+                        for e in entries
+                        if isinstance(e, Mapping)
+                    ]
+                },
+                key="plan",  # a plan update replaces the whole plan (ACP)
+            )
+    return TurnItem(ItemKind.RAW, dict(update))

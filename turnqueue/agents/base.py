@@ -1,34 +1,27 @@
 """The one narrow interface between the engine and an agent (SPEC §2), and shared plumbing.
 
-An :class:`Agent` starts one :class:`AgentRun` per turn. The engine reads ``stream()`` (output
-chunks as they are produced), then ``wait()`` for the :class:`AgentResult`. To stop a turn it calls
-``signal()`` with INTERRUPT, then TERMINATE, then KILL; the *timing* of that ladder (cancel timeout,
-escalation timeout) is the engine's, an agent only delivers the signals. A signalled run still ends
-through ``wait()``; the engine, not the agent, decides that the turn is CANCELLED.
+An :class:`Agent` starts one :class:`AgentRun` per turn. The engine reads ``stream()``, then
+``wait()`` for the :class:`AgentResult`. To stop a turn it calls ``signal()`` with INTERRUPT, then
+TERMINATE, then KILL; the ladder's *timing* is the engine's, an agent only delivers the signals.
+A signalled run still ends through ``wait()``; the engine decides that the turn is CANCELLED.
 
-:class:`BaseRun` implements the stream/wait/done half for both profiles: a subclass supplies
-``_run()`` (produce chunks with ``_emit``, return the result) and ``signal()``. Each run has one
-named supervising task (which awaits any helper task it makes); ``wait()`` awaits that task itself,
-so once ``wait()`` returns nothing of the run is left on the event loop. :class:`RunSet` lets an
-agent kill what it still runs on ``aclose()``.
+:class:`BaseRun` is the stream/wait/done half of every profile's run: a subclass supplies
+``_run()`` (chunks through ``_emit``, then the result) and ``signal()``. Each run is one named
+task (awaiting any helper task it makes), and ``wait()`` awaits it, so once ``wait()`` returns
+nothing of the run is left on the event loop. :class:`RunSet` kills an agent's runs on ``aclose()``.
 
-A9: a run given :class:`Bounds` has a :class:`Watchdog`, told of every sign of life of its agent
-(:meth:`Watchdog.bump`: every chunk and item it emits; a subclass bumps more) and of the time a
-pending approval waits on a person (:meth:`Watchdog.paused`: the clock stands still meanwhile).
-Once armed (:meth:`Watchdog.arm`: the prompt has reached the agent), the agent has
-``Bounds.start`` seconds for its first sign of life and then ``Bounds.stall`` seconds between
-two. A run whose agent stays silent past a bound is killed through its own ``signal(KILL)`` and
-ends failed with kind STALLED, whatever the kill made of its result; one that does not end
-within :data:`CLOSE_GRACE_SECONDS` of the kill has its task cancelled (the same end).
+A9: a run given :class:`Bounds` has a :class:`Watchdog`. Once armed (the prompt reached the
+agent), the agent has ``Bounds.start`` seconds for its first sign of life (:meth:`Watchdog.bump`:
+every chunk and item emitted, and whatever a subclass bumps), then ``Bounds.stall`` between two;
+the clock stands still while an approval waits on a person (:meth:`Watchdog.paused`). A run
+silent past a bound is killed through its own ``signal(KILL)`` and fails STALLED, whatever the
+kill made of its result; its task is cancelled if it has not ended :data:`CLOSE_GRACE_SECONDS`
+after the kill.
 
-Hazards:
-- A bump is on the output path (one per chunk): it only stores the time, without waking the
-  watching task. The watcher sleeps to the deadline it knows and, on waking, compares with the
-  last bump, so it wakes at most once per bound while the agent is lively. Only what can move
-  the deadline *earlier* (arming, the first sign of life when ``stall < start``, a pause ending)
-  wakes it.
-- The watchdog never acts itself: the run awaits :meth:`Watchdog.expired` in one named task and
-  stops itself through its own kill path.
+Hazard: a bump is on the output path (one per chunk), so it only stores the time. The watcher
+sleeps to the deadline it knows and compares with the last bump on waking (at most one wake per
+bound while the agent is lively); only what moves the deadline *earlier* (arming, the first sign
+of life when ``stall < start``, a pause ending) wakes it.
 """
 
 from __future__ import annotations
@@ -41,13 +34,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from turnqueue.domain import AgentErrorKind, ItemKind, TurnItem
 from turnqueue.errors import TurnqueueError
 from turnqueue.timeouts import bounded
 
 log = logging.getLogger(__name__)
+R = TypeVar("R", bound="BaseRun")
 
 #: How long ``aclose`` waits for a killed run to wind down before cancelling its task.
 CLOSE_GRACE_SECONDS = 2.0
@@ -82,7 +76,6 @@ class Watchdog:
         self._wake.set()
 
     def bump(self) -> None:
-        """A sign of life of the agent."""
         self._last = self._loop.time()
         if not self._active:
             self._active = True
@@ -139,16 +132,11 @@ POSIX_SIGNALS = {
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
-    ok: bool
-    """True: the turn completed. False: it failed (or was stopped)."""
-    error: str | None = None
-    """Why it failed."""
-    clarification: str | None = None
-    """Set when the agent asked a question; the turn completes with it as output."""
-    error_kind: AgentErrorKind | None = None
-    """How the failure is classified (A11); None when it is not an agent's error or exit."""
-    stderr: str | None = None
-    """What the agent wrote to stderr during the turn (a tail), kept apart from ``error``."""
+    ok: bool  # the turn completed; False: it failed (or was stopped)
+    error: str | None = None  # why it failed
+    clarification: str | None = None  # the agent's question: the turn completes with it
+    error_kind: AgentErrorKind | None = None  # A11; None when not an agent's error or exit
+    stderr: str | None = None  # the tail of the agent's stderr in the turn, apart from ``error``
 
 
 class AgentStartError(TurnqueueError):
@@ -183,7 +171,6 @@ def error_text(exc: BaseException) -> str:
 
 
 def current_cancelling() -> bool:
-    """Whether a cancellation of the current task is pending."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
 
@@ -196,15 +183,12 @@ class AgentRun(Protocol):
         """Output as produced: ``str`` for the agent's message text, :class:`TurnItem` for
         structured output (A3: thoughts, tool calls, plans, raw updates). Ends when the turn's
         output ends. One consumer only."""
-        ...
 
     async def wait(self) -> AgentResult:
         """Resolve when the turn is over (after the stream's end)."""
-        ...
 
     async def signal(self, signal: Signal) -> None:
         """Ask the run to stop. Idempotent; a no-op once the run has ended."""
-        ...
 
     @property
     def done(self) -> bool: ...
@@ -239,11 +223,9 @@ class Agent(Protocol):
 
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> AgentRun:
         """Start a turn. Raises (:class:`AgentStartError`) when the agent cannot start."""
-        ...
 
     async def aclose(self) -> None:
         """Kill whatever the agent still runs (server shutdown). Further ``start`` calls raise."""
-        ...
 
 
 class BaseRun(ABC):
@@ -292,7 +274,6 @@ class BaseRun(ABC):
             self._chunks.put_nowait(chunk)
 
     def _bump(self) -> None:
-        """A9: a sign of life of the agent."""
         if self.watchdog is not None:
             self.watchdog.bump()
 
@@ -360,6 +341,14 @@ class RunSet:
     def __init__(self) -> None:
         self._runs: set[BaseRun] = set()
         self.closed = False
+
+    def launch(self, run: R) -> R:
+        """Launch ``run`` as one of these; :class:`AgentStartError` once closed."""
+        if self.closed:
+            raise AgentStartError("agent is closed")
+        run.launch()
+        self.add(run)
+        return run
 
     def add(self, run: BaseRun) -> None:
         self._runs.add(run)

@@ -1,23 +1,17 @@
 """The ``command`` agent profile (SPEC §2): one process per turn.
 
-``TURNQUEUE_AGENT_COMMAND`` is split with :func:`shlex.split` and executed directly — **no shell**,
-so a missing or non-executable program makes ``start`` raise :class:`AgentStartError` instead of
-becoming a shell's exit status 127. Wrap it yourself (``sh -c '…'``) to get pipes or expansions.
+``TURNQUEUE_AGENT_COMMAND`` is split with :func:`shlex.split` and run with **no shell**, so a
+missing or non-executable program makes ``start`` raise :class:`AgentStartError` (not a shell's
+status 127); ``sh -c '…'`` gives pipes and expansions. The process leads its own process group,
+which every signal reaches; it gets the prompt (UTF-8) on stdin, then EOF, and the server's
+environment plus ``TURNQUEUE_SESSION_ID`` and ``TURNQUEUE_TURN_ID``. Each stdout line is one
+chunk (newline kept; a longer line than ``max_chunk_chars`` comes in pieces), and the last
+``stderr_tail_bytes`` of stderr are kept apart from the error (A11).
 
-Per turn the process
-- runs in its own session and so its own process group (``start_new_session=True``), whose id is
-  its pid: every signal goes to the whole group (``os.killpg``), helpers it spawned included;
-- gets the prompt (UTF-8) on stdin, which is then closed; a process that never reads it is fine;
-- inherits the server's environment plus ``TURNQUEUE_SESSION_ID`` and ``TURNQUEUE_TURN_ID``;
-- has each stdout line streamed as one chunk, newline kept; a line longer than ``max_chunk_chars``
-  is streamed in pieces of that size, so memory stays bounded whatever it prints;
-- has the last ``stderr_tail_bytes`` of stderr kept apart from the error (``AgentResult.stderr``,
-  ``Turn.agentStderr``: A11, as for ``acp`` agents).
-
-The turn ends when that process exits; whatever is left in its group is then SIGKILLed. Exit
-status 0 completes the turn; anything else fails it with ``"exit status 3"`` or
-``"killed by SIGTERM"``, prefixed with ``"interrupted (SIGINT, …)"`` when the engine had
-signalled the run. INTERRUPT, TERMINATE and KILL are SIGINT, SIGTERM and SIGKILL to the group.
+The turn ends when the process exits; what is left of its group is then SIGKILLed. Status 0
+completes the turn; anything else fails it (``"exit status 3"``, ``"killed by SIGTERM"``, after
+``"interrupted (SIGINT, …): "`` when the engine signalled it). INTERRUPT, TERMINATE and KILL are
+SIGINT, SIGTERM and SIGKILL to the group.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ import shlex
 import signal as posix_signal
 from asyncio.subprocess import PIPE
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import cast
 
 from turnqueue.agents.base import (
     POSIX_SIGNALS,
@@ -59,29 +53,6 @@ def parse_command(command: str) -> list[str]:
     if not argv:
         raise AgentStartError("no agent command configured (TURNQUEUE_AGENT_COMMAND is empty)")
     return argv
-
-
-class _Pipe(Protocol):
-    """What we use of the stdin pipe's transport (asyncio: ``WriteTransport``)."""
-
-    def write(self, data: bytes) -> None: ...
-    def close(self) -> None: ...
-
-
-class _Process(Protocol):
-    """What we use of the transport ``loop.subprocess_exec`` hands to ``connection_made``: the
-    documented methods of ``asyncio.SubprocessTransport``.
-
-    Hazard: only asyncio's own loop gives an actual ``asyncio.SubprocessTransport``. uvloop (the
-    loop ``turnqueue serve`` runs on: uvicorn's default) gives a ``UVProcessTransport`` with the
-    same methods but no asyncio base class, and its pipes are no ``asyncio.WriteTransport``
-    either. So the transport is typed by what it does, never checked with ``isinstance``.
-    """
-
-    def get_pid(self) -> int: ...
-    def get_returncode(self) -> int | None: ...
-    def get_pipe_transport(self, fd: int) -> _Pipe | None: ...
-    def close(self) -> None: ...
 
 
 class _Output:
@@ -145,7 +116,7 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         self._stderr = bytearray()
         self._sent: list[Signal] = []
         self._group_killed = False
-        self._transport: _Process | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
         self._pid: int | None = None
         self._exited = asyncio.Event()
         self._stdout_closed = asyncio.Event()
@@ -155,10 +126,12 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Called once, before subprocess_exec returns and before any other callback of this
         # protocol (asyncio and uvloop both defer pipe data and the exit until it has run).
-        process = cast(_Process, transport)  # see _Process: no isinstance, it differs by loop
+        # Hazard: uvloop's transport (``turnqueue serve`` runs on uvloop) and its pipes have
+        # asyncio's methods but not its base classes: typed by a cast, never isinstance-checked.
+        process = cast(asyncio.SubprocessTransport, transport)
         self._transport = process
         self._pid = process.get_pid()
-        stdin = process.get_pipe_transport(0)
+        stdin = cast(asyncio.WriteTransport | None, process.get_pipe_transport(0))
         if stdin is None:  # stdin=PIPE always gives one; no pipe means nothing to send
             return
         # write() buffers what the pipe does not take now; close() flushes it, then closes, so

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from turnqueue.agents.base import (
     AgentResult,
-    AgentStartError,
     BaseRun,
     Bounds,
     RunSet,
@@ -149,12 +148,8 @@ class ScriptedAgent:
         self._runs = RunSet()
 
     async def start(self, prompt: str, *, session_id: str, turn_id: str) -> ScriptedRun:
-        if self._runs.closed:
-            raise AgentStartError("agent is closed")
         run = ScriptedRun(plan(prompt, self.turn_seconds), turn_id=turn_id, bounds=self.bounds)
-        run.launch()
-        self._runs.add(run)
-        return run
+        return self._runs.launch(run)
 
     async def aclose(self) -> None:
         await self._runs.aclose()
