@@ -99,35 +99,13 @@ def load_jwks(path: Path) -> dict[str, _Key]:
 class JwtVerifier:
     """S5: verify a JWT against the configured secret or keys; the principal is ``sub``."""
 
-    def __init__(
-        self,
-        *,
-        secret: str = "",
-        jwks: Mapping[str, _Key] | None = None,
-        issuer: str = "",
-        audience: str = "",
-        leeway: float = 0.0,
-    ) -> None:
-        if bool(secret) == bool(jwks):
-            raise AuthConfigError("give either a JWT secret or a JWKS file")
+    def __init__(self, settings: Settings) -> None:
+        secret, jwks_file = settings.jwt_secret, settings.jwt_jwks_file
         self._secret = _Key(secret.encode(), "HS256") if secret else None
-        self._jwks = dict(jwks or {})
-        self._issuer = issuer or None
-        self._audience = audience or None
-        self._leeway = leeway
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> JwtVerifier | None:
-        if not settings.jwt_secret and settings.jwt_jwks_file is None:
-            return None
-        jwks = load_jwks(settings.jwt_jwks_file) if settings.jwt_jwks_file else None
-        return cls(
-            secret=settings.jwt_secret,
-            jwks=jwks,
-            issuer=settings.jwt_issuer,
-            audience=settings.jwt_audience,
-            leeway=settings.jwt_leeway,
-        )
+        self._jwks = load_jwks(jwks_file) if jwks_file is not None else {}
+        self._issuer = settings.jwt_issuer or None
+        self._audience = settings.jwt_audience or None
+        self._leeway = settings.jwt_leeway
 
     def _key_for(self, header: Mapping[str, Any]) -> _Key:
         if self._secret is not None:
@@ -181,7 +159,8 @@ class Authenticator:
     @classmethod
     def from_settings(cls, settings: Settings) -> Authenticator:
         """Raises :class:`AuthConfigError` for an unusable JWT configuration."""
-        return cls(settings.tokens, JwtVerifier.from_settings(settings))
+        signed = settings.jwt_secret or settings.jwt_jwks_file is not None  # S5: one or the other
+        return cls(settings.tokens, JwtVerifier(settings) if signed else None)
 
     @property
     def enabled(self) -> bool:

@@ -1,23 +1,18 @@
 """The in-process event bus.
 
-Events are thin: a kind, a session id, a revision and (for the runtime kinds) the value itself.
-Subscribers read a fresh snapshot when they need more, so an event never carries stale state;
-a queue event may carry the status its own transaction read just before COMMIT (exactly the
-state of its revision), which spares every subscriber here that read.
+Events are thin: a kind, a session id, a revision and (for the runtime kinds) the value itself;
+subscribers read a fresh snapshot when they need more, so an event never carries stale state. A
+queue event may carry the status its own transaction read just before COMMIT.
 
 Hazards:
-- ``publish`` is synchronous and never blocks or awaits: the engine calls it from
-  ``Tx.after_commit`` callbacks, in commit order, so every subscriber sees one session's events in
-  the order they were committed.
-- Each subscriber has a bounded buffer. A subscriber that falls behind is not allowed to grow
-  memory or stall the others: it is marked *lagged*, its buffer is dropped, and its next ``get``
-  raises :class:`SubscriberLagged`, so the API can tell the client to resubscribe (R3). Changes are
-  never skipped silently.
-- Observers are registered, never patched in: ``add_listener`` sees every publication (inside
-  ``publish``, before any subscriber), and the ``on_deliver`` hook given at construction sees
-  each event a subscriber's ``get`` returns or a watch is called with (the metrics time a
-  delivery from ``Event.at``). Both must be cheap and not block;
-  a failing one is logged, never passed to the publisher or the reader.
+- ``publish`` is synchronous and never blocks: the engine calls it from ``Tx.after_commit``
+  callbacks, in commit order, so every subscriber sees a session's events in commit order.
+- A subscriber that falls behind its bounded buffer neither grows memory nor stalls the others:
+  its buffer is dropped and its next ``get`` raises :class:`SubscriberLagged`, so the API tells
+  the client to resubscribe (R3). Changes are never skipped silently.
+- ``add_listener`` sees every publication (inside ``publish``, before any subscriber); the
+  ``on_deliver`` hook sees each event a ``get`` returns or a watch is called with. Both must be
+  cheap and not block; what they raise is logged, never passed on.
 """
 
 from __future__ import annotations
@@ -75,10 +70,8 @@ class SubscriberLagged(Exception):
 
 
 class Subscription:
-    """One subscriber's bounded buffer of events for one session; one reader at a time.
-
-    The buffer exists only while it holds events: most standing subscriptions hold none.
-    """
+    """One subscriber's bounded buffer of events for one session; one reader at a time. The
+    buffer exists only while it holds events: most standing subscriptions hold none."""
 
     __slots__ = ("_bus", "_events", "_lagged", "_size", "_waiter", "kinds", "session_id")
 
@@ -106,7 +99,6 @@ class Subscription:
             self._waiter.set_result(None)
 
     def pending(self) -> int:
-        """Events buffered and not read yet."""
         return len(self._events) if self._events is not None else 0
 
     async def get(self) -> Event:
@@ -138,9 +130,7 @@ class Subscription:
 
 class Watch:
     """A subscriber that is called, not read: ``publish`` calls ``callback`` with each event of
-    its session and kinds, in publication order (a snapshot stream that renders as it goes,
-    ``resolvers/feeds.py``). The callback must be quick and must not block; what it raises is
-    logged, never passed to the publisher."""
+    its session and kinds, in order (``resolvers/feeds.py``). It must be quick and not block."""
 
     __slots__ = ("_bus", "callback", "kinds", "session_id")
 
@@ -192,7 +182,7 @@ class EventBus:
         return watch
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
-        """Listeners see every event (metrics, cross-instance relays). They must not block."""
+        """Listeners see every event (metrics, cross-instance relays)."""
         self._listeners.append(listener)
 
     def publish(self, event: Event) -> None:

@@ -1,22 +1,14 @@
 """``fast_init``: a frozen, slotted dataclass whose ``__init__`` costs what a mutable one's does.
 
-``@dataclass(frozen=True)`` writes each field with ``object.__setattr__(self, name, value)``:
-a slot wrapper called through its argument tuples, a check against bypassing a C type's
-``__setattr__``, then a lookup of the name. That is several times the cost of the rest of the
-construction, and the store builds these objects for every row it maps (the session, policy and
-view of each lock, each entry and turn).
+A frozen dataclass writes each field with ``object.__setattr__``: several times the cost of the
+rest of the construction, and the store builds these objects for every row it maps. The
+``__init__`` made here calls each slot's member descriptor ``__set__`` (what
+``object.__setattr__`` ends in), bound once at decoration.
 
-The ``__init__`` made here stores each field through its slot's member descriptor
-(``__set__``, what ``object.__setattr__`` ends in), bound once when the class is decorated, so
-it skips the per-field argument tuple, the bypass check and the name lookup. Subclass instances
-are written the same way (a slot's descriptor serves every subclass).
-
-Same contract as the dataclass's own ``__init__``: the same parameters in the same order, the
-same defaults, keyword-only fields after ``*``, the same values stored. The instance stays
-frozen (``__setattr__`` still refuses), equal and hashable as before. Classes this cannot copy
-exactly (``__post_init__``, ``InitVar``, ``init=False`` or ``default_factory`` fields, no
-slots, a base class) are refused when the module defining them is imported. The generated code
-names nothing a field could shadow (a field may be called ``type``).
+Same contract as the dataclass's own ``__init__`` (parameters, order, defaults, keyword-only
+fields, stored values); the instance stays frozen, equal and hashable. A class this cannot copy
+exactly (``__post_init__``, ``InitVar``, ``init=False`` or ``default_factory`` fields, no slots,
+a base class) is refused at import. The generated code names nothing a field could shadow.
 
 Usage, above the dataclass decorator (type checkers read the dataclass as usual)::
 

@@ -1,23 +1,17 @@
 """Operations metrics (SPEC U3): Prometheus text at ``/metrics``.
 
-The engine knows only the tiny :class:`~turnqueue.engine.Metrics` observer protocol (a
-no-op by default); :class:`PrometheusMetrics` implements it on a ``CollectorRegistry`` of its own,
-one per app, so several apps in one process (tests) never share or clash over the global
-registry. The gauges read ``Engine.stats()`` (memory) and ``Engine.queue_depth()`` (database).
+:class:`PrometheusMetrics` is the engine's observer (``turnqueue.engine.Metrics``) on a
+``CollectorRegistry`` of its own per app, so apps in one process (tests) never clash.
 
 Hazards:
-
-- Observer calls are made by the engine in its hot paths, sometimes under the session lock: they
-  must be synchronous, cheap and never raise (prometheus-client counters are all three).
-- Event delivery latency is measured from when the event was made (``Event.at``: events are
-  made as they are published, after their commit) to the moment a subscriber receives it: the
-  bus's ``on_deliver`` hook, :meth:`delivered`, which the app passes when it builds *its* bus.
-  Nothing is kept per event.
-- Queue depth is a database fact (entries of every session, possibly written by other instances),
-  so it is read with one ``COUNT`` per scrape in :meth:`refresh`, not kept as a running sum.
-- The errors counter counts ``ERROR`` log records of the ``turnqueue`` loggers (masked resolver
-  faults are logged by ``turnqueue.api.assembly``; background failures by the engine). The
-  handler is process-global, so :meth:`unbind` must be called when the app stops.
+- The engine calls its observer in hot paths, sometimes under the session lock: each call must
+  be synchronous, cheap and never raise (prometheus-client counters are all three).
+- Delivery latency runs from an event's making (``Event.at``: when it is published) to a
+  subscriber receiving it (the bus's ``on_deliver`` hook, :meth:`~PrometheusMetrics.delivered`).
+- Queue depth is a database fact (other instances write entries too): one ``COUNT`` per scrape
+  (:meth:`~PrometheusMetrics.refresh`), never a running sum.
+- The errors counter counts ``ERROR`` records of the ``turnqueue`` loggers through a
+  process-global handler: :meth:`~PrometheusMetrics.unbind` when the app stops.
 """
 
 from __future__ import annotations
@@ -124,7 +118,6 @@ class PrometheusMetrics:
         self._engine: Engine | None = None
         self._error_handler = _ErrorCounter(self.errors)
 
-    # -- the engine's observer ------------------------------------------------------------------
     def turn_started(self) -> None:
         self.turns_started.inc()
 
@@ -138,7 +131,6 @@ class PrometheusMetrics:
         self.cancellations.labels(outcome=outcome).inc()
         self.cancel_seconds.labels(outcome=outcome).observe(seconds)
 
-    # -- wiring ---------------------------------------------------------------------------------
     def bind(self, engine: Engine) -> None:
         """Observe this engine and its bus (call once, after ``Engine.open``; the bus must have
         been built with ``on_deliver=self.delivered``)."""
@@ -161,8 +153,7 @@ class PrometheusMetrics:
         self.events.labels(kind=event.kind.value).inc()
 
     def delivered(self, event: Event) -> None:
-        """The bus's ``on_deliver`` hook: a subscriber received ``event`` (timed from when it
-        was made, which is when it was published)."""
+        """The bus's ``on_deliver`` hook: a subscriber received ``event``."""
         self.delivery.observe(time.perf_counter() - event.at)
 
     async def refresh(self) -> None:

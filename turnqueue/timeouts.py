@@ -1,10 +1,9 @@
 """Bounded waits that never swallow a cancellation.
 
 On Python 3.11 ``asyncio.wait_for`` returns the inner result when a cancellation arrives in the
-same loop iteration (CPython gh-86296): a loop waiting with it outlives the ``cancel()`` meant to
-end it. ``asyncio.timeout`` counts cancellations (``Task.uncancel``) and lets every external one
-through, so these waits use it; ruff bans ``wait_for`` (TID251). Reproduction:
-docs/upstream/wait_for_cancel_repro.py.
+same loop iteration (CPython gh-86296), so a loop waiting with it outlives the ``cancel()`` meant
+to end it; ``asyncio.timeout`` lets every external cancellation through. ruff bans ``wait_for``
+(TID251); reproduction: docs/upstream/wait_for_cancel_repro.py.
 """
 
 from __future__ import annotations

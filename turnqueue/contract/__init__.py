@@ -9,38 +9,21 @@ Python: the command exits with 2.
 
 from __future__ import annotations
 
-from turnqueue.contract.check import (
-    Change,
-    Finding,
-    Report,
-    check_documents,
-    diff_schemas,
-    load_schema,
-    run_check,
-    run_diff,
-)
+from turnqueue.contract.check import check_documents, load_schema, run_check, run_diff
 from turnqueue.contract.documents import (
     ContractError,
-    Embedded,
     documents_in,
     expand_paths,
-    python_documents,
     read_text,
     script_documents,
 )
 
 __all__ = [
-    "Change",
     "ContractError",
-    "Embedded",
-    "Finding",
-    "Report",
     "check_documents",
-    "diff_schemas",
     "documents_in",
     "expand_paths",
     "load_schema",
-    "python_documents",
     "read_text",
     "run_check",
     "run_diff",

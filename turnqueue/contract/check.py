@@ -58,33 +58,16 @@ def load_schema(sdl: str, name: str = "schema") -> GraphQLSchema:
         raise ContractError(f"{name} is not a valid GraphQL schema: {error}") from error
 
 
-# -- diff -----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Change:
-    level: Literal["breaking", "dangerous"]
-    kind: str
-    description: str
-
-
-def diff_schemas(old: GraphQLSchema, new: GraphQLSchema) -> list[Change]:
-    breaking, dangerous = find_breaking_changes(old, new), find_dangerous_changes(old, new)
-    return [Change("breaking", c.type.name, c.description) for c in breaking] + [
-        Change("dangerous", c.type.name, c.description) for c in dangerous
-    ]
-
-
 def run_diff(old: Path, new: Path, *, strict: bool = False) -> int:
-    changes = diff_schemas(
-        load_schema(read_text(old), str(old)), load_schema(read_text(new), str(new))
-    )
-    for change in changes:
-        print(f"{change.level.upper():9} {change.kind}: {change.description}")
-    broken = sum(c.level == "breaking" for c in changes)
-    print(f"{broken} breaking, {len(changes) - broken} dangerous change(s) from {old} to {new}")
-    return 1 if broken or (strict and changes) else 0
+    schemas = [load_schema(read_text(path), str(path)) for path in (old, new)]
+    breaking, dangerous = find_breaking_changes(*schemas), find_dangerous_changes(*schemas)
+    for level, changes in (("BREAKING", breaking), ("DANGEROUS", dangerous)):
+        for change in changes:
+            print(f"{level:9} {change.type.name}: {change.description}")
+    print(f"{len(breaking)} breaking, {len(dangerous)} dangerous change(s) from {old} to {new}")
+    return 1 if breaking or (strict and dangerous) else 0
 
 
-# -- checking -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Finding:
     severity: Severity
@@ -100,7 +83,6 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     operations: int = 0
     fragments: int = 0
-    files: int = 0
 
     @property
     def errors(self) -> list[Finding]:
@@ -215,14 +197,13 @@ def run_check(sdl: str, paths: Sequence[Path], *, strict: bool = False) -> int:
         embedded.extend(found)
         notes.extend(skipped)
     report = check_documents(schema, embedded)
-    report.files = len(files)
     for note in notes:
         print(f"note: {note}")
     for finding in report.findings:
         print(finding)
     print(
         f"{report.operations} operation(s), {report.fragments} fragment(s) in "
-        f"{report.files} file(s): {len(report.errors)} error(s), "
+        f"{len(files)} file(s): {len(report.errors)} error(s), "
         f"{len(report.warnings)} warning(s)"
     )
     if not report.operations and not report.fragments:
