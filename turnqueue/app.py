@@ -36,20 +36,14 @@ from turnqueue.settings import Settings
 log = logging.getLogger(__name__)
 
 
-class _Runtime:
-    """What the lifespan opens; the view reads the engine from here at request time."""
-
-    def __init__(self) -> None:
-        self.engine: Engine | None = None
-
-    def get_engine(self) -> Engine:
-        if self.engine is None:
-            raise RuntimeError("the engine is not running (lifespan not started)")
-        return self.engine
-
-
 def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> Starlette:
-    runtime = _Runtime()
+    engine: Engine | None = None  # opened by the lifespan; the view reads it at request time
+
+    def get_engine() -> Engine:
+        if engine is None:
+            raise RuntimeError("the engine is not running (lifespan not started)")
+        return engine
+
     rules = validation_rules(settings)
     schema = build_schema(settings, rules=rules)
     # Shared executions of identical snapshot subscriptions; its leads stop in the lifespan.
@@ -66,11 +60,12 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
     )
     # Mutations answered without GraphQL execution (the same answers; turnqueue.api.plans).
     plans = Plans(schema, rules, settings.max_tokens) if settings.compiled_operations else None
-    view = TurnqueueGraphQL(schema, settings, runtime.get_engine, fanout, plans)
+    view = TurnqueueGraphQL(schema, settings, get_engine, fanout, plans)
     metrics = PrometheusMetrics()  # a registry of its own per app (U3)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        nonlocal engine
         from turnqueue.store.migrate import migrate
         from turnqueue.store.sql import open_store
 
@@ -78,12 +73,12 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
         store = await open_store(settings)
         try:
             bus = EventBus(settings.subscriber_buffer, on_deliver=metrics.delivered)
-            runtime.engine = await Engine.open(settings, store, bus, agents=agents)
-            app.state.engine = runtime.engine  # for operators' tooling and in-process tests
+            engine = await Engine.open(settings, store, bus, agents=agents)
+            app.state.engine = engine  # for operators' tooling and in-process tests
             app.state.metrics = metrics
             app.state.fanout = fanout  # for in-process tests
             app.state.plans = plans
-            metrics.bind(runtime.engine)
+            metrics.bind(engine)
             if fanout is not None:
                 metrics.observe_fanout(fanout)
             try:
@@ -92,10 +87,10 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
                 try:
                     if fanout is not None:
                         await fanout.aclose()  # before the engine its leads read from
-                    await runtime.engine.aclose()  # /readyz answers 503 from here on
+                    await engine.aclose()  # /readyz answers 503 from here on
                 finally:
                     metrics.unbind()
-                    runtime.engine = None
+                    engine = None
         finally:
             await store.close()
 
@@ -104,11 +99,11 @@ def create_app(settings: Settings, agents: dict[str, Agent] | None = None) -> St
 
     async def readyz(_request: Request) -> JSONResponse:
         try:
-            engine = runtime.get_engine()
-            if engine.closing:
+            running = get_engine()
+            if running.closing:
                 raise RuntimeError("shutting down")
             async with asyncio.timeout(settings.db_timeout):
-                await engine.store.ping()
+                await running.store.ping()
         except Exception as exc:
             log.warning("readiness check failed: %s", exc)
             return JSONResponse({"status": "unavailable"}, status_code=503)

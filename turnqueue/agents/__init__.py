@@ -20,15 +20,13 @@ from turnqueue.agents.base import (
     AgentResult,
     AgentRun,
     AgentStartError,
-    BaseRun,
     Bounds,
-    ProcessLog,
     Signal,
     Steerable,
     error_text,
 )
 from turnqueue.agents.command import CommandAgent
-from turnqueue.agents.profiles import Profile, ProfileError, Profiles, load_profiles
+from turnqueue.agents.profiles import Profile, ProfileError, load_profiles
 from turnqueue.agents.scripted import ScriptedAgent
 from turnqueue.domain import AgentProfile, AgentType
 from turnqueue.errors import InvalidInput
@@ -43,9 +41,7 @@ __all__ = [
     "AgentResult",
     "AgentRun",
     "AgentStartError",
-    "BaseRun",
     "CommandAgent",
-    "ProcessLog",
     "ProfileError",
     "ScriptedAgent",
     "Signal",
@@ -90,7 +86,7 @@ def build_agents(settings: Settings) -> tuple[dict[str, Agent], str]:
     """Every profile that can run (A1) and the default profile's name. Raises
     :class:`ProfileError` for a bad ``TURNQUEUE_AGENTS_FILE`` or a default that cannot run: the
     server must not start with either."""
-    loaded: Profiles = load_profiles(settings.agents_file)
+    loaded = load_profiles(settings.agents_file)
     agents: dict[str, Agent] = {"scripted": build_agent("scripted", settings)}
     if settings.agent_command.strip():
         agents["command"] = build_agent("command", settings)

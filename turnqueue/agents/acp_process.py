@@ -20,7 +20,7 @@ import contextlib
 import os
 import re
 import signal as posix_signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -151,6 +151,35 @@ class AcpProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
 
+    def observe(self, event: StreamEvent) -> None:
+        """The connection's observer (its reader calls it for every message, in arrival order):
+        ``session/update`` notifications go to the turn."""
+        message = event.message
+        if event.direction is not StreamDirection.INCOMING or "id" in message:
+            return
+        params = message.get("params")
+        if message.get("method") == "session/update" and isinstance(params, dict):
+            if self.run is not None:
+                self.run.on_update(params)
+
+    async def drain_stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(65536):
+                self.stderr += chunk
+                del self.stderr[:-STDERR_TAIL_BYTES]
+                self.stderr_total += len(chunk)
+                self.stderr_seen.set()
+
+    async def reap(self) -> None:
+        """When the leader exits, kill what is left of its group, so the pipes close and the
+        connection (and any prompt on it) ends."""
+        with contextlib.suppress(Exception):
+            await self.proc.wait()
+        self.dead = True
+        self.killpg(posix_signal.SIGKILL)
+
 
 async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpProcess:
     """Start the agent command in ``cwd`` and open its ACP connection (not yet initialised)."""
@@ -168,13 +197,13 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpPr
     process = AcpProcess(proc)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     # tasks[0] is the stderr drain (``exit_status`` waits for it).
-    process.tasks.append(asyncio.create_task(_drain_stderr(process), name="acp-stderr"))
-    process.tasks.append(asyncio.create_task(_watch(process), name="acp-exit"))
+    process.tasks.append(asyncio.create_task(process.drain_stderr(), name="acp-stderr"))
+    process.tasks.append(asyncio.create_task(process.reap(), name="acp-exit"))
     # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
     # answers those "method not found"), hence the cast to the full protocol.
     client = cast(Client, _Client(process))
     process.conn = ClientSideConnection(
-        client, proc.stdin, proc.stdout, observers=[_observer(process)]
+        client, proc.stdin, proc.stdout, observers=[process.observe]
     )
     return process
 
@@ -202,39 +231,3 @@ class _Client:
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         pass  # updates are taken from the message stream (:func:`_observer`)
-
-
-def _observer(process: AcpProcess) -> Callable[[StreamEvent], None]:
-    def observe(event: StreamEvent) -> None:
-        # Called by the connection's reader for every message, in arrival order.
-        message = event.message
-        if event.direction is not StreamDirection.INCOMING:
-            return
-        if message.get("method") != "session/update" or "id" in message:
-            return
-        run = process.run
-        params = message.get("params")
-        if run is not None and isinstance(params, dict):
-            run.on_update(params)
-
-    return observe
-
-
-async def _drain_stderr(process: AcpProcess) -> None:
-    stream = process.proc.stderr
-    assert stream is not None
-    with contextlib.suppress(Exception):
-        while chunk := await stream.read(65536):
-            process.stderr += chunk
-            del process.stderr[:-STDERR_TAIL_BYTES]
-            process.stderr_total += len(chunk)
-            process.stderr_seen.set()
-
-
-async def _watch(process: AcpProcess) -> None:
-    """When the leader exits, kill what is left of its group, so the pipes close and the
-    connection (and any prompt on it) ends."""
-    with contextlib.suppress(Exception):
-        await process.proc.wait()
-    process.dead = True
-    process.killpg(posix_signal.SIGKILL)

@@ -1,32 +1,11 @@
-"""Agent profiles from ``TURNQUEUE_AGENTS_FILE`` (SPEC A1).
+"""Agent profiles from ``TURNQUEUE_AGENTS_FILE`` (SPEC A1; the format: docs/agents.md).
 
-A TOML file with one table per profile and, optionally, the default profile::
-
-    default = "claude"
-
-    [agents.claude]
-    type = "acp"                                   # acp | command | scripted
-    command = ["npx", "-y", "@zed-industries/claude-agent-acp"]
-    env = { ANTHROPIC_API_KEY = "${ANTHROPIC_API_KEY}" }
-    permissions = "ask"                            # ask | allow | reject (A6)
-    workspace = "/srv/turnqueue/work"              # each task works in <workspace>/<task id>
-    idle_timeout = 600                             # seconds before an idle agent is stopped
-    start_timeout = 60                             # seconds for spawn + initialize + session/new,
-                                                   # and from a prompt to its first activity (A9)
-                                                   # (acp; command, scripted: stall_timeout)
-    stall_timeout = 600                            # seconds a turn may go without activity (A9)
-    approval_timeout = 900                         # seconds before a pending approval is
-                                                   # answered with its reject option (A10)
-    auth_method = "openai-api-key"                 # A11: the agent's method to authenticate with
-
-Without ``auth_method``, an ``acp`` agent that lists an ``env_var`` authentication method whose
-variables this ``env`` sets is authenticated with that method (A11; ``docs/agents.md``).
-
-``${VAR}`` in an ``env`` value is replaced by the server's ``VAR`` (empty, with a warning, when
-unset); the result is added to a minimal environment (``PATH``, ``HOME``, ``USER``, …), never the
-server's whole environment. The built-in ``scripted`` and ``command`` (``TURNQUEUE_AGENT_COMMAND``)
-profiles exist unless the file defines profiles of those names. Anything wrong with the file is a
-:class:`ProfileError` whose message names the file and the fault; the server refuses to start.
+A TOML file: ``default = "<profile>"`` optionally, and one ``[agents.<name>]`` table per profile
+(the fields of :class:`_Table`). ``${VAR}`` in an ``env`` value is the server's ``VAR`` (empty,
+with a warning, when unset); an ``acp`` agent gets that ``env`` on top of a minimal environment,
+never the server's whole one. The built-in ``scripted`` and ``command`` profiles exist unless
+the file defines profiles of those names. Anything wrong with the file is a
+:class:`ProfileError` naming the file and the fault; the server refuses to start.
 """
 
 from __future__ import annotations
@@ -68,8 +47,7 @@ class Profile:
     start_timeout: float = DEFAULT_START_TIMEOUT
     turn_seconds: float | None = None  # scripted: overrides TURNQUEUE_SCRIPTED_TURN_SECONDS
     auth_method: str | None = None  # acp: the authentication method to use (A11)
-    #: A9: seconds a turn may go without agent activity (None: TURNQUEUE_STALL_TIMEOUT)
-    stall_timeout: float | None = None
+    stall_timeout: float | None = None  # A9 (None: TURNQUEUE_STALL_TIMEOUT)
     approval_timeout: float | None = None  # A10: seconds before a pending approval expires
 
     def bounds(self, default_stall: float = DEFAULT_STALL_TIMEOUT) -> Bounds:
@@ -88,6 +66,12 @@ class Profiles:
 
 
 class _Table(BaseModel):
+    """One ``[agents.<name>]`` table. ``start_timeout`` bounds an ``acp`` agent's start (spawn,
+    ``initialize``, ``session/new``) and a prompt's first activity (A9); ``auth_method`` is the
+    agent's method to ``authenticate`` with (A11; by default the first ``env_var`` method whose
+    variables ``env`` sets); ``approval_timeout`` answers a pending approval with its reject
+    option (A10)."""
+
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["acp", "command", "scripted"]
