@@ -26,13 +26,8 @@ from graphql import (
 )
 
 from turnqueue.cli import main
-from turnqueue.contract import (
-    check_documents,
-    documents_in,
-    expand_paths,
-    load_schema,
-    script_documents,
-)
+from turnqueue.contract import check_documents, documents_in, expand_paths, load_schema
+from turnqueue.contract.documents import script_documents
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "schema.graphql"

@@ -1,4 +1,4 @@
-"""Finding the GraphQL documents client code holds (G4), for :mod:`turnqueue.contract.check`.
+"""Finding the GraphQL documents client code holds (G4), for :mod:`turnqueue.contract`.
 
 The documents a file holds:
 
