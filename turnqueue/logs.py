@@ -1,13 +1,9 @@
 """Structured logs: JSON lines on request, with the session and turn a record is about.
 
-``configure_logging(settings)`` is called by ``turnqueue serve``: one handler on the root logger,
-JSON lines when ``settings.log_json`` (plain text otherwise), at ``settings.log_level``; uvicorn's
-loggers propagate to it (``serve`` passes ``log_config=None``).
-
-Ids travel in :mod:`contextvars`: :func:`bind` sets them for the current task and whatever it
-spawns afterwards (asyncio copies the context into each new task). The engine binds the session
-when a request is authorised and the turn in the turn runner's own task. A record's ``extra``
-(``log.info(..., extra={"session_id": ...})``) wins over the context.
+``turnqueue serve`` calls :func:`configure_logging`; uvicorn's loggers propagate to its handler
+(``serve`` passes ``log_config=None``). Ids travel in :mod:`contextvars`: :func:`bind` sets them
+for the current task and the tasks it spawns afterwards (the engine binds the session when a
+request is authorised, the turn in the turn runner's task); a record's ``extra`` wins.
 """
 
 from __future__ import annotations

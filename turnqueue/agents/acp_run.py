@@ -23,6 +23,7 @@ import asyncio
 import logging
 import signal as posix_signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -230,9 +231,7 @@ class AcpRun(BaseRun):
         wait: asyncio.Future[str | None] = asyncio.ensure_future(handler(request))
         self._waits.add(wait)
         try:
-            if self.watchdog is None:
-                return await wait
-            with self.watchdog.paused():  # A9: a pending approval is not a stall
+            with self.watchdog.paused() if self.watchdog else nullcontext():  # A9: no stall
                 return await wait
         except asyncio.CancelledError:
             if wait.cancelled() and not current_cancelling():
@@ -246,13 +245,11 @@ class AcpRun(BaseRun):
             wait.cancel()
 
     async def steer(self, text: str, entry_id: str) -> bool:
-        """Q16: offer ``text`` to the running prompt through the ``_session/steering``
-        extension method (Claude Code's and Codex's adapters answer ``injected``,
-        ``startedNewTurn`` or ``failed``). False when the prompt is not under way, the agent
-        has no such method, or it answered ``failed``: the message is then queued instead.
-
-        Hazard: an answer lost with the agent (it died mid-call) counts as not taken, so a
-        message could reach an agent that died and still be queued; never the other way."""
+        """Q16: offer ``text`` to the running prompt (the ``_session/steering`` extension of
+        Claude Code's and Codex's adapters: ``injected``, ``startedNewTurn`` or ``failed``).
+        False (the message is queued instead) when no prompt is under way, the agent has no
+        such method or answered ``failed``. Hazard: an answer lost with a dying agent is False
+        too, though the message may have reached it; never the other way."""
         process = self._process
         if self.done or process is None or process.run is not self or process.conn is None:
             return False

@@ -87,14 +87,13 @@ class _Output:
 
 
 class CommandRun(BaseRun, asyncio.SubprocessProtocol):
-    """One turn's process. It is its own subprocess protocol: pipe data arrives by callback.
+    """One turn's process, and its own subprocess protocol: output is pushed as it arrives,
+    so the process never blocks on a full pipe, whatever the reader does.
 
     Hazard: ``asyncio.subprocess.Process.wait()`` (3.11) resolves only once every pipe is closed,
-    and a grandchild that inherited stdout keeps it open after the process exited. So the exit is
-    taken from ``process_exited`` instead, the group is killed right then, and only then do we
-    wait (boundedly) for the pipes. Output is pushed as it arrives, without backpressure: the
-    process never blocks on a full pipe, whatever the reader does.
-    """
+    which a grandchild holding stdout delays past the exit. So the exit is taken from
+    ``process_exited``, the group killed right then, and only then are the pipes awaited
+    (boundedly)."""
 
     def __init__(
         self,
@@ -120,8 +119,6 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         self._pid: int | None = None
         self._exited = asyncio.Event()
         self._stdout_closed = asyncio.Event()
-
-    # --- asyncio.SubprocessProtocol ---
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Called once, before subprocess_exec returns and before any other callback of this
@@ -155,8 +152,6 @@ class CommandRun(BaseRun, asyncio.SubprocessProtocol):
         # Kill the rest of the group in the very callback that reports the exit (see signal()).
         self._kill_group()
         self._exited.set()
-
-    # --- AgentRun ---
 
     @property
     def pid(self) -> int:
