@@ -144,9 +144,8 @@ class AcpAgent:
         await self.stop(process)
 
     async def release_session(self, session_id: str) -> None:
-        """Stop the session's agent without closing the agent's session: another instance
-        continues it (A8). A process serving a turn is left alone (none should be: a session's
-        turns run on one instance at a time)."""
+        """Stop the session's agent, not its session: another instance continues it (A8). A
+        process serving a turn (there should be none) is left alone."""
         process = self._processes.get(session_id)
         if process is not None and process.run is None:
             await self.stop(process)
@@ -168,8 +167,7 @@ class AcpAgent:
         return process.pid if process is not None and not process.dead else None
 
     async def ensure(self, session_id: str) -> AcpProcess:
-        """The session's live process, started (or restarted) if need be. Caller holds the
-        session lock."""
+        """The session's live process, (re)started if need be. Caller holds the session lock."""
         process = self._processes.get(session_id)
         if process is not None and process.alive:
             return process
@@ -328,8 +326,7 @@ class AcpAgent:
         await self.stop(process, grace=0)
 
     async def stop(self, process: AcpProcess, grace: float = STOP_GRACE_SECONDS) -> None:
-        """Forget a process and stop it (:meth:`AcpProcess.stop`: ``grace`` seconds between
-        SIGTERM and SIGKILL), then record its group gone (M6)."""
+        """Forget a process, stop it (:meth:`AcpProcess.stop`), record its group gone (M6)."""
         for sid, known in list(self._processes.items()):
             if known is process:
                 del self._processes[sid]
@@ -338,7 +335,7 @@ class AcpAgent:
             await self.processes.ended(process.pid)
 
     def idle(self, session_id: str, process: AcpProcess) -> None:
-        """The process has no turn: stop it after the profile's idle timeout."""
+        """The process has no turn (A2): stop it after the profile's idle timeout."""
         process.cancel_idle()
         if process.dead or self._runs.closed:
             return

@@ -140,9 +140,8 @@ class AgentResult:
 
 
 class AgentStartError(TurnqueueError):
-    """The agent could not start (a session's agent, or a turn's); the turn ends FAILED.
-
-    ``stderr``: what the agent wrote to stderr meanwhile, never part of the message (A11)."""
+    """The agent could not start (a session's agent, or a turn's); the turn ends FAILED. Its
+    ``stderr`` (what the agent wrote meanwhile) is never part of the message (A11)."""
 
     def __init__(
         self, message: str, *, kind: AgentErrorKind | None = None, stderr: str | None = None
@@ -208,9 +207,8 @@ def steer_item(text: str, entry_id: str) -> TurnItem:
 
 
 class ProcessLog(Protocol):
-    """Where an agent that runs processes records each process group, from its start until it
-    is gone (M6: recovery kills what a dead server left behind). Set by the engine on agents
-    with a ``processes`` attribute; neither call raises."""
+    """Where an agent records each process group it runs until it is gone (M6: recovery kills
+    what a dead server left), set by the engine as its ``processes``. Neither call raises."""
 
     async def started(self, session_id: str, pgid: int) -> None: ...
 
