@@ -4,20 +4,15 @@ Every prompt is answered with ``"You said: <prompt>"`` and two fixed sentences, 
 :data:`CHUNKS` chunks spread evenly over ``turn_seconds`` (``TURNQUEUE_SCRIPTED_TURN_SECONDS``;
 ``0`` streams everything at once without sleeping). Special prompts:
 
-``/ask <question>``
-    Streams the question as the turn's output and asks it: ``AgentResult(ok=True,
-    clarification=<question>)``.
-``/fail`` (optionally ``/fail <reason>``)
-    Streams a short notice, then fails: ``ok=False``, error ``"scripted failure"`` or
-    ``"scripted failure: <reason>"``.
-``/stubborn``
-    For escalation tests: ignores INTERRUPT, only TERMINATE or KILL stop it. It lasts
-    ``max(10 * turn_seconds, 1.0)`` seconds so that it outlives a short cancel timeout.
-``/stubborn!``
-    Like ``/stubborn`` but also ignores TERMINATE: only KILL stops it.
+- ``/ask <question>`` streams the question and asks it (``ok=True, clarification=<question>``);
+- ``/fail`` or ``/fail <reason>`` streams a notice, then fails (``ok=False``, error ``"scripted
+  failure"`` or ``"scripted failure: <reason>"``);
+- ``/stubborn``, for escalation tests, ignores INTERRUPT (only TERMINATE or KILL stop it) and
+  lasts ``max(10 * turn_seconds, 1.0)`` seconds, to outlive a short cancel timeout;
+  ``/stubborn!`` ignores TERMINATE too.
 
-Any other signal stops a run promptly (between two chunks, without waiting for the next one) with
-``ok=False`` and an error naming the signal (``"interrupted"``, ``"terminated"``, ``"killed"``).
+Any other signal stops a run promptly (between two chunks) with ``ok=False`` and an error naming
+the signal (``"interrupted"``, ``"terminated"``, ``"killed"``).
 """
 
 from __future__ import annotations
