@@ -46,7 +46,7 @@ async def test_q13_one_queue_revision_and_nothing_published_when_the_body_raises
         with pytest.raises(RuntimeError):
             async with engine.core.change(sid) as c:
                 await c.queue_changed()
-                await c.set_session_state(SessionState.COMPLETED)
+                await c.tx.set_session_state(sid, SessionState.COMPLETED)
                 raise RuntimeError("the rule refuses")
         with pytest.raises(TimeoutError):
             await next_event(sub, EventKind.QUEUE, timeout=0.2)

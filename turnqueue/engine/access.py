@@ -84,9 +84,9 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
     return content
 
 
-def check_id(value: str, field: str) -> None:
-    """An id the caller names (``entryId``, ``clarificationId``) must be one."""
-    if not is_valid_id(value):
+def check_id(value: str | None, field: str) -> None:
+    """An id the caller names (``entryId``, ``clarificationId``; None: none) must be one."""
+    if value is not None and not is_valid_id(value):
         raise InvalidInput(f"{field} is not a valid id", [field])
 
 

@@ -41,12 +41,12 @@ def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-async def replay(c: Change, key: str, content: str) -> Admission | None:
-    """What the send with this key did, if one was recorded (Q15): the same turn (as it is
-    now) and the same entry (as it is now, or as it was queued once it has left the queue);
-    IDEMPOTENCY_CONFLICT for the same key with other content. Read under the session's lock
-    row (``c``), so a retry racing the first send reads what that send committed."""
-    sent = await c.tx.sent_message(c.session_id, key)
+async def replay(c: Change, key: str | None, content: str) -> Admission | None:
+    """What the send with this key (None: none) did, if one was recorded (Q15): the same turn
+    (as it is now) and the same entry (as it is now, or as it was queued once it has left the
+    queue); IDEMPOTENCY_CONFLICT for the same key with other content. Read under the session's
+    lock row (``c``), so a retry racing the first send reads what that send committed."""
+    sent = await c.tx.sent_message(c.session_id, key) if key is not None else None
     if sent is None:
         return None
     if sent.digest != content_digest(content):
@@ -71,8 +71,10 @@ async def replay(c: Change, key: str, content: str) -> Admission | None:
     return Admission(turn=turn, entry=entry, outcome=sent.outcome)
 
 
-async def record(c: Change, key: str, content: str, admission: Admission) -> None:
-    """Q15: what this keyed send did, in its own unit of work."""
+async def record(c: Change, key: str | None, content: str, admission: Admission) -> None:
+    """Q15: what this keyed send did, in its own unit of work (nothing without a key)."""
+    if key is None:
+        return
     entry, turn = admission.entry, admission.turn
     await c.tx.record_sent_message(
         c.session_id,

@@ -2,12 +2,10 @@
 and close of a session's agent (A2, A8), and the rows agents keep through the engine (process
 groups, M6; conversations, A8).
 
-A profile whose agent has ``prepare_session`` (the ``acp`` profile) starts its agent when the
-session starts: ``createTask`` answers the session ``STARTING`` and a background task spawns the
-agent; then, under the session lock and the lock row, the session becomes ``WAITING_FOR_INPUT``
-(and what was queued meanwhile starts, Q4) or ``FAILED`` with the reason (kept in memory and
-served as ``Session.agentError``; the agent's stderr apart, ``Session.agentStderr``, A11).
-Profiles without it (``scripted``, ``command``) need no start.
+A profile whose agent has ``prepare_session`` (``acp``) starts it when the session starts: the
+session answers ``STARTING`` meanwhile, then becomes ``WAITING_FOR_INPUT`` (and what was queued
+starts, Q4) or ``FAILED`` with the reason (kept in memory, ``Session.agentError``; its stderr
+apart, ``Session.agentStderr``, A11).
 """
 
 from __future__ import annotations
@@ -60,7 +58,6 @@ class AgentSessions:
         """Why the session's agent could not start, and its stderr (None: it started)."""
         return self._failures.get(session_id, (None, None))
 
-    # -- session end (A2, A8) --------------------------------------------------------------------
     def close(self, session_id: str, agent_name: str) -> None:
         """The session ended: close its agent's session (``session/close``, when advertised) and
         stop its agent, here and on every other live instance that runs a process of it (a
@@ -88,7 +85,6 @@ class AgentSessions:
             await close(str(args["s"]))
         return {}
 
-    # -- session start (A2) --------------------------------------------------------------------
     async def create(self, principal: str, title: str, agent: str | None) -> tuple[Task, Session]:
         """A task of ``principal`` and its first session, with the profile ``agent`` (None: the
         default; an unknown one is INVALID_INPUT, A1), in the workflow's first step. The session
@@ -96,8 +92,7 @@ class AgentSessions:
         agent_name = agent if agent is not None else self.default
         if agent_name not in self.core.agents:
             raise unknown_agent(agent_name, self.core.agents)  # e.g. `command` without a command
-        # Not units of work (``core.change``): the session is being created, so no other
-        # writer can know it yet and there is no lock row to order anything with.
+        # Not a unit of work: no other writer can know the session yet.
         async with self.core.store.transaction() as tx:
             task = await tx.create_task(
                 title=title, owner=principal, workflow_step=self.core.workflow.first.name
@@ -107,8 +102,6 @@ class AgentSessions:
             )
             session = await tx.set_session_state(session.id, SessionState.STARTING)
         if self.start(session.id, task.id, agent_name):
-            # A2: the agent starts in the background; the session is STARTING meanwhile (a
-            # prompt is queued) and becomes WAITING_FOR_INPUT, or FAILED with the reason.
             return task, session
         async with self.core.store.transaction() as tx:
             session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
@@ -128,9 +121,7 @@ class AgentSessions:
     async def _keep_starting(self, session_id: str) -> None:
         while True:
             await asyncio.sleep(self.core.settings.lease_seconds / 3)
-            try:
-                # Not a unit of work (``core.change``): it refreshes ``updated_at`` only, under
-                # no lock row, and moves no revision.
+            try:  # not a unit of work: ``updated_at`` only, no revision
                 async with self.core.store.transaction() as tx:
                     await tx.touch_starting(session_id)
             except Exception:
@@ -162,8 +153,7 @@ class AgentSessions:
         async with self.core.change(session_id) as c:
             if c.view.session.state is not SessionState.STARTING:
                 return  # changed meanwhile (e.g. replaced): leave it
-            await c.set_session_state(state)
-            await c.queue_changed()  # BUSY no longer holds
+            await c.tx.set_session_state(session_id, state)
             if reason is None:
                 after = await c.tx.view(session_id)
                 if after is not None:
@@ -195,10 +185,8 @@ async def ask_others(core: Core, session_id: str, op: str, args: dict[str, Any])
 class ProcessRecords:
     """The agents' :class:`~turnqueue.agents.ProcessLog`: each process group an agent runs is a
     row of this instance on this host (``agent_processes``), deleted once the group is gone;
-    recovery kills the groups of instances that died (M6, ``engine/recovery.py``).
-
-    Not units of work (``core.change``): the rows belong to no session's queue and move no
-    revision. A write that fails is logged, never raised into the agent: the process runs on."""
+    recovery kills the groups of instances that died (M6). Not units of work (no queue, no
+    revision); a write that fails is logged, never raised into the agent."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -220,11 +208,10 @@ class ProcessRecords:
 
 
 class ConversationRecords:
-    """The ACP agents' :class:`~turnqueue.agents.acp.ConversationLog`: each session's
-    agent conversation is a row (``agent_conversations``) any instance reads when it starts the
-    session's agent again (A8). Not units of work: the row belongs to no queue and moves no
-    revision. A read that fails is no conversation (a new agent session), a write that fails is
-    logged; neither stops the agent."""
+    """The ACP agents' :class:`~turnqueue.agents.acp.ConversationLog`: each session's agent
+    conversation is a row (``agent_conversations``) any instance reads when it starts the
+    session's agent again (A8). Not units of work; a read that fails is no conversation (a new
+    agent session), a write that fails is logged: neither stops the agent."""
 
     def __init__(self, core: Core) -> None:
         self.core = core

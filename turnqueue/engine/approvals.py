@@ -1,32 +1,19 @@
-"""Approvals (SPEC A6): an ACP agent's ``session/request_permission`` as a pending approval of
-its turn, answered once by ``answerApproval``.
-
-The ACP agent calls :meth:`Approvals.ask` (bound as ``AcpAgent.approvals``) and awaits it. Per
-the profile's policy:
-
-- ``allow`` / ``reject``: the first option of that kind is chosen at once (``cancelled`` when
-  there is none) and the approval is stored already answered by ``policy:allow|reject``;
-- ``ask``: the approval is stored PENDING, the queue is held (``heldBy: APPROVAL``) and the
-  session gets a new revision (``sessionChanged`` carries ``pendingApproval``); the call waits
-  for :meth:`answer`. When the turn is cancelled or ends first, the agent cancels the waiting
-  call: the approval is stored CANCELLED and can no longer be answered.
-- A10: with the profile's ``approval_timeout``, an approval still pending when it expires is
-  answered by ``system`` with the agent's reject option (``reject_once``, else
-  ``reject_always``; ``cancelled`` when it offers none), recorded like any answer.
+"""Approvals (A6): an ACP agent's ``session/request_permission`` as a pending approval of its
+turn, answered once by ``answerApproval``. The ACP agent calls :meth:`Approvals.ask` (bound as
+``AcpAgent.approvals``) and awaits it; per the profile's policy, ``allow`` / ``reject`` answer at
+once (``policy:allow|reject``), ``ask`` stores it PENDING (``heldBy: APPROVAL``, a new session
+revision) until :meth:`Approvals.resolve`, the turn's end (CANCELLED), or the profile's
+``approval_timeout`` (A10: answered by ``system`` with the agent's reject option).
 
 Hazards:
 - *Exactly once.* The answer is the store's conditional ``UPDATE … WHERE outcome = 'PENDING'``:
   of racing answers (here or on other instances) one wins, the others get APPROVAL_RESOLVED.
-  An expiry (A10) races a user's answer the same way, under the same session lock: whichever
-  commits first is the answer the agent gets.
+  An expiry (A10) races a user's answer the same way, under the same session lock.
 - *Any instance (M4).* Only the instance running the turn holds the agent's waiting call, so an
-  answer received elsewhere is forwarded to that owner (``answer_approval``, as a cancel is) and
-  resolved there, under the same conditional update: a forwarded answer and a local one race
-  like two local ones.
+  answer received elsewhere is forwarded to that owner and resolved there.
 - *The queue must not stay held.* APPROVAL is read from the rows: a PENDING approval of the
   running turn. An approval cancelled by a cancel may release its hold only after that
   cancel's drain ran (and was held by it), so releasing runs an automatic drain itself (Q4).
-- Every change takes the session lock and the lock row first, like every session change.
 """
 
 from __future__ import annotations
@@ -49,7 +36,7 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.engine.change import Change
-from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
+from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
@@ -75,7 +62,6 @@ class Approvals:
             if isinstance(agent, AcpAgent):
                 agent.approvals = self.ask
 
-    # -- the agent's side ----------------------------------------------------------------------
     async def ask(self, request: PermissionRequest) -> str | None:
         """The option the agent gets, or None for ``cancelled``."""
         approval = Approval(
@@ -89,12 +75,8 @@ class Approvals:
         )
         if request.policy in POLICY_KINDS:
             chosen = policy_option(request.policy, request.options)
-            answered = replace(
-                approval,
-                outcome=ApprovalOutcome.SELECTED if chosen else ApprovalOutcome.CANCELLED,
-                option_id=chosen,
-                answered_by=f"policy:{request.policy}",
-                answered_at=approval.requested_at,
+            answered = _answered(
+                approval, chosen, f"policy:{request.policy}", approval.requested_at
             )
             # Not a unit of work (``core.change``): an approval answered at once changes no
             # session, holds nothing and moves no revision; it is only recorded (A6).
@@ -108,7 +90,7 @@ class Approvals:
             async with self.core.change(sid) as c:
                 await c.tx.add_approval(approval)
                 self._waiting[approval.id] = waiting
-                await self._changed(c)
+                await _changed(c)
             if request.timeout is not None:
                 # Not wait_for: the future must stay answerable until the expiry has committed.
                 await asyncio.wait({waiting.future}, timeout=request.timeout)
@@ -144,17 +126,10 @@ class Approvals:
             if self._waiting.get(approval_id) is not waiting or waiting.future.done():
                 return False  # a user's answer won (it is set under this lock)
             async with self.core.change(sid, session_lock=False) as c:  # held just above
-                won = await c.tx.answer_approval(
-                    approval_id,
-                    outcome=ApprovalOutcome.SELECTED if chosen else ApprovalOutcome.CANCELLED,
-                    option_id=chosen,
-                    answered_by=SYSTEM,
-                    at=utcnow(),
-                )
+                won = await _answer(c, approval_id, chosen, SYSTEM, utcnow())
                 if not won:  # settled in the rows meanwhile (recovery elsewhere): as it says
                     current = await c.tx.get_approval(approval_id)
                     chosen = current.option_id if current is not None else None
-                await self._changed(c)
             # Only once committed: an expiry that did not commit answered nothing, and the
             # agent's exit (``ask``) finds the entry and stores the approval CANCELLED.
             del self._waiting[approval_id]
@@ -167,19 +142,11 @@ class Approvals:
         try:
             async with self.core.session_lock(sid):
                 async with self.core.change(sid, session_lock=False) as c:  # held just above
-                    await c.tx.answer_approval(
-                        approval.id,
-                        outcome=ApprovalOutcome.CANCELLED,
-                        option_id=None,
-                        answered_by=answered_by,
-                        at=utcnow(),
-                    )
-                    await self._changed(c)
+                    await _answer(c, approval.id, None, answered_by, utcnow())
                 await self.turns.reserve(sid)  # the hold may have held the turn end's drain
         except Exception:
             log.exception("could not release approval %s", approval.id)
 
-    # -- the user's side -----------------------------------------------------------------------
     async def find(self, approval_id: str) -> Approval:
         """The approval (not yet authorised: the caller checks its session's owner)."""
         if not is_valid_id(approval_id):
@@ -199,13 +166,24 @@ class Approvals:
             known = ", ".join(o.id for o in approval.options)
             raise InvalidInput(f"optionId must be one of: {known}", ["optionId"])
         sid = approval.session_id
-        if not forwarded and approval.outcome is ApprovalOutcome.PENDING:
-            if approval.id not in self._waiting:
-                owner = await self.core.remote_owner(sid)
-                if owner is not None:
-                    answered = await self._forward(owner, principal, approval, option_id)
-                    if answered is not None:
-                        return answered
+        pending = approval.outcome is ApprovalOutcome.PENDING
+        if not forwarded and pending and approval.id not in self._waiting:
+            # Its agent waits on the instance running the turn: that one answers (a forwarded
+            # answer races a local one under the same conditional update). An owner that died
+            # before taking the request leaves it here, where it is refused (the turn is gone).
+            args = {"a": approval.id, "o": option_id, "p": principal}
+            timeout = max(5.0, self.core.settings.lease_seconds)
+            try:
+                reply = await self.core.ask_owner(sid, "answer_approval", args, timeout)
+            except OwnerUnreachable:
+                log.warning("the owner of approval %s did not answer", approval.id)
+                raise Conflict(
+                    ErrorCode.SESSION_BUSY,
+                    "the instance running the approval's turn did not answer; try again",
+                ) from None
+            if reply is not None:
+                at = datetime.fromisoformat(reply["at"])
+                return _answered(approval, option_id, principal, at)
         async with self.core.session_lock(sid):
             waiting = self._waiting.get(approval.id)
             if approval.outcome is not ApprovalOutcome.PENDING or (
@@ -227,24 +205,16 @@ class Approvals:
                             ErrorCode.SESSION_BUSY,
                             "the instance running the approval's turn cannot answer it now",
                         )
-                    won = await tx.answer_approval(
-                        approval.id,
-                        outcome=ApprovalOutcome.SELECTED,
-                        option_id=option_id,
-                        answered_by=principal,
-                        at=now,
-                    )
-                    if not won:
+                    if not await _answer(c, approval.id, option_id, principal, now):
                         raise _resolved()
                     del self._waiting[approval.id]
-                    await self._changed(c)
             except BaseException:
                 if waiting is not None and approval.id not in self._waiting:
                     self._unanswered(approval, waiting)
                 raise
             if not waiting.future.done():
                 waiting.future.set_result(option_id)
-        return _selected(approval, option_id, principal, now)
+        return _answered(approval, option_id, principal, now)
 
     def _unanswered(self, approval: Approval, waiting: _Waiting) -> None:
         """An answer taken off ``_waiting`` did not commit (the database away): nothing was
@@ -260,26 +230,6 @@ class Approvals:
             release = self._release(approval, answered_by=None)
             self.core.spawn(release, name=f"approval-release:{approval.id}")
 
-    async def _forward(
-        self, owner: int, principal: str, approval: Approval, option_id: str
-    ) -> Approval | None:
-        """A6 on any instance: the owner answers (its agent waits there). None when the owner
-        died before taking the request: the answer is refused here (the turn is gone)."""
-        assert self.core.cluster is not None
-        args = {"a": approval.id, "o": option_id, "p": principal}
-        timeout = max(5.0, self.core.settings.lease_seconds)
-        try:
-            reply = await self.core.cluster.call(owner, "answer_approval", args, timeout)
-        except OwnerGone:
-            return None
-        except OwnerUnreachable:
-            log.warning("owner %s of approval %s did not answer", owner, approval.id)
-            raise Conflict(
-                ErrorCode.SESSION_BUSY,
-                "the instance running the approval's turn did not answer; try again",
-            ) from None
-        return _selected(approval, option_id, principal, datetime.fromisoformat(reply["at"]))
-
     async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
         """The owner's side of a forwarded answer (authorised where it was received)."""
         approval = await self.find(str(args["a"]))
@@ -287,22 +237,30 @@ class Approvals:
         assert answered.answered_at is not None
         return {"at": answered.answered_at.isoformat()}
 
-    # -- plumbing ------------------------------------------------------------------------------
-    async def _changed(self, c: Change) -> None:
-        """A new session revision (pendingApproval changed) and queue revision (heldBy)."""
-        await c.bump_session()
-        await c.queue_changed()
+
+async def _changed(c: Change) -> None:
+    """A new session revision (pendingApproval changed) and queue revision (heldBy)."""
+    await c.tx.bump_session(c.session_id)
+    await c.queue_changed()
 
 
-def _selected(approval: Approval, option_id: str, principal: str, at: datetime) -> Approval:
-    """``approval`` as answered with ``option_id`` by ``principal`` at ``at``."""
-    return replace(
-        approval,
-        outcome=ApprovalOutcome.SELECTED,
-        option_id=option_id,
-        answered_by=principal,
-        answered_at=at,
+async def _answer(
+    c: Change, approval_id: str, option_id: str | None, by: str | None, at: datetime
+) -> bool:
+    """Answer a PENDING approval with ``option_id`` (None: CANCELLED) in ``c``; False when it
+    was answered already (exactly once: of racing answers, one wins)."""
+    outcome = ApprovalOutcome.CANCELLED if option_id is None else ApprovalOutcome.SELECTED
+    won = await c.tx.answer_approval(
+        approval_id, outcome=outcome, option_id=option_id, answered_by=by, at=at
     )
+    await _changed(c)
+    return won
+
+
+def _answered(approval: Approval, option_id: str | None, by: str, at: datetime) -> Approval:
+    """``approval`` as answered with ``option_id`` (None: CANCELLED) by ``by`` at ``at``."""
+    outcome = ApprovalOutcome.CANCELLED if option_id is None else ApprovalOutcome.SELECTED
+    return replace(approval, outcome=outcome, option_id=option_id, answered_by=by, answered_at=at)
 
 
 def _resolved() -> Conflict:

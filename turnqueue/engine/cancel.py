@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from turnqueue.domain import CancelOutcome, HoldReason, PauseReason, TurnStatus
-from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
+from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, Reference
 from turnqueue.engine.runner import StopLadder, TurnRunner
 from turnqueue.engine.turns import Turns
@@ -53,33 +53,21 @@ class Cancels:
             raise Conflict(
                 ErrorCode.SEND_NOW_CONFLICT, "a Send Now is replacing the active turn right now"
             )
-        owner = await self.core.remote_owner(session_id)
-        if owner is not None:
-            forwarded = await self._forward(owner, session_id)
-            if forwarded is not None:
-                return forwarded
+        # C7/M4: only the owner can stop its agent; it joins concurrent cancels itself (C3).
+        timeout = self.core.settings.cancel_operation_timeout + 5
+        try:
+            reply = await self.core.ask_owner(session_id, "cancel", {"s": session_id}, timeout)
+        except OwnerUnreachable:
+            log.warning("the owner of session %s did not answer a cancel", session_id)
+            return CancelOutcome.TIMED_OUT
+        if reply is not None:
+            return CancelOutcome(reply["outcome"])
         op = self._explicit.get(session_id)
         if op is None:
             op = self.core.spawn(self._explicit_op(session_id), name=f"cancel:{session_id}")
             self._explicit[session_id] = op
             op.add_done_callback(lambda _: self._explicit.pop(session_id, None))
         return await asyncio.shield(op)
-
-    async def _forward(self, owner: int, session_id: str) -> CancelOutcome | None:
-        """C7/M4: only the owner can stop its agent; it joins concurrent cancels itself (C3).
-        None when the owner died before taking the request: its agent is gone with it, and
-        the cancel runs here (C5)."""
-        assert self.core.cluster is not None
-        timeout = self.core.settings.cancel_operation_timeout + 5
-        try:
-            reply = await self.core.cluster.call(owner, "cancel", {"s": session_id}, timeout)
-        except OwnerGone:
-            log.warning("owner %s of session %s is gone; the cancel runs here", owner, session_id)
-            return None
-        except OwnerUnreachable:
-            log.warning("owner %s of session %s did not answer a cancel", owner, session_id)
-            return CancelOutcome.TIMED_OUT
-        return CancelOutcome(reply["outcome"])
 
     async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"outcome": (await self.cancel(str(args["s"]))).value}
@@ -91,38 +79,31 @@ class Cancels:
         return outcome
 
     async def _explicit_stop(self, session_id: str) -> CancelOutcome:
-        """Three transactions: the acceptance (the durable cancel mark, Q7, and the explicit
-        reference, C1: the session is cancellation-pending from its commit on); the stopped
-        turn's end; the finish (the backlog parked, Q7, and the reference released, in one
-        commit). The reference is released on every exit: by the finish, or on its own when
-        the stop or the finish fails (``Core.reference``, C5)."""
+        """Three transactions: the acceptance (the durable cancel mark, Q7: recovery parks the
+        backlog if this instance dies before the finish clears it; and the explicit reference,
+        C1: the session is cancellation-pending from its commit on; if it cannot be written,
+        nothing was accepted); the stopped turn's end; the finish (:meth:`_finish`). The
+        reference is released on every exit: by the finish, or on its own when the stop or
+        the finish fails (``Core.reference``, C5)."""
         moving = False
         async with self.core.reference(session_id, HoldReason.CANCELLING) as reference:
             async with self.core.session_lock(session_id):
                 runner = self.core.runners.get(session_id)
                 if runner is not None and not runner.ending:
-                    await self._accept(session_id, runner.turn.id, reference)
+                    async with self.core.change(session_id, session_lock=False) as c:  # held
+                        await c.tx.set_cancel_mark(session_id, runner.turn.id)
+                        await reference.take_in(c)
                 elif runner is not None or not await self._end_agent_gone(session_id, reference):
                     return await self._nothing_running(session_id)
             outcome = CancelOutcome.STOPPED  # a turn whose agent was gone ended above
             if runner is not None:
                 outcome = await self.stop(runner)
-            cancelled = runner is None or runner.final_status is TurnStatus.CANCELLED
-            if cancelled:
+            if runner is None or runner.final_status is TurnStatus.CANCELLED:
                 moving = await self.moves_on_cancel(session_id)
             await self._finish(session_id, moving, reference)
         if moving:
             await self.on_cancelled(session_id)  # W2: the move, then one drain (W1)
         return outcome
-
-    async def _accept(self, session_id: str, turn_id: str, reference: Reference) -> None:
-        """Q7, C1: record the explicit cancel of ``turn_id`` durably (the mark: recovery parks
-        the backlog if this instance dies before :meth:`_finish`, which clears it) and take the
-        explicit reference, in one transaction. If it cannot be written, the cancel fails with
-        the store's error and nothing was accepted. Called under the session lock."""
-        async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
-            await c.tx.set_cancel_mark(session_id, turn_id)
-            await reference.take_in(c)
 
     async def _end_agent_gone(self, session_id: str, reference: Reference) -> bool:
         """C5: a RUNNING turn whose agent is gone (no runner here, no live owner elsewhere)
@@ -143,8 +124,6 @@ class Cancels:
                     output=await c.tx.output_text(turn_id),  # its log (O1)
                     error="agent gone",
                 )
-                c.session_changed()
-                await c.queue_changed()
         return True
 
     async def _nothing_running(self, session_id: str) -> CancelOutcome:
@@ -153,9 +132,7 @@ class Cancels:
         Called under the session lock. A withdrawn clarification no longer holds the queue,
         so an automatic drain follows (Q9: ON means run when eligible)."""
         async with self.core.change(session_id, session_lock=False) as c:  # the caller holds it
-            withdrawn = await c.clear_clarification() is not None
-            if withdrawn:
-                await c.queue_changed()
+            withdrawn = await c.tx.clear_clarification(session_id) is not None
         if withdrawn:
             await self.turns.reserve(session_id)
         return CancelOutcome.NOTHING_RUNNING
@@ -165,26 +142,21 @@ class Cancels:
         clears the mark, decided here), W2 hands the step change its WORKFLOW_TRANSITION hold
         when the cancel moves the task (released by ``on_cancelled``), and the explicit
         reference ends (C1, C5). Parking and releasing in one commit leaves no moment in which
-        the reference is gone and the backlog not parked; nor can anything be queued between
-        them, so no automatic drain follows: entries left queued are parked, and with none
-        there is nothing to start. It decides nothing about a turn, so it takes no session
-        lock (every start reads the policy under the lock row, Q3)."""
+        the reference is gone and the backlog not parked, so no automatic drain follows. It
+        decides nothing about a turn, so it takes no session lock (every start reads the policy
+        under the lock row, Q3)."""
         async with self.core.change(session_id, session_lock=False) as c:
             if c.view.cancel_mark is not None:
                 await c.tx.set_cancel_mark(session_id, None)
             if c.view.queued:
                 await c.tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
-                await c.queue_changed()
+                await c.queue_changed()  # before the reference's end: its event comes first
             if moving:
                 await c.change_hold(HoldReason.WORKFLOW_TRANSITION, 1)
             await reference.end_in(c)
 
     async def stop(self, runner: TurnRunner) -> CancelOutcome:
         """Stop ``runner``'s agent with the ladder the settings give (``TurnRunner.stop``)."""
-        settings = self.core.settings
-        ladder = StopLadder(
-            settings.cancel_timeout,
-            settings.escalation_timeout,
-            settings.cancel_operation_timeout,
-        )
+        s = self.core.settings
+        ladder = StopLadder(s.cancel_timeout, s.escalation_timeout, s.cancel_operation_timeout)
         return await runner.stop(ladder)

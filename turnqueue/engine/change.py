@@ -1,25 +1,6 @@
 """The unit of work (:class:`Change`): one rule's writes to a session in one transaction that
-holds its lock row, and the events they imply, published after COMMIT.
-
-::
-
-    async with core.change(session_id, expected_revision) as c:
-        ...  # c.view: the locked view; c.tx: the transaction
-        await c.queue_changed()
-
-``Core.change`` opens it (the session lock, the transaction, the lock row, the
-``expectedRevision`` check: see ``engine/core.py``). Then the body runs and the unit of work
-
-- bumps the queue revision at most once (:meth:`Change.queue_changed`), and at the end of the
-  body for every session whose queue status the transaction changed (``Tx.changed_queues``);
-- reads the queue status once at the end of the body, before COMMIT, when the rule wants it
-  (``status=True``: a mutation's payload) or a subscriber here watches the session's queue (the
-  queue event then carries it); only its entries when the rule vouched for the view
-  (:meth:`Change.view_now`);
-- tracks the session revision through the writes that move it and publishes one session event
-  carrying the revision the transaction commits;
-- publishes only after COMMIT, then runs :meth:`Change.on_commit` call-backs (launching turns),
-  still under the session lock. A body that raises rolls back: nothing published or launched.
+holds its lock row, and the events they imply, published after COMMIT (``Core.change`` opens
+it; docs/architecture.md, "The unit of work", gives its shape).
 
 Hazards:
 - Units of work do not nest: the store has one write transaction at a time (SQLite's writer
@@ -31,8 +12,7 @@ Hazards:
   the session again on it, so they see the committed state.
 - The session revision is the store's, never inferred: every write that moves it answers the
   revision it reached (``Tx.session_revision``), and the lock row keeps every other writer
-  out. A rule that writes through ``c.tx`` may say so (:meth:`Change.session_changed`); one it
-  did not say is announced at the end of the body all the same.
+  out. A write through ``c.tx`` the rule did not report is announced at the end all the same.
 """
 
 from __future__ import annotations
@@ -43,12 +23,10 @@ from typing import Protocol
 from turnqueue.bus import Event, EventBus, EventKind
 from turnqueue.domain import (
     CancellationStatus,
-    Clarification,
     HoldReason,
     PauseReason,
     QueueEntry,
     QueueStatus,
-    SessionState,
 )
 from turnqueue.engine.cluster import Cluster
 from turnqueue.store import SessionView, Tx
@@ -81,9 +59,9 @@ def publish_after(
     queue: Callable[[], QueueStatus | None] | None = None,
     cancellation: CancellationStatus | None = None,
 ) -> None:
-    """Publish after COMMIT; ``queue``: the status the transaction read before it (the unit of
-    work's, read after this call), carried by a QUEUE event of that revision; ``cancellation``:
-    a CANCELLATION event's status (C2)."""
+    """Publish after COMMIT (and NOTIFY the other instances at it); ``queue``: the status the
+    transaction read, carried by a QUEUE event of that revision; ``cancellation``: a
+    CANCELLATION event's status (C2)."""
 
     def publish() -> None:
         status = queue() if queue is not None else None
@@ -121,11 +99,10 @@ class Change:
         #: C1: whether the session is cancellation-pending as this transaction leaves it
         self.cancelling = view.cancelling
 
-    # -- the queue revision (Q13) -----------------------------------------------------------
     async def queue_changed(self) -> int:
         """The queue status changed: one revision per transaction (Q13), published after
-        commit. A store write that changes the status (``Tx.changed_queues``) calls it at the
-        end of the body anyway; a rule calls it to bump now (or when only a hold changed)."""
+        commit. Every write the store reports (``Tx.changed_queues``) gets it at the end of the
+        body anyway; a rule calls it to bump now."""
         revision = await self.tx.bump_queue(self.session_id)
         self._queue_bumped(revision)
         return revision
@@ -150,43 +127,21 @@ class Change:
 
     def view_now(self, view: SessionView) -> None:
         """The rule vouches that ``view`` is the session as this transaction leaves it, its
-        queue revision aside (the unit of work knows that one): the status at the end then
-        reads only the entries, not the view again.
+        queue revision aside: the status at the end then reads only the entries.
 
-        Hazard: call it after the body's last write. This class's own writes (the session's
-        operations, holds) forget it; a write straight through ``tx`` does not, so a rule that
-        writes that way after calling this would answer a stale status."""
+        Hazard: call it after the body's last write. A hold, or a write that moves the session
+        revision, forgets it; any other write after it would answer a stale status."""
         self._view_now = view
 
-    # -- the session revision: the writes that move it --------------------------------------
     def session_changed(self) -> None:
-        """A session event is owed (published at the end, with the revision reached)."""
+        """A session event is owed (published at the end, with the revision reached). Every
+        write through ``c.tx`` that moves the session revision owes one without being said."""
         reached = self.tx.session_revision(self.session_id)
         if reached is not None:
             self.session_revision = reached
         self._session_changed = True
         self._view_now = None
 
-    async def set_session_state(self, state: SessionState) -> None:
-        await self.tx.set_session_state(self.session_id, state)
-        self.session_changed()
-
-    async def set_clarification(self, *, turn_id: str | None, question: str) -> None:
-        await self.tx.set_clarification(self.session_id, turn_id=turn_id, question=question)
-        self.session_changed()
-
-    async def clear_clarification(self) -> Clarification | None:
-        cleared = await self.tx.clear_clarification(self.session_id)
-        if cleared is not None:
-            self.session_changed()
-        return cleared
-
-    async def bump_session(self) -> None:
-        """A new session revision without a state change (A6: ``pendingApproval``)."""
-        await self.tx.bump_session(self.session_id)
-        self.session_changed()
-
-    # -- runtime holds (Q9) and the cancellation they make pending (C1, C2) -----------------
     async def change_hold(self, kind: HoldReason, delta: int) -> None:
         """``delta`` more (or fewer) holds of ``kind`` by this instance; a CANCELLING hold
         that makes the session pending, or the release that clears it, is a transition."""
@@ -214,7 +169,6 @@ class Change:
         kind = EventKind.CANCELLATION
         publish_after(self._site, self.tx, kind, self.session_id, revision, cancellation=status)
 
-    # -- other sessions, before and after commit ---------------------------------------------
     async def join(self, session_id: str) -> Change:
         """Another session changed in this same transaction (W3's destination): its lock row
         is taken now (after this one's: lock rows in the order the rule names them), and its
@@ -230,10 +184,8 @@ class Change:
 
     async def before_commit(self) -> None:
         """The end of the body (``Core.change`` calls it, in the transaction): the queue
-        revisions still owed, the statuses read, the session events registered."""
-        # Q13: every queue status the transaction changed gets its revision (and its event)
-        # here, whether or not the rule asked; a session changed without a unit of work of its
-        # own (none today) is bumped and announced all the same.
+        revisions still owed (Q13: whether or not the rule asked), the statuses read, the
+        session events registered."""
         units = {change.session_id: change for change in (self, *self._joined)}
         for each in units.values():
             reached = self.tx.session_revision(each.session_id)

@@ -1,33 +1,17 @@
-"""Several server processes on one PostgreSQL database (M4).
+"""Several server processes on one PostgreSQL database (M4): each process is an *instance*,
+identified by its epoch (R2), with a row in ``instances`` that it heartbeats; the instance that
+started a session's running turn *owns* it (only it can stop its agent).
 
-Each process is an *instance*, identified by its epoch (R2), with a row in ``instances`` that it
-heartbeats. The instance that started a session's running turn *owns* it: only the owner can stop
-its agent, so a ``cancel`` or a replacing ``sendNow`` received elsewhere is forwarded to it.
+Messages travel on one NOTIFY channel (their format: ``engine/wire.py``): ``ev``, an event for
+subscribers (a durable change's is sent inside its transaction, so it is delivered on COMMIT in
+commit order; runtime events go through one ordered outbox; a receiver publishes them marked
+``relayed``), and ``cmd`` / ``re``, which only wake the two sides of a request row
+(``owner_requests``, :meth:`Cluster.call`). A batch that cannot be sent is sent one by one, so
+one notification that cannot be sent (logged) never takes the others with it. A LISTEN outage
+loses only events: subscribers are told to resync (``_on_resync``) and read again (C7: the
+cancellation projection is rows every instance reads).
 
-Messages travel on one NOTIFY channel as compact JSON:
-
-- ``ev``: an event for subscribers. Durable changes (session, queue, cancellation transitions)
-  are sent by the store inside their own transaction, so PostgreSQL delivers them only on COMMIT
-  and in commit order. Runtime events (the output log's new ends) go through one ordered outbox.
-  A receiver publishes them on its local bus marked ``relayed``.
-- ``cmd`` / ``re``: wake-ups only. An operation only a turn's owner can perform (a cancel, a
-  replacing Send Now, an approval's answer) is a row in ``owner_requests``: the requester commits
-  it with a ``cmd`` naming it, the owner claims it, runs it and records the outcome with a ``re``
-  naming it. Both sides read the row (the owner after each heartbeat, the requester every
-  ``POLL_SECONDS``), so a lost notification never loses a request, and a request whose owner
-  died before claiming it is withdrawn, never run late.
-
-A notification never carries what can exceed PostgreSQL's 8,000-byte payload (M4): the format
-(``engine/wire.py``) is ids, numbers and names, output a pointer, a request's arguments stay in
-its row, and a message over the limit is refused where it is built. The send loop sends a
-batch that fails one by one, so one notification that cannot be sent (logged) never takes the
-others with it.
-
-C7: there is nothing to relay or confirm. The cancellation projection is rows every instance
-reads (the CANCELLING holds in ``session_holds`` and the lock row's cancellation revision), so a
-LISTEN outage loses only events: subscribers are told to resync (``_on_resync``) and read again.
-
-Hazards: a process may be declared dead while merely slow. It learns so at its next heartbeat
+Hazard: a process may be declared dead while merely slow. It learns so at its next heartbeat
 (its row is gone) and abandons its turns, whose ends the adopter has already recorded.
 """
 
@@ -126,7 +110,6 @@ class Cluster:
         #: set by the heartbeat for the recovery loop (which may wait for pooled connections)
         self._beat = asyncio.Event()
 
-    # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         async with self._store.lease() as tx:
             await tx.register_instance(self.instance)
@@ -153,7 +136,6 @@ class Cluster:
         async with self._store.read() as tx:
             return await tx.live_instances(self.lease)
 
-    # -- outgoing -------------------------------------------------------------------------------
     def durable_payload(
         self, kind: EventKind, session_id: str, revision: int, pending: bool | None = None
     ) -> str:
@@ -195,18 +177,14 @@ class Cluster:
         for one in batch:
             await self._notify([one])
 
-    # -- requests to the owner (rows) ---------------------------------------------------------
     async def call(
         self, owner: int, op: str, args: dict[str, Any], timeout: float
     ) -> dict[str, Any]:
-        """Ask ``owner`` to run ``op`` and wait for its outcome; its UserFacingError comes back as
-        one here. :class:`OwnerUnreachable` when the owner left the live instances, or did not
+        """Ask ``owner`` to run ``op`` and wait for its outcome (its UserFacingError is raised
+        here). :class:`OwnerUnreachable` when the owner left the live instances, or did not
         answer within ``timeout``; a request it had not claimed by then is withdrawn, so it
-        never runs late.
-
-        The request is a row committed with a NOTIFY that wakes the owner; the owner also looks
-        for its requests after each heartbeat, and this side reads the row again every
-        ``POLL_SECONDS``, so a lost notification costs time, never the request."""
+        never runs late. Both sides also read the row (the owner after each heartbeat, this side
+        every ``POLL_SECONDS``): a lost notification costs time, never the request."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         wake = asyncio.Event()
@@ -279,7 +257,6 @@ class Cluster:
             if request_id not in self._serving:
                 self._spawn(self._serve(request_id), f"serve:{request_id}")
 
-    # -- incoming -------------------------------------------------------------------------------
     def _on_message(self, payload: str) -> None:
         # Every message this instance sends comes back on its own LISTEN connection; it has
         # already published them locally. Dropped before parsing (the origin comes first in
@@ -306,7 +283,6 @@ class Cluster:
         for session_id in self._bus.sessions():
             self._bus.publish(Event(EventKind.RESYNC, session_id, relayed=True))
 
-    # -- liveness -------------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
         """Refresh the lease every third of it, on the store's lease connection only.
 

@@ -1,18 +1,6 @@
 """The engine's shared state (:class:`Core`: store, bus, runners, locks, tasks, holds) and the
 opening of the unit of work every rule changes a session through (:meth:`Core.change`; the unit
-itself, :class:`~turnqueue.engine.change.Change`, is ``engine/change.py``).
-
-::
-
-    async with core.change(session_id, expected_revision) as c:
-        ...  # c.view: the locked view; c.tx: the transaction
-        await c.queue_changed()
-
-``Core.change`` takes, in order, the session's in-process lock (``session_lock=False`` when the
-caller holds it or the rule decides nothing about the session's turn), a store transaction, the
-session's lock row first in it (Q3: one lock order everywhere), and the ``expectedRevision``
-check (Q13: a stale one raises ``QUEUE_CHANGED`` and changes nothing). Then the body runs; what
-the unit of work does at its end, before and after COMMIT, is ``engine/change.py``'s.
+itself is ``engine/change.py``, the shape docs/architecture.md's "The unit of work").
 
 Hazards:
 - ``session_lock(sid)`` is an in-process ``asyncio.Lock``. Every runtime decision about a
@@ -46,7 +34,7 @@ from turnqueue.domain import (
     Workflow,
 )
 from turnqueue.engine.change import Change
-from turnqueue.engine.cluster import Cluster
+from turnqueue.engine.cluster import Cluster, OwnerGone
 from turnqueue.errors import Conflict, ErrorCode, UserFacingError
 from turnqueue.settings import Settings
 from turnqueue.store import SessionView, Store
@@ -77,17 +65,13 @@ class Metrics(Protocol):
 class NullMetrics:
     """The default observer: does nothing."""
 
-    def turn_started(self) -> None:
-        pass
+    def turn_started(self) -> None: ...
 
-    def turn_ended(self, status: str) -> None:
-        pass
+    def turn_ended(self, status: str) -> None: ...
 
-    def reservation(self, kind: str, outcome: str) -> None:
-        pass
+    def reservation(self, kind: str, outcome: str) -> None: ...
 
-    def cancel_done(self, outcome: str, seconds: float) -> None:
-        pass
+    def cancel_done(self, outcome: str, seconds: float) -> None: ...
 
 
 NULL_METRICS = NullMetrics()
@@ -120,7 +104,6 @@ class Core:
         #: operations observer; a no-op unless the app sets one (``Engine.observe``)
         self.metrics: Metrics = NULL_METRICS
 
-    # -- locks and tasks ---------------------------------------------------------------------
     def session_lock(self, session_id: str) -> asyncio.Lock:
         lock = self._locks.get(session_id)
         if lock is None:
@@ -160,18 +143,27 @@ class Core:
             return CancellationStatus(session_id, False, 0)
         return CancellationStatus(session_id, view.cancelling, view.cancel_revision)
 
-    async def remote_owner(self, session_id: str) -> int | None:
-        """The live instance running this session's turn, when that is not this one (M4)."""
+    async def ask_owner(
+        self, session_id: str, op: str, args: dict[str, Any], timeout: float
+    ) -> dict[str, Any] | None:
+        """M4: run ``op`` on the live instance running the session's turn when that is another
+        one (only it can stop or answer its agent) and answer its result; None when it is for
+        this instance to run: no other live owner, or one that died before taking the request
+        (``OwnerGone``: the request was withdrawn). ``OwnerUnreachable`` when it did not answer
+        in time."""
         if self.cluster is None or session_id in self.runners:
             return None
         async with self.store.read() as tx:
             view = await tx.view(session_id)
         owner = view.running_turn_owner if view is not None else None
-        if owner is None or owner == self.instance:
+        if owner is None or owner == self.instance or owner not in await self.cluster.live():
             return None
-        return owner if owner in await self.cluster.live() else None
+        try:
+            return await self.cluster.call(owner, op, args, timeout)
+        except OwnerGone:
+            log.warning("owner %s of session %s is gone; %s runs here", owner, session_id, op)
+            return None
 
-    # -- the unit of work and runtime holds ----------------------------------------------------
     @asynccontextmanager
     async def change(
         self,
@@ -181,9 +173,12 @@ class Core:
         session_lock: bool = True,
         status: bool = False,
     ) -> AsyncIterator[Change]:
-        """One rule's unit of work on one session (``engine/change.py``), opened as this
-        module's docstring says; ``status``: read the queue status at the end of the body
-        (``c.status``), in its transaction: what a mutation answers, changed or not."""
+        """One rule's unit of work on one session: the session lock (``session_lock=False``
+        when the caller holds it, or the rule decides nothing about the session's turn), a
+        transaction, the lock row first in it (Q3: one lock order everywhere), then the
+        ``expectedRevision`` check (Q13: a stale one raises QUEUE_CHANGED, changing nothing).
+        ``status``: read the queue status at the end of the body (``c.status``), in its
+        transaction: what a mutation answers, changed or not."""
         lock: AbstractAsyncContextManager[object] = (
             self.session_lock(session_id) if session_lock else nullcontext()
         )
@@ -203,16 +198,10 @@ class Core:
 
     @asynccontextmanager
     async def hold(self, session_id: str, kind: CancelKind | None = None) -> AsyncIterator[None]:
-        """A runtime hold for the block (Q9): CANCELLING, a cancellation reference of ``kind``
-        (C1, C5: ``kind`` names it at the call site), or WORKFLOW_TRANSITION when ``kind`` is
-        None.
-
-        The hold is a row (``session_holds``) committed with a queue revision of its own before
-        the block runs, and removed with another after it, on every exit (Q13: one revision,
-        one ``heldBy``, on every instance). The first CANCELLING hold of a session makes it
-        ``cancellationPending`` and the last one's release clears it, each transition with a
-        cancellation revision of its own in the same transaction (C1, C2). If the hold cannot
-        be written, nothing is held and the error is raised."""
+        """A runtime hold for the block (Q9), committed before it and released after it, on
+        every exit: CANCELLING, a cancellation reference of ``kind`` (C1, C5: ``kind`` names it
+        at the call site), or WORKFLOW_TRANSITION when ``kind`` is None. If the hold cannot be
+        written, nothing is held and the error is raised."""
         reason = HoldReason.WORKFLOW_TRANSITION if kind is None else HoldReason.CANCELLING
         await self.add_hold(session_id, reason)
         try:
@@ -233,9 +222,7 @@ class Core:
                 await self.release_hold(session_id, reason)
 
     async def add_hold(self, session_id: str, reason: HoldReason) -> None:
-        """One more hold of ``reason`` by this instance, committed now (Q9, Q13). A hold that
-        outlives its block (a step change a turn's end or a cancel hands over, W1/W2) is
-        released by :meth:`release_hold`."""
+        """One more hold of ``reason`` by this instance, committed now (Q9, Q13)."""
         async with self.change(session_id, session_lock=False) as c:
             await c.change_hold(reason, 1)
 
@@ -291,9 +278,7 @@ class Core:
 
 class Reference:
     """A runtime hold that one unit of work takes (:meth:`take_in`) and a later one ends
-    (:meth:`end_in`), so a rule whose hold spans a wait (a cancel's stop) spends no transaction
-    of its own on it. ``held`` follows the commits; ``Core.reference`` releases a reference
-    still held when its block exits (C5: on every exit)."""
+    (:meth:`end_in`); ``held`` follows the commits."""
 
     __slots__ = ("held", "reason")
 

@@ -1,4 +1,4 @@
-"""The engine's one entry point: its reads (``engine/lookups.py``), its commands — authorisation
+"""The engine's one entry point: its reads (``engine/reads.py``), its commands — authorisation
 and input checks (``engine/access.py``), then the queue, turn, cancel and workflow rules — and
 its lifecycle (open, join the cluster, close).
 
@@ -8,7 +8,6 @@ own is reported exactly like one that does not exist (S2), so ids cannot be prob
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -31,8 +30,8 @@ from turnqueue.engine.approvals import Approvals
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import Cluster, ClusterHooks
 from turnqueue.engine.core import Core, Metrics
-from turnqueue.engine.lookups import Lookups
 from turnqueue.engine.queue import Applied, Enqueued, QueueOps, SendNowResult
+from turnqueue.engine.reads import Lookups
 from turnqueue.engine.recovery import recover
 from turnqueue.engine.steering import Steering
 from turnqueue.engine.turns import Turns
@@ -40,8 +39,6 @@ from turnqueue.engine.workflow import Workflows, load_workflow
 from turnqueue.errors import InvalidInput, NotFound
 from turnqueue.settings import Settings
 from turnqueue.store import Store
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +72,8 @@ class Engine(Lookups):
     """The reads (:class:`Lookups`), the commands, and the engine's lifecycle."""
 
     def __init__(self, core: Core) -> None:
-        # The workflow's call-backs (W1, W2), passed at construction: the workflow is built
-        # last (it stops and drains through the parts built before it), so they reach it here.
+        # The workflow is built last (it stops and drains through the other parts): its
+        # call-backs (W1, W2) reach it through ``self``.
         self.turns = Turns(
             core,
             moves_on_complete=lambda sid: self.workflows.moves_on_complete(sid),
@@ -119,20 +116,18 @@ class Engine(Lookups):
         return engine
 
     async def _join_cluster(self) -> None:
-        """Hear the other instances, answer their forwarded requests, adopt the dead's (M4,
-        M6). The cluster becomes ``core.cluster`` before it starts."""
+        """Hear the other instances, answer their requests, adopt the dead's (M4, M6)."""
         core = self.core
 
         async def adopt_orphans(live: set[int], dead: frozenset[int]) -> None:
-            # Each heartbeat: recover what dead instances left; when one has just died, also
-            # sweep for queues it left eligible without running (a crash after a turn's end);
-            # then the rows other instances wrote for this one, in case a NOTIFY was lost.
+            # Each heartbeat: recover what dead instances left (when one has just died, also
+            # the queues it left eligible: a crash after a turn's end), then the steer requests
+            # in case a NOTIFY was lost.
             if not core.closing:
                 await recover(core, self.turns, sweep=bool(dead), live=live)
                 self.steering.sweep()
 
-        async def expelled() -> None:
-            # The others declared this instance dead and recovered its turns: let them go.
+        async def expelled() -> None:  # the others recovered this instance's turns
             for runner in list(core.runners.values()):
                 runner.abandon()
 
@@ -173,7 +168,6 @@ class Engine(Lookups):
     def store(self) -> Store:
         return self.core.store
 
-    # -- operations (U3) ------------------------------------------------------------------------
     @property
     def closing(self) -> bool:
         """True once :meth:`aclose` began (readiness answers 503 from then on)."""
@@ -191,7 +185,6 @@ class Engine(Lookups):
         """Queue entries over every session (one database read)."""
         return QueueDepth(*await self.core.store.queue_depth())
 
-    # -- mutations ------------------------------------------------------------------------------
     async def create_task(
         self, principal: str, title: str, agent: str | None
     ) -> tuple[Task, Session]:
@@ -210,10 +203,9 @@ class Engine(Lookups):
         *,
         steer: bool = False,
     ) -> Admission:
-        """Start a turn or queue the message; with ``client_message_id``, idempotent (Q15);
-        ``steer``: offer it to the running turn first (Q16). The answer carries the session
-        and its queue status: as the send committed them, or, once a steered message is
-        decided, as read then."""
+        """Start a turn or queue the message (idempotent with a key, Q15); ``steer``: offer it
+        to the running turn first (Q16). The answer carries the session and its queue status,
+        as the send committed them (a steered message: as read once it is decided)."""
         await self.access.check_session(principal, session_id)
         check_content(content, self.core.settings.max_content_bytes)
         check_client_message_id(client_message_id)
@@ -302,8 +294,7 @@ class Engine(Lookups):
         expected: int | None,
     ) -> SendNowResult:
         await self.access.check_session(principal, session_id)
-        if entry_id is not None:
-            check_id(entry_id, "entryId")
+        check_id(entry_id, "entryId")
         return await self.queue.send_now(session_id, scope, entry_id, expected)
 
     async def drain(self, principal: str, session_id: str, expected: int | None) -> Applied:
@@ -315,8 +306,7 @@ class Engine(Lookups):
     ) -> Session:
         await self.access.check_session(principal, session_id)
         check_content(answer, self.core.settings.max_content_bytes, "answer")
-        if clarification_id is not None:
-            check_id(clarification_id, "clarificationId")
+        check_id(clarification_id, "clarificationId")
         await self.turns.answer_clarification(session_id, answer, clarification_id)
         return await self.authorize_session(principal, session_id)
 

@@ -2,21 +2,17 @@
 
 The runner adds every piece of output (a text chunk or a :class:`~turnqueue.domain.TurnItem`)
 as an :class:`~turnqueue.domain.OutputRecord` (text that follows text in one batch extends the
-same record). The process's :class:`Flusher` (one per store) writes the
-pending batches of all running turns in one transaction, at most :data:`FLUSH_SECONDS` after
-the first of them (at once when a turn has :data:`MAX_BATCH` pieces pending).
-:meth:`OutputLog.detach` is each turn's one way out (it waits for a write holding its batch).
-The turn's end writes whatever is still pending in the end's own transaction
-(:meth:`OutputLog.write_rest`), so the log of an ended turn is complete and ``done`` follows
-every chunk; a turn shorter than the flush interval costs no write of its own.
+same record). The process's :class:`Flusher` writes the pending batches of all running turns in
+one transaction, at most :data:`FLUSH_SECONDS` after the first of them (at once at
+:data:`MAX_BATCH` pieces). The turn's end writes what is still pending in its own transaction
+(:meth:`OutputLog.write_rest`), so an ended turn's log is complete and ``done`` follows every
+chunk.
 
-Ordering (O2's "no gap, no duplicate"): text is published on the bus as an
-:class:`~turnqueue.domain.OutputChunk` only *after* the batch holding it committed, in the same
-callback that advances :attr:`OutputLog.committed`. So every chunk a subscriber sees, here or
-relayed to another instance, is already in the log, and a reader that subscribes *before* it
-reads the log misses nothing: what committed before its read is in the read, what commits after
-is published after it subscribed. A SIGKILL loses at most the batch being gathered, which no
-client has seen either.
+Ordering (O2's "no gap, no duplicate"): text is published on the bus only *after* the batch
+holding it committed, in the callback that advances :attr:`OutputLog.committed`. So every chunk
+a subscriber sees, here or relayed, is already in the log, and a reader that subscribes
+*before* it reads the log misses nothing. A SIGKILL loses at most the batch being gathered,
+which no client has seen either.
 """
 
 from __future__ import annotations
@@ -129,7 +125,6 @@ def flusher_of(store: Store) -> Flusher:
 class OutputLog:
     def __init__(self, turn: Turn, store: Store, bus: EventBus) -> None:
         self.turn = turn
-        self._store = store
         self._bus = bus
         self._parts: list[str] = []
         self._length = 0  # characters added
@@ -144,7 +139,6 @@ class OutputLog:
         self.detached = False
         self._ended = False  # the turn ended elsewhere: nothing more is written
 
-    # -- the producer side ------------------------------------------------------------------
     @property
     def text(self) -> str:
         return "".join(self._parts)

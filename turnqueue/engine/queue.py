@@ -1,15 +1,10 @@
 """Queue operations: enqueue, manage entries, the auto-run policy, drain, Send Now (Q1–Q14).
-Steering (Q16) is :mod:`turnqueue.engine.steering`.
-
-Every transaction here is a unit of work (``Core.change``: the lock row first,
-``expectedRevision`` checked, one queue revision); a refused mutation raises before its commit,
-so it changes nothing.
+A refused mutation raises in its unit of work, before its commit, so it changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -30,14 +25,10 @@ from turnqueue.domain import (
 from turnqueue.engine.admission import Admission, record, replay
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.change import Change
-from turnqueue.engine.cluster import OwnerGone, OwnerUnreachable
+from turnqueue.engine.cluster import OwnerUnreachable
 from turnqueue.engine.core import Core, Reference, check_capacity
-from turnqueue.engine.runner import TurnRunner
 from turnqueue.engine.turns import DrainResult, Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
-from turnqueue.store import SessionView
-
-log = logging.getLogger(__name__)
 
 
 class Applied(NamedTuple):
@@ -90,9 +81,8 @@ class QueueOps:
         """Always queue, then one automatic drain (Q3). An enqueue whose ``client_message_id``
         was sent before answers that send's outcome and queues nothing (Q15)."""
         async with self.core.change(session_id, expected_revision, status=True) as c:
-            replayed, result = None, None
-            if client_message_id is not None:
-                replayed = await replay(c, client_message_id, content)
+            result = None
+            replayed = await replay(c, client_message_id, content)
             if replayed is not None:
                 if replayed.entry is None:  # a sendMessage of this key started a turn
                     raise Conflict(
@@ -119,9 +109,7 @@ class QueueOps:
         # one lock row, one commit, one queue revision for "queued and started".
         view = replace(c.view, queued=c.view.queued + 1)
         result, turn = await self.turns.reserve_in(c, view, automatic=True)
-        await c.queue_changed()  # the same revision as the start's, if one started
-        if client_message_id is not None:
-            await record(c, client_message_id, content, Admission(turn, entry, SendOutcome.QUEUED))
+        await record(c, client_message_id, content, Admission(turn, entry, SendOutcome.QUEUED))
         return entry, turn, result
 
     async def update_entry(
@@ -134,7 +122,6 @@ class QueueOps:
                     ErrorCode.NOT_EDITABLE, f"a {entry.source} entry cannot be edited", ["entryId"]
                 )
             await c.tx.update_entry(entry_id, content=content)
-            await c.queue_changed()
         return _status(c)
 
     async def remove_entry(
@@ -143,13 +130,11 @@ class QueueOps:
         async with self.core.change(session_id, expected, session_lock=False, status=True) as c:
             _visible(await c.tx.list_entries(session_id), entry_id)
             await c.tx.remove_entries(session_id, [entry_id])
-            await c.queue_changed()
         return _status(c)
 
     async def clear(self, session_id: str, expected: int | None) -> QueueStatus:
         async with self.core.change(session_id, expected, session_lock=False, status=True) as c:
-            if await c.tx.remove_entries(session_id, None):
-                await c.queue_changed()
+            await c.tx.remove_entries(session_id, None)
         return _status(c)
 
     async def reorder(
@@ -165,7 +150,6 @@ class QueueOps:
                 )
             if list(ordered_ids) != visible:
                 await c.tx.reorder_entries(session_id, ordered_ids)
-                await c.queue_changed()
         return _status(c)
 
     async def set_auto_run(
@@ -203,13 +187,18 @@ class QueueOps:
             async with self.core.change(
                 session_id, expected_revision, session_lock=False, status=True
             ) as c:
-                _check_promptable(c.view)
+                state = c.view.session.state
+                if c.view.clarification is not None:
+                    raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
+                if state in BUSY:
+                    raise Conflict(ErrorCode.SESSION_BUSY, "a turn is running")
+                if state not in PROMPTABLE:
+                    raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {state}")
                 if not c.view.policy.auto_run:
                     await c.set_policy(auto_run=True, pause_reason=None)
             _, turn, status = await self.turns.reserve(session_id, automatic=False)
             return Applied(turn, status or _status(c))  # the last commit's status
 
-    # -- Send Now (Q5) --------------------------------------------------------------------------
     async def send_now(
         self,
         session_id: str,
@@ -221,11 +210,19 @@ class QueueOps:
             raise InvalidInput("scope ENTRY needs entryId", ["entryId"])
         if scope is SendNowScope.ALL and entry_id is not None:
             raise InvalidInput("scope ALL takes no entryId", ["entryId"])
-        owner = await self.core.remote_owner(session_id)
-        if owner is not None:
-            forwarded = await self._forward(owner, session_id, scope, entry_id, expected_revision)
-            if forwarded is not None:
-                return forwarded
+        # M4: the replacement must stop the owner's agent, so the owner runs the Send Now.
+        args = {"s": session_id, "scope": scope.value, "e": entry_id, "x": expected_revision}
+        timeout = self.core.settings.cancel_operation_timeout + 5
+        try:
+            reply = await self.core.ask_owner(session_id, "send_now", args, timeout)
+        except OwnerUnreachable as exc:
+            raise Conflict(ErrorCode.SESSION_BUSY, "the server running the turn is away") from exc
+        if reply is not None:
+            turn = None
+            if reply["turn"] is not None:
+                async with self.core.store.read() as tx:
+                    turn = await tx.get_turn(reply["turn"])
+            return SendNowResult(turn, int(reply["n"]))
         if self.cancels.busy(session_id):
             raise Conflict(ErrorCode.SEND_NOW_CONFLICT, "a cancellation is already under way")
         observed = self.core.runners.get(session_id)
@@ -234,38 +231,12 @@ class QueueOps:
         # answers SEND_NOW_CONFLICT instead of joining (C3).
         self.cancels.replacements.add(session_id)
         work = self.core.spawn(
-            self._replace(session_id, scope, entry_id, expected_revision, observed_turn),
+            self._replace(session_id, entry_id, expected_revision, observed_turn),
             name=f"send-now:{session_id}",
         )
         work.add_done_callback(lambda _: self.cancels.replacements.discard(session_id))
         # C4: once the claim is accepted the replacement runs to its end without the caller.
         return await asyncio.shield(work)
-
-    async def _forward(
-        self,
-        owner: int,
-        session_id: str,
-        scope: SendNowScope,
-        entry_id: str | None,
-        expected: int | None,
-    ) -> SendNowResult | None:
-        """M4: the replacement must stop the owner's agent, so the owner runs the Send Now.
-        None when the owner died before taking the request: it runs here."""
-        assert self.core.cluster is not None
-        args = {"s": session_id, "scope": scope.value, "e": entry_id, "x": expected}
-        timeout = self.core.settings.cancel_operation_timeout + 5
-        try:
-            reply = await self.core.cluster.call(owner, "send_now", args, timeout)
-        except OwnerGone:
-            log.warning("owner %s of session %s is gone; Send Now runs here", owner, session_id)
-            return None
-        except OwnerUnreachable as exc:
-            raise Conflict(ErrorCode.SESSION_BUSY, "the server running the turn is away") from exc
-        turn = None
-        if reply["turn"] is not None:
-            async with self.core.store.read() as tx:
-                turn = await tx.get_turn(reply["turn"])
-        return SendNowResult(turn, int(reply["n"]))
 
     async def serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
         result = await self.send_now(
@@ -274,76 +245,53 @@ class QueueOps:
         return {"turn": result.turn.id if result.turn else None, "n": result.sent_count}
 
     async def _replace(
-        self,
-        session_id: str,
-        scope: SendNowScope,
-        entry_id: str | None,
-        expected_revision: int | None,
-        observed_turn: str | None,
+        self, session_id: str, entry_id: str | None, expected: int | None, observed: str | None
     ) -> SendNowResult:
-        """Three transactions when a turn runs: the claim, which also takes the
-        replacement's CANCELLING hold (C1: a cancellation reference, REPLACEMENT); the stopped
-        turn's end; the delivery, which also ends the hold. With no turn running, the claim
-        and the delivery.
+        """Send Now of ``entry_id`` (None: every entry) in three transactions when a turn runs
+        (``observed``, seen when it was asked): the claim, which also takes the replacement's
+        CANCELLING hold (C1: a cancellation reference, REPLACEMENT); the stopped turn's end;
+        the delivery, which also ends the hold. With no turn running, the claim and the
+        delivery. The hold ends with the delivery or, when the stop or the delivery fails, on
+        its own (``Core.reference``, C5): on every exit.
 
-        The hold is taken with the claim, under the session lock and the lock row, so nothing
-        starts between the claim and the delivery (Q9). It ends with the delivery or, when the
-        stop or the delivery fails, on its own (``Core.reference``, C5): on every exit."""
+        The claim takes exactly the entries and sets auto-run ON (Q5, Q10), under the session
+        lock and the lock row, so nothing starts between the claim and the delivery (Q9).
+        Every refusal is raised before it writes anything, so it rolls back whole: the queue
+        keeps its order, its policy and its pause reason (Q5). That includes TURN_CHANGED,
+        which is why the active turn is checked there, under the session lock (runners change
+        only under it) and the lock row (a start on another instance, M4), rather than after
+        the claim and undone by hand."""
         async with self.core.reference(session_id, HoldReason.CANCELLING) as reference:
-            async with self.core.session_lock(session_id):
-                claimed, runner = await self._claim(
-                    session_id, scope, entry_id, expected_revision, observed_turn, reference
-                )
+            async with self.core.change(session_id, expected) as c:
+                view = c.view
+                if view.clarification is not None:
+                    raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
+                if view.session.state not in PROMPTABLE and view.session.state not in BUSY:
+                    message = f"session is {view.session.state}"
+                    raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, message)
+                visible = await c.tx.list_entries(session_id)
+                if entry_id is not None:
+                    ids = [_visible(visible, entry_id).id]
+                elif not visible:
+                    raise Conflict(ErrorCode.QUEUE_EMPTY, "the queue is empty")
+                else:
+                    ids = [e.id for e in visible]
+                runner = self.core.runners.get(session_id)
+                if (runner is not None and runner.turn.id != observed) or (
+                    runner is None and view.running_turn_id is not None  # started elsewhere (M4)
+                ):
+                    raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
+                claimed = await c.tx.claim_entries(session_id, ids, owner=self.core.instance)
+                if [e.id for e in claimed] != ids:
+                    raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
+                await c.set_policy(auto_run=True, pause_reason=None)
+                if runner is not None:
+                    await reference.take_in(c)
             if runner is not None:
                 await self.cancels.stop(runner)
             async with self.core.session_lock(session_id):
                 applied = await self._deliver(session_id, claimed, reference)
             return SendNowResult(applied.turn, len(claimed), applied.queue)
-
-    async def _claim(
-        self,
-        session_id: str,
-        scope: SendNowScope,
-        entry_id: str | None,
-        expected: int | None,
-        observed_turn: str | None,
-        reference: Reference,
-    ) -> tuple[list[QueueEntry], TurnRunner | None]:
-        """Claim exactly the entries and set auto-run ON, in one transaction (Q5, Q10); with a
-        turn running here, take the replacement's CANCELLING hold in it too. Answers the
-        entries and that turn's runner.
-
-        Every refusal is raised before this transaction writes anything, so it rolls back
-        whole: the queue keeps its order, its policy and its pause reason (Q5). That includes
-        TURN_CHANGED, which is why the active turn is checked here, under the session lock
-        (runners change only under it) and the lock row (a start on another instance, M4),
-        rather than after the claim and undone by hand."""
-        async with self.core.change(session_id, expected, session_lock=False) as c:  # held
-            view = c.view
-            if view.clarification is not None:
-                raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
-            if view.session.state not in PROMPTABLE and view.session.state not in BUSY:
-                raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}")
-            visible = await c.tx.list_entries(session_id)
-            if scope is SendNowScope.ALL:
-                if not visible:
-                    raise Conflict(ErrorCode.QUEUE_EMPTY, "the queue is empty")
-                ids = [e.id for e in visible]
-            else:
-                assert entry_id is not None
-                ids = [_visible(visible, entry_id).id]
-            runner = self.core.runners.get(session_id)
-            if (runner is not None and runner.turn.id != observed_turn) or (
-                runner is None and view.running_turn_id is not None  # started elsewhere (M4)
-            ):
-                raise Conflict(ErrorCode.TURN_CHANGED, "the active turn changed meanwhile")
-            claimed = await c.tx.claim_entries(session_id, ids, owner=self.core.instance)
-            if [e.id for e in claimed] != ids:
-                raise Conflict(ErrorCode.QUEUE_CHANGED, "the queue changed meanwhile")
-            await c.set_policy(auto_run=True, pause_reason=None)
-            if runner is not None:
-                await reference.take_in(c)
-        return claimed, runner
 
     async def _deliver(
         self, session_id: str, claimed: list[QueueEntry], reference: Reference
@@ -378,8 +326,7 @@ class QueueOps:
             return Applied(turn, _status(c))
         except BaseException:
             async with self.core.change(session_id, session_lock=False) as c:
-                if await c.tx.release_entries(session_id, ids):
-                    await c.queue_changed()
+                await c.tx.release_entries(session_id, ids)
             raise
 
 
@@ -388,12 +335,3 @@ def _visible(entries: Sequence[QueueEntry], entry_id: str) -> QueueEntry:
         if entry.id == entry_id:
             return entry
     raise Conflict(ErrorCode.ENTRY_NOT_FOUND, "no such entry in this queue", ["entryId"])
-
-
-def _check_promptable(view: SessionView) -> None:
-    if view.clarification is not None:
-        raise Conflict(ErrorCode.CLARIFICATION_PENDING, "the agent asked a question")
-    if view.session.state in BUSY:
-        raise Conflict(ErrorCode.SESSION_BUSY, "a turn is running")
-    if view.session.state not in PROMPTABLE:
-        raise Conflict(ErrorCode.SESSION_NOT_PROMPTABLE, f"session is {view.session.state}")

@@ -1,14 +1,14 @@
-"""The engine's reads, on any instance: the store's batches and pages (``Engine.reads``, typed
-as the store's :class:`Reads`; its page types are re-exported here so resolvers import no store
-module); a turn's output and log records from where a client left off (O2, A3); the reads
-shared by the subscribers one event wakes (:class:`SharedReads`, :class:`EventReads`); and a
-turn's items folded from its log (:class:`ItemFold`, A3).
+"""The engine's reads, on any instance (:class:`Lookups`, the read half of ``Engine``): the
+store's batches and pages (``Engine.reads``, typed as the store's :class:`Reads`; its page types
+are re-exported here so resolvers import no store module); a turn's output and log records from
+where a client left off (O2, A3); the reads shared by the subscribers one event wakes
+(:class:`SharedReads`, :class:`EventReads`); and a turn's items folded from its log
+(:class:`ItemFold`, A3).
 
-Authorisation (S2) is the caller's. A turn this process runs is read from its runner (the
-committed text, exactly what its bus has published); any other turn from the durable log (O1),
-whoever runs it, whether it still runs, has ended, or its owner died: every chunk any instance
-has published is in the log by then (``engine/outputlog.py``). ``turnItems``' offsets count
-records, text and items alike.
+A turn this process runs is read from its runner (the committed text, exactly what its bus has
+published); any other turn from the durable log (O1), whoever runs it, whether it still runs,
+has ended, or its owner died: every chunk any instance has published is in the log by then
+(``engine/outputlog.py``). ``turnItems``' offsets count records, text and items alike.
 
 Hazard (order): the caller subscribes to the bus *before* it reads here and then drops what the
 read covered; reading first would lose whatever committed between the read and the subscription.
@@ -17,26 +17,36 @@ read covered; reading first would lose whatever committed between the read and t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
-from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
 from turnqueue.domain import (
+    AgentConversation,
+    AgentProfile,
+    Approval,
+    CancellationStatus,
+    Clarification,
     ItemKind,
     OutputChunk,
     OutputRecord,
     QueueStatus,
+    Session,
+    Task,
     Turn,
     TurnItem,
     TurnStatus,
 )
+from turnqueue.engine.access import Access
+from turnqueue.engine.agent_sessions import AgentSessions
 from turnqueue.engine.core import Core
 from turnqueue.errors import InvalidInput, NotFound
-from turnqueue.store import Page, Reads, SessionKey, Store, TaskKey, TurnKey, Window
+from turnqueue.store import Page, Reads, SessionKey, TaskKey, TurnKey, Window
 
 __all__ = [
     "EventReads",
     "ItemFold",
+    "Lookups",
     "Page",
     "Reads",
     "SessionKey",
@@ -130,82 +140,222 @@ class EventReads:
             future.exception()  # retrieved: callers that were cancelled meanwhile do not
 
 
-async def check_request(core: Core, session_id: str, turn_id: str | None, after: int) -> None:
-    """Refuse a bad resume before a stream exists: a negative offset, a foreign turn."""
+class Lookups:
+    """The read half of the engine's entry point; none writes. The reads that take a principal
+    answer a session or task the principal does not own exactly like a missing one (S2); the
+    others are for a session's parts, reached only through an authorised session."""
+
+    def __init__(self, core: Core, agent_sessions: AgentSessions) -> None:
+        self.core = core
+        #: agent profiles and why a session's agent failed (A1, A2, A11)
+        self.agent_sessions = agent_sessions
+        self.shared_reads = SharedReads(core.bus, core.queue_status)
+        self.event_reads = EventReads()  # O2: the streams' reads again, one per event
+        self.reads: Reads = core.store  # batches and pages, for the GraphQL layer
+        self.access = Access(core.store)  # S2
+
+    async def authorize_session(
+        self, principal: str, session_id: str, field: str = "sessionId"
+    ) -> Session:
+        """The session, read now, when ``principal`` owns it; else NotFound (S2)."""
+        return await self.access.session(principal, session_id, field)
+
+    async def session(self, principal: str, session_id: str) -> Session | None:
+        try:
+            return await self.authorize_session(principal, session_id)
+        except (NotFound, InvalidInput):
+            return None
+
+    async def task(self, principal: str, task_id: str) -> Task | None:
+        try:
+            return await self.access.task(principal, task_id)
+        except (NotFound, InvalidInput):
+            return None
+
+    async def tasks(self, principal: str, first: int) -> list[Task]:
+        return (await self.core.store.tasks_page(principal, Window(first=first))).values()
+
+    async def queue_status(self, session_id: str) -> QueueStatus:
+        return await self.core.queue_status(session_id)
+
+    async def queue_status_after(self, session_id: str, revision: int) -> QueueStatus:
+        """For subscribers: a snapshot including the event ``revision`` (one shared read)."""
+        return await self.shared_reads.queue_status_after(session_id, revision)
+
+    async def cancellation(self, session_id: str) -> CancellationStatus:
+        """C1, C2: pending and its revision, read together from the rows (any instance)."""
+        return await self.core.cancellation(session_id)
+
+    async def clarification(self, session_id: str) -> Clarification | None:
+        async with self.core.store.read() as tx:
+            view = await tx.view(session_id)
+        return view.clarification if view else None
+
+    async def turns_of(self, session_id: str, last: int) -> list[Turn]:
+        """The session's newest ``last`` turns (at most 200), oldest first."""
+        return (await self.core.store.turns_page(session_id, Window(last=last))).values()
+
+    async def current_turn(self, session_id: str) -> Turn | None:
+        """The session's newest turn whatever its status; None before its first."""
+        newest = await self.turns_of(session_id, 1)
+        return newest[0] if newest else None
+
+    async def turn(self, turn_id: str) -> Turn | None:
+        async with self.core.store.read() as tx:
+            return await tx.get_turn(turn_id)
+
+    async def approval(self, approval_id: str) -> Approval | None:
+        """A6: an approval by id, answered or not (not authorised: for a session's parts)."""
+        async with self.core.store.read() as tx:
+            return await tx.get_approval(approval_id)
+
+    async def _turn_of(self, session_id: str, turn_id: str | None) -> Turn | None:
+        """The turn named (None: the session's current one); NotFound for another session's."""
+        if turn_id is None:
+            return await self.current_turn(session_id)
+        turn = await self.turn(turn_id)
+        if turn is None or turn.session_id != session_id:
+            raise NotFound("no such turn in this session")
+        return turn
+
+    async def check_output_request(self, session_id: str, turn_id: str | None, after: int) -> None:
+        """O2, before a stream exists: InvalidInput for a negative offset, NotFound for a turn
+        of another session."""
+        _check_offset(after)
+        runner = self.core.runners.get(session_id)
+        if turn_id is not None and (runner is None or runner.turn.id != turn_id):
+            await self._turn_of(session_id, turn_id)
+
+    async def next_turn(
+        self, session_id: str, after_turn_id: str | None, *, event: Event | None = None
+    ) -> Turn | None:
+        """O2: the session's turn that started right after ``after_turn_id`` (None: its
+        first), whatever its status, on any instance. ``event``: the event the caller handles
+        (the read is shared with every stream reading the same for it, ``EventReads``)."""
+        return await self.event_reads.read(
+            event,
+            ("next", session_id, after_turn_id),
+            lambda: self.core.store.next_turn(session_id, after_turn_id),
+        )
+
+    async def output_since(
+        self, session_id: str, turn_id: str | None, after: int, *, event: Event | None = None
+    ) -> OutputChunk | None:
+        """O2: the output of ``turn_id`` (None: the session's current turn) after character
+        ``after``: one chunk at offset ``after`` (clamped to the output's length), ``done`` when
+        the turn has ended; None before the session's first turn. ``event``: as for
+        :meth:`next_turn`."""
+        _check_offset(after)
+        return await self.event_reads.read(
+            event,
+            ("output", session_id, turn_id, after),
+            lambda: self._output_since(session_id, turn_id, after),
+        )
+
+    async def _output_since(
+        self, session_id: str, turn_id: str | None, after: int
+    ) -> OutputChunk | None:
+        runner = self.core.runners.get(session_id)
+        if runner is not None and turn_id in (None, runner.turn.id):
+            return runner.snapshot(after)
+        turn = await self._turn_of(session_id, turn_id)
+        if turn is None:
+            return None
+        # The turn first, then its log: a turn read as ended has its whole log (the end appends
+        # the last batch in its own transaction, and an ended turn's log never changes). One
+        # read as RUNNING may end meanwhile; its ``done`` then reaches the caller, who
+        # subscribed first.
+        async with self.core.store.read() as tx:
+            records = await tx.read_output(turn.id, after)
+        ended = turn.status is not TurnStatus.RUNNING
+        if records:
+            start = min(after, records[0].offset + len(records[0].text))
+            start = max(start, records[0].offset)
+            text = "".join(r.text for r in records)[start - records[0].offset :]
+        elif ended:
+            # A turn that ended before the log existed (migration 0006) keeps only ``output``.
+            start = min(after, len(turn.output))
+            text = turn.output[start:]
+        else:
+            start, text = after, ""
+        return OutputChunk(session_id, turn.id, start, text, ended, turn.status)
+
+    async def records_since(
+        self, session_id: str, turn_id: str | None, after: int, *, event: Event | None = None
+    ) -> tuple[Turn, list[OutputRecord]] | None:
+        """A3/O2: the turn (None: the session's current one) and its log's records from
+        position ``after`` on, read turn first (a turn read as ended has its whole log); None
+        before the session's first turn. ``event``: as for :meth:`next_turn`."""
+        _check_offset(after)
+        return await self.event_reads.read(
+            event,
+            ("records", session_id, turn_id, after),
+            lambda: self._records_since(session_id, turn_id, after),
+        )
+
+    async def _records_since(
+        self, session_id: str, turn_id: str | None, after: int
+    ) -> tuple[Turn, list[OutputRecord]] | None:
+        turn = await self._turn_of(session_id, turn_id)
+        if turn is None:
+            return None
+        async with self.core.store.read() as tx:
+            records = await tx.read_records(turn.id, after - 1)
+        if not records and after == 0 and turn.status is not TurnStatus.RUNNING and turn.output:
+            # A turn that ended before the log existed (migration 0006) keeps only ``output``.
+            records = [OutputRecord(turn.id, 0, 0, ItemKind.MESSAGE, turn.output)]
+        return turn, records
+
+    async def turn_items(self, turn_id: str) -> tuple[TurnItem, ...]:
+        """A3: a turn's items folded from its durable log (any instance, running or ended)."""
+        async with self.core.store.read() as tx:
+            return fold_records(await tx.read_records(turn_id))
+
+    async def pending_approval(self, session_id: str) -> Approval | None:
+        """A6: the session's approval waiting for an answer (its parts name it, R3)."""
+        async with self.core.store.read() as tx:
+            session = await tx.get_session(session_id)
+            parts = session.parts if session is not None else None
+            if parts is None or parts.pending_approval_id is None:
+                return None
+            return await tx.get_approval(parts.pending_approval_id)
+
+    async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
+        """A6: every approval of a turn, with its answer."""
+        async with self.core.store.read() as tx:
+            return await tx.approvals_of_turn(turn_id)
+
+    def agents(self) -> list[AgentProfile]:
+        """A1: every profile's name and type (never its command or environment)."""
+        return self.agent_sessions.profiles()
+
+    def agent_error(self, session_id: str) -> str | None:
+        """A2: why the session's agent could not start (this process's memory)."""
+        return self.agent_sessions.failure(session_id)[0]
+
+    def agent_stderr(self, session_id: str) -> str | None:
+        """A11: what that agent wrote to stderr, kept apart from the reason."""
+        return self.agent_sessions.failure(session_id)[1]
+
+    async def agent_conversation(self, session_id: str) -> AgentConversation | None:
+        """A8: the session's agent conversation as its records keep it (any instance)."""
+        async with self.core.store.read() as tx:
+            return await tx.conversation(session_id)
+
+    def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
+        return self.core.bus.subscribe(session_id, kinds)
+
+    def watch(
+        self, session_id: str, kinds: Sequence[EventKind], callback: Callable[[Event], None]
+    ) -> Watch:
+        """``callback`` called with each event of the session and kinds (``EventBus.watch``);
+        a queue event carries the status its transaction read when someone watches."""
+        return self.core.bus.watch(session_id, kinds, callback)
+
+
+def _check_offset(after: int) -> None:
     if after < 0:
         raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
-    runner = core.runners.get(session_id)
-    if turn_id is not None and (runner is None or runner.turn.id != turn_id):
-        await _turn(core, session_id, turn_id)  # NotFound for a turn of another session
-
-
-async def output_since(
-    core: Core, session_id: str, turn_id: str | None, after: int
-) -> OutputChunk | None:
-    """The output of ``turn_id`` (None: the session's current turn) after character ``after``:
-    one chunk at offset ``after`` (clamped to the output's length), ``done`` when the turn has
-    ended. None when the session has no turn yet. NotFound for a turn of another session."""
-    if after < 0:
-        raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
-    runner = core.runners.get(session_id)
-    if runner is not None and turn_id in (None, runner.turn.id):
-        return runner.snapshot(after)
-    turn = await _turn(core, session_id, turn_id)
-    if turn is None:
-        return None
-    # The turn first, then its log: a turn read as ended has its whole log (the end appends the
-    # last batch in its own transaction, and an ended turn's log never changes). One read as
-    # RUNNING may end meanwhile; its ``done`` then reaches the caller, who subscribed first.
-    async with core.store.read() as tx:
-        records = await tx.read_output(turn.id, after)
-    ended = turn.status is not TurnStatus.RUNNING
-    if records:
-        start = min(after, records[0].offset + len(records[0].text))
-        start = max(start, records[0].offset)
-        text = "".join(r.text for r in records)[start - records[0].offset :]
-    elif ended:
-        # A turn that ended before the log existed (migration 0006) keeps only ``output``.
-        start = min(after, len(turn.output))
-        text = turn.output[start:]
-    else:
-        start, text = after, ""
-    return OutputChunk(session_id, turn.id, start, text, ended, turn.status)
-
-
-async def current_turn(store: Store, session_id: str) -> Turn | None:
-    """The session's newest turn whatever its status; None before its first."""
-    newest = (await store.turns_page(session_id, Window(last=1))).values()
-    return newest[0] if newest else None
-
-
-async def _turn(core: Core, session_id: str, turn_id: str | None) -> Turn | None:
-    """The turn named (None: the session's current one, None when it has none yet)."""
-    if turn_id is None:
-        return await current_turn(core.store, session_id)
-    async with core.store.read() as tx:
-        turn = await tx.get_turn(turn_id)
-    if turn is None or turn.session_id != session_id:
-        raise NotFound("no such turn in this session")
-    return turn
-
-
-async def records_since(
-    core: Core, session_id: str, turn_id: str | None, after: int
-) -> tuple[Turn, list[OutputRecord]] | None:
-    """The turn (None: the session's current one) and its log's records from position
-    ``after`` on (``seq >= after``), read turn first: a turn read as ended has its whole log.
-    None when the session has no turn yet. NotFound for a turn of another session."""
-    if after < 0:
-        raise InvalidInput("afterOffset must be 0 or more", ["afterOffset"])
-    turn = await _turn(core, session_id, turn_id)
-    if turn is None:
-        return None
-    async with core.store.read() as tx:
-        records = await tx.read_records(turn.id, after - 1)
-    if not records and after == 0 and turn.status is not TurnStatus.RUNNING and turn.output:
-        # A turn that ended before the log existed (migration 0006) keeps only ``output``.
-        records = [OutputRecord(turn.id, 0, 0, ItemKind.MESSAGE, turn.output)]
-    return turn, records
 
 
 # -- a turn's items (A3) folded from its log (O1) ------------------------------------------------

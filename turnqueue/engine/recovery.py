@@ -1,7 +1,6 @@
-"""Recovery (M6): what a dead process left behind is put right.
-
-It runs at start-up, and on PostgreSQL whenever another instance's lease expires. *Orphans* are
-work owned by no live instance (on SQLite, by no instance but this one):
+"""Recovery (M6): what a dead process left behind is put right, at start-up and (PostgreSQL)
+whenever another instance's lease expires. *Orphans* are work owned by no live instance (on
+SQLite, by no instance but this one):
 
 - every agent process group a dead instance recorded on this host (``agent_processes``: a
   ``command`` turn's, an ``acp`` session's, running a turn or idle) is killed;
@@ -44,7 +43,7 @@ async def recover(
     """Recover the orphans; with ``sweep`` also drain every queue left eligible (a graceful
     shutdown stops turns without draining, and a crash can fall between a turn's end and its
     drain, Q4): ON means "run when eligible" (Q9) after a restart too."""
-    if live is None:  # the heartbeat passes what it has just read
+    if live is None:
         live = await core.cluster.live() if core.cluster is not None else set()
     live = live | {core.instance}
     host = socket.gethostname()
@@ -54,7 +53,7 @@ async def recover(
         orphans = await tx.orphans(live, host=host, grace=grace)
         eligible = set(await tx.eligible_sessions()) if sweep else set()
     await _kill_orphaned_processes(core, host, orphans.processes)
-    o = orphans  # its sessions with something to recover, in id order:
+    o = orphans
     recovered = sorted({*o.turns, *o.entries, *o.stuck, *o.cancel_marks, *o.holds})
     for session_id in recovered:
         await _recover_session(
@@ -111,7 +110,6 @@ async def _recover_session(
                 output=await tx.output_text(turn_id),  # what its log kept (O1)
                 error="interrupted",
             )
-            c.session_changed()
             # A6, A10: an approval its agent waited for can no longer be answered.
             await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())
         # Q9, C5: what a dead instance held (a cancel, a step change) holds no more; a
@@ -121,6 +119,6 @@ async def _recover_session(
             await tx.release_entries(session_id, entry_ids)
         if not turn_ids and view.running_turn_id is None and not view.session.promptable:
             if view.session.state in (SessionState.RUNNING, SessionState.STARTING):
-                await c.set_session_state(SessionState.WAITING_FOR_INPUT)
+                await tx.set_session_state(session_id, SessionState.WAITING_FOR_INPUT)
         await c.queue_changed()
         c.session_changed()  # always: a stream following the session reads it again

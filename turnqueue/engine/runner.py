@@ -19,7 +19,7 @@ from turnqueue.bus import EventBus
 from turnqueue.domain import CancelOutcome, OutputChunk, Turn, TurnStatus
 from turnqueue.engine.outputlog import OutputLog
 from turnqueue.logs import bind
-from turnqueue.store import Store, Tx
+from turnqueue.store import Store
 from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,8 @@ class TurnRunner:
     def __init__(self, turn: Turn, agent: Agent, bus: EventBus, store: Store) -> None:
         self.turn = turn
         self._agent = agent
-        self._run: AgentRun | None = None
+        #: the agent's run of this turn, once it has started (None before, or if it failed)
+        self.agent_run: AgentRun | None = None
         self.log = OutputLog(turn, store, bus)
         self.ending = False  # set under the session lock once the end has been decided
         #: the agent's run is over and its end is being recorded (not to be abandoned)
@@ -59,15 +60,6 @@ class TurnRunner:
     def session_id(self) -> str:
         return self.turn.session_id
 
-    @property
-    def agent_run(self) -> AgentRun | None:
-        """The agent's run of this turn, once it has started (None before, or if it failed)."""
-        return self._run
-
-    @property
-    def output(self) -> str:
-        return self.log.text
-
     def snapshot(self, after: int = 0) -> OutputChunk:
         """What subscribers have been sent so far, from character ``after`` (O2): the log's
         committed text, which is exactly what the bus has published."""
@@ -76,11 +68,6 @@ class TurnRunner:
         return OutputChunk(
             self.session_id, self.turn.id, after, text[after:], False, TurnStatus.RUNNING
         )
-
-    async def write_rest(self, tx: Tx) -> None:
-        """In the end's transaction, before the turn is ended, which read the turn RUNNING
-        under the session's lock row: the log's last batch (O1)."""
-        await self.log.write_rest(tx)
 
     async def run(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         """Run the agent to its end, then hand the end to ``on_end`` (always, C5)."""
@@ -93,27 +80,27 @@ class TurnRunner:
 
     async def _run_agent(self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]]) -> None:
         try:
-            self._run = await self._agent.start(
+            self.agent_run = await self._agent.start(
                 self.turn.prompt, session_id=self.session_id, turn_id=self.turn.id
             )
             # A signal that arrived while the agent was starting is delivered now.
             for sig in self._signals:
-                await self._run.signal(sig)
-            async for piece in self._run.stream():
+                await self.agent_run.signal(sig)
+            async for piece in self.agent_run.stream():
                 self.log.add(piece)  # the durable log takes text and items alike (O1, A3)
-            result = await self._run.wait()
+            result = await self.agent_run.wait()
         except asyncio.CancelledError:
             # Abandoned (a stuck agent after the cancel ladder, or shutdown): still record the end.
             result = AgentResult(ok=False, error="interrupted")
             await self._kill_quietly()
-            await asyncio.shield(self._end(on_end, Ending(result, self.output)))
+            await asyncio.shield(self._end(on_end, Ending(result, self.log.text)))
             raise
         except Exception as exc:
             log.warning("turn %s: agent failed: %s", self.turn.id, exc)
             result = AgentResult(ok=False, error=f"agent error: {error_text(exc)}")
             await self._kill_quietly()
         self._agent_done = True
-        await self._end(on_end, Ending(result, self.output))
+        await self._end(on_end, Ending(result, self.log.text))
 
     async def _end(
         self, on_end: Callable[[TurnRunner, Ending], Awaitable[None]], ending: Ending
@@ -153,8 +140,8 @@ class TurnRunner:
 
     async def signal(self, sig: Signal) -> None:
         self._signals.append(sig)
-        if self._run is not None:
-            await self._run.signal(sig)
+        if self.agent_run is not None:
+            await self.agent_run.signal(sig)
 
     def abandon(self) -> None:
         """Give up on an agent that ignores every signal: its task records the end and exits.
@@ -173,8 +160,8 @@ class TurnRunner:
         return True
 
     async def _kill_quietly(self) -> None:
-        if self._run is not None and not self._run.done:
+        if self.agent_run is not None and not self.agent_run.done:
             try:
-                await self._run.signal(Signal.KILL)
+                await self.agent_run.signal(Signal.KILL)
             except Exception:
                 log.exception("turn %s: could not kill agent", self.turn.id)

@@ -1,22 +1,18 @@
 """Steering (Q16): a message offered to the running turn.
 
-A steered send is, first, a queued message: its unit of work queues an entry at the tail (as
-enqueueMessage would) and writes a *steer request* beside it (``steer_requests``: the request
-is a row, not a message to another instance). The instance running the turn reacts to the
-queue's change (its own event, or the other instance's NOTIFY; each heartbeat as the fallback):
-under the session lock it offers the entry to the turn's agent (``Steerable.steer``); an agent
-that takes it shows it as a STEER item of the turn, and the entry goes with the request decided
-STEERED, in one unit of work; an agent that does not leaves the entry queued (QUEUED). A turn
-that ends first leaves it queued too, and the drain may start it (STARTED). The requester
+A steered send is first a queued message: its unit of work queues an entry and writes a *steer
+request* beside it (``steer_requests``). The instance running the turn reacts to the queue's
+change (its own event, another instance's NOTIFY, each heartbeat as the fallback): under the
+session lock it offers the entry to the agent (``Steerable.steer``); taken, the entry goes
+with the request decided STEERED, in one unit of work; not taken, it stays queued (QUEUED). A
+turn that ends first leaves it queued too, and the drain may start it (STARTED). The requester
 waits for that decision and answers it.
 
 Hazards:
 - *Never both steered and queued.* A request is decided once (``decide_steer``, a conditional
-  update): the owner (STEERED or QUEUED) or the requester once the turn it was offered to has
-  ended (QUEUED, or STARTED when the entry became a turn). The owner decides STEERED in the
-  same transaction that removes the entry; if the requester decided first, the entry stays.
-- *The right turn.* A request names the turn it was offered to; an owner now running another
-  turn decides it QUEUED instead of steering it into the wrong turn.
+  update): by the owner, or by the requester once the turn it was offered to has ended. The
+  owner decides STEERED in the transaction that removes the entry.
+- *The right turn.* An owner now running another turn than the request names decides QUEUED.
 - An agent that dies while it answers the offer counts as not having taken it.
 """
 
@@ -48,8 +44,6 @@ POLL_SECONDS = 0.2
 
 
 class Steering:
-    """Steering (Q16): a message offered to the running turn (see the module)."""
-
     def __init__(self, core: Core, turns: Turns) -> None:
         self.core = core
         self.turns = turns
@@ -58,7 +52,6 @@ class Steering:
         # made there; a request made here is offered at once (``send``).
         self.core.bus.add_listener(self._on_event)
 
-    # -- the requester ------------------------------------------------------------------------
     async def send(self, session_id: str, content: str, key: str | None) -> Admission:
         """Offer ``content`` to the running turn; with none running, an ordinary send (it
         starts or queues). Answers what happened (STEERED, QUEUED or STARTED)."""
@@ -66,10 +59,9 @@ class Steering:
             turn_id = c.view.running_turn_id
             if turn_id is None or c.view.clarification is not None:
                 return await self.turns.send_in(c, content, key)
-            if key is not None:
-                replayed = await replay(c, key, content)
-                if replayed is not None:
-                    return replayed
+            replayed = await replay(c, key, content)
+            if replayed is not None:
+                return replayed
             check_capacity(c.view, self.core.settings.queue_limit)
             entry = await c.tx.add_entry(
                 session_id, content=content, source=MessageSource.USER, client_message_id=key
@@ -110,21 +102,19 @@ class Steering:
             request = await c.tx.steer_request(request_id)
             assert request is not None
             turn = await c.tx.get_turn(request.turn_id)
-            if request.state == "PENDING":
-                if not give_up and turn is not None and turn.status is TurnStatus.RUNNING:
-                    return None
-                started = await c.tx.turn_started_from(session_id, entry.id)
-                outcome = SendOutcome.STARTED if started is not None else SendOutcome.QUEUED
-                if not await c.tx.decide_steer(request_id, outcome.value):
-                    return None  # the owner decided meanwhile: read it next time
-                return Admission(turn=started, entry=entry, outcome=outcome)
-            outcome = SendOutcome(request.state)
-            if outcome is SendOutcome.STEERED:
-                return Admission(turn=turn, entry=None, outcome=outcome)
+            pending = request.state == "PENDING"
+            if pending and not give_up and turn is not None and turn.status is TurnStatus.RUNNING:
+                return None
+            if request.state == SendOutcome.STEERED:
+                return Admission(turn=turn, outcome=SendOutcome.STEERED)
             started = await c.tx.turn_started_from(session_id, entry.id)
+            if not pending:
+                return Admission(turn=started, entry=entry, outcome=SendOutcome(request.state))
+            outcome = SendOutcome.STARTED if started is not None else SendOutcome.QUEUED
+            if not await c.tx.decide_steer(request_id, outcome.value):
+                return None  # the owner decided meanwhile: read it next time
             return Admission(turn=started, entry=entry, outcome=outcome)
 
-    # -- the owner ----------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         if (
             event.relayed

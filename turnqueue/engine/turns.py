@@ -1,9 +1,9 @@
 """Starting and ending turns: prompt admission, automatic drains (Q3, Q4), pending wins (C8).
 
-Every function here that starts or ends a turn runs under the session lock (see ``core``); the
-database lock row (``tx.lock``) is taken first in every transaction that reserves or starts.
-What a turn's end means is decided in ``turn_end``; what a send did, and its record under a
-key (Q15), is ``admission``.
+Every function here that starts or ends a turn runs under the session lock (see ``core``). What
+a turn's end means is decided in ``turn_end``; whether a drain starts the head here
+(:func:`drain_decision`), both pure and tested without a database
+(tests/engine/test_turn_end_decision.py).
 """
 
 from __future__ import annotations
@@ -35,12 +35,6 @@ from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.store import SessionView
 
 log = logging.getLogger(__name__)
-
-
-# -- whether a queue drains: a pure decision, no database ---------------------------------------
-# Taken under the session lock by ``Turns``; tested on its own with the turn-end decision
-# (tests/engine/test_turn_end_decision.py): Q9 (every hold holds), Q3 (automatic obeys
-# auto-run, targeted not).
 
 
 class DrainResult(StrEnum):
@@ -84,10 +78,8 @@ class Turns:
         #: lock, when ``moves_on_complete`` said the task moves; it runs the drain itself.
         self.on_completed = on_completed
 
-    # -- starting -----------------------------------------------------------------------------
     def launch(self, turn: Turn, agent_name: str) -> None:
-        """Run a committed turn: ``start_in`` has its unit of work call this at COMMIT, still
-        under the session lock."""
+        """Run a committed turn (at COMMIT, still under the session lock)."""
         runner = TurnRunner(turn, self.core.agents[agent_name], self.core.bus, self.core.store)
         self.core.runners[turn.session_id] = runner
         runner.task = self.core.spawn(runner.run(self._on_end), name=f"turn:{turn.id}")
@@ -120,7 +112,6 @@ class Turns:
             client_message_id=entry.client_message_id if entry is not None else client_message_id,
             entry_id=entry.id if entry is not None else None,
         )
-        c.session_changed()
         await c.queue_changed()  # BUSY is now a hold
         agent = c.view.session.agent
         c.on_commit(lambda: self.launch(turn, agent))
@@ -170,19 +161,11 @@ class Turns:
         return replace(admission, session=session, queue=c.status)
 
     async def send_in(self, c: Change, content: str, key: str | None) -> Admission:
-        """In ``c``: :meth:`admit`, recorded under ``key``; a key sent before answers that
-        send's outcome instead (Q15)."""
-        if key is not None:
-            replayed = await replay(c, key, content)
-            if replayed is not None:
-                return replayed
-        admission = await self.admit(c, content, key)
-        if key is not None:
-            await record(c, key, content, admission)
-        return admission
-
-    async def admit(self, c: Change, content: str, key: str | None) -> Admission:
-        """In ``c``: start a turn when the session is free (targeted), queue when busy."""
+        """In ``c``: start a turn when the session is free (targeted), queue when busy; recorded
+        under ``key``, and a key sent before answers that send's outcome instead (Q15)."""
+        replayed = await replay(c, key, content)
+        if replayed is not None:
+            return replayed
         view = c.view
         if view.clarification is not None:
             raise Conflict(
@@ -190,19 +173,22 @@ class Turns:
                 "the agent asked a question: answer it with answerClarification",
             )
         if not self.blocked(view):
-            turn = await self.start_in(c, content, MessageSource.USER, [], None, key)
-            return Admission(turn=turn)
-        if view.session.state in BUSY or view.session.state in PROMPTABLE:
+            admission = Admission(
+                await self.start_in(c, content, MessageSource.USER, [], None, key)
+            )
+        elif view.session.state in BUSY or view.session.state in PROMPTABLE:
             check_capacity(view, self.core.settings.queue_limit)
             entry = await c.tx.add_entry(
                 c.session_id, content=content, source=MessageSource.USER, client_message_id=key
             )
-            await c.queue_changed()
-            return Admission(entry=entry, outcome=SendOutcome.QUEUED)
-        raise Conflict(
-            ErrorCode.SESSION_NOT_PROMPTABLE,
-            f"session is {view.session.state}; it cannot take prompts",
-        )
+            admission = Admission(entry=entry, outcome=SendOutcome.QUEUED)
+        else:
+            raise Conflict(
+                ErrorCode.SESSION_NOT_PROMPTABLE,
+                f"session is {view.session.state}; it cannot take prompts",
+            )
+        await record(c, key, content, admission)
+        return admission
 
     async def answer_clarification(
         self, session_id: str, answer: str, clarification_id: str | None
@@ -215,7 +201,7 @@ class Turns:
                     "no such clarification is pending",
                     ["clarificationId"] if pending is not None else None,
                 )
-            await c.clear_clarification()
+            await c.tx.clear_clarification(session_id)
             view = c.view
             if view.session.state not in PROMPTABLE or (
                 view.cancelling or view.transitioning or view.approval_pending
@@ -223,13 +209,10 @@ class Turns:
                 raise Conflict(ErrorCode.SESSION_BUSY, "the session cannot take the answer now")
             return await self.start_in(c, answer, MessageSource.USER, [])
 
-    # -- ending -------------------------------------------------------------------------------
     async def _on_end(self, runner: TurnRunner, ending: Ending) -> None:
-        """Record a turn's end, retrying until it commits (Q10, M6).
-
-        What the end means is decided once, under the session lock (``turn_end``): C8 (pending
-        wins) is read there, so no cancellation can be accepted between the decision and its
-        commit.
+        """Record a turn's end, retrying until it commits (Q10, M6). What the end means is
+        decided once, under the session lock: C8 (pending wins) is read there, so no
+        cancellation can be accepted between the decision and its commit.
 
         Hazard: an end that cannot commit (the database away, another process holding SQLite's
         write lock past ``db_timeout``) must not be dropped: nothing else would end the turn
@@ -281,8 +264,8 @@ class Turns:
         self, runner: TurnRunner, ending: Ending, end: TurnEnd
     ) -> tuple[DrainResult | None, TurnEnd]:
         """The end's one unit of work: the turn, the session, the clarification, and the next
-        entry (Q4), launched after COMMIT. Returns the drain's result and the end recorded. The
-        caller holds the session lock.
+        entry (Q4). Returns the drain's result and the end recorded. The caller holds the
+        session lock.
 
         Hazard (M6): an instance declared dead while merely slow keeps running its turns until
         it learns so, and another instance's recovery may have ended one already (``FAILED``,
@@ -291,13 +274,11 @@ class Turns:
         happens."""
         sid = runner.session_id
         drained: DrainResult | None = None
-        # The lock row first, as in every transaction that changes a session: one lock order
-        # everywhere, so recovery on another instance cannot deadlock with this end (lock row,
-        # then turn, then session).
+        # The lock row first (then turn, then session): recovery elsewhere cannot deadlock it.
         async with self.core.change(sid, session_lock=False) as c:
             ended_elsewhere = c.view.running_turn_id != runner.turn.id  # under the lock row
             if not ended_elsewhere:  # O1: the log's last batch, published before ``done``
-                await runner.write_rest(c.tx)
+                await runner.log.write_rest(c.tx)
             turn, session = await c.tx.end_turn(
                 runner.turn.id,
                 status=end.status,
@@ -306,13 +287,12 @@ class Turns:
                 error_kind=end.error_kind,
                 agent_stderr=end.stderr,
             )
-            c.session_changed()
             output = ending.output
             if ended_elsewhere:  # ``end_turn`` changed nothing: the recorded end is the turn's
                 end = TurnEnd(turn.status, turn.error, None, pending=True)  # drains nothing
                 output = turn.output
             if end.question is not None:
-                await c.set_clarification(turn_id=runner.turn.id, question=end.question)
+                await c.tx.set_clarification(sid, turn_id=runner.turn.id, question=end.question)
             if end.moving:
                 # W1: the queue is held from this end until the step change has committed
                 # (handed to it: ``on_completed`` releases it), in this end's own revision.

@@ -6,7 +6,7 @@ its fields. A notification never carries what can exceed PostgreSQL's 8,000-byte
 message is ids, numbers and names, and output is a pointer, never its text — the turn and the
 log's new end in characters (``OutputMark``), so a receiver's readers read the text from the
 durable log (O1, ``engine/reads.py``); the items' new end likewise (``LogBatch`` without
-records). :func:`payload` refuses anything over the limit where a message is built.
+records). :func:`message` refuses anything over the limit where a message is built.
 
 An owner request's outcome (the ``outcome`` column of ``owner_requests``) is JSON too: the
 handler's result, or its refusal as the owner raised it.
@@ -30,17 +30,13 @@ class NotificationTooLarge(ValueError):
     """A message over NOTIFY's payload limit: refused where it is built, never sent."""
 
 
-def payload(message: dict[str, Any]) -> str:
-    """``message`` as one NOTIFY payload; NotificationTooLarge over the limit (M4)."""
-    text = json.dumps(message, separators=(",", ":"))  # ASCII: one byte a character
-    if len(text) > MAX_PAYLOAD_BYTES:
-        raise NotificationTooLarge(f"a {message.get('t')} notification of {len(text)} chars")
-    return text
-
-
 def message(origin: int, kind: str, fields: dict[str, Any]) -> str:
-    """A message of ``origin`` as one NOTIFY payload: its origin first, then its kind."""
-    return payload({"o": origin, "t": kind} | fields)
+    """A message of ``origin`` as one NOTIFY payload: its origin first, then its kind;
+    NotificationTooLarge over the limit (M4)."""
+    text = json.dumps({"o": origin, "t": kind} | fields, separators=(",", ":"))  # ASCII
+    if len(text) > MAX_PAYLOAD_BYTES:
+        raise NotificationTooLarge(f"a {kind} notification of {len(text)} chars")
+    return text
 
 
 def origin_prefix(instance: int) -> str:

@@ -8,7 +8,6 @@ session (W1).
 from __future__ import annotations
 
 import json
-import logging
 import tomllib
 from collections.abc import Callable
 from dataclasses import fields
@@ -29,8 +28,6 @@ from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import InvalidInput, NotFound
-
-log = logging.getLogger(__name__)
 
 
 def load_workflow(path: Path | None) -> Workflow:
@@ -76,18 +73,18 @@ class Workflows:
         #: (session id, agent profile): the session ended; close and stop its agent (A2, A8)
         self.close_agent = close_agent
 
-    async def _task_of(self, session_id: str) -> tuple[Task, Session]:
+    async def _task_of(self, session_id: str) -> Task:
         async with self.core.store.read() as tx:
             session = await tx.get_session(session_id)
             task = await tx.get_task(session.task_id) if session else None
-        if session is None or task is None:
+        if task is None:
             raise NotFound("session")
-        return task, session
+        return task
 
     async def moves_on_complete(self, session_id: str) -> bool:
         if not self.core.workflow.moves_on_complete:
             return False  # no step moves on completion: no read per turn end
-        task, _ = await self._task_of(session_id)
+        task = await self._task_of(session_id)
         step = self.core.workflow.step(task.workflow_step)
         return (
             step is not None
@@ -100,7 +97,7 @@ class Workflows:
         """W1: run the step's turn-complete action (the caller already holds the queue), then
         one automatic drain once the step change has committed."""
         try:
-            task, _ = await self._task_of(session_id)
+            task = await self._task_of(session_id)
             following = self.core.workflow.next_after(task.workflow_step)
             if following is not None:
                 await self.enter(task, following)
@@ -110,7 +107,7 @@ class Workflows:
 
     async def moves_on_cancel(self, session_id: str) -> bool:
         """W2: a user's cancel completes the step only when the step says so."""
-        task, _ = await self._task_of(session_id)
+        task = await self._task_of(session_id)
         step = self.core.workflow.step(task.workflow_step)
         return (
             step is not None
@@ -144,7 +141,7 @@ class Workflows:
                 moved = await c.tx.set_task_step(task.id, step.name, source_id)
                 last = self.core.workflow.is_last(step.name)
                 if last and c.view.session.state is SessionState.WAITING_FOR_INPUT:
-                    await c.set_session_state(SessionState.COMPLETED)
+                    await c.tx.set_session_state(source_id, SessionState.COMPLETED)
                 else:
                     # Reaching the last step while a turn runs completes the session when that
                     # turn ends (durably: the end may come after a restart, by recovery);
@@ -177,7 +174,7 @@ class Workflows:
                     destination.id, auto_run=False, pause_reason=PauseReason.TRANSFER
                 )
             await tx.delete_policy(source_id)
-            await c.set_session_state(SessionState.COMPLETED)
+            await tx.set_session_state(source_id, SessionState.COMPLETED)
             moved = await tx.set_task_step(task.id, step.name, destination.id)
             for unit in (c, d):
                 await unit.queue_changed()
