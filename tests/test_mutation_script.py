@@ -56,7 +56,6 @@ def test_the_modules_are_the_engine_rule_modules_of_pyproject() -> None:
         "admission",
         "workflow",
         "core",
-        "change",
         "recovery",
     }
     root = Path(__file__).resolve().parents[1]

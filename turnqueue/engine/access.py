@@ -1,8 +1,6 @@
 """What the engine lets in: who may touch what (:class:`Access`, S2) and the ids and content a
-caller may send (S3, Q15), checked before any rule runs.
-
-A session or task the principal does not own is reported exactly like one that does not exist
-(S2), so ids cannot be probed; an id that cannot be one is INVALID_INPUT on its field.
+caller may send (S3, Q15), checked before any rule runs; an id that cannot be one is
+INVALID_INPUT on its field.
 """
 
 from __future__ import annotations

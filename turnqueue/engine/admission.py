@@ -1,8 +1,5 @@
-"""What a send did (``Admission``, Q16), and its record under the send's key (Q15).
-
-A send that carries a ``clientMessageId`` is recorded as a row naming what it did (``record``);
-a send with the same key later answers that outcome instead of acting again (``replay``), and
-the same key with other content is refused (IDEMPOTENCY_CONFLICT).
+"""What a send did (``Admission``, Q16), and its record under the send's key (Q15): a later
+send with the same key answers that outcome instead of acting again (``replay``).
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from turnqueue.domain import (
     Turn,
     utcnow,
 )
-from turnqueue.engine.change import Change
+from turnqueue.engine.core import Change
 from turnqueue.errors import Conflict, ErrorCode
 
 

@@ -19,8 +19,7 @@ from typing import Any
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile, error_text, unknown_agent
 from turnqueue.bus import EventKind
 from turnqueue.domain import AgentConversation, AgentProfile, Session, SessionState, Task
-from turnqueue.engine.change import publish_after
-from turnqueue.engine.core import Core
+from turnqueue.engine.core import Core, publish_after
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,8 @@ from turnqueue.domain import (
     new_id,
     utcnow,
 )
-from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerUnreachable
-from turnqueue.engine.core import Core
+from turnqueue.engine.core import Change, Core
 from turnqueue.engine.turns import Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 

@@ -24,9 +24,8 @@ from turnqueue.domain import (
 )
 from turnqueue.engine.admission import Admission, record, replay
 from turnqueue.engine.cancel import Cancels
-from turnqueue.engine.change import Change
 from turnqueue.engine.cluster import OwnerUnreachable
-from turnqueue.engine.core import Core, Reference, check_capacity
+from turnqueue.engine.core import Change, Core, Reference, check_capacity
 from turnqueue.engine.turns import DrainResult, Turns
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 
@@ -248,19 +247,15 @@ class QueueOps:
         self, session_id: str, entry_id: str | None, expected: int | None, observed: str | None
     ) -> SendNowResult:
         """Send Now of ``entry_id`` (None: every entry) in three transactions when a turn runs
-        (``observed``, seen when it was asked): the claim, which also takes the replacement's
-        CANCELLING hold (C1: a cancellation reference, REPLACEMENT); the stopped turn's end;
-        the delivery, which also ends the hold. With no turn running, the claim and the
-        delivery. The hold ends with the delivery or, when the stop or the delivery fails, on
-        its own (``Core.reference``, C5): on every exit.
+        (``observed`` when it was asked): the claim, with the replacement's CANCELLING hold (C1:
+        a cancellation reference); the stopped turn's end; the delivery, which ends the hold (or
+        ``Core.reference`` on any other exit, C5). With no turn running, the claim and the
+        delivery.
 
-        The claim takes exactly the entries and sets auto-run ON (Q5, Q10), under the session
-        lock and the lock row, so nothing starts between the claim and the delivery (Q9).
-        Every refusal is raised before it writes anything, so it rolls back whole: the queue
-        keeps its order, its policy and its pause reason (Q5). That includes TURN_CHANGED,
-        which is why the active turn is checked there, under the session lock (runners change
-        only under it) and the lock row (a start on another instance, M4), rather than after
-        the claim and undone by hand."""
+        The claim takes exactly the entries and sets auto-run ON (Q5, Q10) under the session
+        lock and the lock row, so nothing starts before the delivery (Q9). Every refusal,
+        TURN_CHANGED included (runners change only under that lock; a start elsewhere under the
+        lock row, M4), is raised before it writes: the queue keeps its order and policy (Q5)."""
         async with self.core.reference(session_id, HoldReason.CANCELLING) as reference:
             async with self.core.change(session_id, expected) as c:
                 view = c.view

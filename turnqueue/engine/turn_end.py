@@ -1,10 +1,5 @@
-"""What a turn's end means: a pure decision, no database (C8, Q4, Q9, W1).
-
-``Turns`` takes it once under the session lock, whatever the number of attempts to commit it,
-and writes it in one unit of work. Each rule is tested on its own
-(tests/engine/test_turn_end_decision.py): C8 (pending wins: CANCELLED, nothing drains), a
-completion's question becomes the clarification (Q9), W1 (a move drains only once it
-committed), Q9 (an unreadable guard holds).
+"""What a turn's end means: a pure decision, no database (C8, Q4, Q9, W1), taken once under
+the session lock whatever the number of attempts to commit it (test_turn_end_decision.py).
 """
 
 from __future__ import annotations
