@@ -71,11 +71,9 @@ async def recover(
 
 
 async def _kill_orphaned_processes(core: Core, host: str, orphans: list[int]) -> None:
-    """A dead server's agent process groups live on (each had a session of its own): every one
-    recorded on this host by an instance that is not live is killed, turn or idle (M6).
-
-    Hazard: only on the host that ran it, and only soon after the death, since a process group
-    id can be reused once the group is gone; recovery runs at start-up or within one lease."""
+    """Hazard: a process group is killed only on the host that ran it, and only soon after the
+    death, since its id can be reused once the group is gone (recovery runs at start-up or
+    within one lease)."""
     for pgid in orphans:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -100,7 +98,6 @@ async def _recover_session(
         tx, view = c.tx, c.view
         if mark is not None and view.cancel_mark == mark:  # still undecided under the lock
             await tx.set_cancel_mark(session_id, None)
-            # Q7: when entries remain queued (released in-flight ones included), park them.
             if view.queued + len(entry_ids) > 0:
                 await tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
         for turn_id in turn_ids:
@@ -110,10 +107,7 @@ async def _recover_session(
                 output=await tx.output_text(turn_id),  # what its log kept (O1)
                 error="interrupted",
             )
-            # A6, A10: an approval its agent waited for can no longer be answered.
             await tx.settle_approvals(turn_id, answered_by="system", at=utcnow())
-        # Q9, C5: what a dead instance held (a cancel, a step change) holds no more; a
-        # cancellation it left pending clears, with a revision of its own (C2).
         await c.drop_orphaned_holds(live)
         if entry_ids:
             await tx.release_entries(session_id, entry_ids)
