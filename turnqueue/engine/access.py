@@ -18,12 +18,11 @@ OWNER_CACHE_SIZE = 65_536
 
 class Access:
     """Who may touch what (S2): a session or task the principal does not own is reported
-    exactly like one that does not exist, so ids cannot be probed.
+    exactly like one that does not exist, so ids cannot be probed. A session's owner is
+    remembered after its first successful check (no read per mutation).
 
-    A session's owner is remembered after its first successful check, so a busy session's
-    mutations cost no read for authorisation. Hazard: correct only because a session's owner is
-    fixed at creation and sessions are never deleted; if either ever changes, the cache must be
-    invalidated there."""
+    Hazard: correct only because a session's owner is fixed at creation and sessions are never
+    deleted; if either ever changes, the cache must be invalidated there."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -216,13 +216,11 @@ class Approvals:
         return _answered(approval, option_id, principal, now)
 
     def _unanswered(self, approval: Approval, waiting: _Waiting) -> None:
-        """An answer taken off ``_waiting`` did not commit (the database away): nothing was
-        answered. Called under the session lock.
-
-        The entry comes back (the approval is still PENDING in the rows, and holds the queue
-        as before: APPROVAL is read from them), so the agent still waits and a retry can answer
-        it. If the agent gave up meanwhile, its own exit found no entry to release: the
-        approval is stored CANCELLED here instead, once the lock is free."""
+        """An answer taken off ``_waiting`` did not commit (the database away), under the
+        session lock: the entry comes back (the approval is still PENDING in the rows), so the
+        agent still waits and a retry can answer it. If the agent gave up meanwhile, its exit
+        found no entry to release: the approval is stored CANCELLED here, once the lock is
+        free."""
         if not waiting.future.done():
             self._waiting[approval.id] = waiting
         else:

@@ -48,10 +48,7 @@ MAX_OUTPUT_CHARS = 1_000_000
 class Flusher:
     """Writes the pending batches of every running turn of this process in one transaction
     (SQLite has a single writer: a hundred streaming turns must not queue a hundred writes).
-
-    One per store (:func:`flusher_of`), with one writer task at a time
-    (``turn-output-flusher``) that re-arms for what arrived meanwhile. Nothing runs while
-    nothing is pending, so there is nothing to shut down."""
+    One per store, one writer task at a time; nothing runs while nothing is pending."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -98,10 +98,9 @@ class Turns:
         entry: QueueEntry | None = None,
         client_message_id: str | None = None,
     ) -> Turn:
-        """Start a turn of this instance in ``c``, consuming the entries ``consume`` (Q10);
-        it is launched once ``c`` has committed. ``entry``: the one queue entry it starts from
-        (Q16), whose key it carries (Q15); ``client_message_id``: the key of a send that starts
-        it directly."""
+        """Start a turn of this instance in ``c`` consuming ``consume`` (Q10), launched once
+        ``c`` has committed; ``entry``: the one entry it starts from (Q16), whose key it carries
+        (Q15); ``client_message_id``: the key of a send that starts it directly."""
         turn = await c.tx.start_turn(
             c.session_id,
             prompt=prompt,
@@ -119,10 +118,9 @@ class Turns:
     async def reserve(
         self, session_id: str, *, automatic: bool = True
     ) -> tuple[DrainResult, Turn | None, QueueStatus | None]:
-        """A reservation in a unit of work of its own; the caller holds the session lock.
-        *Automatic* (Q3) obeys auto-run; *targeted* (the Q6 drain) does not read it, obeys the
-        holds, and answers the queue status its transaction committed (None when the instance
-        is closing: no transaction)."""
+        """A reservation in a unit of work of its own (the caller holds the session lock):
+        *automatic* (Q3) obeys auto-run; *targeted* (Q6) does not, and answers the queue status
+        it committed (None when the instance is closing: no transaction)."""
         kind = "automatic" if automatic else "targeted"
         if self.core.closing:
             self.core.metrics.reservation(kind, DrainResult.HELD.value)
