@@ -56,6 +56,7 @@ def test_the_modules_are_the_engine_rule_modules_of_pyproject() -> None:
         "admission",
         "workflow",
         "core",
+        "unit_of_work",
         "recovery",
     }
     root = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from test_workflow_rules import WORKFLOW
 from turnqueue.bus import EventKind
 from turnqueue.domain import HoldReason, OnTurnComplete, TurnStatus
 from turnqueue.engine import Engine
-from turnqueue.engine.core import held_by
+from turnqueue.engine.unit_of_work import held_by
 from turnqueue.engine.workflow import load_workflow
 from turnqueue.errors import ErrorCode, StoreError
 from turnqueue.settings import Settings

@@ -17,7 +17,7 @@ from turnqueue.domain import (
     Turn,
     utcnow,
 )
-from turnqueue.engine.core import Change
+from turnqueue.engine.unit_of_work import Change
 from turnqueue.errors import Conflict, ErrorCode
 
 

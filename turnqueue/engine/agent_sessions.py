@@ -19,7 +19,7 @@ from typing import Any
 from turnqueue.agents import AcpAgent, AgentStartError, agent_profile, error_text, unknown_agent
 from turnqueue.bus import EventKind
 from turnqueue.domain import AgentConversation, AgentProfile, Session, SessionState, Task
-from turnqueue.engine.core import Core, publish_after
+from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class AgentSessions:
         async with self.core.store.transaction() as tx:
             session = await tx.set_session_state(session.id, SessionState.WAITING_FOR_INPUT)
             task = await tx.get_task(task.id) or task
-            publish_after(self.core, tx, EventKind.SESSION, session.id, session.revision)
+            self.core.publish_after(tx, EventKind.SESSION, session.id, session.revision)
         return task, session
 
     def start(self, session_id: str, task_id: str, agent_name: str) -> bool:

@@ -36,8 +36,9 @@ from turnqueue.domain import (
     utcnow,
 )
 from turnqueue.engine.cluster import OwnerUnreachable
-from turnqueue.engine.core import Change, Core
+from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
+from turnqueue.engine.unit_of_work import Change
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)

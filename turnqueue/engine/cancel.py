@@ -17,9 +17,10 @@ from typing import Any
 
 from turnqueue.domain import CancelOutcome, HoldReason, PauseReason, TurnStatus
 from turnqueue.engine.cluster import OwnerUnreachable
-from turnqueue.engine.core import Core, Reference
+from turnqueue.engine.core import Core
 from turnqueue.engine.runner import StopLadder, TurnRunner
 from turnqueue.engine.turns import Turns
+from turnqueue.engine.unit_of_work import Reference
 from turnqueue.errors import Conflict, ErrorCode
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,9 @@ from turnqueue.domain import (
 from turnqueue.engine.admission import Admission, record, replay
 from turnqueue.engine.cancel import Cancels
 from turnqueue.engine.cluster import OwnerUnreachable
-from turnqueue.engine.core import Change, Core, Reference, check_capacity
+from turnqueue.engine.core import Core
 from turnqueue.engine.turns import DrainResult, Turns
+from turnqueue.engine.unit_of_work import Change, Reference, check_capacity
 from turnqueue.errors import Conflict, ErrorCode, InvalidInput
 
 

@@ -31,8 +31,9 @@ from turnqueue.domain import (
     TurnStatus,
 )
 from turnqueue.engine.admission import Admission, record, replay
-from turnqueue.engine.core import Core, check_capacity
+from turnqueue.engine.core import Core
 from turnqueue.engine.turns import Turns
+from turnqueue.engine.unit_of_work import check_capacity
 from turnqueue.timeouts import within
 
 log = logging.getLogger(__name__)

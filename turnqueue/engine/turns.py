@@ -27,9 +27,10 @@ from turnqueue.domain import (
     Turn,
 )
 from turnqueue.engine.admission import Admission, record, replay
-from turnqueue.engine.core import Change, Core, check_capacity, held_by
+from turnqueue.engine.core import Core
 from turnqueue.engine.runner import Ending, TurnRunner
 from turnqueue.engine.turn_end import TurnEnd, decide_end, given_up, view_after_end, with_move
+from turnqueue.engine.unit_of_work import Change, check_capacity, held_by
 from turnqueue.errors import Conflict, ErrorCode
 from turnqueue.store import SessionView
 
