@@ -1,8 +1,8 @@
-"""``turnqueue.api.fanout.Member``: a member is the source Strawberry's handler reads; its first
-frame goes through Strawberry and teaches it its prefix; from then on a payload offered while it
-is idle is sent at once (no task switch, bench P3); a send that suspends (the client's buffer
-full) is finished by the member's own task, with every payload offered meanwhile after it, in
-order, at most one kept (R3); a client gone during a send ends the member with
+"""``turnqueue.api.fanout_member.Member``: a member is the source Strawberry's handler reads; its
+first frame goes through Strawberry and teaches it its prefix; from then on a payload offered
+while it is idle is sent at once (no task switch, bench P3); a send that suspends (the client's
+buffer full) is finished by the member's own task, with every payload offered meanwhile after
+it, in order, at most one kept (R3); a client gone during a send ends the member with
 WebSocketDisconnected, as Strawberry's adapter reports it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 
-from turnqueue.api.fanout import EncodedPayload, Member, shared_frame
+from turnqueue.api.fanout_member import EncodedPayload, Member, shared_frame
 from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.timeouts import within
 

@@ -38,7 +38,8 @@ from strawberry.schema import BaseSchema
 from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
 
-from turnqueue.api.fanout import FanOut, quiet_disconnects, shared_frame
+from turnqueue.api.fanout import FanOut
+from turnqueue.api.fanout_member import quiet_disconnects, shared_frame
 from turnqueue.api.graphiql import page_html
 from turnqueue.api.plans import Plans
 from turnqueue.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL  # re-exported (bench, tests)
