@@ -15,7 +15,7 @@ from turnqueue.agents.acp import AcpAgent
 from turnqueue.agents.acp_run import PermissionRequest
 from turnqueue.agents.profiles import Profile
 from turnqueue.domain import AgentErrorKind, AgentType, AuthState, ItemKind, TurnItem
-from turnqueue.engine.reads import ItemFold
+from turnqueue.engine.items import ItemFold
 
 FAKE = Path(__file__).with_name("fake_acp_agent.py")
 

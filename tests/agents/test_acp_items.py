@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from turnqueue.agents.acp_run import to_output
 from turnqueue.domain import ItemKind, TurnItem
-from turnqueue.engine.reads import MAX_ITEMS, ItemFold
+from turnqueue.engine.items import MAX_ITEMS, ItemFold
 
 
 def test_a3_updates_map_to_text_and_items() -> None:

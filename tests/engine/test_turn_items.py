@@ -13,7 +13,7 @@ from turnqueue.api import build_schema
 from turnqueue.bus import EventKind, Subscription
 from turnqueue.domain import ItemKind, TurnItem, TurnStatus
 from turnqueue.engine import Engine
-from turnqueue.engine.reads import fold_records
+from turnqueue.engine.items import fold_records
 from turnqueue.engine.recovery import _recover_session
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.resume import Start

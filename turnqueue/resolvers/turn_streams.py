@@ -14,7 +14,7 @@ carries only its end, M4; a later turn; a session revision: an end recorded else
 makes the stream read from its place on (``catch_up``): the rest of its turn from the log, then
 each later turn in order.
 
-An items place folds the log entries into an :class:`~turnqueue.engine.reads.ItemFold` that keeps
+An items place folds the log entries into an :class:`~turnqueue.engine.items.ItemFold` that keeps
 no text; a turn is folded from entry 0 (indices and tool calls need every earlier entry), and only
 what follows ``afterOffset`` (or a reconnect's place) is sent.
 
@@ -31,7 +31,7 @@ from typing import ClassVar, Protocol, TypeVar
 
 from turnqueue.bus import Event, EventKind
 from turnqueue.domain import ItemsChunk, OutputChunk, OutputRecord, TurnItem, TurnStatus
-from turnqueue.engine.reads import ItemFold
+from turnqueue.engine.items import ItemFold
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import next_event
 from turnqueue.resolvers.resume import Place, Start, event_id
