@@ -74,16 +74,18 @@ def test_a_null_enum_column_reads_none() -> None:
 
 def test_prefixed_columns_and_a_field_the_caller_gives() -> None:
     entries = RowMap(QueueEntry, prefix="entry_", skip=("position",))
-    row = {
+    values = {
+        "id": "another table's",
         "entry_id": "e1",
         "entry_session_id": "s1",
         "entry_content": "hi",
         "entry_source": "WORKFLOW",
         "entry_queued_at": AT,
         "entry_client_message_id": None,
-        "id": "another table's",
     }
-    entry = entries.of(row, position=4)
+    index = {key: i for i, key in enumerate(values)}
+    record = type("Record", (Record,), {"__slots__": (), "_keys": tuple(values), "_index": index})
+    entry = entries(record(values.values()), position=4)
     assert entry == QueueEntry("e1", "s1", 4, "hi", MessageSource.WORKFLOW, AT, None)
 
 

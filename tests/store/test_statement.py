@@ -70,7 +70,7 @@ def test_a_missing_parameter_is_named() -> None:
         plan.args({})
 
 
-def test_rows_come_back_processed_and_addressable_by_index_name_and_mapping() -> None:
+def test_rows_come_back_processed_and_addressable_by_index_and_name() -> None:
     conn = sqlite3.connect(":memory:")
     stmt = select(
         bindparam("when", type_=UtcDateTime).label("at"),
@@ -81,7 +81,7 @@ def test_rows_come_back_processed_and_addressable_by_index_name_and_mapping() ->
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     (row,) = plan.rows(conn.execute(plan.sql, plan.args({"when": when, "n": 7})).fetchall())
     assert row[0] == when and row[0].tzinfo is UTC  # text back to an aware datetime
-    assert row.at == when and row.n == 7 and row._mapping["n"] == 7
+    assert row.at == when and row.n == 7
     with pytest.raises(AttributeError):
         _ = row.missing
 

@@ -157,7 +157,7 @@ class EntryStatements(Statements):
 
     async def _insert_entry(self, params: dict[str, Any]) -> int | None:
         """Insert at the tail; the visible count before it."""
-        tail, visible = (await self._conn.execute(_TAIL, params)).one()
+        tail, visible = await self._conn.one(_TAIL, params, params["p_session_id"])
         await self._conn.execute(_INSERT_ENTRY, {**params, "p_position": int(tail) + 1})
         return int(visible) if visible is not None else None
 

@@ -99,13 +99,10 @@ _APPEND_RECORDS = Statement(
 
 class PostgresTx(SqlTx):
     _upserts: ClassVar[Upserts] = Upserts.of(postgresql.insert, with_bump=True)
-
-    def __init__(self, conn: DriverConn) -> None:
-        super().__init__(conn)
-        self._driver_conn = conn
+    _conn: DriverConn
 
     def notify(self, payload: str) -> None:
-        self._driver_conn.notify(payload)  # sent with the COMMIT (``DriverConn.commit``)
+        self._conn.notify(payload)  # sent with the COMMIT (``DriverConn.commit``)
 
     async def next_epoch(self) -> int:
         return int(await self._conn.scalar(_NEXT_EPOCH))
@@ -116,7 +113,7 @@ class PostgresTx(SqlTx):
         # taken when it starts; a joined SELECT … FOR UPDATE that waited for the lock re-reads
         # only the locked row and would return the *old* policy, entries and clarification.
         # The view is a new statement, so it sees what the previous holder committed.
-        if not await self._driver_conn.lock_row(session_id):
+        if not await self._conn.lock_row(session_id):
             raise KeyError(session_id)
         return await super().lock(session_id)
 
@@ -163,7 +160,7 @@ class PostgresTx(SqlTx):
         except ValueError:
             await self._append_records(batches)
             return
-        self._driver_conn.at_commit(_INSERT_RECORDS_TEXT + values)
+        self._conn.at_commit(_INSERT_RECORDS_TEXT + values)
 
 
 #: The head of :meth:`PostgresTx._append_running`'s insert; the rows follow as literals.
@@ -187,8 +184,6 @@ def _json(data: object) -> str:
 
 
 class PostgresStore(SqlStore):
-    dialect = "postgresql"
-
     def __init__(self, url: str, *, timeout: float = 30.0, pool_size: int = 5) -> None:
         self._dsn = asyncpg_dsn(url)
         self._timeout = timeout

@@ -7,7 +7,7 @@ statements keep the literals that partial indexes need (``'RUNNING'``, ``in_flig
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_type_hints
@@ -57,7 +57,7 @@ class RowMap(Generic[T]):
     dict of their members, and the dataclass is built positionally (keywords would build a
     dict of them first)."""
 
-    __slots__ = ("_enums", "_inserted", "_kind", "_names", "_of", "_of_row", "columns")
+    __slots__ = ("_enums", "_inserted", "_kind", "_names", "_of_row", "columns")
 
     def __init__(self, kind: type[T], *, prefix: str = "", skip: Sequence[str] = ()) -> None:
         hints = get_type_hints(kind)
@@ -69,7 +69,6 @@ class RowMap(Generic[T]):
         self._inserted = [(i, name) for i, name in enumerate(names[:last]) if name in skip]
         #: The columns it reads, in field order.
         self.columns: list[str] = [prefix + name for name in self._names]
-        self._of = getter(self.columns)
         #: (position, column, enum, the enum's members by stored value)
         self._enums: list[tuple[int, str, type[Enum], dict[Any, Enum]]] = []
         for i, (name, column) in enumerate(zip(self._names, self.columns, strict=True)):
@@ -80,15 +79,8 @@ class RowMap(Generic[T]):
         self._of_row = columns(*self.columns)
 
     def __call__(self, row: Record, **given: Any) -> T:
-        return self._build(self._of_row(row), given)
-
-    def of(self, m: Mapping[str, Any], **given: Any) -> T:
-        """From a row's ``_mapping`` (a caller that reads other columns too builds it once)."""
-        return self._build(self._of(m), given)
-
-    def _build(self, row: Sequence[Any], given: dict[str, Any]) -> T:
         """``given``: the caller's own keywords (a dict of this call's, taken from here)."""
-        values = list(row)
+        values = list(self._of_row(row))
         for i, column, enum, members in self._enums:
             value = values[i]
             if value is not None:
@@ -135,12 +127,11 @@ _CURRENT_TURN = RowMap(TurnAt, prefix="current_turn_")
 
 
 def session_from(row: Record) -> Session:
-    m = row._mapping
-    if "current_turn_id" not in m:  # not a read of ``select_sessions`` (a RETURNING, the view)
-        return _SESSION.of(m)
-    clarification = _CLARIFICATION.of(m) if m["clarification_id"] is not None else None
-    current = _CURRENT_TURN.of(m) if m["current_turn_id"] is not None else None
-    return _SESSION.of(m, parts=SessionParts(clarification, m["pending_approval_id"], current))
+    if "current_turn_id" not in row._index:  # not a read of ``select_sessions`` (a RETURNING)
+        return _SESSION(row)
+    clarification = _CLARIFICATION(row) if row.clarification_id is not None else None
+    current = _CURRENT_TURN(row) if row.current_turn_id is not None else None
+    return _SESSION(row, parts=SessionParts(clarification, row.pending_approval_id, current))
 
 
 #: A session's clarification (outer-joined as ``clarifications``), read by ``_CLARIFICATION``.

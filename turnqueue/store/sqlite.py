@@ -28,7 +28,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
-from sqlalchemy import JSON, BigInteger, Integer, String, Text, bindparam, func, insert, select
+from sqlalchemy import String, bindparam, func, insert, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -62,21 +62,13 @@ _RUNNING_AMONG = Statement(
         ),
     )
 )
-_INSERT_RECORD = Statement(
-    insert(turn_output).values(
-        turn_id=bindparam("p_turn_id", type_=String),
-        seq=bindparam("p_seq", type_=Integer),
-        offset=bindparam("p_offset", type_=BigInteger),
-        kind=bindparam("p_kind", type_=String),
-        item_key=bindparam("p_key", type_=String),
-        text=bindparam("p_text", type_=Text),
-        data=bindparam("p_data", type_=JSON),
-    )
-)
+#: Every column, given by name.
+_INSERT_RECORD = Statement(insert(turn_output))
 
 
 class SqliteTx(SqlTx):
     _upserts: ClassVar[Upserts] = Upserts.of(sqlite.insert)
+    _conn: SqliteConn
 
     async def next_epoch(self) -> int:
         # AUTOINCREMENT never reuses an id, even after deletes (R2).
@@ -95,18 +87,17 @@ class SqliteTx(SqlTx):
         self, turn_ids: Iterable[str], batches: Mapping[str, Sequence[OutputRecord]]
     ) -> None:
         """One prepared insert run for every record of ``turn_ids``."""
-        assert isinstance(self._conn, SqliteConn)  # appends run in write transactions only
         self._conn.execute_many(
             _INSERT_RECORD,
             [
                 {
-                    "p_turn_id": turn_id,
-                    "p_seq": r.seq,
-                    "p_offset": r.offset,
-                    "p_kind": r.kind.value,
-                    "p_key": r.key,
-                    "p_text": r.text,
-                    "p_data": None if r.data is None else dict(r.data),
+                    "turn_id": turn_id,
+                    "seq": r.seq,
+                    "offset": r.offset,
+                    "kind": r.kind.value,
+                    "item_key": r.key,
+                    "text": r.text,
+                    "data": None if r.data is None else dict(r.data),
                 }
                 for turn_id in turn_ids
                 for r in batches[turn_id]
@@ -115,8 +106,6 @@ class SqliteTx(SqlTx):
 
 
 class SqliteStore(SqlStore):
-    dialect = "sqlite"
-
     def __init__(self, url: str, *, timeout: float = 30.0) -> None:
         self._write_lock = asyncio.Lock()
         self._timeout = timeout

@@ -137,9 +137,6 @@ class SqlStore:
     """The :class:`~turnqueue.store.Store` methods both backends share; the others are each
     backend's own (mypy refuses a backend that lacks one where the engine is given it)."""
 
-    #: ``"sqlite"`` or ``"postgresql"``
-    dialect: str
-
     def read(self) -> AbstractAsyncContextManager[SqlTx]:
         raise NotImplementedError
 

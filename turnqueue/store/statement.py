@@ -11,8 +11,8 @@ datetime text and booleans).
   them, and they never change. Any other statement is compiled on each call and keeps them as
   parameters (a page size changes between calls; a literal would make a new prepared
   statement for each).
-* Rows are :class:`Record` tuples: ``row[0]``, ``row.name`` and ``row._mapping["name"]``, as with
-  SQLAlchemy's ``Row``; a name that appears twice resolves to its first column.
+* Rows are :class:`Record` tuples: ``row[0]`` and ``row.name``, as with SQLAlchemy's ``Row``; a
+  name that appears twice resolves to its first column.
 * A transaction reaches the database through a :class:`Conn` (``SqliteConn``, ``DriverConn``);
   every statement returns a :class:`Buffered` result, its rows already fetched.
 
@@ -29,9 +29,9 @@ from functools import cache
 from operator import itemgetter
 from typing import Any, ClassVar, TypeVar, cast
 
-from sqlalchemy import Executable, Select, TextClause, TextualSelect
+from sqlalchemy import Executable, Select, TextualSelect
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import MultipleResultsFound, NoResultFound
+from sqlalchemy.exc import MultipleResultsFound
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import BindParameter, ClauseElement, _anonymous_label
@@ -45,10 +45,6 @@ class Record(tuple[Any, ...]):
     __slots__ = ()
     _keys: ClassVar[tuple[str, ...]] = ()
     _index: ClassVar[dict[str, int]] = {}
-
-    @property
-    def _mapping(self) -> dict[str, Any]:
-        return dict(zip(self._keys, self, strict=True))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -73,8 +69,6 @@ def _result_columns(clause: Executable) -> Sequence[Any] | None:
         return list(clause.selected_columns)
     if isinstance(clause, UpdateBase):
         return list(clause.exported_columns) or None  # RETURNING, if any
-    if isinstance(clause, TextClause):
-        return None  # only NOTIFY here: run for its effect
     raise TypeError(f"cannot run {type(clause).__name__} on the driver")
 
 
@@ -277,12 +271,6 @@ class Buffered:
 
     def one_or_none(self) -> Record | None:
         return only(self._rows)
-
-    def one(self) -> Record:
-        row = self.one_or_none()
-        if row is None:
-            raise NoResultFound("no row where one was expected")
-        return row
 
     def scalar(self) -> Any:
         return self._rows[0][0] if self._rows else None

@@ -234,7 +234,7 @@ class TurnStatements(Statements):
     async def _ended_turn(self, turn_id: str, params: Params) -> tuple[Turn, Session]:
         """A turn already ended (or unknown): idempotent, nothing changes."""
         row = await self._conn.one(_TURN, params, turn_id)
-        session_row = (await self._conn.execute(SESSION, {"p_session_id": row.session_id})).one()
+        session_row = await self._conn.one(SESSION, {"p_session_id": row.session_id}, turn_id)
         return turn_from(row), session_from(session_row)
 
     async def get_turn(self, turn_id: str) -> Turn | None:
