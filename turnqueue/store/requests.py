@@ -10,7 +10,7 @@ next insert of their scope (no background task).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -29,9 +29,10 @@ PENDING = RequestState.PENDING.value  # the steer requests' PENDING too
 class Kept:
     """The insert of a table whose rows are kept at least :data:`KEPT`: it first deletes the
     rows of its ``scope`` (a column, the parameter ``p_<scope>``) created longer ago. It writes
-    ``columns`` from the parameters ``p_<column>``, ``fixed`` as given, and ``created_at``."""
+    ``fixed`` as given, ``created_at``, and every other column from the parameter
+    ``p_<column>``."""
 
-    def __init__(self, table: Table, scope: str, columns: Sequence[str], **fixed: Any) -> None:
+    def __init__(self, table: Table, scope: str, **fixed: Any) -> None:
         self._scope = f"p_{scope}"
         self._prune = Statement(
             delete(table).where(
@@ -40,8 +41,9 @@ class Kept:
             )
         )
         created_at = bindparam("p_now", type_=UtcDateTime)
-        values: dict[str, Any] = {column: bindparam(f"p_{column}") for column in columns}
-        self._insert = Statement(insert(table).values(**values, **fixed, created_at=created_at))
+        values: dict[str, Any] = {c.key: bindparam(f"p_{c.key}") for c in table.c}
+        values.update(fixed, created_at=created_at)
+        self._insert = Statement(insert(table).values(**values))
 
     async def add(self, conn: Conn, params: Mapping[str, Any]) -> None:
         now = utcnow()
@@ -62,13 +64,9 @@ _FIND_SENT = Statement(
         _sm.c.session_id == bindparam("p_session_id"), _sm.c.key == bindparam("p_key")
     )
 )
-_RECORD_SENT = Kept(
-    _sm,
-    "session_id",
-    ("session_id", "key", "digest", "outcome", "entry_id", "turn_id", "position", "queued_at"),
-)
+_RECORD_SENT = Kept(_sm, "session_id")
 _STEER = RowMap(SteerRequest)
-_ADD_STEER = Kept(_sr, "session_id", ("id", "session_id", "turn_id", "entry_id"), state=PENDING)
+_ADD_STEER = Kept(_sr, "session_id", state=PENDING)
 _GET_STEER = Statement(select(_sr).where(_sr.c.id == bindparam("p_id")))
 _PENDING_STEERS = Statement(
     select(_sr)
@@ -82,7 +80,7 @@ _DECIDE_STEER = Statement(
     .returning(_sr.c.id)
 )
 _REQUEST = RowMap(OwnerRequest)
-_ADD_REQUEST = Kept(_r, "owner", ("id", "owner", "origin", "op", "args"), state=PENDING)
+_ADD_REQUEST = Kept(_r, "owner", state=PENDING, outcome=None)
 _GET_REQUEST = Statement(select(_r).where(_r.c.id == bindparam("p_id")))
 _PENDING_REQUESTS = Statement(
     select(_r.c.id)

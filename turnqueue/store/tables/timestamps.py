@@ -18,8 +18,8 @@ _last_text: tuple[datetime | None, str] = (None, "")
 class UtcDateTime(TypeDecorator[datetime]):
     """``DateTime(timezone=True)`` that always binds and returns aware UTC datetimes.
 
-    PostgreSQL keeps the offset (timestamptz); SQLite stores naive text, so values are normalised
-    to UTC before binding and tagged UTC again when read back.
+    PostgreSQL keeps the offset (timestamptz); SQLite stores naive UTC text (its own processors
+    below), tagged UTC again when read back.
     """
 
     impl = DateTime(timezone=True)
@@ -30,15 +30,10 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        return None if value is None else value.astimezone(UTC)
 
     # SQLite: the text written and read in one step each, in the format of SQLAlchemy's
     # DATETIME ("YYYY-MM-DD HH:MM:SS.ffffff") (timestamps are bound and read on the hot path).
