@@ -8,13 +8,12 @@ the lock row (Q13, C2), the cancel mark (Q7), the pending clarification and the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Column,
     Insert,
     Integer,
@@ -45,19 +44,16 @@ DialectInsert = Callable[[Table], Any]
 
 
 def upsert(
-    insert: DialectInsert,
-    table: Table,
-    keys: list[str],
-    values: Mapping[str, Any],
-    added: Collection[str] = (),
+    insert: DialectInsert, table: Table, keys: list[str], added: Collection[str] = ()
 ) -> Insert:
-    """``INSERT … ON CONFLICT (keys) DO UPDATE``: on a conflict every other column of ``values``
-    takes the new row's value, or, named in ``added``, the stored value plus the new one."""
-    stmt = insert(table).values(**values)
+    """``INSERT … ON CONFLICT (keys) DO UPDATE`` of every column (the parameter ``p_<column>``):
+    on a conflict every other column takes the new row's value, or, named in ``added``, the
+    stored value plus the new one."""
+    stmt = insert(table).values({c.key: bindparam(f"p_{c.key}") for c in table.c})
     updates = {
-        k: table.c[k] + stmt.excluded[k] if k in added else stmt.excluded[k]
-        for k in values
-        if k not in keys
+        c.key: c + stmt.excluded[c.key] if c.key in added else stmt.excluded[c.key]
+        for c in table.c
+        if c.key not in keys
     }
     result: Insert = stmt.on_conflict_do_update(index_elements=keys, set_=updates)
     return result
@@ -112,7 +108,7 @@ class Upserts:
     policy: Statement
     #: The session's pending clarification (parameters: its fields, prefixed ``p_``).
     clarification: Statement
-    #: Q9: ``p_one`` more operations of an instance hold a session.
+    #: Q9: ``p_count`` more operations of an instance hold a session.
     hold: Statement
     #: Q1, Q13, Q14: the policy upserted and the queue revision bumped in one statement that
     #: answers the new revision (PostgreSQL's data-modifying ``WITH``); None elsewhere.
@@ -120,38 +116,12 @@ class Upserts:
 
     @classmethod
     def of(cls, insert: DialectInsert, *, with_bump: bool = False) -> Upserts:
-        policy = upsert(
-            insert,
-            queue_session_state,
-            ["session_id"],
-            {
-                "session_id": bindparam("p_session_id", type_=String),
-                "auto_run": bindparam("p_auto_run", type_=Boolean),
-                "pause_reason": bindparam("p_pause_reason", type_=String),
-            },
-        )
-        clarification = upsert(
-            insert,
-            clarifications,
-            ["session_id"],
-            {column.key: bindparam(f"p_{column.key}") for column in clarifications.c},
-        )
-        hold = upsert(
-            insert,
-            session_holds,
-            ["session_id", "instance", "kind"],
-            {
-                "session_id": bindparam("p_session_id", type_=String),
-                "instance": bindparam("p_instance", type_=BigInteger),
-                "kind": bindparam("p_kind", type_=String),
-                "count": bindparam("p_one", type_=Integer),
-            },
-            added=("count",),
-        )
+        policy = upsert(insert, queue_session_state, ["session_id"])
+        hold = upsert(insert, session_holds, ["session_id", "instance", "kind"], added=("count",))
         bumped = _BUMP_QUEUE_CLAUSE.add_cte(policy.cte("policy")) if with_bump else None
         return cls(
             Statement(policy),
-            Statement(clarification),
+            Statement(upsert(insert, clarifications, ["session_id"])),
             Statement(hold),
             Statement(bumped) if bumped is not None else None,
         )
@@ -234,7 +204,7 @@ class QueueStateStatements(Statements):
         session holds ``kind`` while any instance's count is above zero. Whether it does now."""
         params = {"p_session_id": session_id, "p_instance": instance, "p_kind": kind.value}
         if delta > 0:
-            await self._conn.execute(self._upserts.hold, {**params, "p_one": delta})
+            await self._conn.execute(self._upserts.hold, {**params, "p_count": delta})
         else:
             left = await self._conn.scalar(_DROP_HOLD, {**params, "p_n": -delta})
             if left is not None and left <= 0:

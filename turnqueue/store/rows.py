@@ -73,7 +73,8 @@ class RowMap(Generic[T]):
         self._enums: list[tuple[int, str, type[Enum], dict[Any, Enum]]] = []
         for i, (name, column) in enumerate(zip(self._names, self.columns, strict=True)):
             hint = hints[name]
-            enum = next((t for t in (hint, *get_args(hint)) if _is_enum(t)), None)
+            found = (t for t in (hint, *get_args(hint)) if isinstance(t, type))
+            enum = next((t for t in found if issubclass(t, Enum)), None)
             if enum is not None:
                 self._enums.append((i, column, enum, {m.value: m for m in enum}))
         self._of_row = columns(*self.columns)
@@ -106,10 +107,6 @@ def columns(*names: str) -> Callable[[Record], tuple[Any, ...]]:
         return get(row)
 
     return of
-
-
-def _is_enum(hint: Any) -> bool:
-    return isinstance(hint, type) and issubclass(hint, Enum)
 
 
 def values_of(obj: DataclassInstance, prefix: str = "") -> dict[str, Any]:
@@ -242,19 +239,10 @@ VIEW = Statement(_select_view())
 SESSION = Statement(select_sessions().where(sessions.c.id == bindparam("p_session_id")))
 
 
-#: The view's columns besides its session's and its clarification's: the policy's, then the
-#: rest of :class:`SessionView`'s fields in their order.
+#: The view's columns besides its session's and its clarification's: the policy's, then those
+#: of :class:`SessionView`'s fields after its session, policy and clarification (by name).
 _POLICY_COLUMNS = columns("queue_revision", "auto_run", "pause_reason", "clarification_id")
-_VIEW_COLUMNS = columns(
-    "queued",
-    "running_turn_id",
-    "running_turn_owner",
-    "cancel_mark",
-    "cancelling",
-    "cancel_revision",
-    "transitioning",
-    "approval_pending",
-)
+_VIEW_COLUMNS = columns(*(f.name for f in fields(SessionView)[3:]))
 
 
 def view_from(row: Record) -> SessionView:

@@ -95,44 +95,6 @@ _TURNS = Listing(
 )
 
 
-async def page(tx: SqlTx, listing: Listing, scope: str, window: Window[Any]) -> Page[Any, Any]:
-    """The window's items in listing order, and whether items lie before and after them.
-
-    ``has_previous``/``has_next`` follow the Relay specification: counting first, the extra
-    row answers ``has_next`` and ``has_previous`` is whether anything precedes ``after``
-    (counting last, the mirror image)."""
-    from_end = window.last is not None
-    count = window.last if from_end else window.first
-    limit = clamp_page(count if count is not None else MAX_PAGE)
-    base = listing.base.where(listing.scope == scope)
-    stmt = base
-    if window.after is not None:
-        stmt = stmt.where(listing.after(window.after))
-    if window.before is not None:
-        stmt = stmt.where(listing.before(window.before))
-    rows = list(await tx.fetch(stmt.order_by(*listing.order(reverse=from_end)).limit(limit + 1)))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if from_end:
-        rows.reverse()
-    items = [(listing.key_of(row), listing.item_of(row)) for row in rows]
-    if from_end:
-        has_previous = more
-        has_next = window.before is not None and await _exists(
-            tx, base, or_(listing.at(window.before), listing.after(window.before))
-        )
-    else:
-        has_next = more
-        has_previous = window.after is not None and await _exists(
-            tx, base, or_(listing.at(window.after), listing.before(window.after))
-        )
-    return Page(items=items, has_previous=has_previous, has_next=has_next)
-
-
-async def _exists(tx: SqlTx, base: Select[Any], condition: ColumnElement[bool]) -> bool:
-    return bool(await tx.fetch(base.where(condition).limit(1)))
-
-
 class SqlStore:
     """The :class:`~turnqueue.store.Store` methods both backends share; the others are each
     backend's own (mypy refuses a backend that lacks one where the engine is given it)."""
@@ -196,5 +158,34 @@ class SqlStore:
         return await self._page(_TURNS, session_id, window)
 
     async def _page(self, listing: Listing, scope: str, window: Window[Any]) -> Page[Any, Any]:
+        """The window's items in listing order, and whether items lie before and after them.
+
+        ``has_previous``/``has_next`` follow the Relay specification: counting first, the extra
+        row answers ``has_next`` and ``has_previous`` is whether anything precedes ``after``
+        (counting last, the mirror image)."""
+        from_end = window.last is not None
+        count = window.last if from_end else window.first
+        limit = clamp_page(count if count is not None else MAX_PAGE)
+        base = listing.base.where(listing.scope == scope)
+        stmt = base
+        if window.after is not None:
+            stmt = stmt.where(listing.after(window.after))
+        if window.before is not None:
+            stmt = stmt.where(listing.before(window.before))
+        stmt = stmt.order_by(*listing.order(reverse=from_end)).limit(limit + 1)
+        # The bound on the side the window does not count from, and what lies beyond it.
+        edge, beyond = (
+            (window.before, listing.after) if from_end else (window.after, listing.before)
+        )
         async with self.read() as tx:
-            return await page(tx, listing, scope, window)
+            rows = await tx.fetch(stmt)
+            more = len(rows) > limit
+            other = edge is not None and bool(
+                await tx.fetch(base.where(or_(listing.at(edge), beyond(edge))).limit(1))
+            )
+        rows = rows[:limit]
+        if from_end:
+            rows.reverse()
+        items = [(listing.key_of(row), listing.item_of(row)) for row in rows]
+        has_previous, has_next = (more, other) if from_end else (other, more)
+        return Page(items=items, has_previous=has_previous, has_next=has_next)
