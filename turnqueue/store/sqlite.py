@@ -131,8 +131,7 @@ class SqliteStore(SqlStore):
     def read(self) -> _SqliteRead:
         return _SqliteRead(self)
 
-    def lease(self) -> _SqliteWrite:
-        return _SqliteWrite(self)
+    lease = transaction  # one writer: the lease needs no connection of its own
 
     async def close(self) -> None:
         self._conns.close()
