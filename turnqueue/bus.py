@@ -186,8 +186,6 @@ class EventBus:
         self._listeners.append(listener)
 
     def publish(self, event: Event) -> None:
-        # Listeners first: the shared reads (``Engine.queue_status_after``) note the event's
-        # revision before a watch (called below) asks for a read that covers it.
         for listener in self._listeners:
             try:
                 listener(event)

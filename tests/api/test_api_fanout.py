@@ -312,7 +312,7 @@ async def test_s3_fanout_unexpected_errors_are_masked_for_every_member(
 ) -> None:
     sid = await paused_session(api)
 
-    async def broken(session_id: str, revision: int) -> Any:
+    async def broken(session_id: str, event: Event) -> Any:
         raise RuntimeError("secret internals")
 
     async with raw(api) as one, raw(api) as two:

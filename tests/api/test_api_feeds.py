@@ -82,8 +82,8 @@ async def test_r3_m4_a_burst_of_events_without_their_status_is_read_once(
     reading = asyncio.Event()
     release = asyncio.Event()
 
-    async def read(session_id: str, revision: int) -> Any:
-        reads.append(revision)
+    async def read(session_id: str, event: Event) -> Any:
+        reads.append(event.revision)
         reading.set()
         await release.wait()
         return replace(current, revision=max(reads))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from turnqueue.bus import Event, EventBus, EventKind
+from turnqueue.bus import Event, EventKind
 from turnqueue.domain import QueueStatus
-from turnqueue.engine.reads import SharedReads
+from turnqueue.engine.reads import EventReads
 
 
 def status(revision: int) -> QueueStatus:
@@ -21,7 +21,7 @@ class Db:
         self.reads = 0
         self.gate = asyncio.Event()
 
-    async def read(self, _sid: str) -> QueueStatus:
+    async def read(self) -> QueueStatus:
         self.reads += 1
         seen = self.committed
         await self.gate.wait()
@@ -29,11 +29,10 @@ class Db:
 
 
 async def test_r3_concurrent_subscribers_share_one_read_that_includes_the_event() -> None:
-    bus, db = EventBus(), Db()
-    shared = SharedReads(bus, db.read)
+    shared, db = EventReads(), Db()
     db.committed = 1
-    bus.publish(Event(EventKind.QUEUE, "s", 1))
-    readers = [asyncio.create_task(shared.queue_status_after("s", 1)) for _ in range(100)]
+    event = Event(EventKind.QUEUE, "s", 1)
+    readers = [asyncio.create_task(shared.read(event, ("q",), db.read)) for _ in range(100)]
     await asyncio.sleep(0)
     db.gate.set()
     results = await asyncio.gather(*readers)
@@ -42,17 +41,16 @@ async def test_r3_concurrent_subscribers_share_one_read_that_includes_the_event(
 
 
 async def test_r3_a_read_started_before_an_event_never_serves_it() -> None:
-    bus, db = EventBus(), Db()
-    shared = SharedReads(bus, db.read)
+    shared, db = EventReads(), Db()
     db.committed = 1
-    bus.publish(Event(EventKind.QUEUE, "s", 1))
-    early = asyncio.create_task(shared.queue_status_after("s", 1))
+    first = Event(EventKind.QUEUE, "s", 1)
+    early = asyncio.create_task(shared.read(first, ("q",), db.read))
     for _ in range(10):  # let that read start (it sees revision 1)
         await asyncio.sleep(0)
     assert db.reads == 1
     db.committed = 2
-    bus.publish(Event(EventKind.QUEUE, "s", 2))
-    late = asyncio.create_task(shared.queue_status_after("s", 2))
+    second = Event(EventKind.QUEUE, "s", 2)
+    late = asyncio.create_task(shared.read(second, ("q",), db.read))
     await asyncio.sleep(0)
     db.gate.set()
     assert (await early).revision == 1
@@ -60,10 +58,12 @@ async def test_r3_a_read_started_before_an_event_never_serves_it() -> None:
     assert db.reads == 2
 
 
-async def test_r3_an_event_not_yet_seen_here_is_read_afresh() -> None:
-    bus, db = EventBus(), Db()
-    shared = SharedReads(bus, db.read)
-    db.committed, db.gate = 5, asyncio.Event()
+async def test_r3_a_read_is_kept_only_while_under_way() -> None:
+    shared, db = EventReads(), Db()
+    db.committed = 5
     db.gate.set()
-    assert (await shared.queue_status_after("s", 5)).revision == 5  # no event noted: own read
-    assert db.reads == 1
+    event = Event(EventKind.QUEUE, "s", 5)
+    assert (await shared.read(event, ("q",), db.read)).revision == 5
+    assert (await shared.read(event, ("q",), db.read)).revision == 5  # done: read again
+    assert (await shared.read(None, ("q",), db.read)).revision == 5  # no event: own read
+    assert db.reads == 3

@@ -2,7 +2,7 @@
 store's batches and pages (``Engine.reads``, typed as the store's :class:`Reads`; its page types
 are re-exported here so resolvers import no store module); a turn's output and log records from
 where a client left off (O2, A3); the reads shared by the subscribers one event wakes
-(:class:`SharedReads`, :class:`EventReads`); and a turn's items (``engine/items.py``).
+(:class:`EventReads`); and a turn's items (``engine/items.py``).
 
 A turn this process runs is read from its runner (the committed text, exactly what its bus has
 published); any other turn from the durable log (O1), whoever runs it, whether it still runs,
@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
-from turnqueue.bus import Event, EventBus, EventKind, Subscription, Watch
+from turnqueue.bus import Event, EventKind, Subscription, Watch
 from turnqueue.domain import (
     AgentConversation,
     AgentProfile,
@@ -49,7 +49,6 @@ __all__ = [
     "Page",
     "Reads",
     "SessionKey",
-    "SharedReads",
     "TaskKey",
     "TurnKey",
     "Window",
@@ -57,55 +56,13 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Sessions :class:`SharedReads` remembers at most; beyond it the memory is forgotten (a cache).
-MAX_SESSIONS = 10_000
-
-
-class SharedReads:
-    """One queue-status read per event, shared by every subscriber of the session it is new
-    enough for (a thousand subscribers must not mean a thousand identical reads).
-
-    Hazard: a read may only serve a caller who needs revision ``r`` if it *started* after the
-    event carrying ``r`` was published (events are published after their commit, so such a read
-    sees it). ``_published`` is the newest queue revision this process has published or relayed
-    for the session; a read remembers the value it saw when it started. Callers that must see
-    their own writes (mutation payloads) never use this path."""
-
-    def __init__(self, bus: EventBus, read: Callable[[str], Awaitable[QueueStatus]]) -> None:
-        self._read = read
-        self._published: dict[str, int] = {}
-        self._latest: dict[str, tuple[int, asyncio.Future[QueueStatus]]] = {}
-        bus.add_listener(self._note)
-
-    def _note(self, event: Event) -> None:
-        if event.kind is EventKind.QUEUE and event.revision > 0:
-            if len(self._published) >= MAX_SESSIONS:
-                self._published.clear()
-                self._latest.clear()
-            sid = event.session_id
-            self._published[sid] = max(self._published.get(sid, 0), event.revision)
-
-    async def queue_status_after(self, session_id: str, revision: int) -> QueueStatus:
-        """A snapshot that includes the change published with ``revision``."""
-        shared = self._latest.get(session_id)
-        if shared is None or shared[0] < revision or _failed(shared[1]):
-            started_at = self._published.get(session_id, 0)
-            if started_at < revision:  # the event is not (yet) known here: read for oneself
-                return await self._read(session_id)
-            future = asyncio.ensure_future(self._read(session_id))
-            shared = (started_at, future)
-            self._latest[session_id] = shared
-        return await asyncio.shield(shared[1])
-
-
-def _failed(future: asyncio.Future[QueueStatus]) -> bool:
-    return future.done() and (future.cancelled() or future.exception() is not None)
-
 
 class EventReads:
-    """Reads made for one bus event (another instance's output, a later turn, an end), shared
-    by every stream of this instance that makes the same read for it while it is under way.
-    Only reads under way are kept: a stream that comes to the event later reads again.
+    """Reads made for one bus event (a queue event without its status, another instance's
+    output, a later turn, an end), shared by every subscriber of this instance that makes the
+    same read for it while it is under way: a thousand subscribers of one session make one read
+    per event (P3). Only reads under way are kept: a subscriber that comes to the event later
+    reads again. Callers that must see their own writes (mutation payloads) never use this path.
 
     Hazard (why reads are keyed by their event): a read may only serve a stream handling event
     E if it started after E was published, or it may miss what E announces. Its first caller
@@ -148,8 +105,7 @@ class Lookups:
         self.core = core
         #: agent profiles and why a session's agent failed (A1, A2, A11)
         self.agent_sessions = agent_sessions
-        self.shared_reads = SharedReads(core.bus, core.queue_status)
-        self.event_reads = EventReads()  # O2: the streams' reads again, one per event
+        self.event_reads = EventReads()  # O2, R3: the subscribers' reads again, one per event
         self.reads: Reads = core.store  # batches and pages, for the GraphQL layer
         self.access = Access(core.store)  # S2
 
@@ -177,9 +133,12 @@ class Lookups:
     async def queue_status(self, session_id: str) -> QueueStatus:
         return await self.core.queue_status(session_id)
 
-    async def queue_status_after(self, session_id: str, revision: int) -> QueueStatus:
-        """For subscribers: a snapshot including the event ``revision`` (one shared read)."""
-        return await self.shared_reads.queue_status_after(session_id, revision)
+    async def queue_status_after(self, session_id: str, event: Event) -> QueueStatus:
+        """For subscribers: a snapshot including the change ``event`` announced (one read for
+        every subscriber handling it, ``EventReads``)."""
+        return await self.event_reads.read(
+            event, ("queue", session_id), lambda: self.core.queue_status(session_id)
+        )
 
     async def cancellation(self, session_id: str) -> CancellationStatus:
         """C1, C2: pending and its revision, read together from the rows (any instance)."""

@@ -130,7 +130,8 @@ class QueueFeed(Feed[QueueStatus]):
         self, ctx: Context, session_id: str, emit: Emit[QueueStatus], fail: Fail, after: int = -1
     ) -> None:
         super().__init__(ctx, session_id, emit, fail, after)
-        self._wanted = -1  # the newest revision an event without its status announced
+        #: the newest event that announced a revision without its status
+        self._wanted = Event(EventKind.QUEUE, session_id, -1)
         self._reading: asyncio.Task[None] | None = None
 
     def close(self) -> None:
@@ -148,7 +149,8 @@ class QueueFeed(Feed[QueueStatus]):
         if event.queue is not None:  # the status its own transaction read
             self._offer(event.queue)
         elif event.revision > self._last:
-            self._wanted = max(self._wanted, event.revision)
+            if event.revision > self._wanted.revision:
+                self._wanted = event
             if self._reading is None:
                 self._reading = asyncio.create_task(
                     self._read(), name=f"turnqueue.feed queue {self.session_id}"
@@ -159,9 +161,10 @@ class QueueFeed(Feed[QueueStatus]):
         shared with the session's other readers, ``Engine.queue_status_after``)."""
         try:
             covered = -1
-            while not self._closed and self._wanted > max(covered, self._last):
-                covered = self._wanted
-                status = await self._ctx.engine.queue_status_after(self.session_id, covered)
+            while not self._closed and self._wanted.revision > max(covered, self._last):
+                wanted = self._wanted
+                covered = wanted.revision
+                status = await self._ctx.engine.queue_status_after(self.session_id, wanted)
                 self._offer(status)
         except asyncio.CancelledError:
             raise
