@@ -151,7 +151,6 @@ class Cancels:
                 await c.tx.set_cancel_mark(session_id, None)
             if c.view.queued:
                 await c.tx.set_policy(session_id, auto_run=False, pause_reason=PauseReason.CANCEL)
-                await c.queue_changed()  # before the reference's end: its event comes first
             if moving:
                 await c.change_hold(HoldReason.WORKFLOW_TRANSITION, 1)
             await reference.end_in(c)

@@ -111,7 +111,6 @@ class Turns:
             client_message_id=entry.client_message_id if entry is not None else client_message_id,
             entry_id=entry.id if entry is not None else None,
         )
-        await c.queue_changed()  # BUSY is now a hold
         agent = c.view.session.agent
         c.on_commit(lambda: self.launch(turn, agent))
         return turn

@@ -9,8 +9,9 @@ Hazards:
   one: call them outside). Two sessions changed together share one (:meth:`Change.join`).
 - The status is read in the transaction that bumped its revision, after the body's last change:
   exactly the state of that revision (Q13), holds included (they are rows).
-- The session event is published last, after the transaction's other events: subscribers read
-  the session again on it, so they see the committed state.
+- The events leave in one order: queue events first, then cancellation transitions (C2, in
+  transition order), the session event last: subscribers read the session again on it, so they
+  see the committed state.
 - The session revision is the store's, never inferred: every write that moves it answers the
   revision it reached (``Tx.session_revision``), and the lock row keeps every other writer
   out. A write through ``c.tx`` the rule did not report is announced at the end all the same.
@@ -112,6 +113,7 @@ class Change:
         self._session_changed = False
         self._joined: list[Change] = []
         self._on_commit: list[Callable[[], object]] = []
+        self._transitions: list[CancellationStatus] = []
         #: C1: whether the session is cancellation-pending as this transaction leaves it
         self.cancelling = view.cancelling
 
@@ -176,14 +178,12 @@ class Change:
 
     async def _cancelling_is(self, pending: bool) -> None:
         """C2: a transition of the pending flag gets its revision in this transaction and is
-        published after COMMIT, in commit order; anything else is no transition."""
+        published after COMMIT (:meth:`before_commit`); anything else is no transition."""
         if pending == self.cancelling:
             return
         self.cancelling = pending
         revision = await self.tx.bump_cancellation(self.session_id)
-        status = CancellationStatus(self.session_id, pending, revision)
-        kind = EventKind.CANCELLATION
-        self._outbox.publish_after(self.tx, kind, self.session_id, revision, cancellation=status)
+        self._transitions.append(CancellationStatus(self.session_id, pending, revision))
 
     async def join(self, session_id: str) -> Change:
         """Another session changed in this same transaction (W3's destination): its lock row
@@ -201,7 +201,7 @@ class Change:
     async def before_commit(self) -> None:
         """The end of the body (``Core.change`` calls it, in the transaction): the queue
         revisions still owed (Q13: whether or not the rule asked), the statuses read, the
-        session events registered."""
+        cancellation transitions and session events registered (after the queue events)."""
         units = {change.session_id: change for change in (self, *self._joined)}
         for each in units.values():
             reached = self.tx.session_revision(each.session_id)
@@ -219,6 +219,9 @@ class Change:
         watched = self._outbox.bus.watched
         for change in (self, *self._joined):
             sid = change.session_id
+            for status in change._transitions:
+                kind, revision = EventKind.CANCELLATION, status.revision
+                self._outbox.publish_after(self.tx, kind, sid, revision, cancellation=status)
             if change._status_wanted or (
                 change.queue_revision is not None and watched(sid, EventKind.QUEUE)
             ):
