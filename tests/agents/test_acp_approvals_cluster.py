@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from engine_probes import pending_approval
 from test_acp_engine import FAKE, ME, finished, until
 
 from turnqueue.agents import Agent
@@ -55,7 +56,7 @@ async def _asked(a: Engine, b: Engine, session_id: str, prompt: str) -> tuple[st
     assert admission.turn is not None
 
     async def pending() -> Approval | None:
-        return await b.pending_approval(session_id)  # B reads it from the store
+        return await pending_approval(b, session_id)  # B reads it from the store
 
     return admission.turn.id, await until(pending, "the approval, seen from B")
 

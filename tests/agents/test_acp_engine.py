@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_probes import pending_approval
 from engine_waits import ME, finished, started, until
 from faults import FaultyStore, faults_of
 
@@ -93,7 +94,7 @@ async def asked(engine: Engine, session_id: str) -> Approval:
     """The approval the session's agent asks for, once it is pending."""
 
     async def pending() -> Approval | None:
-        return await engine.pending_approval(session_id)
+        return await pending_approval(engine, session_id)
 
     return await until(pending, "the approval")
 
@@ -148,7 +149,7 @@ async def test_a6_an_answer_that_cannot_commit_answers_nothing_and_a_retry_does(
     approval = await asked(engine, session_id)
     with faults_of(engine).failing("answer_approval"), pytest.raises(StoreError):
         await engine.answer_approval(ME, approval.id, "allow")
-    still = await engine.pending_approval(session_id)
+    still = await pending_approval(engine, session_id)
     assert still is not None and still.id == approval.id
     assert still.outcome is ApprovalOutcome.PENDING
     assert HoldReason.APPROVAL in (await engine.queue_status(session_id)).held_by
@@ -194,7 +195,7 @@ async def test_a5_a6_an_approval_given_up_while_its_answer_fails_is_stored_cance
 
     kept = await until(stored_cancelled, "the approval stored cancelled")
     assert kept.option_id is None and kept.answered_by is None
-    assert await engine.pending_approval(session_id) is None
+    assert await pending_approval(engine, session_id) is None
     await finished(engine, session_id, admission.turn.id)
     assert HoldReason.APPROVAL not in (await engine.queue_status(session_id)).held_by
     assert approval.id not in engine.approvals._waiting

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_probes import pending_approval
 from engine_waits import ME, finished, send, started, until
 from faults import FaultyStore, faults_of
 
@@ -224,7 +225,7 @@ async def test_a10_an_expiry_racing_a_users_answer_answers_exactly_once(
     turn = await send(engine, sid, "/permission")
 
     async def pending():  # type: ignore[no-untyped-def]
-        return await engine.pending_approval(sid)
+        return await pending_approval(engine, sid)
 
     approval = await until(pending, "the approval")
     user = engine.answer_approval(ME, approval.id, "allow")

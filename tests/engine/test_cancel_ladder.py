@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from engine_probes import clarification
 
 from turnqueue.agents import Signal
 from turnqueue.bus import EventKind
@@ -151,7 +152,7 @@ async def test_c9_a_withdrawn_clarification_is_published_even_when_nothing_start
         event = await next_event(sub, EventKind.SESSION)
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
     assert event.session_id == sid  # type: ignore[attr-defined]
-    assert await engine.clarification(sid) is None
+    assert await clarification(engine, sid) is None
     assert agent.no_new_run()
 
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from engine_probes import add_hold, clarification
 from faults import faults_of
 
 from turnqueue.agents import Signal
@@ -66,7 +67,7 @@ async def test_c5_a_release_that_cannot_commit_is_retried_until_it_does(
     cancellation-pending and its queue no longer held (a hold is never kept for good)."""
     _, session = await new_session(engine)
     sid = session.id
-    await engine.core.add_hold(sid, HoldReason.CANCELLING)
+    await add_hold(engine, sid, HoldReason.CANCELLING)
     with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         with faults_of(engine).failing("change_hold") as left:
             await engine.core.release_hold(sid, HoldReason.CANCELLING)  # refused, not raised
@@ -243,7 +244,7 @@ async def test_c9_nothing_to_cancel_is_a_no_op_that_withdraws_a_clarification(
         assert sub.pending() == 0  # no transitions
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
     assert (await engine.cancellation(sid)) == before
-    assert await engine.clarification(sid) is None
+    assert await clarification(engine, sid) is None
     status = await engine.queue_status(sid)
     assert status.auto_run is False and status.pause_reason.value == "USER"  # type: ignore[union-attr]
 

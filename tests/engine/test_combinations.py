@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, next_event, settle
+from engine_probes import clarification
 from faults import faults_of
 from revision_ledger import Ledger
 from sqlalchemy.engine import make_url
@@ -475,7 +476,7 @@ async def test_c9_q9_withdrawn_clarification_is_published_and_the_queue_runs_on(
         result = await engine.cancel(PRINCIPAL, sid)
         event = await next_event(sub, EventKind.SESSION)
     assert result.outcome.value == "NOTHING_RUNNING" and event.session_id == sid  # type: ignore[attr-defined]
-    assert await engine.clarification(sid) is None
+    assert await clarification(engine, sid) is None
     assert (await agent.next_run()).prompt == "next"
     assert (await engine.queue_status(sid)).revision > held.revision
 

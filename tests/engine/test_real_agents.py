@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from engine_probes import clarification
 
 from turnqueue.agents import build_agent
 from turnqueue.bus import EventBus, EventKind
@@ -72,8 +73,8 @@ async def test_scripted_agent_streams_a_reply_asks_and_fails(make_engine) -> Non
     await engine.send_message("alice", session.id, "/ask which colour?")
     asked = await ended_turn(engine, session.id, "/ask which colour?")
     assert asked.status is TurnStatus.COMPLETED
-    clarification = await engine.clarification(session.id)
-    assert clarification is not None and clarification.question == "which colour?"
+    asked = await clarification(engine, session.id)
+    assert asked is not None and asked.question == "which colour?"
     await engine.answer_clarification("alice", session.id, "red", None)
     await ended_turn(engine, session.id, "red")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
+from engine_probes import pending_approval
 
 from turnqueue.agents.acp_run import PermissionRequest
 from turnqueue.bus import EventKind
@@ -95,7 +96,7 @@ async def test_a6_m6_recovery_settles_the_approval_a_crashed_turn_waited_for(
     (approval,) = await restarted.approvals_of_turn(run.turn_id)
     assert (approval.outcome, approval.answered_by) == (ApprovalOutcome.CANCELLED, "system")
     assert approval.answered_at is not None and approval.option_id is None
-    assert await restarted.pending_approval(sid) is None
+    assert await pending_approval(restarted, sid) is None
     assert HoldReason.APPROVAL not in (await restarted.queue_status(sid)).held_by
     asking.cancel()
     bury(agent)

@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from engine_helpers import PRINCIPAL, ManualAgent, new_session
+from engine_probes import add_hold
 from test_cancellation_rules import _pg_only, crash
 
 from turnqueue.bus import EventKind
@@ -36,7 +37,7 @@ async def test_r2_c5_m6_two_instances_recovering_one_session_clear_its_cancellat
     sid = session.id
     await x.send_message(PRINCIPAL, sid, "work")
     await agent_x.next_run()
-    await x.core.add_hold(sid, HoldReason.CANCELLING)  # a cancel of X's under way
+    await add_hold(x, sid, HoldReason.CANCELLING)  # a cancel of X's under way
     pending = await x.cancellation(sid)
     assert pending.pending is True
     await crash(x)

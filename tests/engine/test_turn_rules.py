@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import PRINCIPAL, WAIT, ManualAgent, new_session, settle
+from engine_probes import clarification
 from faults import faults_of
 from test_queue_refusals import refusal
 from test_queue_rules import busy_session, enqueue
@@ -65,7 +66,7 @@ async def asked(engine: Engine, agent: ManualAgent) -> tuple[str, str]:
     sid, run = await busy_session(engine, agent)
     run.complete(clarification="which one?")
     await settle(engine, sid)
-    question = await engine.clarification(sid)
+    question = await clarification(engine, sid)
     assert question is not None
     return sid, question.id
 
@@ -102,10 +103,10 @@ async def test_q9_answer_clarification_names_a_wrong_id_and_takes_the_right_one(
         "no such clarification is pending",
         ["clarificationId"],
     )
-    assert (await engine.clarification(sid)) is not None and agent.no_new_run()
+    assert (await clarification(engine, sid)) is not None and agent.no_new_run()
     await engine.answer_clarification(PRINCIPAL, sid, "red", question_id)
     assert (await agent.next_run()).prompt == "red"
-    assert await engine.clarification(sid) is None
+    assert await clarification(engine, sid) is None
 
 
 async def test_q9_an_answer_while_a_runtime_hold_is_on_is_session_busy_and_keeps_the_question(
@@ -122,7 +123,7 @@ async def test_q9_an_answer_while_a_runtime_hold_is_on_is_session_busy_and_keeps
         ErrorCode.SESSION_BUSY,
         "the session cannot take the answer now",
     )
-    pending = await engine.clarification(sid)
+    pending = await clarification(engine, sid)
     assert pending is not None and pending.id == question_id and agent.no_new_run()
     await engine.answer_clarification(PRINCIPAL, sid, "red", question_id)
     assert (await agent.next_run()).prompt == "red"
@@ -270,7 +271,7 @@ async def test_q9_a_clarification_records_the_turn_that_asked_it(
     sid, run = await busy_session(engine, agent)
     run.complete(clarification="which one?")
     await settle(engine, sid)
-    question = await engine.clarification(sid)
+    question = await clarification(engine, sid)
     assert question is not None
     assert (question.turn_id, question.question) == (run.turn_id, "which one?")
     turn = await engine.current_turn(sid)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from engine_helpers import PRINCIPAL, ManualAgent, new_session, next_event
+from engine_probes import add_hold
 from faults import faults_of
 
 from turnqueue.api import build_schema
@@ -245,7 +246,7 @@ async def test_q9_w1_a_step_change_ending_does_not_release_another_ones_hold(
     _, session = await new_session(engine)
     sid = session.id
     transition = HoldReason.WORKFLOW_TRANSITION
-    await engine.core.add_hold(sid, transition)  # a completion's move, pending
+    await add_hold(engine, sid, transition)  # a completion's move, pending
     async with engine.core.hold(sid):  # a manual move meanwhile
         assert transition in (await engine.queue_status(sid)).held_by
     assert transition in (await engine.queue_status(sid)).held_by

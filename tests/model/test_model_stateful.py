@@ -53,6 +53,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from engine_helpers import PRINCIPAL, ManualAgent, next_event, settle
+from engine_probes import clarification, pending_approval
 from faults import FaultyStore
 from model_db import admin as _admin
 from model_db import pg_url as _pg_url
@@ -504,8 +505,8 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(wrong=st.booleans(), kind=CONTENT_KINDS)
     def answer(self, wrong: bool, kind: str) -> None:
         content = self.content(kind)
-        clarification = self.run(self.engine_.clarification(self.sid))
-        cid = str(uuid.uuid4()) if wrong or clarification is None else clarification.id
+        asked = self.run(clarification(self.engine_, self.sid))
+        cid = str(uuid.uuid4()) if wrong or asked is None else asked.id
         result, _ = self.apply(
             "answerClarification",
             lambda: self.engine_.answer_clarification(PRINCIPAL, self.sid, content, cid),
@@ -626,7 +627,7 @@ class EngineMachine(RuleBasedStateMachine):
         """A6: the pending approval is answered once; the agent goes on, the hold ends."""
 
         async def go() -> None:
-            approval = await self.engine_.pending_approval(self.sid)
+            approval = await pending_approval(self.engine_, self.sid)
             assert approval is not None, "the approval the model waits for is not pending"
             await self.engine_.answer_approval(PRINCIPAL, approval.id, option)
             await self._drop_asks()  # answered: the waits end
@@ -731,7 +732,7 @@ class EngineMachine(RuleBasedStateMachine):
         status = await engine.queue_status(sid)
         session = await engine.session(PRINCIPAL, sid)
         turns = await engine.turns_of(sid, 200)
-        clarification = await engine.clarification(sid)
+        asked = await clarification(engine, sid)
         cancellation = await engine.cancellation(sid)
         assert session is not None
         where = f"session {sid[:8]}"
@@ -745,7 +746,7 @@ class EngineMachine(RuleBasedStateMachine):
         )
         assert set(status.held_by) == ms.holds(), f"{where}: heldBy {status.held_by}"
         assert session.state is ms.state, f"{where}: state {session.state} != {ms.state}"
-        assert (clarification.question if clarification else None) == ms.clarification
+        assert (asked.question if asked else None) == ms.clarification
         assert [(t.prompt, t.status) for t in turns] == [(t.prompt, t.status) for t in ms.turns], (
             f"{where}: turns differ"
         )
@@ -756,7 +757,7 @@ class EngineMachine(RuleBasedStateMachine):
         assert cancellation.pending is False, f"{where}: cancellationPending stuck"
         # A6, M6: an approval waits only while the model's running turn asked one; no ended
         # turn's approval reads PENDING (a crash's recovery settles it).
-        pending = await engine.pending_approval(sid)
+        pending = await pending_approval(engine, sid)
         assert (pending is not None) is (ms.approval and ms.running is not None), where
         await self._approvals_settled(engine, sid)
         # Q13/R1/R2: revisions never go back; the queue's moves with every status change.

@@ -7,7 +7,7 @@ Hazards:
   session's turn (start, end, accepting a cancellation) is taken under it, so "is a turn running
   here?" and "is a cancellation pending?" cannot change between the check and the commit. It is
   never held while waiting for an agent to stop. Across processes the lock row serialises.
-- ``hold``, ``add_hold`` and ``release_hold`` open a unit of work of their own: never call them
+- ``hold`` and ``release_hold`` open a unit of work of their own: never call them
   inside one (units of work do not nest).
 - Every background task is started with ``spawn`` (named, owned, awaited at shutdown).
 """
@@ -196,7 +196,8 @@ class Core(Outbox):
         at the call site), or WORKFLOW_TRANSITION when ``kind`` is None. If the hold cannot be
         written, nothing is held and the error is raised."""
         reason = HoldReason.WORKFLOW_TRANSITION if kind is None else HoldReason.CANCELLING
-        await self.add_hold(session_id, reason)
+        async with self.change(session_id, session_lock=False) as c:
+            await c.change_hold(reason, 1)
         try:
             yield
         finally:
@@ -213,11 +214,6 @@ class Core(Outbox):
         finally:
             if reference.held:
                 await self.release_hold(session_id, reason)
-
-    async def add_hold(self, session_id: str, reason: HoldReason) -> None:
-        """One more hold of ``reason`` by this instance, committed now (Q9, Q13)."""
-        async with self.change(session_id, session_lock=False) as c:
-            await c.change_hold(reason, 1)
 
     async def release_hold(self, session_id: str, reason: HoldReason) -> None:
         """One hold of ``reason`` by this instance ends (C5: on every exit).

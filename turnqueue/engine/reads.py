@@ -25,7 +25,6 @@ from turnqueue.domain import (
     AgentProfile,
     Approval,
     CancellationStatus,
-    Clarification,
     ItemKind,
     OutputChunk,
     OutputRecord,
@@ -143,11 +142,6 @@ class Lookups:
     async def cancellation(self, session_id: str) -> CancellationStatus:
         """C1, C2: pending and its revision, read together from the rows (any instance)."""
         return await self.core.cancellation(session_id)
-
-    async def clarification(self, session_id: str) -> Clarification | None:
-        async with self.core.store.read() as tx:
-            view = await tx.view(session_id)
-        return view.clarification if view else None
 
     async def turns_of(self, session_id: str, last: int) -> list[Turn]:
         """The session's newest ``last`` turns (at most 200), oldest first."""
@@ -268,15 +262,6 @@ class Lookups:
         """A3: a turn's items folded from its durable log (any instance, running or ended)."""
         async with self.core.store.read() as tx:
             return fold_records(await tx.read_records(turn_id))
-
-    async def pending_approval(self, session_id: str) -> Approval | None:
-        """A6: the session's approval waiting for an answer (its parts name it, R3)."""
-        async with self.core.store.read() as tx:
-            session = await tx.get_session(session_id)
-            parts = session.parts if session is not None else None
-            if parts is None or parts.pending_approval_id is None:
-                return None
-            return await tx.get_approval(parts.pending_approval_id)
 
     async def approvals_of_turn(self, turn_id: str) -> list[Approval]:
         """A6: every approval of a turn, with its answer."""

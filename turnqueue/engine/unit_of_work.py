@@ -5,8 +5,8 @@ that holds its lock row, and the events they imply, published after COMMIT by th
 
 Hazards:
 - Units of work do not nest: the store has one write transaction at a time (SQLite's writer
-  lock), so a body never opens another (``Core.hold``, ``add_hold`` and ``release_hold`` open
-  one: call them outside). Two sessions changed together share one (:meth:`Change.join`).
+  lock), so a body never opens another (``Core.hold`` and ``release_hold`` open one: call
+  them outside). Two sessions changed together share one (:meth:`Change.join`).
 - The status is read in the transaction that bumped its revision, after the body's last change:
   exactly the state of that revision (Q13), holds included (they are rows).
 - The events leave in one order: queue events first, then cancellation transitions (C2, in
