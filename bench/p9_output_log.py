@@ -157,7 +157,7 @@ class StreamingAgent:
 async def _streaming_cpu(engine: Engine) -> tuple[float, int]:
     """CPU seconds of one streaming turn, and how many chunks its subscriber received."""
     _, session = await engine.create_task(PRINCIPAL, "p7", None)
-    sub = engine.subscribe(session.id, [EventKind.OUTPUT])
+    sub = engine.bus.subscribe(session.id, [EventKind.OUTPUT])
     received = 0
     try:
         cpu = time.process_time()

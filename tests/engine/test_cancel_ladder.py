@@ -124,7 +124,7 @@ async def test_q7_the_park_happens_before_pending_clears(
     sid = await busy(engine, agent, "/stubborn")
     await engine.enqueue(PRINCIPAL, sid, "queued", None)
     seen: list[tuple[bool, bool, PauseReason | None]] = []
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
         for _ in "ab":
             event = await next_event(sub, EventKind.CANCELLATION)
@@ -147,7 +147,7 @@ async def test_c9_a_withdrawn_clarification_is_published_even_when_nothing_start
     agent.runs[-1].complete(clarification="which one?")
     await settle(engine, sid)
     await engine.enqueue(PRINCIPAL, sid, "held", None)
-    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.SESSION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         event = await next_event(sub, EventKind.SESSION)
     assert result.outcome is CancelOutcome.NOTHING_RUNNING

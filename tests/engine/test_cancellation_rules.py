@@ -40,7 +40,7 @@ async def test_c1_c2_pending_sets_on_the_first_reference_and_clears_on_the_last_
     _, session = await new_session(engine)
     sid = session.id
     assert await engine.cancellation(sid) == CancellationStatus(sid, False, 0)
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         async with engine.core.hold(sid, CancelKind.EXPLICIT):
             async with engine.core.hold(sid, CancelKind.REPLACEMENT):
                 assert await engine.cancellation(sid) == CancellationStatus(sid, True, 1)
@@ -68,7 +68,7 @@ async def test_c5_a_release_that_cannot_commit_is_retried_until_it_does(
     _, session = await new_session(engine)
     sid = session.id
     await add_hold(engine, sid, HoldReason.CANCELLING)
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         with faults_of(engine).failing("change_hold") as left:
             await engine.core.release_hold(sid, HoldReason.CANCELLING)  # refused, not raised
             assert left() == 0
@@ -99,7 +99,7 @@ async def test_c1_c2_cancel_publishes_one_true_false_pair_in_order(
 ) -> None:
     sid, run = await busy(engine, agent)
     before = await engine.cancellation(sid)
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         first = await next_event(sub, EventKind.CANCELLATION)
         second = await next_event(sub, EventKind.CANCELLATION)
@@ -114,7 +114,7 @@ async def test_c3_concurrent_cancels_run_the_stop_once_and_share_the_outcome(
     engine: Engine, agent: ManualAgent
 ) -> None:
     sid, run = await busy(engine, agent, "/stubborn")
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         results = await asyncio.gather(*(engine.cancel(PRINCIPAL, sid) for _ in range(5)))
         events = [await next_event(sub, EventKind.CANCELLATION) for _ in range(2)]
         assert sub.pending() == 0  # exactly one pair
@@ -143,7 +143,7 @@ async def test_c4_cancel_runs_to_its_end_when_the_caller_goes_away(
     engine: Engine, agent: ManualAgent
 ) -> None:
     sid, run = await busy(engine, agent, "/stubborn")
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         caller = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
         await next_event(sub, EventKind.CANCELLATION)  # accepted: pending is true
         caller.cancel()
@@ -189,7 +189,7 @@ async def test_c8_pending_wins_over_a_completion_at_the_same_moment(
     for _ in range(10):
         sid, run = await busy(engine, agent)
         await engine.enqueue(PRINCIPAL, sid, "next", None)
-        with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+        with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
             cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
             await next_event(sub, EventKind.CANCELLATION)
             run.complete()  # the agent finishes while the cancellation is pending
@@ -239,7 +239,7 @@ async def test_c9_nothing_to_cancel_is_a_no_op_that_withdraws_a_clarification(
     run.complete(clarification="which?")
     await settle(engine, sid)
     before = await engine.cancellation(sid)
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         assert sub.pending() == 0  # no transitions
     assert result.outcome is CancelOutcome.NOTHING_RUNNING
@@ -265,7 +265,7 @@ async def test_q9_cancelling_is_a_hold_and_is_listed(
     ends the turn itself (no window to hit under load)."""
     engine = await open_engine(engine_settings.model_copy(update={"cancel_timeout": 60}))
     sid, run = await busy(engine, agent, "/stubborn")
-    with engine.subscribe(sid, [EventKind.CANCELLATION, EventKind.QUEUE]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION, EventKind.QUEUE]) as sub:
         cancel = asyncio.create_task(engine.cancel(PRINCIPAL, sid))
         await next_event(sub, EventKind.CANCELLATION)
         # The hold is recorded (queue revision bumped) right after acceptance.
@@ -312,7 +312,7 @@ async def test_c7_every_instance_reads_the_cancellation_from_the_rows_even_with_
     agent_b = ManualAgent()
     b = await open_engine(agent_=agent_b)
     sid, run = await busy(a, agent, "/stubborn")
-    with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
+    with a.bus.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
         cancel = asyncio.create_task(a.cancel(PRINCIPAL, sid))
         accepted = await next_event(on_a, EventKind.CANCELLATION)
     assert await b.cancellation(sid) == accepted.cancellation  # type: ignore[attr-defined]
@@ -349,7 +349,7 @@ async def test_r2_an_older_instance_owning_a_later_turn_continues_above_the_newe
     assert await a.cancellation(sid) == first.cancellation  # heard nothing, reads the rows
     await a.send_message(PRINCIPAL, sid, "turn 2")
     await agent.next_run()
-    with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
+    with a.bus.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
         second = await a.cancel(PRINCIPAL, sid)
         started = await next_event(on_a, EventKind.CANCELLATION)
     assert started.cancellation.pending is True  # type: ignore[attr-defined]

@@ -202,7 +202,7 @@ async def test_w3_q10_send_now_claim_moved_by_a_transfer_runs_once_on_the_destin
         if event.queue is not None and not event.queue.entries:
             moved.set()
 
-    watch = flow.watch(session.id, [EventKind.QUEUE], transferred)
+    watch = flow.bus.watch(session.id, [EventKind.QUEUE], transferred)
     with faults_of(flow).after_commit("end_turn", deliver_after_the_move):
         send_now = asyncio.create_task(
             flow.send_now(PRINCIPAL, session.id, SendNowScope.ENTRY, entry.id, None)
@@ -339,7 +339,7 @@ async def test_c5_q7_cancel_of_a_turn_whose_agent_is_gone_parks_the_backlog(
             sid, prompt="ghost", source=MessageSource.USER, owner=engine.core.instance
         )
     await engine.set_auto_run(PRINCIPAL, sid, True, None)  # held: the session is busy
-    with engine.subscribe(sid, [EventKind.CANCELLATION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.CANCELLATION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         flags = [(await next_event(sub, EventKind.CANCELLATION)).cancellation.pending for _ in "ab"]  # type: ignore[attr-defined]
     assert flags == [True, False]
@@ -365,7 +365,7 @@ async def test_w2_prompt_arriving_as_the_cancel_ends_does_not_start_on_the_step_
     task, session = await new_session(flow)
     await flow.send_message(PRINCIPAL, session.id, "plan it")
     await agent.next_run()
-    with flow.subscribe(session.id, [EventKind.CANCELLATION]) as sub:
+    with flow.bus.subscribe(session.id, [EventKind.CANCELLATION]) as sub:
         cancel = asyncio.create_task(flow.cancel(PRINCIPAL, session.id))
         while (await next_event(sub, EventKind.CANCELLATION)).cancellation.pending:  # type: ignore[attr-defined]
             pass
@@ -415,7 +415,7 @@ async def test_r3_q13_one_queue_revision_is_one_status_through_cancels_and_send_
             c = await engine.cancellation(sid)
             ledger.see("cancellation", sid, c.revision, c.pending, "query")
 
-    watch = engine.watch(sid, [EventKind.QUEUE, EventKind.CANCELLATION], heard)
+    watch = engine.bus.watch(sid, [EventKind.QUEUE, EventKind.CANCELLATION], heard)
     pollers = [asyncio.create_task(poll()) for _ in range(2)]
     try:
         for round_ in range(3):
@@ -454,7 +454,7 @@ async def test_c9_cancel_with_nothing_running_changes_no_revision(
     revision, no session event."""
     _, session = await new_session(engine)
     before = await engine.queue_status(session.id)
-    with engine.subscribe(session.id, [EventKind.SESSION, EventKind.QUEUE]) as sub:
+    with engine.bus.subscribe(session.id, [EventKind.SESSION, EventKind.QUEUE]) as sub:
         result = await engine.cancel(PRINCIPAL, session.id)
         with pytest.raises(TimeoutError):
             await next_event(sub, EventKind.SESSION, timeout=0.2)  # nothing is published
@@ -472,7 +472,7 @@ async def test_c9_q9_withdrawn_clarification_is_published_and_the_queue_runs_on(
     run.complete(clarification="which one?")
     await settle(engine, sid)
     held = await engine.queue_status(sid)
-    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.SESSION]) as sub:
         result = await engine.cancel(PRINCIPAL, sid)
         event = await next_event(sub, EventKind.SESSION)
     assert result.outcome.value == "NOTHING_RUNNING" and event.session_id == sid  # type: ignore[attr-defined]
@@ -489,7 +489,7 @@ async def test_c5_agent_gone_end_is_recorded_and_published(engine: Engine) -> No
     async with engine.core.store.transaction() as tx:
         await tx.lock(sid)
         await tx.start_turn(sid, prompt="ghost", source=MessageSource.USER, owner=1)
-    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.SESSION]) as sub:
         await engine.cancel(PRINCIPAL, sid)
         event = await next_event(sub, EventKind.SESSION)
     assert event.session_id == sid  # type: ignore[attr-defined]

@@ -38,7 +38,7 @@ async def test_m6_c8_an_owner_declared_dead_while_slow_publishes_the_end_the_dat
     sent = await a.send_message(PRINCIPAL, sid, "work")
     run = await agent_a.next_run()
     with (
-        a.subscribe(sid, [EventKind.OUTPUT]) as sub,
+        a.bus.subscribe(sid, [EventKind.OUTPUT]) as sub,
         caplog.at_level("INFO", logger="turnqueue.engine.turns"),
     ):
         # B found A's heartbeat older than a lease: a false death. A's turn is recovered.

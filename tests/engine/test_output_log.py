@@ -81,7 +81,7 @@ async def test_o1_done_follows_every_chunk_and_chunks_are_batched(
     engine: Engine, agent: ManualAgent
 ) -> None:
     sid, run = await _start(engine, agent)
-    sub = engine.subscribe(sid, [EventKind.OUTPUT])
+    sub = engine.bus.subscribe(sid, [EventKind.OUTPUT])
     try:
         for i in range(300):  # all at once: far more than one batch
             run.emit(f"{i},")
@@ -136,7 +136,7 @@ async def test_o2_resume_closes_the_window_between_the_log_read_and_the_live_str
     """The race, forced: one chunk commits while the stream is subscribed but before its log
     read (it is in both: sent once), another right after the read (only live: not lost)."""
     sid, run = await _start(engine, agent)
-    watch = engine.subscribe(sid, [EventKind.OUTPUT])
+    watch = engine.bus.subscribe(sid, [EventKind.OUTPUT])
     await _published(watch, "echo:go")
     original = engine.output_since
     turn_id = run.turn_id
@@ -198,7 +198,7 @@ async def test_o2_a_turn_ended_without_its_runner_sends_done_from_the_log(
     """M6: a turn whose owner died is ended by recovery, which publishes no output chunk; the
     stream learns it from the session event and sends ``done`` with what the log kept."""
     sid, run = await _start(engine, agent)
-    watch = engine.subscribe(sid, [EventKind.OUTPUT])
+    watch = engine.bus.subscribe(sid, [EventKind.OUTPUT])
     run.emit("-kept")
     await _published(watch, "-kept")
     watch.close()
@@ -236,7 +236,7 @@ async def test_o1_running_turns_share_one_write(
     transaction (SQLite has one writer), each published after it commits."""
     monkeypatch.setattr(outputlog, "FLUSH_SECONDS", 60.0)  # the test starts the write itself
     started = [await _start(engine, agent, f"turn {i}") for i in range(3)]
-    watches = [engine.subscribe(sid, [EventKind.OUTPUT]) for sid, _ in started]
+    watches = [engine.bus.subscribe(sid, [EventKind.OUTPUT]) for sid, _ in started]
     logs = [engine.core.runners[sid].log for sid, _ in started]
     for _, run in started:
         run.emit("-shared")

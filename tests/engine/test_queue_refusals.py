@@ -200,7 +200,7 @@ async def test_q13_q9_replacement_bumps_the_queue_revision_as_cancelling_starts_
     stubborn = await agent.next_run()
     (entry,) = await enqueue(engine, sid, "B")
     before = await engine.queue_status(sid)
-    with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.QUEUE]) as sub:
         send_now = asyncio.create_task(
             engine.send_now(PRINCIPAL, sid, SendNowScope.ENTRY, entry, None)
         )

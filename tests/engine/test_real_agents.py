@@ -45,7 +45,7 @@ async def make_engine(engine_settings: Settings):  # type: ignore[no-untyped-def
 
 async def ended_turn(engine: Engine, session_id: str, prompt: str) -> Turn:
     """Wait (on session events, not on time) until the turn with this prompt has ended."""
-    with engine.subscribe(session_id, [EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(session_id, [EventKind.SESSION]) as sub:
         while True:
             for turn in await engine.turns_of(session_id, 20):
                 if turn.prompt == prompt and turn.status is not TurnStatus.RUNNING:
@@ -56,7 +56,7 @@ async def ended_turn(engine: Engine, session_id: str, prompt: str) -> Turn:
 async def test_scripted_agent_streams_a_reply_asks_and_fails(make_engine) -> None:  # type: ignore[no-untyped-def]
     engine = await make_engine()
     _, session = await engine.create_task("alice", "demo", None)
-    with engine.subscribe(session.id, [EventKind.OUTPUT]) as output:
+    with engine.bus.subscribe(session.id, [EventKind.OUTPUT]) as output:
         await engine.send_message("alice", session.id, "hello")
         chunks = []
         while True:
@@ -106,7 +106,7 @@ async def test_c5_command_agent_ignoring_sigint_is_escalated_and_the_flag_clears
 ) -> None:
     engine = await make_engine(f"{sys.executable} -u {FAKE} ignore-int")
     _, session = await engine.create_task("alice", "demo", "command")
-    with engine.subscribe(session.id, [EventKind.OUTPUT]) as output:
+    with engine.bus.subscribe(session.id, [EventKind.OUTPUT]) as output:
         await engine.send_message("alice", session.id, "work")
         while "ready" not in ((await within(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
             pass
@@ -132,7 +132,7 @@ async def test_m6_recovery_kills_the_process_group_a_dead_server_left_behind(
 
     dead = await make_engine(f"{sys.executable} -u {FAKE} hang")
     _, session = await dead.create_task("alice", "demo", "command")
-    with dead.subscribe(session.id, [EventKind.OUTPUT]) as output:
+    with dead.bus.subscribe(session.id, [EventKind.OUTPUT]) as output:
         await dead.send_message("alice", session.id, "work")
         while "ready" not in ((await within(output.get(), WAIT)).chunk.text):  # type: ignore[union-attr]
             pass

@@ -87,7 +87,7 @@ async def test_a6_m6_recovery_settles_the_approval_a_crashed_turn_waited_for(
     request = PermissionRequest(
         sid, run.turn_id, "Run ls", "call-1", (("yes", "Allow", "allow_once"),)
     )
-    with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.QUEUE]) as sub:
         asking = asyncio.create_task(engine.approvals.ask(request))
         while HoldReason.APPROVAL not in (await engine.queue_status(sid)).held_by:
             await next_event(sub, EventKind.QUEUE)

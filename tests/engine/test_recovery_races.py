@@ -42,7 +42,7 @@ async def test_r2_c5_m6_two_instances_recovering_one_session_clear_its_cancellat
     assert pending.pending is True
     await crash(x)
     cleared: list[Any] = []
-    with a.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
+    with a.bus.subscribe(sid, [EventKind.CANCELLATION]) as on_a:
         live = {a.core.instance, b.core.instance}
         await asyncio.gather(
             recover(a.core, a.turns, sweep=False, live=live),

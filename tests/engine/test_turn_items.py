@@ -148,7 +148,7 @@ async def test_a3_o2_turn_items_stream_resumes_at_every_offset(
     """From 0 the chunks fold to Turn.items; resumed after any chunk's `nextOffset`, the rest
     folds on top of what came before it to the same items: no gap, no duplicate."""
     sid, run = await _start(engine, agent)
-    watch = engine.subscribe(sid, [EventKind.ITEMS])
+    watch = engine.bus.subscribe(sid, [EventKind.ITEMS])
     ctx = Context(engine=engine, principal=PRINCIPAL)
     live = asyncio.create_task(_collect(ctx, sid, run.turn_id, 0))
     _script(run)
@@ -186,7 +186,7 @@ async def test_o2_turn_items_resume_closes_the_window_between_the_log_read_and_l
     """The race, forced: a batch commits after the stream subscribed but before its log read
     (in both: sent once), another right after the read (only live: not lost)."""
     sid, run = await _start(engine, agent)
-    watch = engine.subscribe(sid, [EventKind.ITEMS])
+    watch = engine.bus.subscribe(sid, [EventKind.ITEMS])
     await _logged(watch, 1)  # the scripted greeting
     original = engine.records_since
 
@@ -219,7 +219,7 @@ async def test_o2_turn_items_of_a_turn_ended_without_its_runner_end_from_the_log
     """M6: recovery ends a dead owner's turn and publishes no output; the stream learns it
     from the session event and sends `done` after what the log kept."""
     sid, run = await _start(engine, agent)
-    watch = engine.subscribe(sid, [EventKind.ITEMS])
+    watch = engine.bus.subscribe(sid, [EventKind.ITEMS])
     _emit(run, _tool(title="kept"))
     await _logged(watch, 2)
     watch.close()

@@ -475,7 +475,7 @@ async def test_o2_the_live_end_of_a_turns_output_names_its_session_and_turn(
     """O2: the live ``done`` chunk a turn's end publishes names the session and the turn it
     ends (a client following one turn tells it from the next), after the turn's last text."""
     sid, run = await busy_session(engine, agent)
-    with engine.subscribe(sid, [EventKind.OUTPUT]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.OUTPUT]) as sub:
         run.complete()
         while not (event := await within(sub.get(), WAIT)).chunk or not event.chunk.done:
             pass

@@ -37,7 +37,7 @@ async def test_q13_one_queue_revision_and_nothing_published_when_the_body_raises
     _, session = await new_session(engine)
     sid = session.id
     before = await engine.queue_status(sid)
-    with engine.subscribe(sid, [EventKind.QUEUE, EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.QUEUE, EventKind.SESSION]) as sub:
         async with engine.core.change(sid) as c:
             first = await c.queue_changed()
             second = await c.queue_changed()
@@ -63,7 +63,7 @@ async def test_r1_session_events_carry_the_committed_session_revision(
     committed (not 0), so a subscriber may keep the highest."""
     _, session = await new_session(engine)
     sid = session.id
-    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.SESSION]) as sub:
         await engine.send_message(PRINCIPAL, sid, "hello")
         started = await next_event(sub, EventKind.SESSION)
         running = await engine.authorize_session(PRINCIPAL, sid)
@@ -83,7 +83,7 @@ async def test_r1_a_session_revision_moved_through_tx_unreported_is_still_announ
     transaction committed."""
     _, session = await new_session(engine)
     sid = session.id
-    with engine.subscribe(sid, [EventKind.SESSION]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.SESSION]) as sub:
         async with engine.core.change(sid) as c:
             await c.tx.bump_session(sid)  # not said
         first = await next_event(sub, EventKind.SESSION)
@@ -148,7 +148,7 @@ async def test_q13_a_watched_queue_event_carries_the_status_its_transaction_comm
     await engine.set_auto_run(PRINCIPAL, sid, False, None)
     await engine.enqueue(PRINCIPAL, sid, "first", None)
     await engine.enqueue(PRINCIPAL, sid, "second", None)
-    with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+    with engine.bus.subscribe(sid, [EventKind.QUEUE]) as sub:
         applied = await engine.set_auto_run(PRINCIPAL, sid, True, None)
         event = await next_event(sub, EventKind.QUEUE)
         carried = event.queue  # type: ignore[attr-defined]
@@ -173,7 +173,7 @@ async def test_q13_an_unwatched_queue_event_carries_no_status(
     sid = session.id
     await engine.send_message(PRINCIPAL, sid, "x")
     run = await agent.next_run()
-    with engine.subscribe(sid, [EventKind.SESSION]) as sub:  # the session, not its queue
+    with engine.bus.subscribe(sid, [EventKind.SESSION]) as sub:  # the session, not its queue
         seen: list[Event] = []
         engine.bus.add_listener(seen.append)
         run.complete()

@@ -52,7 +52,7 @@ async def _engine_with(
 
 async def moved_on(engine: Engine, session_id: str) -> None:
     """Until a step change handed the session's hold (W1) has committed and released it."""
-    with engine.subscribe(session_id, [EventKind.QUEUE]) as sub:
+    with engine.bus.subscribe(session_id, [EventKind.QUEUE]) as sub:
         while HoldReason.WORKFLOW_TRANSITION in (await engine.queue_status(session_id)).held_by:
             await next_event(sub, EventKind.QUEUE)
 

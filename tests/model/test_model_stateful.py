@@ -608,7 +608,7 @@ class EngineMachine(RuleBasedStateMachine):
             turn_id = engine.core.runners[sid].turn.id
             options = (("yes", "Allow", "allow_once"), ("no", "Reject", "reject_once"))
             request = PermissionRequest(sid, turn_id, "Run it", "call-1", options)
-            with engine.subscribe(sid, [EventKind.QUEUE]) as sub:
+            with engine.bus.subscribe(sid, [EventKind.QUEUE]) as sub:
                 task = asyncio.ensure_future(engine.approvals.ask(request))
                 task.turn_id = turn_id  # type: ignore[attr-defined]
                 self.asking.append(task)

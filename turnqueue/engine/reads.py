@@ -16,10 +16,10 @@ read covered; reading first would lose whatever committed between the read and t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-from turnqueue.bus import Event, EventKind, Subscription, Watch
+from turnqueue.bus import Event
 from turnqueue.domain import (
     AgentConversation,
     AgentProfile,
@@ -284,16 +284,6 @@ class Lookups:
         """A8: the session's agent conversation as its records keep it (any instance)."""
         async with self.core.store.read() as tx:
             return await tx.conversation(session_id)
-
-    def subscribe(self, session_id: str, kinds: Sequence[EventKind]) -> Subscription:
-        return self.core.bus.subscribe(session_id, kinds)
-
-    def watch(
-        self, session_id: str, kinds: Sequence[EventKind], callback: Callable[[Event], None]
-    ) -> Watch:
-        """``callback`` called with each event of the session and kinds (``EventBus.watch``);
-        a queue event carries the status its transaction read when someone watches."""
-        return self.core.bus.watch(session_id, kinds, callback)
 
 
 def _check_offset(after: int) -> None:

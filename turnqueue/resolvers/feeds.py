@@ -1,8 +1,8 @@
 """Snapshot feeds: a session's queue or cancellation status pushed to a consumer as each new
 state is published (R3), without a task or a buffer of their own.
 
-A feed watches the bus (``Engine.watch``: called inside ``publish``), reads and pushes the current
-state, then pushes every newer state in revision order. Most states come with their event (a
+A feed watches the bus (``EventBus.watch``: called inside ``publish``), reads and pushes the
+current state, then pushes every newer state in revision order. Most states come with their event (a
 queue event carries the status its transaction read, a cancellation event its status); a queue
 event without one (another instance's change, M4) is read by a task the feed owns. A RESYNC ends
 the feed with the resync error. The fan-out consumes feeds directly; Strawberry's execution reads
@@ -77,7 +77,7 @@ class Feed(Generic[T]):
 
     async def open(self) -> None:
         """Watch, then read and push the current state (the caller has authorised the read)."""
-        self._watch = self._ctx.engine.watch(self.session_id, self.kinds, self._on_event)
+        self._watch = self._ctx.engine.bus.watch(self.session_id, self.kinds, self._on_event)
         try:
             await self._snapshot()
         except BaseException:

@@ -73,7 +73,7 @@ async def _session_stream(
     ctx: Context, session_id: str, had: tuple[int, ...] | None
 ) -> AsyncGenerator[Session, None]:
     """``had``: the revisions a reconnect's ``Last-Event-ID`` names (O3): only newer states."""
-    sub = ctx.engine.subscribe(session_id, SESSION_SNAPSHOT.watches)
+    sub = ctx.engine.bus.subscribe(session_id, SESSION_SNAPSHOT.watches)
     try:
         last_session, last_cancellation = had or (-1, -1)
         cancellation = await ctx.engine.cancellation(session_id)

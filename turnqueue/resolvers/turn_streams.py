@@ -65,7 +65,7 @@ async def _follow(log: _Log[P, C, G], start: Start) -> AsyncGenerator[G, None]:
     """O2: what follows the start, from the log, then live. With ``turnId`` the stream ends
     after that turn's end; without it, it follows the session's later turns too."""
     engine, session_id = log.ctx.engine, log.session_id
-    sub = engine.subscribe(session_id, log.kinds)
+    sub = engine.bus.subscribe(session_id, log.kinds)
     place: P | None = None
 
     async def catch_up(event: Event | None = None) -> AsyncIterator[C]:
