@@ -32,6 +32,8 @@ from prometheus_client import (
 )
 from prometheus_client.process_collector import ProcessCollector
 
+from turnqueue.engine import Metrics
+
 if TYPE_CHECKING:
     from turnqueue.api.fanout import FanOut
     from turnqueue.bus import Event
@@ -54,7 +56,7 @@ class _ErrorCounter(logging.Handler):
         self._counter.labels(logger=record.name).inc()
 
 
-class PrometheusMetrics:
+class PrometheusMetrics(Metrics):
     """The engine's observer (``turnqueue.engine.Metrics``) and the bus's, as Prometheus text."""
 
     def __init__(self) -> None:

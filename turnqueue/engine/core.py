@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakValueDictionary
 
 from turnqueue.agents import Agent
@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Metrics(Protocol):
-    """What the engine reports to operators (U3; ``turnqueue.prometheus`` implements it).
+class Metrics:
+    """What the engine reports to operators (U3; ``turnqueue.prometheus`` implements it). This
+    class itself is the default observer: it does nothing (``NULL_METRICS``).
 
     Hazard: called in hot paths, sometimes under the session lock: every call must be
     synchronous, cheap and never raise."""
@@ -59,19 +60,7 @@ class Metrics(Protocol):
     def cancel_done(self, outcome: str, seconds: float) -> None: ...
 
 
-class NullMetrics:
-    """The default observer: does nothing."""
-
-    def turn_started(self) -> None: ...
-
-    def turn_ended(self, status: str) -> None: ...
-
-    def reservation(self, kind: str, outcome: str) -> None: ...
-
-    def cancel_done(self, outcome: str, seconds: float) -> None: ...
-
-
-NULL_METRICS = NullMetrics()
+NULL_METRICS = Metrics()
 
 
 class Core(Outbox):
