@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -13,14 +14,12 @@ from graphql import GraphQLError
 
 from turnqueue import domain
 from turnqueue.resolvers import connections
-from turnqueue.resolvers.connections import (
-    encode_cursor,
-    session_key,
-    task_key,
-    turn_key,
-    window,
-)
+from turnqueue.resolvers.connections import encode_cursor, position_key, timestamp_key, window
 from turnqueue.schema.connections import PageArgs
+
+task_key = partial(timestamp_key, "task")
+session_key = partial(timestamp_key, "session")
+turn_key = partial(position_key, "turn")
 
 ID = "0b0b0b0b-0000-4000-8000-000000000000"
 AT = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)

@@ -18,10 +18,11 @@ import binascii
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from turnqueue import domain
-from turnqueue.engine.reads import Page, Reads, SessionKey, TaskKey, TurnKey, Window
+from turnqueue.engine.reads import Page, Reads, Window
 from turnqueue.schema.connections import (
     Connection,
     Edge,
@@ -65,7 +66,7 @@ def _decode_parts(kind: str, cursor: str) -> list[Any]:
     return parts[1:]
 
 
-def _timestamp_key(kind: str, cursor: str) -> tuple[datetime, str]:
+def timestamp_key(kind: str, cursor: str) -> tuple[datetime, str]:
     match _decode_parts(kind, cursor):
         case [str(stamp), str(item_id)] if domain.is_valid_id(item_id):
             at = datetime.fromisoformat(stamp)
@@ -78,27 +79,11 @@ def _timestamp_key(kind: str, cursor: str) -> tuple[datetime, str]:
     raise ValueError("a malformed cursor")
 
 
-def task_key(cursor: str) -> TaskKey:
-    return _timestamp_key("task", cursor)
-
-
-def session_key(cursor: str) -> SessionKey:
-    return _timestamp_key("session", cursor)
-
-
-def _position_key(kind: str, cursor: str) -> int:
+def position_key(kind: str, cursor: str) -> int:
     match _decode_parts(kind, cursor):
         case [int(position)] if not isinstance(position, bool) and 0 <= position <= MAX_SEQ:
             return position
     raise ValueError("a malformed cursor")
-
-
-def turn_key(cursor: str) -> TurnKey:
-    return _position_key("turn", cursor)
-
-
-def item_key(cursor: str) -> int:
-    return _position_key("item", cursor)
 
 
 def list_page(items: Sequence[D], w: Window[int]) -> Page[int, D]:
@@ -155,20 +140,20 @@ def _timestamp_cursor(kind: str) -> Callable[[tuple[datetime, str]], str]:
 
 
 async def tasks(reads: Reads, owner: str, args: PageArgs) -> Connection[Task]:
-    page = await reads.tasks_page(owner, window(args, task_key))
+    page = await reads.tasks_page(owner, window(args, partial(timestamp_key, "task")))
     return build(page, _timestamp_cursor("task"), Task.from_domain)
 
 
 async def sessions(reads: Reads, task_id: str, args: PageArgs) -> Connection[Session]:
-    page = await reads.sessions_page(task_id, window(args, session_key))
+    page = await reads.sessions_page(task_id, window(args, partial(timestamp_key, "session")))
     return build(page, _timestamp_cursor("session"), Session.from_domain)
 
 
 def items(listing: Sequence[domain.TurnItem], args: PageArgs) -> Connection[TurnItem]:
-    page = list_page([(i, item) for i, item in enumerate(listing)], window(args, item_key))
+    page = list_page(list(enumerate(listing)), window(args, partial(position_key, "item")))
     return build(page, lambda index: encode_cursor("item", index), lambda p: item_from_domain(*p))
 
 
 async def turns(reads: Reads, session_id: str, args: PageArgs) -> Connection[Turn]:
-    page = await reads.turns_page(session_id, window(args, turn_key))
+    page = await reads.turns_page(session_id, window(args, partial(position_key, "turn")))
     return build(page, lambda seq: encode_cursor("turn", seq), Turn.from_domain)
