@@ -9,8 +9,8 @@ written while it ran (:meth:`AcpProcess.tail`).
 
 What the agent sends goes to the process's current :class:`Turn`: ``session/update``
 notifications as raw messages, in arrival order (a connection observer, before the package
-validates them), and ``session/request_permission`` through :class:`_Client`. With no turn,
-updates are dropped and permission requests answered ``cancelled``.
+validates them), and ``session/request_permission`` (the process is its connection's client).
+With no turn, updates are dropped and permission requests answered ``cancelled``.
 """
 
 from __future__ import annotations
@@ -162,6 +162,24 @@ class AcpProcess:
             if self.run is not None:
                 self.run.on_update(params)
 
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        """ACP ``session/request_permission``: the current turn answers (none: ``cancelled``)."""
+        option = await self.run.permission(tool_call, options) if self.run is not None else None
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(option_id=option, outcome="selected")
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        pass  # updates are taken from the message stream (:meth:`observe`)
+
     async def drain_stderr(self) -> None:
         stream = self.proc.stderr
         assert stream is not None
@@ -199,35 +217,9 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> AcpPr
     # tasks[0] is the stderr drain (``exit_status`` waits for it).
     process.tasks.append(asyncio.create_task(process.drain_stderr(), name="acp-stderr"))
     process.tasks.append(asyncio.create_task(process.reap(), name="acp-exit"))
-    # _Client implements only what turnqueue supports (no fs/*, terminal/*: the package
-    # answers those "method not found"), hence the cast to the full protocol.
-    client = cast(Client, _Client(process))
+    # The process is its connection's client, of only what turnqueue supports (no fs/*,
+    # terminal/*: the package answers those "method not found"), hence the cast.
     process.conn = ClientSideConnection(
-        client, proc.stdin, proc.stdout, observers=[process.observe]
+        cast(Client, process), proc.stdin, proc.stdout, observers=[process.observe]
     )
     return process
-
-
-class _Client:
-    """The ACP client side of one process: permission requests go to its current turn."""
-
-    def __init__(self, process: AcpProcess) -> None:
-        self._process = process
-
-    async def request_permission(
-        self,
-        session_id: str,
-        tool_call: ToolCallUpdate,
-        options: list[PermissionOption],
-        **kwargs: Any,
-    ) -> RequestPermissionResponse:
-        run = self._process.run
-        option = await run.permission(tool_call, options) if run is not None else None
-        if option is None:
-            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(
-            outcome=AllowedOutcome(option_id=option, outcome="selected")
-        )
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        pass  # updates are taken from the message stream (:func:`_observer`)
