@@ -22,7 +22,7 @@ from strawberry.schema.config import StrawberryConfig
 
 from turnqueue import domain
 from turnqueue.api import build_schema
-from turnqueue.api.render import Compiled, Unrenderable, bind, compile_root
+from turnqueue.api.render import Root, Unrenderable, compile_root
 from turnqueue.schema.queue import CancellationStatus, QueueStatus
 from turnqueue.schema.scalars import SCALAR_MAP
 from turnqueue.schema.sessions import Session
@@ -152,9 +152,11 @@ def value(draw: st.DrawFn, type_name: str) -> Any:
 
 def compile(
     document: Any, variables: dict[str, Any] | None, name: str | None = None
-) -> Compiled | None:
+) -> tuple[Root, dict[str, Any]] | None:
+    """The compiled root and the root field's arguments ``variables`` give it."""
     root = compile_root(SCHEMA, document, name, OperationType.SUBSCRIPTION)
-    return None if root is None else bind(SCHEMA, root, variables)
+    bound = None if root is None else root.arguments(SCHEMA, variables)
+    return None if root is None or bound is None else (root, bound[1])
 
 
 def executed(type_name: str, selected: str, fragments: str, obj: Any) -> Any:
@@ -180,9 +182,9 @@ def test_p8_a_rendered_payload_is_what_the_executor_returns(data: st.DataObject)
     )
     compiled = compile(document, {"s": "sid"}, "S")
     assert compiled is not None, selected
-    assert compiled.root.name == root and compiled.arguments == {"sessionId": "sid"}
+    assert compiled[0].name == root and compiled[1] == {"sessionId": "sid"}
     obj = data.draw(value(type_name))
-    rendered = json.loads(compiled.payload(obj))
+    rendered = json.loads(compiled[0].payload(obj))
     expected = executed(type_name, selected, fragments, obj)
     assert rendered == {"data": {"out": expected}}
 
@@ -216,7 +218,7 @@ def test_p8_variables_that_do_not_coerce_and_another_operation_name_are_not_comp
     assert compile(document, {}) is None  # a required variable missing
     assert compile(document, {"s": "x"}, "Other") is None
     compiled = compile(document, {"s": 7}, "S")  # an Int is a valid ID
-    assert compiled is not None and compiled.arguments == {"sessionId": "7"}
+    assert compiled is not None and compiled[1] == {"sessionId": "7"}
 
 
 def test_p8_a_null_where_the_type_forbids_it_is_a_fault_not_a_payload() -> None:
@@ -227,4 +229,4 @@ def test_p8_a_null_where_the_type_forbids_it_is_a_fault_not_a_payload() -> None:
     broken = CancellationStatus.from_domain(domain.CancellationStatus("x", True, 1))
     broken.pending = None  # type: ignore[assignment]
     with pytest.raises(Unrenderable):
-        compiled.payload(broken)
+        compiled[0].payload(broken)

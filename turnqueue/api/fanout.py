@@ -41,7 +41,7 @@ from strawberry.types import ExecutionResult
 
 from turnqueue.api.assembly import MASKED_MESSAGE
 from turnqueue.api.fanout_member import Member
-from turnqueue.api.render import Compiled, Root, bind, compile_text
+from turnqueue.api.render import Root, compile_text
 from turnqueue.graphql_internals import PreExecutionError
 from turnqueue.resolvers.context import Context
 from turnqueue.resolvers.feeds import Feed, resync_error
@@ -79,18 +79,19 @@ class FanOutStats(NamedTuple):
 
 
 class _Group:
-    """Members sharing one source; a compiled group also consumes its stream (``emit``, ``fail``).
+    """Members sharing one source; a compiled group (``root``: its renderer) also consumes its
+    stream (``emit``, ``fail``).
 
     Hazard: a feed calls ``emit`` and ``fail`` inside ``publish``, in the committing task (a
     mutation's, under its session's lock): they only schedule (``call_soon``, in order), so that
     task pays for no member's send."""
 
-    __slots__ = ("compiled", "fanout", "feed", "key", "last", "lead", "loop", "members", "stopped")
+    __slots__ = ("fanout", "feed", "key", "last", "lead", "loop", "members", "root", "stopped")
 
-    def __init__(self, fanout: FanOut, key: GroupKey, compiled: Compiled | None) -> None:
+    def __init__(self, fanout: FanOut, key: GroupKey, root: Root | None) -> None:
         self.fanout = fanout
         self.key = key
-        self.compiled = compiled  # None: the lead executes the operation
+        self.root = root  # None: the lead executes the operation
         self.members: dict[Member, None] = {}  # an insertion-ordered set
         self.last: str | None = None  # the newest payload, replayed to a late joiner
         #: the task that runs the group's source (or, for a fed group, opens its feed)
@@ -115,9 +116,9 @@ class _Group:
     def _offer(self, value: object) -> None:
         if self.stopped:
             return
-        assert self.compiled is not None
+        assert self.root is not None
         try:
-            payload = self.compiled.payload(value)
+            payload = self.root.payload(value)
         except Exception as error:  # a state that cannot be rendered: as the stream's fault
             self._end(error)
             return
@@ -198,17 +199,15 @@ class FanOut:
         except Exception:  # a syntax error, a token limit, a nesting deeper than the stack...
             return None  # Strawberry's own path answers it (close 4400 or an error message)
 
-    def _compile(self, key: GroupKey) -> Compiled | None:
-        """The group's operation compiled (``turnqueue.api.render``), or None: it is executed."""
-        if not self._render:
-            return None
-        root = self._roots(key.document, key.operation_name)
+    def _compile(self, key: GroupKey) -> tuple[Root, str] | None:
+        """The group's operation compiled (``turnqueue.api.render``) and its session, or None:
+        it is executed (so are variables that do not coerce: the executor answers them)."""
+        root = self._roots(key.document, key.operation_name) if self._render else None
         if root is None:
             return None
-        compiled = bind(self._schema._schema, root, json.loads(key.variables))
-        if compiled is None or not isinstance(compiled.arguments.get("sessionId"), str):
-            return None
-        return compiled
+        bound = root.arguments(self._schema._schema, json.loads(key.variables))
+        session_id = None if bound is None else bound[1].get("sessionId")
+        return (root, session_id) if isinstance(session_id, str) else None
 
     def _root_uncached(self, document_text: str, operation_name: str | None) -> Root | None:
         """Validated as Strawberry validates it: nothing the ordinary path refuses is rendered."""
@@ -240,14 +239,14 @@ class FanOut:
         self, key: GroupKey, query: str, variables: dict[str, Any] | None, engine: Engine
     ) -> _Group:
         compiled = self._compile(key)
-        group = _Group(self, key, compiled)
+        group = _Group(self, key, None if compiled is None else compiled[0])
         # The lead's context is its own (no request, no connection): it outlives any member.
         context = Context(engine=engine, principal=key.principal)
         executed = self._executed(query, variables, key.operation_name, context)
         if compiled is None:
             lead = self._lead(group, executed)
         else:
-            lead = self._consume(group, compiled, context, executed)
+            lead = self._consume(group, *compiled, context, executed)
         group.lead = asyncio.create_task(
             lead,
             name=f"turnqueue.api.fanout lead {key.variables[:120]}",
@@ -316,12 +315,12 @@ class FanOut:
                 member.finish(errors)
 
     async def _consume(
-        self, group: _Group, compiled: Compiled, context: Context, executed: Payloads
+        self, group: _Group, root: Root, session_id: str, context: Context, executed: Payloads
     ) -> None:
         """A compiled group's lead: open its stream, the group its consumer. A feed then pushes
         each state from inside ``publish`` and the lead is done (bench P8); a pulled stream is
         read here. A refusal (NOT_FOUND, S2) is answered by the executed path."""
-        snapshot, session_id = SNAPSHOTS[compiled.root.name], compiled.arguments["sessionId"]
+        snapshot = SNAPSHOTS[root.name]
         try:
             if snapshot.feed is not None:
                 feed = snapshot.feed
@@ -382,7 +381,7 @@ class FanOut:
         return FanOutStats(
             groups=len(groups),
             members=sum(len(g.members) for g in groups),
-            rendered=sum(g.compiled is not None for g in groups),
+            rendered=sum(g.root is not None for g in groups),
         )
 
     def leads(self) -> list[asyncio.Task[None]]:

@@ -5,7 +5,7 @@ When every field an operation selects is a plain data field (Strawberry's *basic
 resolver, no field extension), its result is a pure function of the object: each response key
 takes the field's attribute (through the field's own default resolver), leaves are coerced as the
 executor coerces them (``coerce_output_value``), lists and objects recurse. A :class:`Root` is
-that function, built once per document; :func:`bind` binds it to one set of variables.
+that function, built once per document and shared by every set of variables.
 
 Compiled: one operation of one root field; aliases, merged when a response key repeats; inline
 fragments and fragment spreads on the selected type itself; ``__typename``; ``@skip`` and
@@ -29,7 +29,6 @@ from graphql import (
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLError,
     GraphQLField,
     GraphQLIncludeDirective,
@@ -39,11 +38,11 @@ from graphql import (
     GraphQLOutputType,
     GraphQLSchema,
     GraphQLSkipDirective,
-    InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
-    SelectionSetNode,
+    SelectionNode,
     VariableNode,
+    get_operation_ast,
     is_leaf_type,
     parse,
     specified_rules,
@@ -52,6 +51,7 @@ from graphql.execution import VariableValues, get_argument_values, get_directive
 from graphql.execution import get_variable_values as coerce_variables
 
 from turnqueue.graphql_internals import StrawberryField, validate_document
+from turnqueue.resolvers.revisions import collect_fields, fragments_of
 
 #: Strawberry's back-reference from a graphql-core field to its StrawberryField.
 DEFINITION = "strawberry-definition"
@@ -78,6 +78,12 @@ class Root:
     @property
     def name(self) -> str:
         return self.nodes[0].name.value
+
+    def payload(self, value: object) -> str:
+        """The ``next`` payload's JSON text for one value of the root field, as
+        ``fanout.encode_payload`` encodes an execution result's ``{"data": …}``."""
+        data = {self.response_key: self.render(value)}
+        return json.dumps({"data": data}, separators=(",", ":"))
 
     def arguments(
         self, schema: GraphQLSchema, variables: Mapping[str, Any] | None
@@ -125,20 +131,13 @@ def compile_root(
     against ``schema``) and its renderer, or None when the operation selects anything the
     renderer does not do (see the module's docstring). The result holds for any variables: an
     ``@skip``/``@include`` condition must be a literal."""
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if operation_name is not None:
-        operations = [o for o in operations if o.name and o.name.value == operation_name]
-    if len(operations) != 1 or operations[0].operation is not kind:
-        return None
-    operation = operations[0]
+    operation = get_operation_ast(document, operation_name)
     parent = schema.get_root_type(kind)
-    if parent is None:
+    if operation is None or operation.operation is not kind or parent is None:
         return None
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
+    fragments = fragments_of(document)
     compiler = _PayloadCompiler(fragments)
-    roots = compiler.collect(parent, [operation.selection_set])
+    roots = collect_fields([operation.selection_set], fragments, parent.name, _included)
     if roots is None or len(roots) != 1:
         return None
     ((key, nodes),) = roots.items()
@@ -151,97 +150,9 @@ def compile_root(
     return Root(operation, parent, field, nodes, key, render, fragments)
 
 
-@dataclass(frozen=True, slots=True)
-class Compiled:
-    """A compiled subscription bound to its variables: the root field's arguments (coerced)
-    and the renderer of a ``next`` payload from one value of its stream (shared by every
-    binding of the document: a standing subscription holds no renderer of its own)."""
-
-    root: Root
-    arguments: Mapping[str, Any]  # by GraphQL name, coerced (``sessionId``)
-
-    def payload(self, value: object) -> str:
-        """The ``next`` payload's JSON text, as ``fanout.encode_payload`` encodes an
-        execution result's ``{"data": …}``."""
-        data = {self.root.response_key: self.root.render(value)}
-        return json.dumps({"data": data}, separators=(",", ":"))
-
-
-def bind(schema: GraphQLSchema, root: Root, variables: Mapping[str, Any] | None) -> Compiled | None:
-    """``root`` with the arguments ``variables`` give it, or None when they do not coerce (the
-    executor answers them)."""
-    bound = root.arguments(schema, variables)
-    return None if bound is None else Compiled(root, bound[1])
-
-
 class _PayloadCompiler:
     def __init__(self, fragments: Mapping[str, FragmentDefinitionNode]) -> None:
         self._fragments = fragments
-
-    # -- selections --------------------------------------------------------------------------
-    def collect(
-        self, type_: GraphQLObjectType, selection_sets: Sequence[SelectionSetNode]
-    ) -> dict[str, list[FieldNode]] | None:
-        """Field nodes by response key, in the executor's order (first occurrence), or None
-        for a selection the renderer does not do."""
-        grouped: dict[str, list[FieldNode]] = {}
-        visited: set[str] = set()
-        for selection_set in selection_sets:
-            if not self._visit(type_, selection_set, grouped, visited):
-                return None
-        return grouped
-
-    def _visit(
-        self,
-        type_: GraphQLObjectType,
-        selection_set: SelectionSetNode,
-        grouped: dict[str, list[FieldNode]],
-        visited: set[str],
-    ) -> bool:
-        for selection in selection_set.selections:
-            included = self._included(selection)
-            if included is None:
-                return False
-            if not included:
-                continue
-            if isinstance(selection, FieldNode):
-                key = selection.alias.value if selection.alias else selection.name.value
-                grouped.setdefault(key, []).append(selection)
-            elif isinstance(selection, InlineFragmentNode):
-                condition = selection.type_condition
-                if condition is not None and condition.name.value != type_.name:
-                    return False
-                if not self._visit(type_, selection.selection_set, grouped, visited):
-                    return False
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                if name in visited:  # as the executor: a fragment is collected once
-                    continue
-                visited.add(name)
-                fragment = self._fragments.get(name)
-                if fragment is None or fragment.type_condition.name.value != type_.name:
-                    return False
-                if not self._visit(type_, fragment.selection_set, grouped, visited):
-                    return False
-            else:
-                return False
-        return True
-
-    def _included(
-        self, node: FieldNode | InlineFragmentNode | FragmentSpreadNode | Any
-    ) -> bool | None:
-        """``@skip``/``@include`` with a literal condition, as the executor reads them; None for
-        a condition on a variable or any other directive."""
-        directives = node.directives or ()
-        if any(d.name.value not in ("skip", "include") for d in directives):
-            return None
-        if any(isinstance(a.value, VariableNode) for d in directives for a in d.arguments or ()):
-            return None  # compiled for any variables: only literal conditions
-        skip = get_directive_values(GraphQLSkipDirective, node)
-        if skip is not None and skip["if"] is True:
-            return False
-        include = get_directive_values(GraphQLIncludeDirective, node)
-        return not (include is not None and include["if"] is False)
 
     # -- values ------------------------------------------------------------------------------
     def value(self, type_: GraphQLOutputType, nodes: list[FieldNode]) -> Render | None:
@@ -270,7 +181,7 @@ class _PayloadCompiler:
         if type_.is_type_of is not None:
             return None  # a check that needs the executor's info
         sub_sets = [node.selection_set for node in nodes if node.selection_set is not None]
-        grouped = self.collect(type_, sub_sets)
+        grouped = collect_fields(sub_sets, self._fragments, type_.name, _included)
         if grouped is None:
             return None
         parts: list[tuple[str, Render]] = []
@@ -294,6 +205,21 @@ class _PayloadCompiler:
             return {key: part(value) for key, part in parts}
 
         return render
+
+
+def _included(node: SelectionNode) -> bool | None:
+    """``@skip``/``@include`` with a literal condition, as the executor reads them; None for a
+    condition on a variable or any other directive."""
+    directives = node.directives or ()
+    if any(d.name.value not in ("skip", "include") for d in directives):
+        return None
+    if any(isinstance(a.value, VariableNode) for d in directives for a in d.arguments or ()):
+        return None  # compiled for any variables: only literal conditions
+    skip = get_directive_values(GraphQLSkipDirective, node)
+    if skip is not None and skip["if"] is True:
+        return False
+    include = get_directive_values(GraphQLIncludeDirective, node)
+    return not (include is not None and include["if"] is False)
 
 
 def _attribute(field: StrawberryField, render: Render) -> Render:

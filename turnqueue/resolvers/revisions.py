@@ -9,12 +9,16 @@ Each stream therefore declares, beside itself (``resolvers/subscriptions.py``), 
 which fields *move* with those revisions and which stay *still*. The fan-out groups an operation
 only when it selects moving fields alone (:func:`groupable`). A field declared neither way counts
 as still, and ``tests/api/test_api_fanout_declarations.py`` fails until it is declared.
+
+:func:`collect_fields` walks a selection as the executor collects it; the compiled renderer
+(``api/render.py``) walks with it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from graphql import (
@@ -23,9 +27,10 @@ from graphql import (
     FragmentDefinitionNode,
     FragmentSpreadNode,
     InlineFragmentNode,
-    OperationDefinitionNode,
     OperationType,
+    SelectionNode,
     SelectionSetNode,
+    get_operation_ast,
 )
 
 from turnqueue.bus import EventKind
@@ -70,13 +75,9 @@ def groupable(
     document: DocumentNode, operation_name: str | None, snapshots: Mapping[str, Snapshot]
 ) -> bool:
     """Whether ``document`` is one snapshot subscription selecting only moving fields."""
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if len(operations) != 1 or operations[0].operation is not OperationType.SUBSCRIPTION:
-        return False
-    operation = operations[0]
-    name = operation.name.value if operation.name else None
-    if operation_name is not None and operation_name != name:
-        return False  # Strawberry closes the socket for it (4400)
+    operation = get_operation_ast(document, operation_name)
+    if operation is None or operation.operation is not OperationType.SUBSCRIPTION:
+        return False  # a name that matches none: Strawberry closes the socket for it (4400)
     roots = operation.selection_set.selections
     if len(roots) != 1 or not isinstance(roots[0], FieldNode):
         return False
@@ -84,43 +85,80 @@ def groupable(
     snapshot = snapshots.get(root.name.value)
     if snapshot is None:
         return False
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
-    return _selects_only(root.selection_set, snapshot.payload, fragments, set())
+    selected = root.selection_set
+    return selected is None or _selects_only([selected], snapshot.payload, fragments_of(document))
 
 
 def _selects_only(
-    selection_set: SelectionSetNode | None,
+    selection_sets: list[SelectionSetNode],
     allowed: Fields,
     fragments: Mapping[str, FragmentDefinitionNode],
-    entered: set[str],
 ) -> bool:
-    """Whether ``selection_set`` (through its fragments) selects only moving fields."""
-    if selection_set is None:
-        return True
-    for selection in selection_set.selections:
-        if isinstance(selection, FieldNode):
-            name = selection.name.value
-            if name == "__typename":
-                continue
-            if name not in allowed.moving:
-                return False
-            below = allowed.moving[name]
-            if below is not None and not _selects_only(
-                selection.selection_set, below, fragments, entered
-            ):
-                return False
-        elif isinstance(selection, InlineFragmentNode):
-            if not _selects_only(selection.selection_set, allowed, fragments, entered):
-                return False
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            fragment = fragments.get(name)
-            if fragment is None or name in entered:  # unknown or cyclic: not ours to judge
-                return False
-            if not _selects_only(fragment.selection_set, allowed, fragments, entered | {name}):
-                return False
-        else:
+    """Whether ``selection_sets`` (through their fragments) select only moving fields."""
+    grouped = collect_fields(selection_sets, fragments)
+    if grouped is None:
+        return False  # an unknown fragment: not ours to judge
+    for node in chain.from_iterable(grouped.values()):
+        name = node.name.value
+        if name == "__typename":
+            continue
+        if name not in allowed.moving:
             return False
+        below = allowed.moving[name]
+        if below is not None and node.selection_set is not None:
+            if not _selects_only([node.selection_set], below, fragments):
+                return False
     return True
+
+
+#: Whether a selection's directives include it (False: skipped), or None: it is not collected.
+Include = Callable[[SelectionNode], bool | None]
+
+
+def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+
+
+def collect_fields(
+    selection_sets: Iterable[SelectionSetNode],
+    fragments: Mapping[str, FragmentDefinitionNode],
+    on: str | None = None,
+    include: Include = lambda _selection: True,
+) -> dict[str, list[FieldNode]] | None:
+    """The field nodes ``selection_sets`` select, by response key in the executor's order (first
+    occurrence), through inline fragments and fragment spreads (a fragment is collected once, as
+    the executor does). ``on``: the only type a fragment's condition may name (None: any type).
+    None: a selection ``include`` refuses, an unknown fragment or a condition on another type."""
+    grouped: dict[str, list[FieldNode]] = {}
+    visited: set[str] = set()
+
+    def visit(selection_set: SelectionSetNode) -> bool:
+        for selection in selection_set.selections:
+            included = include(selection)
+            if not included:
+                if included is None:
+                    return False
+                continue
+            if isinstance(selection, FieldNode):
+                key = selection.alias.value if selection.alias else selection.name.value
+                grouped.setdefault(key, []).append(selection)
+                continue
+            fragment: InlineFragmentNode | FragmentDefinitionNode | None = None
+            if isinstance(selection, FragmentSpreadNode):
+                name = selection.name.value
+                if name in visited:
+                    continue
+                visited.add(name)
+                fragment = fragments.get(name)
+            elif isinstance(selection, InlineFragmentNode):
+                fragment = selection
+            if fragment is None:
+                return False
+            condition = fragment.type_condition
+            if on is not None and condition is not None and condition.name.value != on:
+                return False
+            if not visit(fragment.selection_set):
+                return False
+        return True
+
+    return grouped if all(visit(s) for s in selection_sets) else None
