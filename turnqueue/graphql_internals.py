@@ -30,12 +30,11 @@ compare turnqueue's answer with Strawberry's own.
   list items with ``gather_with_cancel``, a name its module ``graphql.execution.executor`` binds
   at import; turnqueue rebinds it there to a version that lets every task start before it is
   cancelled (docs/upstream/graphql-core-cancel-before-start.md). tests/api/test_api_execution.py.
-- **Compiled operations** (``api.render``, ``api.plans``): a plain-field
-  operation is rendered from the resolver's value and a mutation's arguments converted once per
-  field, so they read Strawberry's type definitions (fields, lists, optionals, enums, scalars, lazy
-  types) and validate with Strawberry's own rules (``validate_document``). Compared with
-  Strawberry's and graphql-core's answers: tests/api/test_api_render.py, test_api_arguments.py,
-  test_api_plans.py.
+- **Compiled operations** (``api.render``, ``api.plans``): a plain-field operation is rendered
+  from the resolver's value and a mutation's arguments converted once per field, so they read
+  Strawberry's type definitions (fields, lists, optionals, enums, scalars) and validate with
+  Strawberry's own rules (``validate_document``). Compared with Strawberry's and graphql-core's
+  answers: tests/api/test_api_render.py, test_api_arguments.py, test_api_plans.py.
 - **Type annotations** (``schema.scalars``, ``schema.enums``, ``api.view``): what
   ``strawberry.scalar`` and ``strawberry.enum`` return, and ``on_ws_connect``'s ``UnsetType``.
 """
@@ -53,18 +52,12 @@ from strawberry.schema.schema import (
     StreamResult,
     validate_document,
 )
-from strawberry.types.base import (
-    StrawberryList,
-    StrawberryMaybe,
-    StrawberryOptional,
-    StrawberryType,
-)
+from strawberry.types.base import StrawberryList, StrawberryMaybe, StrawberryOptional
 from strawberry.types.enum import StrawberryEnumDefinition, has_enum_definition
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.field import StrawberryField
 from strawberry.types.graphql import OperationType
-from strawberry.types.lazy_type import LazyType
-from strawberry.types.scalar import ScalarDefinition, ScalarWrapper
+from strawberry.types.scalar import ScalarDefinition
 from strawberry.types.unset import UnsetType
 
 __all__ = [
@@ -73,19 +66,16 @@ __all__ = [
     "HTTPStreamTransport",
     "InvalidOperationTypeError",
     "JSONEncoder",
-    "LazyType",
     "OperationType",
     "PreExecutionError",
     "SSETransport",
     "ScalarDefinition",
-    "ScalarWrapper",
     "StrawberryEnumDefinition",
     "StrawberryField",
     "StrawberryGraphQLCoreExecutionContext",
     "StrawberryList",
     "StrawberryMaybe",
     "StrawberryOptional",
-    "StrawberryType",
     "StreamResult",
     "UnsetType",
     "WebSocketDisconnected",

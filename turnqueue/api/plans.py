@@ -10,9 +10,9 @@ does (``self``/``root``/``parent`` as the source, ``info`` as a Strawberry ``Inf
 the result.
 
 Only a mutation of one root field whose payload selects basic fields, and whose arguments are
-optional and list types, leaves, lazy types and input types without a ``from_input`` of their
-own, is planned; anything else (``Maybe``, ``GlobalID``, a field with extensions, a schema with
-exception handlers), and any request whose variables do not coerce, takes Strawberry's path
+optional and list types, leaves and input types without a ``from_input`` of their own, is
+planned; anything else (``Maybe``, ``GlobalID``, a lazy type, a field with extensions, a schema
+with exception handlers), and any request whose variables do not coerce, takes Strawberry's path
 before anything ran. The answer is what that path answers: ``{"data": …}``, or for a fault the
 error located at the field, logged by the schema and masked as ``MaskErrors`` masks it (S3).
 ``tests/api/test_api_plans.py`` and ``test_api_arguments.py`` compare both paths.
@@ -44,20 +44,15 @@ from strawberry.types import has_object_definition
 from turnqueue.api.assembly import MASKED_MESSAGE, is_unexpected
 from turnqueue.api.render import DEFINITION, Root, compile_text
 from turnqueue.graphql_internals import (
-    LazyType,
-    ScalarDefinition,
-    ScalarWrapper,
     StrawberryEnumDefinition,
     StrawberryField,
     StrawberryList,
     StrawberryMaybe,
     StrawberryOptional,
-    StrawberryType,
     has_enum_definition,
 )
 
 Convert = Callable[[Any], Any]
-Registry = Mapping[object, ScalarWrapper | ScalarDefinition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,30 +197,28 @@ def compile_call(schema: Schema, field: StrawberryField) -> Call | None:
 
 
 class _ArgumentCompiler:
-    def __init__(self, registry: Registry, names: NameConverter) -> None:
+    def __init__(self, registry: Mapping[object, Any], names: NameConverter) -> None:
         self._registry = registry
         self._names = names
 
-    def converter(self, type_: StrawberryType | type) -> Convert | None:
-        """``convert_argument`` for values of ``type_``, worked out once."""
+    def converter(self, type_: object) -> Convert | None:
+        """``convert_argument`` for values of ``type_``, worked out once (None: a type it leaves
+        to Strawberry, such as ``Maybe``, ``GlobalID`` or a lazy type)."""
         if isinstance(type_, StrawberryMaybe) or type_ is GlobalID:
             return None
-        if isinstance(type_, LazyType):
-            return self.converter(type_.resolve_type())
         if isinstance(type_, StrawberryOptional):
             return self.converter(type_.of_type)  # None passes through every converter
         if isinstance(type_, StrawberryList):
-            of = type_.of_type
-            if self._leaf(of) or (isinstance(of, StrawberryOptional) and self._leaf(of.of_type)):
-                # Copied as Strawberry does: graphql-core shares a default list between requests.
-                return _copy
-            item = self.converter(of)
+            item = self.converter(type_.of_type)
+            if item is _same:  # copied as Strawberry does: graphql-core shares a default list
+                return _copy  # between requests
             if item is None:
                 return None
             return lambda value: (
                 value if value is None or value is UNSET else [item(v) for v in value]
             )
-        if self._leaf(type_) or has_enum_definition(type_):
+        leaf = isinstance(type_, StrawberryEnumDefinition) or has_enum_definition(type_)
+        if leaf or is_scalar(type_, self._registry):
             return _same
         if has_object_definition(type_):
             return self._input(type_)
@@ -259,11 +252,6 @@ class _ArgumentCompiler:
             return type_(**kwargs)
 
         return build
-
-    def _leaf(self, type_: StrawberryType | type) -> bool:
-        if isinstance(type_, LazyType):
-            return self._leaf(type_.resolve_type())
-        return is_scalar(type_, self._registry) or isinstance(type_, StrawberryEnumDefinition)
 
 
 def _copy(value: Any) -> Any:
